@@ -1,0 +1,338 @@
+"""Rényi-DP curves on a fixed order grid, their composition and conversion to (ε, δ).
+
+Every release dpsql makes is described by an RDP curve ε(α) evaluated at the orders in
+``ORDERS``. Curves compose by adding order by order; they are converted to an (ε, δ)
+statement once, at report or admission time, never before composing. Everything here
+is pure arithmetic: no noise is drawn and nothing outside the standard library, numpy
+and scipy is imported.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import optimize, special
+
+ORDERS: tuple[float, ...] = tuple(round(1.1 + 0.1 * i, 1) for i in range(99)) + (
+    12.0, 14.0, 16.0, 20.0, 24.0, 32.0, 48.0, 64.0, 128.0, 256.0,
+)
+
+_ALPHA = np.asarray(ORDERS, dtype=float)
+
+
+class CurveError(ValueError):
+    """A curve or conversion was asked for with inputs outside its preconditions."""
+
+
+def _check_positive(name: str, value: float, *, allow_zero: bool = False) -> float:
+    v = float(value)
+    if math.isnan(v) or math.isinf(v) or v < 0 or (v == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise CurveError(f"{name} must be finite and {bound}, got {value!r}")
+    return v
+
+
+def _check_delta(delta: float) -> float:
+    d = float(delta)
+    if not 0.0 < d < 1.0:
+        raise CurveError(f"delta must lie in (0, 1), got {delta!r}")
+    return d
+
+
+@dataclass(frozen=True)
+class Curve:
+    """An RDP curve: ``values[i]`` is ε(α) at ``ORDERS[i]``.
+
+    Preconditions: one finite, non-negative value per order (``+inf`` is allowed and
+    means "no guarantee at this order").
+    Privacy claim: a mechanism described by this curve is (α, ε(α))-RDP at every order
+    of the grid; ``a + b`` describes the adaptive composition of both mechanisms and
+    ``a * k`` the k-fold composition of one.
+    """
+
+    values: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.values) != len(ORDERS):
+            raise CurveError(f"a curve needs {len(ORDERS)} values, got {len(self.values)}")
+        for v in self.values:
+            if math.isnan(v) or v < 0:
+                raise CurveError(f"curve values must be >= 0 and not NaN, got {v!r}")
+
+    @classmethod
+    def from_array(cls, values: Iterable[float]) -> Curve:
+        """Build a curve from any iterable of per-order values (e.g. a stored JSON list)."""
+        return cls(tuple(float(v) for v in values))
+
+    def as_array(self) -> np.ndarray:
+        return np.asarray(self.values, dtype=float)
+
+    def __add__(self, other: Curve) -> Curve:
+        if not isinstance(other, Curve):
+            return NotImplemented
+        return Curve(tuple(a + b for a, b in zip(self.values, other.values, strict=True)))
+
+    def __mul__(self, k: int) -> Curve:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise CurveError(f"a curve scales by a non-negative integer count, got {k!r}")
+        return Curve(tuple(k * v for v in self.values))
+
+    __rmul__ = __mul__
+
+    def is_zero(self) -> bool:
+        return all(v == 0.0 for v in self.values)
+
+    def epsilon(self, delta: float) -> float:
+        """(ε, δ)-DP implied by this curve, by the Canonne–Kamath–Steinke conversion.
+
+        ε = min_α [ ε(α) + ln(1 − 1/α) − (ln δ + ln α)/(α − 1) ], floored at 0.
+        Preconditions: 0 < δ < 1. Privacy claim: the mechanism is (ε, δ)-DP.
+        """
+        d = _check_delta(delta)
+        eps = self.as_array() + np.log1p(-1.0 / _ALPHA) - (math.log(d) + np.log(_ALPHA)) / (
+            _ALPHA - 1.0
+        )
+        return max(0.0, float(np.min(eps)))
+
+    def epsilon_textbook(self, delta: float) -> float:
+        """The classic conversion min_α ε(α) + ln(1/δ)/(α − 1) (Mironov 2017, Prop. 3).
+
+        Kept for cross-checks: it is never smaller than :meth:`epsilon`.
+        """
+        d = _check_delta(delta)
+        eps = self.as_array() + math.log(1.0 / d) / (_ALPHA - 1.0)
+        return max(0.0, float(np.min(eps)))
+
+    def best_order(self, delta: float) -> float:
+        """The order at which the CKS conversion attains its minimum (for reports)."""
+        d = _check_delta(delta)
+        eps = self.as_array() + np.log1p(-1.0 / _ALPHA) - (math.log(d) + np.log(_ALPHA)) / (
+            _ALPHA - 1.0
+        )
+        return ORDERS[int(np.argmin(eps))]
+
+
+ZERO = Curve(tuple(0.0 for _ in ORDERS))
+
+
+def zero_curve() -> Curve:
+    """The curve of a release that reveals nothing (replays, post-processing)."""
+    return ZERO
+
+
+def compose(curves: Iterable[Curve]) -> Curve:
+    """Adaptive composition of any number of curves (order-wise sum)."""
+    total = ZERO
+    for c in curves:
+        total = total + c
+    return total
+
+
+def zcdp_curve(rho: float) -> Curve:
+    """Curve of a ρ-zCDP mechanism: ε(α) = ρ·α.
+
+    Preconditions: ρ ≥ 0. Privacy claim: ρ-zCDP implies (α, ρα)-RDP for every α > 1.
+    """
+    r = _check_positive("rho", rho, allow_zero=True)
+    return Curve(tuple(r * a for a in ORDERS))
+
+
+def gaussian_curve(l2_sensitivity: float, sigma: float) -> Curve:
+    """Curve of the (continuous or discrete) Gaussian mechanism: ε(α) = αΔ²/(2σ²).
+
+    Preconditions: Δ ≥ 0, σ > 0. Privacy claim: exact for the continuous Gaussian and an
+    upper bound for the discrete Gaussian on integer-valued queries (Canonne et al. 2020).
+    """
+    d = _check_positive("l2_sensitivity", l2_sensitivity, allow_zero=True)
+    s = _check_positive("sigma", sigma)
+    return zcdp_curve(d * d / (2.0 * s * s))
+
+
+def laplace_curve(l1_sensitivity: float, scale: float) -> Curve:
+    """Exact RDP curve of the continuous Laplace mechanism (Mironov 2017, Table II).
+
+    ε(α) = 1/(α−1)·ln( α/(2α−1)·e^{(α−1)ε0} + (α−1)/(2α−1)·e^{−αε0} ), ε0 = Δ/b,
+    evaluated in log space. Preconditions: Δ ≥ 0, b > 0. Privacy claim: exact for the
+    continuous Laplace. It is NOT an upper bound for the discrete Laplace (whose loss at
+    Δ = 1 is that of randomized response); use :func:`discrete_laplace_curve` there.
+    """
+    d = _check_positive("l1_sensitivity", l1_sensitivity, allow_zero=True)
+    b = _check_positive("scale", scale)
+    e0 = d / b
+    if e0 == 0.0:
+        return ZERO
+    a = _ALPHA
+    terms = np.stack(
+        [
+            np.log(a / (2 * a - 1)) + (a - 1) * e0,
+            np.log((a - 1) / (2 * a - 1)) - a * e0,
+        ]
+    )
+    vals = special.logsumexp(terms, axis=0) / (a - 1)
+    # Never above the pure-DP bound ε0 (rounding can push the last digit over).
+    return Curve(tuple(float(min(v, e0)) for v in vals))
+
+
+def discrete_laplace_curve(l1_sensitivity_units: int, scale_units: float) -> Curve:
+    """Exact RDP curve of the discrete Laplace on the integers (two-sided geometric).
+
+    P(x) ∝ e^{−|x|/b}; the neighbour is shifted by n = Δ1 integer units. The privacy
+    loss is +ε0 for x ≤ 0, −ε0 for x ≥ n and (n − 2x)/b in between, which gives the
+    closed form (r = e^{−1/b}, q = e^{−(2α−1)/b}, ε0 = n/b)
+
+        M(α) = e^{(α−1)ε0}/(1+r) + r^n e^{−(α−1)ε0}/(1+r)
+               + (1−r)/(1+r) · e^{(α−1)ε0} · q(1 − q^{n−1})/(1 − q),
+        ε(α) = ln M(α) / (α − 1).
+
+    Preconditions: n ≥ 0 an integer, b > 0 (both in the same integer units). Privacy
+    claim: exact for an L1 shift of n units in one coordinate and an upper bound for any
+    shift of L1 norm n spread over several coordinates (the loss is jointly convex).
+    At n = 1 it equals the randomized-response curve, the largest of any ε0-DP mechanism.
+    """
+    if isinstance(l1_sensitivity_units, bool) or int(l1_sensitivity_units) != l1_sensitivity_units:
+        raise CurveError(f"discrete sensitivity must be an integer, got {l1_sensitivity_units!r}")
+    n = int(l1_sensitivity_units)
+    if n < 0:
+        raise CurveError(f"discrete sensitivity must be >= 0, got {n}")
+    b = _check_positive("scale_units", scale_units)
+    if n == 0:
+        return ZERO
+    e0 = n / b
+    a = _ALPHA
+    log1r = math.log1p(math.exp(-1.0 / b))  # ln(1 + r)
+    parts = [
+        (a - 1) * e0 - log1r,
+        np.full_like(a, -n / b) - (a - 1) * e0 - log1r,
+    ]
+    if n >= 2:
+        # ln[(1−r)/(1+r)] + (α−1)ε0 + ln q + ln(1 − q^{n−1}) − ln(1 − q)
+        log_q = -(2 * a - 1) / b
+        log_c = math.log(-math.expm1(-1.0 / b)) - log1r
+        middle = (
+            log_c
+            + (a - 1) * e0
+            + log_q
+            + np.log(-np.expm1((n - 1) * log_q))
+            - np.log(-np.expm1(log_q))
+        )
+        parts.append(middle)
+    vals = special.logsumexp(np.stack(parts), axis=0) / (a - 1)
+    return Curve(tuple(float(min(max(v, 0.0), e0)) for v in vals))
+
+
+def pure_dp_curve(epsilon: float) -> Curve:
+    """The largest RDP curve of any ε-DP mechanism (that of randomized response).
+
+    ε(α) = 1/(α−1)·ln( (e^{αε} + e^{(1−α)ε}) / (1 + e^{ε}) ). Preconditions: ε ≥ 0.
+    Privacy claim: every ε-DP mechanism satisfies this curve (Bun & Steinke 2016, Prop. 3.3
+    and its tight form for randomized response); used for external pure-DP charges.
+    """
+    e = _check_positive("epsilon", epsilon, allow_zero=True)
+    if e == 0.0:
+        return ZERO
+    a = _ALPHA
+    vals = (
+        special.logsumexp(np.stack([a * e, (1 - a) * e]), axis=0) - math.log1p(math.exp(e))
+    ) / (a - 1)
+    return Curve(tuple(float(min(max(v, 0.0), e)) for v in vals))
+
+
+def curve_from_orders(orders: Sequence[float], values: Sequence[float]) -> Curve:
+    """Accept a curve submitted at exactly the ledger's orders (external consumers).
+
+    Preconditions: ``orders`` equals ``ORDERS`` element-wise (to 1e-9). Refuses anything
+    else rather than interpolating, because interpolating an RDP curve can understate it.
+    """
+    if len(orders) != len(ORDERS) or any(
+        abs(float(o) - p) > 1e-9 for o, p in zip(orders, ORDERS, strict=False)
+    ):
+        raise CurveError("external curves must be given at exactly the ledger's ORDERS")
+    return Curve.from_array(values)
+
+
+# --- closed forms for zCDP and the analytic Gaussian ---------------------------------
+
+
+def zcdp_epsilon_closed_form(rho: float, delta: float) -> float:
+    """The closed form ρ + 2√(ρ ln 1/δ) (Bun & Steinke 2016, Prop. 1.3)."""
+    r = _check_positive("rho", rho, allow_zero=True)
+    d = _check_delta(delta)
+    return r + 2.0 * math.sqrt(r * math.log(1.0 / d))
+
+
+def rho_for_epsilon(epsilon: float, delta: float) -> float:
+    """Inverse of ρ + 2√(ρ ln 1/δ): the ρ whose closed-form conversion is exactly ε.
+
+    ρ = (√(L + ε) − √L)², L = ln(1/δ). Preconditions: ε ≥ 0, 0 < δ < 1.
+    """
+    e = _check_positive("epsilon", epsilon, allow_zero=True)
+    log_inv = math.log(1.0 / _check_delta(delta))
+    # (√(L+ε) − √L)² written as ε²/(√(L+ε)+√L)² to avoid cancellation for small ε.
+    return e * e / (math.sqrt(log_inv + e) + math.sqrt(log_inv)) ** 2
+
+
+def max_rho_within(epsilon: float, delta: float) -> float:
+    """The largest ρ whose curve, converted by :meth:`Curve.epsilon` (CKS), is ≤ ε.
+
+    This is the calibration used for a query's (ε, δ): its noise then costs a zCDP curve
+    whose conversion is exactly the one the ledger applies. Preconditions: ε > 0,
+    0 < δ < 1. Privacy claim: zcdp_curve(result).epsilon(δ) ≤ ε.
+    """
+    e = _check_positive("epsilon", epsilon)
+    d = _check_delta(delta)
+    lo, hi = 0.0, max(rho_for_epsilon(e, d), 1e-12)
+    while zcdp_curve(hi).epsilon(d) <= e:
+        lo, hi = hi, hi * 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if zcdp_curve(mid).epsilon(d) <= e:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-15 * hi:
+            break
+    return lo
+
+
+def _analytic_delta(mu: float, eps: float) -> float:
+    """δ(ε) of the Gaussian mechanism with μ = Δ/σ (Balle & Wang 2018, Thm. 8)."""
+    a = mu / 2.0 - eps / mu
+    b = -mu / 2.0 - eps / mu
+    first = special.ndtr(a)
+    second = math.exp(eps + special.log_ndtr(b))
+    return float(first - second)
+
+
+def analytic_gaussian_epsilon(mu: float, delta: float) -> float:
+    """Smallest ε for which the Gaussian mechanism with μ = Δ/σ is (ε, δ)-DP (exact).
+
+    Preconditions: μ > 0, 0 < δ < 1. Privacy claim: exact for the continuous Gaussian
+    (and for any composition of Gaussians, with μ = √(Σ μ_i²) = √(2ρ)).
+    """
+    m = _check_positive("mu", mu)
+    d = _check_delta(delta)
+    if _analytic_delta(m, 0.0) <= d:
+        return 0.0
+    hi = 1.0
+    while _analytic_delta(m, hi) > d:
+        hi *= 2.0
+    return float(optimize.brentq(lambda e: _analytic_delta(m, e) - d, 0.0, hi, xtol=1e-12))
+
+
+def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float) -> float:
+    """Smallest σ for which the Gaussian mechanism with L2 sensitivity Δ is (ε, δ)-DP.
+
+    Preconditions: ε > 0, 0 < δ < 1, Δ > 0. Privacy claim: exact for the continuous
+    Gaussian; dpsql's discrete noise is calibrated by :func:`max_rho_within` instead.
+    """
+    e = _check_positive("epsilon", epsilon)
+    d = _check_delta(delta)
+    s = _check_positive("l2_sensitivity", l2_sensitivity)
+    lo, hi = 1e-12, 1.0
+    while _analytic_delta(hi, e) < d:
+        hi *= 2.0
+    mu = float(optimize.brentq(lambda m: _analytic_delta(m, e) - d, lo, hi, xtol=1e-14))
+    return s / mu
