@@ -1,0 +1,526 @@
+"""The TOML policy -> frozen dataclasses.
+
+The policy is trusted (it is written by the operator), but a typo in it can silently
+weaken a privacy guarantee, so loading is strict: unknown keys, missing units, loose or
+inverted bounds and impossible budgets are all refused with a ``PolicyError`` whose
+message starts with the dotted key path at fault (``tables.prompts.columns.tokens: ...``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+Value = str | int | float
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_SHA256_HEX = re.compile(r"^[0-9a-fA-F]{64}$")
+_MEMORY = re.compile(r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
+_MAX_DELTA = 1e-3
+
+
+class PolicyError(ValueError):
+    """The policy file is inconsistent; the message names the offending key path."""
+
+
+@dataclass(frozen=True)
+class ColumnPolicy:
+    name: str
+    lower: float | None = None
+    upper: float | None = None
+    values: tuple[Value, ...] | None = None  # public key domain
+
+
+@dataclass(frozen=True)
+class TablePolicy:
+    name: str  # lower-case, possibly schema-qualified ("pums.pums")
+    public: bool
+    population: str | None
+    unit: str | None
+    max_groups: int | None
+    max_rows_per_group: int | None
+    columns: tuple[ColumnPolicy, ...]
+    grants: tuple[str, ...] | None  # None: every analyst
+    one_row_per_person: bool = False
+
+    def column(self, name: str) -> ColumnPolicy | None:
+        wanted = name.lower()
+        return next((c for c in self.columns if c.name == wanted), None)
+
+
+@dataclass(frozen=True)
+class PopulationPolicy:
+    name: str
+    epsilon_cap: float
+    delta: float
+    partition: str | None  # "table.column", each person has exactly one value
+
+
+@dataclass(frozen=True)
+class AnalystPolicy:
+    name: str
+    key_sha256: str  # lower-case hex
+    role: str  # "analyst" | "admin"
+    tables: tuple[str, ...] | None  # None: every table
+
+
+@dataclass(frozen=True)
+class ProxySettings:
+    default_epsilon: float = 0.5
+    default_delta: float = 1e-9
+    mechanism: str = "gaussian"
+    max_groups: int = 1  # default L0 when a table names none
+    max_rows_per_group: int = 1  # default Linf when a table names none
+    max_sql_length: int = 20000
+    max_nodes: int = 2000
+    query_timeout_s: float = 30.0
+    threads: int = 2
+    memory_limit: str = "2GB"
+    max_partition_groups: int = 10000
+
+
+@dataclass(frozen=True)
+class Policy:
+    path: Path | None
+    proxy: ProxySettings
+    duckdb_path: Path | None
+    ledger_path: Path
+    tables: tuple[TablePolicy, ...]
+    populations: tuple[PopulationPolicy, ...]
+    analysts: tuple[AnalystPolicy, ...]
+    data_version: str
+    # (schema-qualified lower-case table name, CSV file) the engine loads at start-up
+    csv_tables: tuple[tuple[str, Path], ...] = field(default=())
+
+    def table(self, name: str) -> TablePolicy | None:
+        wanted = name.lower()
+        found = next((t for t in self.tables if t.name == wanted), None)
+        if found is None and wanted.startswith("main."):
+            # DuckDB's default schema: "main.users" is the table "users"
+            return self.table(wanted[len("main.") :])
+        return found
+
+    def population(self, name: str) -> PopulationPolicy:
+        for pop in self.populations:
+            if pop.name == name:
+                return pop
+        raise KeyError(f"population {name!r} is not declared")
+
+    def tables_of(self, population: str) -> tuple[TablePolicy, ...]:
+        return tuple(t for t in self.tables if t.population == population)
+
+    def analyst(self, name: str) -> AnalystPolicy | None:
+        return next((a for a in self.analysts if a.name == name), None)
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Read and validate a policy file; relative paths in it are relative to its folder."""
+    p = Path(path).resolve()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PolicyError(f"cannot read policy file {p}: {exc.strerror}") from exc
+    return replace(parse_policy(text, base_dir=p.parent), path=p)
+
+
+def parse_policy(text: str, *, base_dir: Path) -> Policy:
+    """Validate policy TOML text; relative paths resolve against ``base_dir``."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PolicyError(f"not valid TOML: {exc}") from exc
+    _only(doc, "", {"proxy", "database", "ledger", "populations", "tables", "analysts"})
+    proxy = _proxy(_sub(doc, "", "proxy"))
+    populations = tuple(
+        _population(name, _as_table(body, _key("populations", name)))
+        for name, body in _sub(doc, "", "populations").items()
+    )
+    pop_names = {p.name for p in populations}
+    tables = _tables(_sub(doc, "", "tables"), pop_names)
+    for pop in populations:
+        _check_partition(pop, tables)
+    analysts = tuple(
+        _analyst(name, _as_table(body, _key("analysts", name)), tables)
+        for name, body in _sub(doc, "", "analysts").items()
+    )
+    duckdb_path, csv_tables, version = _database(_sub(doc, "", "database"), base_dir, tables)
+    ledger = _sub(doc, "", "ledger")
+    _only(ledger, "ledger", {"path"})
+    ledger_path = _resolve(base_dir, _str(ledger, "ledger", "path", "state/ledger.sqlite"))
+    if version is None:
+        files = [duckdb_path] if duckdb_path is not None else [p for _, p in csv_tables]
+        version = _derived_version(files)
+    return Policy(
+        path=None,
+        proxy=proxy,
+        duckdb_path=duckdb_path,
+        ledger_path=ledger_path,
+        tables=tables,
+        populations=populations,
+        analysts=analysts,
+        data_version=version,
+        csv_tables=csv_tables,
+    )
+
+
+def data_version_of(policy: Policy) -> str:
+    """Recompute the derived data version now (the file may have changed since loading)."""
+    files = (
+        [policy.duckdb_path]
+        if policy.duckdb_path is not None
+        else [p for _, p in policy.csv_tables]
+    )
+    return _derived_version(files)
+
+
+# --- sections -------------------------------------------------------------------------
+
+
+def _proxy(body: Mapping[str, Any]) -> ProxySettings:
+    d = ProxySettings()
+    _only(body, "proxy", set(ProxySettings.__dataclass_fields__))
+    mechanism = _str(body, "proxy", "mechanism", d.mechanism)
+    if mechanism not in ("gaussian", "laplace"):
+        raise PolicyError(f"proxy.mechanism: {mechanism!r} is not gaussian or laplace")
+    memory = _str(body, "proxy", "memory_limit", d.memory_limit)
+    if not _MEMORY.match(memory):
+        raise PolicyError(f"proxy.memory_limit: {memory!r} is not a size like '2GB'")
+    return ProxySettings(
+        default_epsilon=_positive(body, "proxy", "default_epsilon", d.default_epsilon),
+        default_delta=_delta(body, "proxy", "default_delta", d.default_delta),
+        mechanism=mechanism,
+        max_groups=_count(body, "proxy", "max_groups", d.max_groups),
+        max_rows_per_group=_count(body, "proxy", "max_rows_per_group", d.max_rows_per_group),
+        max_sql_length=_count(body, "proxy", "max_sql_length", d.max_sql_length),
+        max_nodes=_count(body, "proxy", "max_nodes", d.max_nodes),
+        query_timeout_s=_positive(body, "proxy", "query_timeout_s", d.query_timeout_s),
+        threads=_count(body, "proxy", "threads", d.threads),
+        memory_limit=memory,
+        max_partition_groups=_count(body, "proxy", "max_partition_groups", d.max_partition_groups),
+    )
+
+
+def _population(name: str, body: Mapping[str, Any]) -> PopulationPolicy:
+    where = _key("populations", name)
+    if not _IDENT.match(name):
+        # "/" and "=" are reserved for partition names such as users/region=north
+        raise PolicyError(f"{where}: population name must be an identifier")
+    _only(body, where, {"epsilon_cap", "delta", "partition"})
+    if "epsilon_cap" not in body:
+        raise PolicyError(f"{where}.epsilon_cap: required")
+    if "delta" not in body:
+        raise PolicyError(f"{where}.delta: required")
+    partition = body.get("partition")
+    if partition is not None and not isinstance(partition, str):
+        raise PolicyError(f"{where}.partition: must be a string 'table.column'")
+    return PopulationPolicy(
+        name=name,
+        epsilon_cap=_positive(body, where, "epsilon_cap", 0.0),
+        delta=_delta(body, where, "delta", 0.0),
+        partition=partition.lower() if partition is not None else None,
+    )
+
+
+def _tables(body: Mapping[str, Any], populations: set[str]) -> tuple[TablePolicy, ...]:
+    out: list[TablePolicy] = []
+    seen: set[str] = set()
+    for raw_name, spec in body.items():
+        where = _key("tables", raw_name)
+        name = raw_name.lower()
+        parts = name.split(".")
+        if not 1 <= len(parts) <= 3 or not all(_IDENT.match(p) for p in parts):
+            raise PolicyError(f"{where}: table name must be [catalog.][schema.]table")
+        if name in seen:
+            raise PolicyError(f"{where}: declared twice (names are case-insensitive)")
+        seen.add(name)
+        out.append(_table_policy(name, _as_table(spec, where), where, populations))
+    return tuple(out)
+
+
+def _table_policy(
+    name: str, body: Mapping[str, Any], where: str, populations: set[str]
+) -> TablePolicy:
+    _only(
+        body,
+        where,
+        {
+            "public",
+            "population",
+            "unit",
+            "max_groups",
+            "max_rows_per_group",
+            "columns",
+            "grants",
+            "one_row_per_person",
+        },
+    )
+    public = _bool(body, where, "public", False)
+    one_row = _bool(body, where, "one_row_per_person", False)
+    private_only = ("population", "unit", "max_groups", "max_rows_per_group")
+    if public:
+        for key in private_only:
+            if key in body:
+                raise PolicyError(f"{where}.{key}: a public table holds no person data")
+        if one_row:
+            raise PolicyError(f"{where}.one_row_per_person: a public table has no persons")
+    else:
+        for key in ("unit", "population"):
+            if key not in body:
+                raise PolicyError(f"{where}.{key}: required for a private table")
+    population = _opt_str(body, where, "population")
+    if population is not None and population not in populations:
+        raise PolicyError(f"{where}.population: {population!r} is not declared in [populations]")
+    unit = _opt_str(body, where, "unit")
+    if unit is not None:
+        if not _IDENT.match(unit):
+            raise PolicyError(f"{where}.unit: {unit!r} is not a column name")
+        unit = unit.lower()
+    columns = _columns(_sub(body, where, "columns"), f"{where}.columns")
+    for col in columns:
+        if col.name == unit and col.values is not None:
+            # a public domain for the unit would let GROUP BY person pass as public keys
+            raise PolicyError(f"{where}.columns.{col.name}: the unit column cannot have values")
+    grants = body.get("grants")
+    if grants is not None:
+        grants = _names(grants, f"{where}.grants")
+    return TablePolicy(
+        name=name,
+        public=public,
+        population=population,
+        unit=unit,
+        max_groups=_opt_count(body, where, "max_groups"),
+        max_rows_per_group=_opt_count(body, where, "max_rows_per_group"),
+        columns=columns,
+        grants=grants,
+        one_row_per_person=one_row,
+    )
+
+
+def _columns(body: Mapping[str, Any], where: str) -> tuple[ColumnPolicy, ...]:
+    out: list[ColumnPolicy] = []
+    seen: set[str] = set()
+    for raw_name, spec in body.items():
+        here = _key(where, raw_name)
+        if not _IDENT.match(raw_name):
+            raise PolicyError(f"{here}: not a column name")
+        name = raw_name.lower()
+        if name in seen:
+            raise PolicyError(f"{here}: declared twice (names are case-insensitive)")
+        seen.add(name)
+        spec = _as_table(spec, here)
+        _only(spec, here, {"lower", "upper", "values"})
+        if ("lower" in spec) != ("upper" in spec):
+            raise PolicyError(f"{here}: declare both lower and upper, or neither")
+        lower = _number(spec, here, "lower")
+        upper = _number(spec, here, "upper")
+        if lower is not None and upper is not None and lower > upper:
+            raise PolicyError(f"{here}: lower {_fmt(lower)} > upper {_fmt(upper)}")
+        values = _domain(spec["values"], f"{here}.values") if "values" in spec else None
+        if values is not None and lower is not None and upper is not None:
+            for v in values:
+                if isinstance(v, str) or not lower <= v <= upper:
+                    raise PolicyError(f"{here}.values: {v!r} lies outside [lower, upper]")
+        out.append(ColumnPolicy(name=name, lower=lower, upper=upper, values=values))
+    return tuple(out)
+
+
+def _domain(raw: Any, where: str) -> tuple[Value, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise PolicyError(f"{where}: must be a non-empty list")
+    kinds = set()
+    for v in raw:
+        if isinstance(v, bool):
+            kinds.add("bool")
+        elif isinstance(v, int | float):
+            if not math.isfinite(v):
+                raise PolicyError(f"{where}: {v!r} is not finite")
+            kinds.add("number")
+        elif isinstance(v, str):
+            kinds.add("string")
+        else:
+            raise PolicyError(f"{where}: {v!r} is not a string, number or boolean")
+    if len(kinds) > 1:
+        raise PolicyError(f"{where}: mixes {' and '.join(sorted(kinds))} values")
+    if len(set(raw)) != len(raw):
+        raise PolicyError(f"{where}: lists a value twice")
+    return tuple(raw)
+
+
+def _check_partition(pop: PopulationPolicy, tables: tuple[TablePolicy, ...]) -> None:
+    if pop.partition is None:
+        return
+    where = f"{_key('populations', pop.name)}.partition"
+    table_name, _, column_name = pop.partition.rpartition(".")
+    table = next((t for t in tables if t.name == table_name), None)
+    if not table_name or table is None:
+        raise PolicyError(f"{where}: {pop.partition!r} does not name a declared table.column")
+    if table.population != pop.name:
+        raise PolicyError(f"{where}: table {table.name!r} is not of population {pop.name!r}")
+    if not table.one_row_per_person:
+        raise PolicyError(
+            f"{where}: table {table.name!r} must declare one_row_per_person = true "
+            "so that each person has exactly one value"
+        )
+    column = table.column(column_name)
+    if column is None or column.values is None:
+        raise PolicyError(f"{where}: column {column_name!r} needs a declared values domain")
+
+
+def _analyst(name: str, body: Mapping[str, Any], tables: tuple[TablePolicy, ...]) -> AnalystPolicy:
+    where = _key("analysts", name)
+    _only(body, where, {"key_sha256", "role", "tables"})
+    key = _opt_str(body, where, "key_sha256")
+    if key is None or not _SHA256_HEX.match(key):
+        raise PolicyError(f"{where}.key_sha256: must be 64 hexadecimal characters")
+    role = _str(body, where, "role", "analyst")
+    if role not in ("analyst", "admin"):
+        raise PolicyError(f"{where}.role: {role!r} is not analyst or admin")
+    allowed = body.get("tables")
+    if allowed is not None:
+        allowed = tuple(t.lower() for t in _names(allowed, f"{where}.tables"))
+        declared = {t.name for t in tables}
+        for t in allowed:
+            if t not in declared:
+                raise PolicyError(f"{where}.tables: {t!r} is not declared in [tables]")
+    return AnalystPolicy(name=name, key_sha256=key.lower(), role=role, tables=allowed)
+
+
+def _database(
+    body: Mapping[str, Any], base_dir: Path, tables: tuple[TablePolicy, ...]
+) -> tuple[Path | None, tuple[tuple[str, Path], ...], str | None]:
+    _only(body, "database", {"duckdb", "csv", "version"})
+    if "duckdb" in body and "csv" in body:
+        raise PolicyError("database: give either duckdb or csv, not both")
+    duckdb = _opt_str(body, "database", "duckdb")
+    csv: list[tuple[str, Path]] = []
+    declared = {t.name for t in tables}
+    for target, file in _sub(body, "database", "csv").items():
+        where = _key("database.csv", target)
+        if not isinstance(file, str):
+            raise PolicyError(f"{where}: must be a file path string")
+        if target.lower() not in declared:
+            raise PolicyError(f"{where}: table is not declared in [tables]")
+        csv.append((target.lower(), _resolve(base_dir, file)))
+    version = _opt_str(body, "database", "version")
+    return (_resolve(base_dir, duckdb) if duckdb else None), tuple(csv), version
+
+
+def _derived_version(files: Iterable[Path]) -> str:
+    digest = hashlib.sha256()
+    for f in files:
+        try:
+            st = f.stat()
+            digest.update(f"{f}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+        except OSError:
+            digest.update(f"{f}|missing\n".encode())
+    return digest.hexdigest()[:16]
+
+
+# --- typed field readers ---------------------------------------------------------------
+
+
+def _key(prefix: str, name: str) -> str:
+    part = name if _BARE_KEY.match(name) else '"' + name.replace('"', '\\"') + '"'
+    return f"{prefix}.{part}" if prefix else part
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if x.is_integer() else repr(x)
+
+
+def _only(body: Mapping[str, Any], where: str, allowed: set[str]) -> None:
+    for k in body:
+        if k not in allowed:
+            raise PolicyError(f"{_key(where, k)}: unknown key")
+
+
+def _as_table(body: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(body, Mapping):
+        raise PolicyError(f"{where}: must be a table")
+    return body
+
+
+def _sub(parent: Mapping[str, Any], where: str, key: str) -> Mapping[str, Any]:
+    return _as_table(parent.get(key, {}), _key(where, key))
+
+
+def _resolve(base_dir: Path, file: str) -> Path:
+    p = Path(file)
+    return p if p.is_absolute() else (base_dir / p).resolve()
+
+
+def _str(body: Mapping[str, Any], where: str, key: str, default: str) -> str:
+    v = body.get(key, default)
+    if not isinstance(v, str):
+        raise PolicyError(f"{where}.{key}: must be a string")
+    return v
+
+
+def _opt_str(body: Mapping[str, Any], where: str, key: str) -> str | None:
+    v = body.get(key)
+    if v is not None and not isinstance(v, str):
+        raise PolicyError(f"{where}.{key}: must be a string")
+    return v
+
+
+def _bool(body: Mapping[str, Any], where: str, key: str, default: bool) -> bool:
+    v = body.get(key, default)
+    if not isinstance(v, bool):
+        raise PolicyError(f"{where}.{key}: must be true or false")
+    return v
+
+
+def _number(body: Mapping[str, Any], where: str, key: str) -> float | None:
+    if key not in body:
+        return None
+    v = body[key]
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise PolicyError(f"{where}.{key}: must be a number")
+    if not math.isfinite(v):
+        raise PolicyError(f"{where}.{key}: {v} is not finite")
+    return float(v)
+
+
+def _positive(body: Mapping[str, Any], where: str, key: str, default: float) -> float:
+    v = _number(body, where, key)
+    v = default if v is None else v
+    if v <= 0:
+        raise PolicyError(f"{where}.{key}: must be > 0")
+    return v
+
+
+def _delta(body: Mapping[str, Any], where: str, key: str, default: float) -> float:
+    v = _number(body, where, key)
+    v = default if v is None else v
+    if not 0 < v < _MAX_DELTA:
+        raise PolicyError(f"{where}.{key}: {v!r} must be > 0 and < {_MAX_DELTA}")
+    return v
+
+
+def _count(body: Mapping[str, Any], where: str, key: str, default: int) -> int:
+    v = _opt_count(body, where, key)
+    return default if v is None else v
+
+
+def _opt_count(body: Mapping[str, Any], where: str, key: str) -> int | None:
+    if key not in body:
+        return None
+    v = body[key]
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise PolicyError(f"{where}.{key}: must be an integer")
+    if v < 1:
+        raise PolicyError(f"{where}.{key}: {v} must be >= 1")
+    return v
+
+
+def _names(raw: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+        raise PolicyError(f"{where}: must be a list of names")
+    return tuple(raw)

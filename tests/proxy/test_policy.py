@@ -1,0 +1,411 @@
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import pytest
+
+from proxy.policy import (
+    AnalystPolicy,
+    ColumnPolicy,
+    PolicyError,
+    ProxySettings,
+    load_policy,
+    parse_policy,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+KEY = "ab" * 32
+
+BASE = f"""
+[proxy]
+default_epsilon = 0.5
+mechanism = "gaussian"
+
+[database]
+duckdb = "data/usage.duckdb"
+
+[ledger]
+path = "state/ledger.sqlite"
+
+[populations.users]
+epsilon_cap = 4.0
+delta = 1e-6
+partition = "users.region"
+
+[tables.users]
+population = "users"
+unit = "user_id"
+one_row_per_person = true
+columns.region = {{ values = ["north", "south", "east", "west"] }}
+columns.age    = {{ lower = 18, upper = 100 }}
+
+[tables.prompts]
+population = "users"
+unit = "user_id"
+max_groups = 4
+max_rows_per_group = 10
+columns.tokens = {{ lower = 0, upper = 4000 }}
+columns.model  = {{ values = ["small", "medium", "large"] }}
+
+[tables.regions]
+public = true
+
+[analysts.alice]
+key_sha256 = "{KEY}"
+role = "analyst"
+"""
+
+
+def parse(text: str = BASE, base_dir: Path = Path("/base")):
+    return parse_policy(text, base_dir=base_dir)
+
+
+def mutated(old: str, new: str) -> str:
+    assert BASE.count(old) == 1, old
+    return BASE.replace(old, new)
+
+
+def refused(text: str) -> str:
+    with pytest.raises(PolicyError) as info:
+        parse(text)
+    return str(info.value)
+
+
+# --- the base file and the shipped policies -----------------------------------------
+
+
+def test_base_policy_parses_into_frozen_objects():
+    p = parse()
+    assert p.path is None
+    assert p.proxy == ProxySettings(default_epsilon=0.5)
+    assert p.duckdb_path == Path("/base/data/usage.duckdb")
+    assert p.ledger_path == Path("/base/state/ledger.sqlite")
+    prompts = p.table("prompts")
+    assert prompts is not None
+    assert (prompts.population, prompts.unit, prompts.max_groups) == ("users", "user_id", 4)
+    assert prompts.max_rows_per_group == 10 and prompts.grants is None
+    assert prompts.column("TOKENS") == ColumnPolicy("tokens", 0.0, 4000.0, None)
+    assert prompts.column("model") == ColumnPolicy(
+        "model", None, None, ("small", "medium", "large")
+    )
+    assert prompts.column("nope") is None
+    regions = p.table("regions")
+    assert regions is not None and regions.public and regions.unit is None
+    assert p.population("users").partition == "users.region"
+    assert p.analysts == (AnalystPolicy("alice", KEY, "analyst", None),)
+    assert p.tables_of("users") == (p.table("users"), prompts)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.tables = ()
+    assert hash(p) == hash(parse())
+    with pytest.raises(KeyError):
+        p.population("nobody")
+
+
+def test_table_lookup_is_case_insensitive_and_knows_duckdbs_main_schema():
+    p = parse()
+    assert p.table("PROMPTS") is p.table("prompts")
+    assert p.table("main.Users") is p.table("users")
+    assert p.table("other.users") is None
+    assert p.table("missing") is None
+
+
+def test_demo_policy_loads():
+    p = load_policy(REPO / "sample_data" / "policy.toml")
+    assert p.path == REPO / "sample_data" / "policy.toml"
+    assert p.duckdb_path == REPO / "sample_data" / "usage.duckdb"
+    assert p.ledger_path == REPO / "state" / "ledger.sqlite"
+    assert p.csv_tables == ()
+    assert p.analysts == ()
+    assert p.proxy.mechanism == "gaussian"
+    assert [t.name for t in p.tables] == ["users", "prompts", "tickets", "regions"]
+    pop = p.population("users")
+    assert (pop.epsilon_cap, pop.delta, pop.partition) == (4.0, 1e-6, "users.region")
+    users, prompts, tickets = p.table("users"), p.table("prompts"), p.table("tickets")
+    assert users is not None and users.one_row_per_person
+    assert prompts is not None and (prompts.max_groups, prompts.max_rows_per_group) == (4, 10)
+    assert tickets is not None and (tickets.max_groups, tickets.max_rows_per_group) == (2, 3)
+    assert prompts.column("tokens_out") == ColumnPolicy("tokens_out", 0.0, 8000.0, None)
+    assert prompts.column("flagged") == ColumnPolicy("flagged", None, None, (False, True))
+    regions = p.table("regions")
+    assert regions is not None and regions.public
+    assert len(p.data_version) == 16
+
+
+def test_pums_policy_loads():
+    p = load_policy(REPO / "sample_data" / "pums" / "policy.toml")
+    assert p.duckdb_path is None
+    assert p.csv_tables == (("pums.pums", REPO / "sample_data" / "pums" / "PUMS_pid.csv"),)
+    t = p.table("PUMS.PUMS")
+    assert t is not None and t is p.table("pums.pums")
+    assert (t.population, t.unit, t.one_row_per_person) == ("pums", "pid", True)
+    assert (t.max_groups, t.max_rows_per_group) == (1, 1)
+    assert t.column("age") == ColumnPolicy("age", 0.0, 100.0, None)
+    assert t.column("income") == ColumnPolicy("income", 0.0, 500000.0, None)
+    assert t.column("sex") == ColumnPolicy("sex", 0.0, 1.0, (0, 1))
+    educ = t.column("educ")
+    assert educ is not None and educ.values == tuple(range(1, 17))
+    assert t.column("race") is None
+    pop = p.population("pums")
+    assert (pop.epsilon_cap, pop.delta, pop.partition) == (10.0, 1e-6, None)
+
+
+# --- optional features -----------------------------------------------------------------
+
+
+def test_analysts_grants_and_csv_sources(tmp_path):
+    text = (
+        mutated('duckdb = "data/usage.duckdb"', 'csv = { "Main.Prompts" = "p.csv" }')
+        .replace('role = "analyst"', 'role = "admin"\ntables = ["Main.Prompts"]')
+        .replace("max_groups = 4", 'max_groups = 4\ngrants = ["alice", "bob"]')
+        + f'\n[analysts.bob]\nkey_sha256 = "{KEY.upper()}"\n'
+    )
+    text = text.replace("[tables.prompts]", '[tables."main.prompts"]')
+    p = parse(text, base_dir=tmp_path)
+    assert p.duckdb_path is None
+    assert p.csv_tables == (("main.prompts", tmp_path / "p.csv"),)
+    alice, bob = p.analysts
+    assert alice == AnalystPolicy("alice", KEY, "admin", ("main.prompts",))
+    assert bob == AnalystPolicy("bob", KEY, "analyst", None)  # hash lower-cased, role default
+    assert p.analyst("bob") is bob and p.analyst("carol") is None
+    prompts = p.table("main.prompts")
+    assert prompts is not None and prompts.grants == ("alice", "bob")
+
+
+def test_schema_qualified_partition():
+    text = mutated('partition = "users.region"', 'partition = "Crm.Users.region"').replace(
+        "[tables.users]", '[tables."crm.users"]'
+    )
+    assert parse(text).population("users").partition == "crm.users.region"
+
+
+def test_absolute_paths_are_kept_and_defaults_apply():
+    text = mutated('duckdb = "data/usage.duckdb"', 'duckdb = "/data/x.duckdb"').replace(
+        '[ledger]\npath = "state/ledger.sqlite"', ""
+    )
+    p = parse(text, base_dir=Path("/cfg"))
+    assert p.duckdb_path == Path("/data/x.duckdb")
+    assert p.ledger_path == Path("/cfg/state/ledger.sqlite")
+
+
+def test_explicit_data_version_wins():
+    text = mutated("[database]", '[database]\nversion = "2024-06-01"')
+    assert parse(text).data_version == "2024-06-01"
+
+
+def test_derived_data_version_follows_the_file(tmp_path):
+    data = tmp_path / "data" / "usage.duckdb"
+    missing = parse(base_dir=tmp_path).data_version
+    data.parent.mkdir()
+    data.write_bytes(b"x" * 10)
+    first = parse(base_dir=tmp_path).data_version
+    assert first != missing
+    assert parse(base_dir=tmp_path).data_version == first  # stable while unchanged
+    data.write_bytes(b"y" * 11)
+    os.utime(data, ns=(1, 1))
+    assert parse(base_dir=tmp_path).data_version not in (first, missing)
+
+
+def test_derived_data_version_for_csv_sources(tmp_path):
+    text = mutated('duckdb = "data/usage.duckdb"', 'csv = { "prompts" = "p.csv" }')
+    (tmp_path / "p.csv").write_text("a\n1\n")
+    first = parse(text, base_dir=tmp_path).data_version
+    (tmp_path / "p.csv").write_text("a\n1\n2\n")
+    assert parse(text, base_dir=tmp_path).data_version != first
+
+
+def test_load_policy_reports_a_missing_file(tmp_path):
+    with pytest.raises(PolicyError, match="cannot read policy file"):
+        load_policy(tmp_path / "nope.toml")
+
+
+def test_load_policy_resolves_against_the_files_folder(tmp_path):
+    (tmp_path / "policy.toml").write_text(BASE)
+    p = load_policy(tmp_path / "policy.toml")
+    assert p.path == tmp_path / "policy.toml"
+    assert p.duckdb_path == tmp_path / "data" / "usage.duckdb"
+
+
+# --- refusals: each names the key at fault ----------------------------------------------
+
+UNKNOWN_KEYS = [
+    ("[proxy]", "[extra]\nx = 1\n[proxy]", "extra: unknown key"),
+    ('mechanism = "gaussian"', 'mechanism = "gaussian"\nmechanizm = "laplace"',
+     "proxy.mechanizm: unknown key"),
+    ("max_groups = 4", "max_groups = 4\nmax_group = 3", "tables.prompts.max_group: unknown key"),
+    ("{ lower = 0, upper = 4000 }", "{ lower = 0, upper = 4000, uper = 5 }",
+     "tables.prompts.columns.tokens.uper: unknown key"),
+    ("delta = 1e-6", "delta = 1e-6\nepsilon = 1.0", "populations.users.epsilon: unknown key"),
+    ('role = "analyst"', 'role = "analyst"\nemail = "a@b"', "analysts.alice.email: unknown key"),
+    ('duckdb = "data/usage.duckdb"', 'duckdb = "data/usage.duckdb"\nurl = "pg://"',
+     "database.url: unknown key"),
+    ('path = "state/ledger.sqlite"', 'path = "state/ledger.sqlite"\nwal = true',
+     "ledger.wal: unknown key"),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "message"), UNKNOWN_KEYS)
+def test_unknown_keys_are_refused(old, new, message):
+    assert refused(mutated(old, new)) == message
+
+
+REFUSALS = [
+    # private tables need a unit and a declared population
+    ('population = "users"\nunit = "user_id"\nmax_groups', 'population = "users"\nmax_groups',
+     "tables.prompts.unit: required for a private table"),
+    ('unit = "user_id"\nmax_groups', 'unit = "user_id"\npublic = false\nmax_groups', None),
+    ('population = "users"\nunit = "user_id"\nmax_groups', 'unit = "user_id"\nmax_groups',
+     "tables.prompts.population: required for a private table"),
+    ('population = "users"\nunit = "user_id"\nmax_groups',
+     'population = "customers"\nunit = "user_id"\nmax_groups',
+     "tables.prompts.population: 'customers' is not declared in [populations]"),
+    ("[tables.regions]\npublic = true", "[tables.regions]", "tables.regions.unit: required"),
+    # bounds
+    ("{ lower = 0, upper = 4000 }", "{ lower = 10, upper = 5 }",
+     "tables.prompts.columns.tokens: lower 10 > upper 5"),
+    ("{ lower = 0, upper = 4000 }", "{ lower = 0.5, upper = 0.25 }",
+     "tables.prompts.columns.tokens: lower 0.5 > upper 0.25"),
+    ("{ lower = 0, upper = 4000 }", "{ lower = 0 }",
+     "tables.prompts.columns.tokens: declare both lower and upper, or neither"),
+    ("{ lower = 0, upper = 4000 }", "{ upper = 4000 }",
+     "tables.prompts.columns.tokens: declare both lower and upper, or neither"),
+    ("{ lower = 0, upper = 4000 }", "{ lower = nan, upper = 4000 }",
+     "tables.prompts.columns.tokens.lower: nan is not finite"),
+    ("{ lower = 0, upper = 4000 }", "{ lower = 0, upper = inf }",
+     "tables.prompts.columns.tokens.upper: inf is not finite"),
+    ("{ lower = 0, upper = 4000 }", "{ lower = -inf, upper = 0 }",
+     "tables.prompts.columns.tokens.lower: -inf is not finite"),
+    ("{ lower = 0, upper = 4000 }", '{ lower = "0", upper = 4000 }',
+     "tables.prompts.columns.tokens.lower: must be a number"),
+    ("{ lower = 0, upper = 4000 }", "{ lower = false, upper = true }",
+     "tables.prompts.columns.tokens.lower: must be a number"),
+    # value domains
+    ('["small", "medium", "large"]', "[]", "tables.prompts.columns.model.values: must be a"),
+    ('["small", "medium", "large"]', '["small", 1]',
+     "tables.prompts.columns.model.values: mixes number and string values"),
+    ('["small", "medium", "large"]', '["small", "small"]',
+     "tables.prompts.columns.model.values: lists a value twice"),
+    ('["small", "medium", "large"]', "[1.0, nan]",
+     "tables.prompts.columns.model.values: nan is not finite"),
+    ("{ lower = 0, upper = 4000 }", "{ lower = 0, upper = 4, values = [1, 5] }",
+     "tables.prompts.columns.tokens.values: 5 lies outside [lower, upper]"),
+    ('columns.model  = { values = ["small", "medium", "large"] }',
+     "columns.user_id = { values = [1, 2] }",
+     "tables.prompts.columns.user_id: the unit column cannot have values"),
+    # populations
+    ("epsilon_cap = 4.0\n", "", "populations.users.epsilon_cap: required"),
+    ("epsilon_cap = 4.0", "epsilon_cap = 0", "populations.users.epsilon_cap: must be > 0"),
+    ("epsilon_cap = 4.0", "epsilon_cap = -1.0", "populations.users.epsilon_cap: must be > 0"),
+    ("epsilon_cap = 4.0", "epsilon_cap = inf", "populations.users.epsilon_cap: inf is not finite"),
+    ("epsilon_cap = 4.0", "epsilon_cap = nan", "populations.users.epsilon_cap: nan is not finite"),
+    ("delta = 1e-6\n", "", "populations.users.delta: required"),
+    ("delta = 1e-6", "delta = 1e-3", "populations.users.delta: 0.001 must be > 0 and < 0.001"),
+    ("delta = 1e-6", "delta = 0.5", "populations.users.delta: 0.5 must be"),
+    ("delta = 1e-6", "delta = 0", "populations.users.delta: 0.0 must be"),
+    ("delta = 1e-6", "delta = -1e-9", "populations.users.delta: -1e-09 must be"),
+    ("[populations.users]", '[populations."users/region=north"]',
+     'populations."users/region=north": population name must be an identifier'),
+    # partitions
+    ('partition = "users.region"', 'partition = "users.age"',
+     "populations.users.partition: column 'age' needs a declared values domain"),
+    ('partition = "users.region"', 'partition = "users.plan"',
+     "populations.users.partition: column 'plan' needs a declared values domain"),
+    ('partition = "users.region"', 'partition = "prompts.model"',
+     "populations.users.partition: table 'prompts' must declare one_row_per_person = true"),
+    ("one_row_per_person = true\n", "",
+     "populations.users.partition: table 'users' must declare one_row_per_person = true"),
+    ('partition = "users.region"', 'partition = "accounts.region"',
+     "populations.users.partition: 'accounts.region' does not name a declared table.column"),
+    ('partition = "users.region"', 'partition = "region"',
+     "populations.users.partition: 'region' does not name a declared table.column"),
+    ('partition = "users.region"', "partition = 3",
+     "populations.users.partition: must be a string"),
+    # L0 / Linf
+    ("max_groups = 4", "max_groups = 0", "tables.prompts.max_groups: 0 must be >= 1"),
+    ("max_groups = 4", "max_groups = -2", "tables.prompts.max_groups: -2 must be >= 1"),
+    ("max_groups = 4", "max_groups = 1.5", "tables.prompts.max_groups: must be an integer"),
+    ("max_groups = 4", "max_groups = 4.0", "tables.prompts.max_groups: must be an integer"),
+    ("max_groups = 4", "max_groups = true", "tables.prompts.max_groups: must be an integer"),
+    ("max_rows_per_group = 10", "max_rows_per_group = 0",
+     "tables.prompts.max_rows_per_group: 0 must be >= 1"),
+    ("max_rows_per_group = 10", 'max_rows_per_group = "10"',
+     "tables.prompts.max_rows_per_group: must be an integer"),
+    # public tables hold no person data
+    ("public = true", 'public = true\nunit = "region"',
+     "tables.regions.unit: a public table holds no person data"),
+    ("public = true", 'public = true\npopulation = "users"',
+     "tables.regions.population: a public table holds no person data"),
+    ("public = true", "public = true\nmax_groups = 2",
+     "tables.regions.max_groups: a public table holds no person data"),
+    ("public = true", "public = true\none_row_per_person = true",
+     "tables.regions.one_row_per_person: a public table has no persons"),
+    ("public = true", 'public = "yes"', "tables.regions.public: must be true or false"),
+    # analysts
+    ('role = "analyst"', 'role = "root"', "analysts.alice.role: 'root' is not analyst or admin"),
+    (f'key_sha256 = "{KEY}"', 'key_sha256 = "abc"',
+     "analysts.alice.key_sha256: must be 64 hexadecimal characters"),
+    (f'key_sha256 = "{KEY}"', f'key_sha256 = "{"g" * 64}"',
+     "analysts.alice.key_sha256: must be 64 hexadecimal characters"),
+    (f'key_sha256 = "{KEY}"\n', "", "analysts.alice.key_sha256: must be 64 hexadecimal"),
+    ('role = "analyst"', 'role = "analyst"\ntables = ["secrets"]',
+     "analysts.alice.tables: 'secrets' is not declared in [tables]"),
+    ('role = "analyst"', 'role = "analyst"\ntables = "prompts"',
+     "analysts.alice.tables: must be a list of names"),
+    # proxy settings
+    ('mechanism = "gaussian"', 'mechanism = "exponential"',
+     "proxy.mechanism: 'exponential' is not gaussian or laplace"),
+    ("default_epsilon = 0.5", "default_epsilon = 0", "proxy.default_epsilon: must be > 0"),
+    ("default_epsilon = 0.5", "default_epsilon = 0.5\ndefault_delta = 0.01",
+     "proxy.default_delta: 0.01 must be > 0 and < 0.001"),
+    ("default_epsilon = 0.5", "default_epsilon = 0.5\nthreads = 0", "proxy.threads: 0 must be"),
+    ("default_epsilon = 0.5", "default_epsilon = 0.5\nmax_groups = 0",
+     "proxy.max_groups: 0 must be"),
+    ("default_epsilon = 0.5", "default_epsilon = 0.5\nquery_timeout_s = -1",
+     "proxy.query_timeout_s: must be > 0"),
+    ("default_epsilon = 0.5", "default_epsilon = 0.5\nmemory_limit = \"2GB'; SELECT 1; --\"",
+     "proxy.memory_limit: "),
+    # database
+    ('duckdb = "data/usage.duckdb"', 'duckdb = "x.duckdb"\ncsv = { users = "u.csv" }',
+     "database: give either duckdb or csv, not both"),
+    ('duckdb = "data/usage.duckdb"', 'csv = { "PUMS.PUMS" = "p.csv" }',
+     'database.csv."PUMS.PUMS": table is not declared in [tables]'),
+    ('duckdb = "data/usage.duckdb"', "csv = { users = 3 }",
+     "database.csv.users: must be a file path string"),
+    ('duckdb = "data/usage.duckdb"', "duckdb = 1", "database.duckdb: must be a string"),
+    # names and shapes
+    ("[tables.regions]", '[tables."a b"]', 'tables."a b": table name must be'),
+    ("[tables.regions]", "[tables.Users]", "tables.Users: declared twice"),
+    ("columns.model  =", "columns.Tokens =", "tables.prompts.columns.Tokens: declared twice"),
+    ('unit = "user_id"\nmax_groups', 'unit = "user id"\nmax_groups',
+     "tables.prompts.unit: 'user id' is not a column name"),
+    ("[tables.regions]\npublic = true", "[tables]\nregions = 3", "tables.regions: must be a table"),
+    ("[proxy]", "[proxy\n", "not valid TOML"),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "message"), REFUSALS)
+def test_inconsistent_policies_are_refused(old, new, message):
+    text = mutated(old, new)
+    if message is None:  # a control: the explicit default is accepted
+        parse(text)
+        return
+    assert refused(text).startswith(message)
+
+
+def test_quoted_table_names_appear_quoted_in_messages():
+    text = mutated("[tables.prompts]", '[tables."PUMS.PUMS"]').replace(
+        "{ lower = 0, upper = 4000 }", "{ lower = 10, upper = 5 }"
+    )
+    assert refused(text) == 'tables."PUMS.PUMS".columns.tokens: lower 10 > upper 5'
+
+
+def test_partition_table_of_another_population_is_refused():
+    text = BASE + (
+        "\n[populations.staff]\nepsilon_cap = 1.0\ndelta = 1e-7\n"
+        '[tables.staff]\npopulation = "staff"\nunit = "staff_id"\none_row_per_person = true\n'
+        'columns.region = { values = ["north", "south"] }\n'
+    )
+    parse(text)
+    bad = text.replace('partition = "users.region"', 'partition = "staff.region"')
+    assert refused(bad) == "populations.users.partition: table 'staff' is not of population 'users'"
