@@ -78,6 +78,9 @@ class Curve:
     def __mul__(self, k: int) -> Curve:
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise CurveError(f"a curve scales by a non-negative integer count, got {k!r}")
+        if k == 0:
+            # Zero-fold composition reveals nothing, even for +inf entries (0·inf is NaN).
+            return ZERO
         return Curve(tuple(k * v for v in self.values))
 
     __rmul__ = __mul__
@@ -278,11 +281,20 @@ def max_rho_within(epsilon: float, delta: float) -> float:
     """The largest ρ whose curve, converted by :meth:`Curve.epsilon` (CKS), is ≤ ε.
 
     This is the calibration used for a query's (ε, δ): its noise then costs a zCDP curve
-    whose conversion is exactly the one the ledger applies. Preconditions: ε > 0,
+    whose conversion is exactly the one the ledger applies. Preconditions: ε > 0 and above
+    ``ZERO.epsilon(δ)`` (the grid's floor, ≈0.0285 at δ = 1e-6; else CurveError),
     0 < δ < 1. Privacy claim: zcdp_curve(result).epsilon(δ) ≤ ε.
     """
     e = _check_positive("epsilon", epsilon)
     d = _check_delta(delta)
+    floor = ZERO.epsilon(d)
+    if floor >= e:
+        # The grid stops at α = 256, so even a vanishing ρ converts to about
+        # (ln(1/δ) − ln 256)/255; returning ρ = 0 would break the claim below.
+        raise CurveError(
+            f"epsilon {e!r} is below {floor:.4g}, the smallest the order grid can certify "
+            f"at delta {d!r}"
+        )
     lo, hi = 0.0, max(rho_for_epsilon(e, d), 1e-12)
     while zcdp_curve(hi).epsilon(d) <= e:
         lo, hi = hi, hi * 2.0
@@ -294,6 +306,8 @@ def max_rho_within(epsilon: float, delta: float) -> float:
             hi = mid
         if hi - lo <= 1e-15 * hi:
             break
+    if lo <= 0.0:
+        raise CurveError(f"epsilon {e!r} is too close to the grid's floor at delta {d!r}")
     return lo
 
 
