@@ -337,3 +337,20 @@ def test_pure_dp_composition_is_at_least_basic():
     per = pure_dp_curve(0.05)
     n = releases_within_cap(per, cap=2.0, delta=1e-6)
     assert n >= 2.0 / 0.05
+
+
+def test_accuracy_for_tiny_gaussian_epsilon_refuses():
+    # Below the order grid's floor no Gaussian noise can be certified (see test_rdp).
+    with pytest.raises(ValueError, match="epsilon"):
+        accuracy_for_budget(epsilon=0.01, at_count=100, sensitivity=1, delta=1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(s1=st.floats(1e-3, 5.0), s2=st.floats(1e-3, 5.0))
+def test_laplace_curve_superadditive_so_vector_release_uses_total_l1(s1, s2):
+    # A Laplace release over several cells with L1 sensitivity Δ is charged
+    # laplace_curve(Δ, b); that is an upper bound for any split of Δ across cells only if
+    # the per-order divergence is superadditive in the shift (convex with f(0) = 0).
+    split = laplace_curve(s1, 1.0) + laplace_curve(s2, 1.0)
+    whole = laplace_curve(s1 + s2, 1.0)
+    assert np.all(split.as_array() <= whole.as_array() * (1 + 1e-12) + 1e-15)
