@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special
 
-ORDERS: tuple[float, ...] = tuple(round(1.1 + 0.1 * i, 1) for i in range(99)) + (
+ORDERS: tuple[float, ...] = (
+    *(round(1.1 + 0.1 * i, 1) for i in range(99)),
     12.0, 14.0, 16.0, 20.0, 24.0, 32.0, 48.0, 64.0, 128.0, 256.0,
 )
 
