@@ -146,7 +146,7 @@ def test_laplace_curve_below_pure_bound_and_nondecreasing(e0):
     v = laplace_curve(1.0, 1.0 / e0).as_array()
     assert np.all(v >= 0) and np.all(v <= e0)
     assert np.all(np.diff(v) >= -1e-12 * e0)  # Rényi divergence grows with the order
-    assert np.all(v <= pure_dp_curve(e0).as_array() * (1 + 1e-12) + 1e-15)
+    assert np.all(v <= pure_dp_curve(e0).as_array() * (1 + 1e-9) + 1e-15)
 
 
 @settings(max_examples=60, deadline=None)
@@ -155,7 +155,8 @@ def test_discrete_laplace_bounded_and_nondecreasing(n, b):
     v = discrete_laplace_curve(n, b).as_array()
     assert np.all(v >= 0) and np.all(v <= n / b)
     assert np.all(np.diff(v) >= -1e-12 * (n / b))
-    assert np.all(v <= pure_dp_curve(n / b).as_array() * (1 + 1e-12) + 1e-15)
+    # n = 1 is equality (randomized response); both sides carry ~1e-11 relative rounding.
+    assert np.all(v <= pure_dp_curve(n / b).as_array() * (1 + 1e-9) + 1e-15)
 
 
 # --- closed forms and calibration ------------------------------------------------------
