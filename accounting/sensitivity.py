@@ -49,9 +49,11 @@ def _count(name: str, value: object) -> int:
         raise SensitivityError(f"{name} must be an integer >= 1, got {value!r}")
     if isinstance(value, numbers.Integral):
         n = int(value)
-    elif isinstance(value, numbers.Real) and math.isfinite(float(value)) and float(
-        value
-    ).is_integer():
+    elif (
+        isinstance(value, numbers.Real)
+        and math.isfinite(float(value))
+        and float(value).is_integer()
+    ):
         n = int(float(value))
     else:
         raise SensitivityError(f"{name} must be an integer >= 1, got {value!r}")
