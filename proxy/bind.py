@@ -1,0 +1,99 @@
+"""Stage 2: bind every column to a table, expand `*`, and inline row-level CTEs/subqueries.
+
+After binding, the query is one SELECT over base tables whose every column is qualified,
+so no alias, `*` or CTE can hide which column of which table an expression reads.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+from sqlglot.errors import OptimizeError
+from sqlglot.optimizer.merge_subqueries import merge_subqueries
+from sqlglot.optimizer.qualify import qualify
+
+from proxy.catalog import DEFAULT_DB, Catalog, TableInfo
+from proxy.errors import DPSQLError, unsupported
+
+
+def _position(node: exp.Expr) -> dict[str, int] | None:
+    meta = getattr(node, "meta", None) or {}
+    line, col = meta.get("line"), meta.get("col")
+    if isinstance(line, int) and isinstance(col, int):
+        return {"line": line, "column": col}
+    return None
+
+
+def _check_tables(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> None:
+    cte_names = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    visible = {(t.db, t.name) for t in catalog.visible_to(allowed)}
+    for table in tree.find_all(exp.Table):
+        if not isinstance(table.this, exp.Identifier):
+            raise unsupported(
+                "table functions and file readers are not allowed",
+                "query the tables listed by `dpsql schema` / GET /v1/schema",
+                _position(table),
+            )
+        name = table.name.lower()
+        db = (table.db or "").lower()
+        if not db and name in cte_names:
+            continue
+        if table.catalog:
+            raise unsupported(
+                f"three-part table names are not supported ({table.sql()})",
+                "name tables as schema.table or table",
+                _position(table),
+            )
+        key = (db or DEFAULT_DB, name)
+        if catalog.get(*key) is None:
+            raise DPSQLError(
+                "not_found",
+                f"unknown table {table.sql()}",
+                "query the tables listed by `dpsql schema` / GET /v1/schema",
+                _position(table),
+            )
+        if key not in visible:
+            raise DPSQLError(
+                "forbidden",
+                f"table {table.sql()} is not granted to this analyst",
+                "ask the operator to grant the table in the policy",
+                _position(table),
+            )
+
+
+def bind(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> exp.Select:
+    """Qualify against the policy catalog and inline row-level CTEs and FROM-subqueries."""
+    _check_tables(tree, catalog, allowed)
+    try:
+        qualified = qualify(
+            tree,
+            schema=dict(catalog.sqlglot_schema(allowed)),  # type: ignore[arg-type]
+            db=DEFAULT_DB,
+            dialect="duckdb",
+            quote_identifiers=False,
+            validate_qualify_columns=True,
+            identify=False,
+        )
+    except OptimizeError as error:
+        raise DPSQLError(
+            "bad_request",
+            f"could not bind the query: {error}",
+            "check column and table names against the schema",
+        ) from None
+    merged = merge_subqueries(qualified)
+    if not isinstance(merged, exp.Select):
+        raise unsupported("only a single SELECT is answered", "send one SELECT query")
+    for node in merged.find_all(exp.Subquery, exp.CTE):
+        raise unsupported(
+            "a subquery or CTE could not be inlined: it must be row-level "
+            "(no aggregation, DISTINCT, LIMIT or window inside) and used once in FROM",
+            "move aggregation to the outer query; filter rows in WHERE",
+            _position(node),
+        )
+    if merged.args.get("with"):
+        raise unsupported("a CTE could not be inlined", "use a FROM-subquery or plain WHERE")
+    return merged
+
+
+def table_of(column: exp.Column, tables: dict[str, TableInfo]) -> TableInfo | None:
+    """The base table a qualified column reads, by its table alias."""
+    return tables.get(column.table.lower())

@@ -1,0 +1,106 @@
+"""Stage 10: released tables, stored durably under the plan's canonical key.
+
+A hit re-runs only the outer layer and charges nothing. The store is a SQLite file beside
+the ledger, shared by every process; a claim row gives single flight per key across
+threads and processes, so two identical misses are charged once.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS released (
+    key TEXT PRIMARY KEY,
+    charge_id INTEGER NOT NULL,
+    created REAL NOT NULL,
+    rows INTEGER NOT NULL,
+    ipc BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS flights (
+    key TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    started REAL NOT NULL
+);
+"""
+
+
+def _to_ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def _from_ipc(blob: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
+
+
+class ReleaseCache:
+    def __init__(self, path: str | os.PathLike[str], *, stale_after_s: float = 120.0):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.stale_after_s = stale_after_s
+        self._local = threading.local()
+        self._owner = f"{os.getpid()}-{id(self)}"
+        with self._conn() as conn:
+            conn.executescript(SCHEMA)
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            self._local.conn = conn
+        return conn
+
+    def get(self, key: str) -> tuple[int, pa.Table] | None:
+        row = (
+            self._conn()
+            .execute("SELECT charge_id, ipc FROM released WHERE key = ?", (key,))
+            .fetchone()
+        )
+        if row is None:
+            return None
+        return int(row[0]), _from_ipc(row[1])
+
+    def claim(self, key: str) -> bool:
+        """Take the flight for ``key``; False if it is cached or another caller flies it."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("SELECT 1 FROM released WHERE key = ?", (key,)).fetchone():
+                return False
+            row = conn.execute("SELECT started FROM flights WHERE key = ?", (key,)).fetchone()
+            now = time.time()
+            if row is not None and now - float(row[0]) < self.stale_after_s:
+                return False
+            conn.execute(
+                "INSERT OR REPLACE INTO flights(key, owner, started) VALUES (?, ?, ?)",
+                (key, self._owner, now),
+            )
+            return True
+        finally:
+            conn.execute("COMMIT")
+
+    def finish(self, key: str) -> None:
+        self._conn().execute("DELETE FROM flights WHERE key = ? AND owner = ?", (key, self._owner))
+
+    def put(self, key: str, charge_id: int, table: pa.Table) -> None:
+        self._conn().execute(
+            "INSERT OR IGNORE INTO released(key, charge_id, created, rows, ipc) VALUES (?,?,?,?,?)",
+            (key, charge_id, time.time(), table.num_rows, _to_ipc(table)),
+        )
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None

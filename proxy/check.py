@@ -1,0 +1,460 @@
+"""Stage 3: refuse every query shape that DESIGN §4 does not answer, before any charge.
+
+The checker is an allowlist: node types and functions not named here are refused with
+a stable code, the position of the offending node and a hint that names the fix.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from proxy import shape as S
+from proxy.bind import _position
+from proxy.catalog import Catalog, TableInfo
+from proxy.errors import DPSQLError, unsupported
+
+# Deterministic, total (or made total by the rewrite) row-level operations.
+SCALAR_NODES: tuple[type[exp.Expr], ...] = (
+    exp.Column,
+    exp.Literal,
+    exp.Boolean,
+    exp.Null,
+    exp.Paren,
+    exp.Identifier,
+    exp.Var,
+    exp.And,
+    exp.Or,
+    exp.Not,
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+    exp.NullSafeEQ,
+    exp.NullSafeNEQ,
+    exp.Is,
+    exp.In,
+    exp.Between,
+    exp.Like,
+    exp.ILike,
+    exp.Add,
+    exp.Sub,
+    exp.Mul,
+    exp.Div,
+    exp.IntDiv,
+    exp.Mod,
+    exp.Neg,
+    exp.Case,
+    exp.If,
+    exp.Coalesce,
+    exp.Cast,
+    exp.TryCast,
+    exp.DataType,
+    exp.DataTypeParam,
+    exp.Least,
+    exp.Greatest,
+    exp.Abs,
+    exp.Round,
+    exp.Floor,
+    exp.Ceil,
+    exp.Sign,
+    exp.Sqrt,
+    exp.Ln,
+    exp.Exp,
+    exp.Pow,
+    exp.Lower,
+    exp.Upper,
+    exp.Length,
+    exp.Substring,
+    exp.Trim,
+    exp.Concat,
+    exp.DPipe,
+    exp.StartsWith,
+    exp.Contains,
+    exp.RegexpLike,
+    exp.StrPosition,
+    exp.Replace,
+    exp.Left,
+    exp.Right,
+    exp.TimestampTrunc,
+    exp.DateTrunc,
+    exp.Extract,
+    exp.Year,
+    exp.Month,
+    exp.Day,
+    exp.DayOfWeek,
+    exp.DayOfYear,
+    exp.Quarter,
+    exp.Week,
+    exp.Interval,
+    exp.DateAdd,
+    exp.DateSub,
+    exp.DateDiff,
+    exp.TimeToStr,
+    exp.Tuple,
+    exp.Try,
+    exp.Star,
+)
+AGGREGATES: dict[type[exp.Expr], str] = {
+    exp.Sum: S.SUM,
+    exp.Avg: S.AVG,
+    exp.VariancePop: S.VAR_POP,
+    exp.Variance: S.VAR_SAMP,
+    exp.StddevPop: S.STDDEV_POP,
+    exp.StddevSamp: S.STDDEV_SAMP,
+    exp.Stddev: S.STDDEV_SAMP,
+}
+STRUCTURE = (
+    exp.Select,
+    exp.From,
+    exp.Join,
+    exp.Table,
+    exp.TableAlias,
+    exp.Where,
+    exp.Group,
+    exp.Having,
+    exp.Order,
+    exp.Ordered,
+    exp.Limit,
+    exp.Offset,
+    exp.Alias,
+)
+
+
+def check_statement(tree: exp.Expr) -> None:
+    """Refuse anything that is not a single plain SELECT, before binding touches it."""
+    if isinstance(tree, exp.SetOperation):
+        raise unsupported(
+            "set operations (UNION, INTERSECT, EXCEPT) are not answered over private rows",
+            "send each SELECT separately",
+        )
+    if not isinstance(tree, exp.Select):
+        kind = tree.key.upper() if isinstance(tree, exp.Expr) else type(tree).__name__
+        raise unsupported(
+            f"only SELECT queries are answered, not {kind}",
+            "dpsql is read-only: send one SELECT with aggregates",
+        )
+    for node in tree.walk():
+        if isinstance(node, (exp.Into, exp.Lock)):
+            raise unsupported("SELECT INTO and locking clauses are not allowed", "remove them")
+        if isinstance(node, exp.SetOperation):
+            raise unsupported(
+                "set operations are not answered over private rows", "send each SELECT separately"
+            )
+        if isinstance(node, exp.Select) and node.args.get("distinct") and node is tree:
+            raise unsupported(
+                "SELECT DISTINCT would release raw values",
+                "use GROUP BY with an aggregate such as COUNT(*)",
+                _position(node),
+            )
+
+
+def _refuse_node(node: exp.Expr, where: str) -> DPSQLError:
+    if isinstance(node, exp.Window):
+        return unsupported(
+            f"window functions are not answered ({where})",
+            "use GROUP BY; ORDER BY and LIMIT apply to the released groups",
+            _position(node),
+        )
+    if isinstance(node, exp.AggFunc):
+        return unsupported(
+            f"aggregate {node.sql(dialect='duckdb')[:60]} is not supported",
+            "use COUNT, SUM, AVG, VAR_POP, VAR_SAMP or STDDEV",
+            _position(node),
+        )
+    name = node.name if isinstance(node, exp.Anonymous) else node.key.upper()
+    return unsupported(
+        f"{name} is not allowed in {where}",
+        "use comparisons, arithmetic, CASE, string and date functions; see the README's list",
+        _position(node),
+    )
+
+
+def _check_scalar(node: exp.Expr, where: str) -> None:
+    for sub in node.walk():
+        if isinstance(sub, (S_AGG_TYPES, exp.Count)):
+            raise unsupported(
+                f"aggregates are not allowed in {where}",
+                "aggregates belong in the select list, HAVING or ORDER BY",
+                _position(sub),
+            )
+        if not isinstance(sub, SCALAR_NODES):
+            raise _refuse_node(sub, where)
+        if isinstance(sub, exp.Star) and where != "COUNT(*)":
+            raise unsupported("* is only allowed in COUNT(*)", "name the columns", _position(sub))
+
+
+S_AGG_TYPES = tuple(AGGREGATES)
+
+
+def _tables(select: exp.Select, catalog: Catalog) -> dict[str, TableInfo]:
+    tables: dict[str, TableInfo] = {}
+    for table in select.find_all(exp.Table):
+        info = catalog.get(table.db or "main", table.name)
+        if info is None:  # bind already refused unknown tables
+            raise DPSQLError("not_found", f"unknown table {table.sql()}", "see the schema")
+        tables[table.alias_or_name.lower()] = info
+    return tables
+
+
+def _unit_columns(tables: dict[str, TableInfo]) -> set[tuple[str, str]]:
+    return {
+        (alias, t.policy.unit.lower())
+        for alias, t in tables.items()
+        if not t.public and t.policy.unit
+    }
+
+
+def _is_unit_equality(
+    cond: exp.Expr, left: set[str], right: str, units: set[tuple[str, str]]
+) -> bool:
+    for conj in cond.flatten() if isinstance(cond, exp.And) else [cond]:
+        left_col, right_col = getattr(conj, "left", None), getattr(conj, "right", None)
+        if (
+            isinstance(conj, exp.EQ)
+            and isinstance(left_col, exp.Column)
+            and isinstance(right_col, exp.Column)
+        ):
+            a = (left_col.table.lower(), left_col.name.lower())
+            b = (right_col.table.lower(), right_col.name.lower())
+            if (
+                a in units
+                and b in units
+                and {a[0], b[0]} & {right}
+                and ((a[0] == right and b[0] in left) or (b[0] == right and a[0] in left))
+            ):
+                return True
+    return False
+
+
+def _check_from(select: exp.Select, tables: dict[str, TableInfo]) -> tuple[str, str]:
+    """Check joins; return (anchor alias, population)."""
+    from_ = select.args.get("from_") or select.args.get("from")
+    if from_ is None or not isinstance(from_.this, exp.Table):
+        raise unsupported("the query needs a FROM table", "select from a table in the schema")
+    units = _unit_columns(tables)
+    order = [from_.this.alias_or_name.lower()]
+    populations = {t.policy.population for t in tables.values() if not t.public}
+    if not populations:
+        raise unsupported(
+            "the query reads no private table; public tables are not served through dpsql",
+            "query a private table with aggregates",
+        )
+    if len(populations) > 1:
+        raise unsupported(
+            f"the query mixes populations {sorted(str(p) for p in populations)}",
+            "query one population at a time",
+        )
+    seen_private = [a for a in order if not tables[a].public]
+    for join in select.args.get("joins") or []:
+        target = join.this
+        if not isinstance(target, exp.Table):
+            raise unsupported(
+                "joins must be to tables", "join a table from the schema", _position(join)
+            )
+        alias = target.alias_or_name.lower()
+        side = (join.side or "").upper()
+        kind = (join.kind or "").upper()
+        if side in ("RIGHT", "FULL") or kind not in ("", "INNER", "CROSS", "OUTER"):
+            raise unsupported(
+                f"{' '.join(p for p in (side, kind) if p) or 'this'} JOIN is not answered",
+                "use INNER or LEFT JOIN",
+                _position(join),
+            )
+        if join.args.get("using"):
+            raise unsupported("JOIN ... USING could not be bound", "use JOIN ... ON")
+        info = tables[alias]
+        if not info.public:
+            on = join.args.get("on")
+            if seen_private and (
+                on is None or not _is_unit_equality(on, set(seen_private), alias, units)
+            ):
+                raise unsupported(
+                    f"private table {info.policy.name} must be joined on the person id "
+                    f"({info.policy.unit}) of the private tables before it",
+                    "join private tables ON a.unit = b.unit; anything else could mix people",
+                    _position(join),
+                )
+            seen_private.append(alias)
+        order.append(alias)
+    anchor = seen_private[0]
+    return anchor, str(next(iter(populations)))
+
+
+def _aggregate(node: exp.Expr, unit_cols: set[tuple[str, str]]) -> S.AggregateCall:
+    if isinstance(node, exp.Count):
+        inner = node.this
+        if isinstance(inner, exp.Star):
+            return S.AggregateCall(S.COUNT_ROWS, None, node.sql(dialect="duckdb"))
+        if isinstance(inner, exp.Distinct):
+            exprs = inner.expressions
+            if (
+                len(exprs) == 1
+                and isinstance(exprs[0], exp.Column)
+                and (exprs[0].table.lower(), exprs[0].name.lower()) in unit_cols
+            ):
+                return S.AggregateCall(S.COUNT_PERSONS, None, node.sql(dialect="duckdb"))
+            raise unsupported(
+                "COUNT(DISTINCT ...) is only answered for the person id",
+                "use COUNT(DISTINCT <unit column>) to count people, or GROUP BY the value",
+                _position(node),
+            )
+        _check_scalar(inner, "an aggregate argument")
+        return S.AggregateCall(S.COUNT, inner, node.sql(dialect="duckdb"))
+    kind = AGGREGATES[type(node)]
+    if isinstance(node.this, exp.Distinct):
+        raise unsupported(
+            f"{kind.upper()}(DISTINCT ...) is not answered", "drop DISTINCT", _position(node)
+        )
+    _check_scalar(node.this, "an aggregate argument")
+    return S.AggregateCall(kind, node.this, node.sql(dialect="duckdb"))
+
+
+def _collect_outer(
+    node: exp.Expr,
+    key_sqls: set[str],
+    aliases: set[str],
+    unit_cols: set[tuple[str, str]],
+    found: dict[str, S.AggregateCall],
+    where: str,
+) -> None:
+    """Outer-layer expressions may use only group keys, aggregates, aliases and literals."""
+    if node.sql(dialect="duckdb") in key_sqls:
+        return
+    if isinstance(node, (exp.Count, S_AGG_TYPES)):
+        call = _aggregate(node, unit_cols)
+        found.setdefault(call.sql, call)
+        return
+    if isinstance(node, exp.Column):
+        if not node.table and node.name.lower() in aliases:
+            return
+        raise unsupported(
+            f"column {node.sql()} appears in {where} without an aggregate",
+            "aggregate it (COUNT, SUM, AVG, ...) or add it to GROUP BY",
+            _position(node),
+        )
+    if isinstance(node, (exp.Window, exp.AggFunc)) or not isinstance(
+        node, (*SCALAR_NODES, exp.Alias, exp.Ordered)
+    ):
+        raise _refuse_node(node, where)
+    for child in node.iter_expressions():
+        _collect_outer(child, key_sqls, aliases, unit_cols, found, where)
+
+
+def _partition_pins(
+    select: exp.Select, tables: dict[str, TableInfo], catalog: Catalog, population: str
+) -> tuple[tuple[str, ...], str | None]:
+    pop = catalog.policy.population(population)
+    if not pop.partition:
+        return (), None
+    part_table, _, part_col = pop.partition.lower().rpartition(".")
+    aliases = {a for a, t in tables.items() if t.policy.name.lower() == part_table}
+    where = select.args.get("where")
+    info = catalog.get(*_split(part_table))
+    if not aliases or where is None or info is None:
+        return (), pop.partition
+    col_policy = info.column(part_col)
+    domain = {str(v) for v in (col_policy.values or ())} if col_policy else set()
+    pinned: set[str] | None = None
+    cond = where.this
+    for conj in cond.flatten() if isinstance(cond, exp.And) else [cond]:
+        values: set[str] | None = None
+        if (
+            isinstance(conj, exp.EQ)
+            and isinstance(conj.left, exp.Column)
+            and isinstance(conj.right, exp.Literal)
+        ):
+            col, values = conj.left, {conj.right.name}
+        elif (
+            isinstance(conj, exp.In)
+            and isinstance(conj.this, exp.Column)
+            and conj.expressions
+            and all(isinstance(e, exp.Literal) for e in conj.expressions)
+        ):
+            col, values = conj.this, {e.name for e in conj.expressions}
+        else:
+            continue
+        if col.table.lower() in aliases and col.name.lower() == part_col and values <= domain:
+            pinned = values if pinned is None else pinned & values
+    if not pinned:
+        return (), pop.partition
+    return tuple(sorted(pinned)), pop.partition
+
+
+def _split(name: str) -> tuple[str, str]:
+    from proxy.catalog import split_name
+
+    return split_name(name)
+
+
+def check_shape(select: exp.Select, catalog: Catalog) -> S.Shape:
+    """Check a bound query against the allowlist and extract what the rewrite needs."""
+    tables = _tables(select, catalog)
+    anchor, population = _check_from(select, tables)
+    unit_cols = _unit_columns(tables)
+    for join in select.args.get("joins") or []:
+        if join.args.get("on") is not None:
+            _check_scalar(join.args["on"], "a JOIN condition")
+    where = select.args.get("where")
+    if where is not None:
+        _check_scalar(where.this, "WHERE")
+    group = select.args.get("group")
+    keys: list[exp.Expr] = list(group.expressions) if group else []
+    for key in keys:
+        _check_scalar(key, "GROUP BY")
+        for col in key.find_all(exp.Column):
+            if (col.table.lower(), col.name.lower()) in unit_cols:
+                raise unsupported(
+                    "grouping by the person id would release one row per person",
+                    "group by an attribute of people, not their id",
+                    _position(col),
+                )
+        if isinstance(key, exp.Literal):
+            raise unsupported(
+                "GROUP BY position numbers could not be resolved",
+                "group by the expression itself",
+                _position(key),
+            )
+    key_sqls = {k.sql(dialect="duckdb") for k in keys}
+    aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
+    found: dict[str, S.AggregateCall] = {}
+    for item in select.expressions:
+        _collect_outer(item, key_sqls, set(), unit_cols, found, "the select list")
+    having = select.args.get("having")
+    if having is not None:
+        _collect_outer(having.this, key_sqls, aliases, unit_cols, found, "HAVING")
+    order = select.args.get("order")
+    if order is not None:
+        for o in order.expressions:
+            _collect_outer(o.this, key_sqls, aliases, unit_cols, found, "ORDER BY")
+    if not found:
+        raise unsupported(
+            "the query has no aggregate; raw rows are never released",
+            "aggregate with COUNT(*), SUM, AVG, ... and GROUP BY",
+        )
+    for clause in ("limit", "offset"):
+        node = select.args.get(clause)
+        if node is not None:
+            value = node.expression if isinstance(node, exp.Limit) else node.this
+            if node.expression is not None and isinstance(node, exp.Offset):
+                value = node.expression
+            if not (isinstance(value, exp.Literal) and value.is_int):
+                raise unsupported(
+                    f"{clause.upper()} must be an integer literal",
+                    f"write {clause.upper()} 10",
+                    _position(node),
+                )
+    anchor_info = tables[anchor]
+    unit = exp.column(str(anchor_info.policy.unit).lower(), table=anchor)
+    pins, partition_column = _partition_pins(select, tables, catalog, population)
+    return S.Shape(
+        select=select,
+        tables=tables,
+        unit=unit,
+        population=population,
+        keys=tuple(keys),
+        aggregates=tuple(found.values()),
+        pins=pins,
+        partition_column=partition_column,
+    )

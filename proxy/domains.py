@@ -1,0 +1,99 @@
+"""Stage 6a: which group keys have a public domain, and what it is.
+
+A key's domain is public when it comes from the policy (`values`), from a public table,
+or is a closed expression over one such key (a CASE with literal outputs, or a function
+of one domain column evaluated over its values). Public domains are released complete:
+every key appears, empty ones with a noisy zero, keys outside the domain are dropped.
+Any other key goes through DP partition selection.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+from sqlglot import exp
+
+from proxy.catalog import TableInfo
+from proxy.execute import DuckDBExecutor
+
+Domain = tuple[Any, ...]
+
+
+def _column_domain(
+    col: exp.Column, tables: dict[str, TableInfo], executor: DuckDBExecutor, limit: int
+) -> Domain | None:
+    info = tables.get(col.table.lower())
+    if info is None:
+        return None
+    if info.public:
+        values = executor.distinct_values(info.db, info.name, col.name, limit)
+        return tuple(values) if len(values) <= limit else None
+    policy = info.column(col.name)
+    if policy is not None and policy.values:
+        return tuple(policy.values)
+    return None
+
+
+def _case_domain(node: exp.Case) -> Domain | None:
+    outputs = [i.args.get("true") for i in node.args.get("ifs") or []]
+    default = node.args.get("default")
+    if not all(isinstance(o, exp.Literal) for o in outputs):
+        return None
+    values: list[Any] = [o.to_py() for o in outputs]
+    if default is None or isinstance(default, exp.Null):
+        values.append(None)
+    elif isinstance(default, exp.Literal):
+        values.append(default.to_py())
+    else:
+        return None
+    return tuple(dict.fromkeys(values))
+
+
+def _expression_domain(
+    key: exp.Expr, tables: dict[str, TableInfo], executor: DuckDBExecutor, limit: int
+) -> Domain | None:
+    columns = list(key.find_all(exp.Column))
+    if len({(c.table, c.name) for c in columns}) != 1:
+        return None
+    base = _column_domain(columns[0], tables, executor, limit)
+    if base is None:
+        return None
+    probe = key.copy()
+    for col in list(probe.find_all(exp.Column)):
+        col.replace(exp.column("v", table="__d"))
+    values = exp.Values(
+        expressions=[exp.Tuple(expressions=[exp.convert(v)]) for v in base],
+        alias=exp.TableAlias(this=exp.to_identifier("__d"), columns=[exp.to_identifier("v")]),
+    )
+    query = exp.select(exp.alias_(probe, "k")).distinct().from_(values)
+    rows = executor.evaluate(query.sql(dialect="duckdb"))
+    return tuple(r[0] for r in rows)
+
+
+def key_domain(
+    key: exp.Expr, tables: dict[str, TableInfo], executor: DuckDBExecutor, limit: int
+) -> Domain | None:
+    if isinstance(key, exp.Column):
+        return _column_domain(key, tables, executor, limit)
+    if isinstance(key, exp.Case):
+        return _case_domain(key)
+    return _expression_domain(key, tables, executor, limit)
+
+
+def public_domain(
+    keys: Sequence[exp.Expr], tables: dict[str, TableInfo], executor: DuckDBExecutor, limit: int
+) -> tuple[tuple[Any, ...], ...] | None:
+    """All key combinations to release, or None when some key needs partition selection."""
+    domains: list[Domain] = []
+    size = 1
+    for key in keys:
+        d = key_domain(key, tables, executor, limit)
+        if d is None:
+            return None
+        size *= max(len(d), 1)
+        if size > limit:
+            return None
+        domains.append(d)
+    return tuple(itertools.product(*domains))

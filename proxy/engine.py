@@ -1,0 +1,349 @@
+"""The one flow every interface shares: parse → bind → check → rewrite → plan → cache →
+charge → execute → release → cache → post-process.
+
+`Engine.run` reads as DESIGN §2. The CLI and the HTTP server call only this class, so
+they can never disagree about what is answered or charged.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from sqlglot import exp
+
+from accounting.ledger import (
+    BudgetExhausted,
+    Ledger,
+    LedgerError,
+    LedgerUnavailable,
+    PopulationSpec,
+)
+from accounting.mechanisms import secret_seed
+from accounting.store_sqlite import SQLiteLedger
+from proxy import domains
+from proxy.bind import bind
+from proxy.cache import ReleaseCache
+from proxy.catalog import Catalog
+from proxy.check import check_shape, check_statement
+from proxy.errors import DPSQLError
+from proxy.execute import DuckDBExecutor
+from proxy.parse import parse
+from proxy.plan import Plan, build_plan, limits
+from proxy.policy import Policy
+from proxy.release import PostProcessor, release
+from proxy.request import QueryRequest
+from proxy.rewrite import rewrite
+from proxy.shape import COUNT, COUNT_PERSONS, COUNT_ROWS, SUM, Shape
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    name: str
+    noise_scale: float | None  # σ or b of the column's noise, when it is one statistic
+    half_width_95: float | None  # 95% two-sided half-width of that noise
+
+
+@dataclass(frozen=True)
+class PrivacyInfo:
+    epsilon: float  # charged by this answer (0 on a cache hit)
+    delta: float
+    rho: float | None
+    mechanism: str
+    cached: bool
+    charge_id: int | None  # the charge that paid for these values
+    populations: tuple[str, ...]
+    remaining: dict[str, float]  # ε left per charged population
+    partition: dict[str, Any]
+    columns: tuple[ColumnInfo, ...]
+    query_epsilon: float  # what the release cost when it was first paid for
+
+
+@dataclass(frozen=True)
+class Result:
+    columns: tuple[str, ...]
+    rows: list[tuple[Any, ...]]
+    privacy: PrivacyInfo
+    warnings: tuple[str, ...] = ()
+    cache_key: str = ""
+
+
+@dataclass(frozen=True)
+class Explanation:
+    plan: Plan
+    shape: Shape
+    cached: bool
+    statistics: tuple[dict[str, Any], ...] = field(default=())
+
+
+def output_names(tree: exp.Expr) -> tuple[str, ...] | None:
+    if not isinstance(tree, exp.Select):
+        return None
+    names = []
+    for item in tree.expressions:
+        if isinstance(item, exp.Alias):
+            names.append(item.alias)
+        elif isinstance(item, exp.Column):
+            names.append(item.name)
+        else:
+            names.append(item.sql(dialect="duckdb"))
+    return tuple(names)
+
+
+class Engine:
+    def __init__(
+        self,
+        policy: Policy,
+        *,
+        ledger: Ledger | None = None,
+        executor: DuckDBExecutor | None = None,
+        cache: ReleaseCache | None = None,
+    ):
+        self.policy = policy
+        self.executor = executor or DuckDBExecutor(policy)
+        self.catalog = Catalog(policy, self.executor.column_types())
+        policy.ledger_path.parent.mkdir(parents=True, exist_ok=True)
+        self.ledger = ledger or SQLiteLedger(policy.ledger_path)
+        for pop in policy.populations:
+            self.ledger.register(PopulationSpec(pop.name, pop.epsilon_cap, pop.delta))
+        cache_path = policy.ledger_path.with_name(policy.ledger_path.stem + "-cache.sqlite")
+        self.cache = cache or ReleaseCache(cache_path)
+        self.post = PostProcessor()
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    # --- planning (no private data is read) ----------------------------------------
+    def prepare(self, request: QueryRequest) -> tuple[Shape, Plan]:
+        settings = self.policy.proxy
+        if not isinstance(request.sql, str):
+            raise DPSQLError("bad_request", "sql must be a string", "send the query text")
+        tree = parse(
+            request.sql,
+            request.dialect,
+            max_length=settings.max_sql_length,
+            max_nodes=settings.max_nodes,
+        )
+        check_statement(tree)
+        names = output_names(tree)
+        select = bind(tree, self.catalog, request.tables)
+        shape = check_shape(select, self.catalog)
+        if names is None or len(names) != len(select.expressions):
+            names = tuple(e.alias_or_name for e in select.expressions)
+        max_rows, max_groups = limits(request, shape, self.policy)
+        core = rewrite(shape, max_rows=max_rows, max_groups=max_groups)
+        domain = (
+            domains.public_domain(
+                shape.keys, dict(shape.tables), self.executor, settings.max_partition_groups
+            )
+            if shape.keys
+            else ((),)
+        )
+        plan = build_plan(
+            core,
+            request,
+            self.policy,
+            domain=domain,
+            names=names,
+            data_version=self.policy.data_version,
+        )
+        return shape, plan
+
+    def explain(self, request: QueryRequest) -> Explanation:
+        shape, plan = self.prepare(request)
+        return Explanation(
+            plan=plan, shape=shape, cached=self.cache.get(plan.cache_key) is not None
+        )
+
+    # --- answering ------------------------------------------------------------------
+    def run(self, request: QueryRequest) -> Result:
+        _, plan = self.prepare(request)
+        hit = self.cache.get(plan.cache_key)
+        if hit is not None:
+            return self._replay(plan, request, *hit)
+        with self._single_flight(plan.cache_key) as cached:
+            if cached is not None:
+                return self._replay(plan, request, *cached)
+            charge_id = self._charge(plan, request)
+            exact = self.executor.run(
+                plan.core_sql, [secret_seed()] if "?" in plan.core_sql else []
+            )
+            table = release(plan, exact)
+            self.cache.put(plan.cache_key, charge_id, table)
+        return self._answer(plan, table, charge_id=charge_id, cached=False)
+
+    def _charge(self, plan: Plan, request: QueryRequest) -> int:
+        try:
+            receipt = self.ledger.charge(
+                plan.charge_targets,
+                plan.curve,
+                plan.delta_threshold,
+                analyst=request.analyst,
+                fingerprint=plan.cache_key,
+                note=f"query {plan.cache_key[:12]}",
+            )
+        except BudgetExhausted as error:
+            raise DPSQLError(
+                "budget_exhausted",
+                f"the privacy budget of {error.population} cannot pay for this query",
+                "ask a cached query, lower epsilon, or ask the operator for a larger cap",
+                details={
+                    "population": error.population,
+                    "requested": error.requested,
+                    "spent": error.spent,
+                    "cap": error.cap,
+                },
+            ) from None
+        except LedgerUnavailable as error:
+            raise DPSQLError(
+                "ledger_unavailable",
+                f"the budget ledger is unavailable: {error}",
+                "the operator must repair or verify the ledger",
+            ) from None
+        except LedgerError as error:
+            raise DPSQLError(
+                "internal",
+                f"the ledger refused the charge: {type(error).__name__}",
+                "report this to the operator",
+            ) from None
+        return receipt.event_id
+
+    def _replay(self, plan: Plan, request: QueryRequest, charge_id: int, table: pa.Table) -> Result:
+        try:
+            self.ledger.replay(charge_id, analyst=request.analyst, fingerprint=plan.cache_key)
+        except LedgerError as error:
+            raise DPSQLError(
+                "ledger_unavailable",
+                f"the ledger could not record a replay: {error}",
+                "the operator must repair the ledger",
+            ) from None
+        return self._answer(plan, table, charge_id=charge_id, cached=True)
+
+    @contextmanager
+    def _single_flight(self, key: str) -> Iterator[tuple[int, pa.Table] | None]:
+        with self._locks_guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            deadline = time.monotonic() + self.policy.proxy.query_timeout_s * 2
+            while not self.cache.claim(key):
+                hit = self.cache.get(key)
+                if hit is not None:
+                    yield hit
+                    return
+                if time.monotonic() > deadline:
+                    raise DPSQLError(
+                        "timeout",
+                        "an identical query is still running elsewhere",
+                        "retry in a moment; it will be answered from the cache",
+                    )
+                time.sleep(0.05)
+            try:
+                yield None
+            finally:
+                self.cache.finish(key)
+
+    def _answer(self, plan: Plan, table: pa.Table, *, charge_id: int, cached: bool) -> Result:
+        names, rows = self.post.run(plan.outer_sql, table)
+        remaining = {}
+        for target in plan.charge_targets:
+            try:
+                remaining[target] = self.ledger.remaining(target)
+            except LedgerError:
+                remaining[target] = 0.0
+        partition: dict[str, Any]
+        if plan.threshold is None:
+            partition = {
+                "strategy": "public_domain" if plan.key_columns else "none",
+                "groups": len(plan.domain or ()),
+            }
+        else:
+            partition = {
+                "strategy": "threshold",
+                "mechanism": plan.threshold.mechanism,
+                "tau": plan.threshold.tau,
+                "scale": plan.threshold.scale,
+                "delta": plan.threshold.delta,
+            }
+        columns = _column_infos(plan, names)
+        return Result(
+            columns=tuple(names),
+            rows=rows,
+            privacy=PrivacyInfo(
+                epsilon=0.0 if cached else plan.epsilon,
+                delta=0.0 if cached else plan.delta,
+                rho=None if cached or plan.rho is None else plan.rho,
+                mechanism=plan.mechanism,
+                cached=cached,
+                charge_id=charge_id,
+                populations=plan.charge_targets,
+                remaining=remaining,
+                partition=partition,
+                columns=columns,
+                query_epsilon=plan.epsilon,
+            ),
+            warnings=_warnings(columns, names, rows),
+            cache_key=plan.cache_key,
+        )
+
+    def close(self) -> None:
+        self.post.close()
+        self.cache.close()
+        self.ledger.close()
+        self.executor.close()
+
+
+def _column_infos(plan: Plan, names: list[str]) -> tuple[ColumnInfo, ...]:
+    """Noise of output columns that are one released statistic each (COUNT, SUM)."""
+    import sqlglot
+
+    by_column = {n.statistic.column: n.descriptor for n in plan.noise}
+    out = []
+    outer = sqlglot.parse_one(plan.outer_sql, read="duckdb")
+    for name, item in zip(names, outer.expressions, strict=False):
+        body = item.this if isinstance(item, exp.Alias) else item
+        desc = by_column.get(body.name) if isinstance(body, exp.Column) else None
+        if (
+            desc is None
+            and isinstance(body, exp.Column)
+            and body.name == "__persons"
+            and plan.threshold
+        ):
+            out.append(
+                ColumnInfo(
+                    name,
+                    plan.threshold.scale,
+                    1.959964 * plan.threshold.scale
+                    if plan.threshold.mechanism == "gaussian"
+                    else None,
+                )
+            )
+            continue
+        out.append(
+            ColumnInfo(name, desc.scale if desc else None, desc.half_width_95 if desc else None)
+        )
+    return tuple(out)
+
+
+def _warnings(
+    columns: tuple[ColumnInfo, ...], names: list[str], rows: list[tuple[Any, ...]]
+) -> tuple[str, ...]:
+    warnings = []
+    for i, info in enumerate(columns):
+        if info.half_width_95 is None:
+            continue
+        small = sum(
+            1 for r in rows if isinstance(r[i], (int, float)) and abs(r[i]) < info.half_width_95
+        )
+        if small:
+            warnings.append(
+                f"{small} of {len(rows)} values in column {info.name!r} are smaller than their "
+                f"95% noise half-width ({info.half_width_95:.3g}): treat them as indistinguishable from 0"
+            )
+    return tuple(warnings)
+
+
+_UNUSED = (COUNT, COUNT_PERSONS, COUNT_ROWS, SUM)

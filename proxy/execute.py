@@ -1,0 +1,155 @@
+"""Stage 8: run the bounded core on DuckDB, sandboxed.
+
+The connection is read-only (or an in-memory copy of CSV sources), with external access
+off, extensions never installed or loaded, the configuration locked, a thread count and
+memory limit from the policy, and a time limit that interrupts the query. Behind the
+small :class:`Executor` protocol so that other engines can follow.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import duckdb
+import numpy as np
+
+from proxy.catalog import split_name
+from proxy.errors import DPSQLError
+from proxy.policy import Policy
+
+
+class Executor(Protocol):
+    def column_types(self) -> dict[tuple[str, str], dict[str, str]]: ...
+    def run(self, sql: str, params: Sequence[Any] = ()) -> dict[str, np.ndarray]: ...
+    def distinct_values(self, db: str, table: str, column: str, limit: int) -> list[Any]: ...
+    def close(self) -> None: ...
+
+
+def _sandbox_settings(policy: Policy) -> dict[str, Any]:
+    return {
+        "threads": policy.proxy.threads,
+        "memory_limit": policy.proxy.memory_limit,
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+        "allow_community_extensions": False,
+    }
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+class DuckDBExecutor:
+    """Owns one locked DuckDB database; each call runs on its own cursor."""
+
+    def __init__(self, policy: Policy):
+        self.timeout_s = policy.proxy.query_timeout_s
+        config = _sandbox_settings(policy)
+        if policy.duckdb_path is not None and not policy.csv_tables:
+            if not policy.duckdb_path.exists():
+                raise DPSQLError(
+                    "policy_error",
+                    f"the database file {policy.duckdb_path} does not exist",
+                    "generate it (python -m sample_data.generate) or fix [database] duckdb",
+                )
+            self._db = duckdb.connect(str(policy.duckdb_path), read_only=True, config=config)
+        else:
+            self._db = duckdb.connect(":memory:", config=config)
+            for name, path in policy.csv_tables:
+                db, table = split_name(name)
+                if db != "main":
+                    self._db.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote(db)}")
+                self._db.execute(
+                    f"CREATE TABLE {_quote(db)}.{_quote(table)} AS "
+                    "SELECT * FROM read_csv_auto(?, header = true)",
+                    [str(path)],
+                )
+        for statement in (
+            "SET enable_external_access = false",
+            "SET error_on_division_by_zero = false",
+            "SET lock_configuration = true",
+        ):
+            self._db.execute(statement)
+        self._check_one_row_per_person(policy)
+
+    def _check_one_row_per_person(self, policy: Policy) -> None:
+        for table in policy.tables:
+            if table.one_row_per_person and table.unit:
+                db, name = split_name(table.name)
+                unit = _quote(table.unit)
+                row = self._db.execute(
+                    f"SELECT COUNT(*) = COUNT(DISTINCT {unit}) FROM {_quote(db)}.{_quote(name)}"
+                ).fetchone()
+                if not row or not row[0]:
+                    raise DPSQLError(
+                        "policy_error",
+                        f"table {table.name} is declared one_row_per_person but its unit "
+                        "column has repeated values",
+                        "remove one_row_per_person or fix the data",
+                    )
+
+    def column_types(self) -> dict[tuple[str, str], dict[str, str]]:
+        rows = self._db.execute(
+            "SELECT table_schema, table_name, column_name, data_type "
+            "FROM information_schema.columns ORDER BY ordinal_position"
+        ).fetchall()
+        out: dict[tuple[str, str], dict[str, str]] = {}
+        for schema, table, column, dtype in rows:
+            out.setdefault((str(schema).lower(), str(table).lower()), {})[str(column).lower()] = (
+                str(dtype)
+            )
+        return out
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> dict[str, np.ndarray]:
+        cursor = self._db.cursor()
+        timer = threading.Timer(self.timeout_s, cursor.interrupt)
+        timer.start()
+        try:
+            result = cursor.execute(sql, list(params)).fetchnumpy()
+        except duckdb.InterruptException:
+            raise DPSQLError(
+                "timeout",
+                f"the query ran longer than {self.timeout_s:g} s and was stopped",
+                "narrow the query; its budget charge stands",
+            ) from None
+        except duckdb.Error as error:
+            # The rewrite makes every expression total, so an engine error here is a
+            # defect or resource limit, never a data-dependent signal: keep the detail out.
+            raise DPSQLError(
+                "internal",
+                f"the engine could not run the query ({type(error).__name__})",
+                "report this to the operator; the budget charge stands",
+            ) from None
+        finally:
+            timer.cancel()
+            cursor.close()
+        return {k: np.asarray(v) for k, v in result.items()}
+
+    def distinct_values(self, db: str, table: str, column: str, limit: int) -> list[Any]:
+        """Distinct values of a PUBLIC table column (a public key domain)."""
+        cursor = self._db.cursor()
+        try:
+            rows = cursor.execute(
+                f"SELECT DISTINCT {_quote(column)} FROM {_quote(db)}.{_quote(table)} "
+                f"WHERE {_quote(column)} IS NOT NULL ORDER BY 1 LIMIT {int(limit) + 1}"
+            ).fetchall()
+        finally:
+            cursor.close()
+        return [r[0] for r in rows]
+
+    def evaluate(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run SQL over literals only (key-domain expressions); no table is read."""
+        cursor = self._db.cursor()
+        try:
+            return [tuple(r) for r in cursor.execute(sql, list(params)).fetchall()]
+        finally:
+            cursor.close()
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def column_arrays(result: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return dict(result)

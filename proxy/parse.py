@@ -1,0 +1,68 @@
+"""Stage 1: SQL text to one sqlglot statement, within size limits, in any supported dialect."""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from proxy.errors import DPSQLError
+
+DIALECTS = ("duckdb", "postgres", "bigquery", "trino", "snowflake")
+
+
+def _position(error: ParseError) -> dict[str, int] | None:
+    for detail in error.errors:
+        line, col = detail.get("line"), detail.get("col")
+        if isinstance(line, int) and isinstance(col, int):
+            return {"line": line, "column": col}
+    return None
+
+
+def parse(sql: str, dialect: str = "duckdb", *, max_length: int, max_nodes: int) -> exp.Expr:
+    """Parse exactly one statement; refuse empty input, several statements, or oversize SQL."""
+    if dialect not in DIALECTS:
+        raise DPSQLError(
+            "bad_request",
+            f"unknown SQL dialect {dialect!r}",
+            f"use one of: {', '.join(DIALECTS)}",
+        )
+    if len(sql) > max_length:
+        raise DPSQLError(
+            "too_large",
+            f"the SQL text is {len(sql)} characters long; the limit is {max_length}",
+            "send a shorter query",
+        )
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
+    except ParseError as error:
+        first = error.errors[0]["description"] if error.errors else str(error)
+        raise DPSQLError(
+            "parse_error",
+            f"could not parse the SQL: {first}",
+            f"check the syntax near the position given ({dialect} dialect)",
+            _position(error),
+        ) from None
+    except (TokenError, RecursionError, ValueError) as error:
+        raise DPSQLError(
+            "parse_error",
+            f"could not parse the SQL: {type(error).__name__}",
+            "check quotes, brackets and comments",
+        ) from None
+    if not statements:
+        raise DPSQLError("parse_error", "no SQL statement was given", "send one SELECT query")
+    if len(statements) > 1:
+        raise DPSQLError(
+            "unsupported_sql",
+            f"{len(statements)} statements were sent; dpsql answers exactly one",
+            "send one SELECT per request",
+        )
+    tree = statements[0]
+    for nodes, _ in enumerate(tree.walk(), start=1):
+        if nodes > max_nodes:
+            raise DPSQLError(
+                "too_large",
+                f"the query has more than {max_nodes} syntax nodes",
+                "simplify the query or split it",
+            )
+    return tree

@@ -1,0 +1,163 @@
+"""Stage 9: turn exact per-group aggregates into the released noisy table, then run the
+analyst's outer layer (arithmetic, HAVING, ORDER BY, LIMIT) over it.
+
+Noise comes only from ``accounting.mechanisms``. Public key domains are completed (every
+key, empty ones as zeros before noise); private keys go through partition selection on
+the noisy person count. The outer layer runs in a separate in-memory DuckDB that holds
+nothing but the released table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from accounting import mechanisms
+from proxy.errors import DPSQLError
+from proxy.plan import ColumnNoise, Plan
+
+
+def _python(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _filled(array: np.ndarray) -> np.ndarray:
+    if isinstance(array, np.ma.MaskedArray):
+        return np.ma.filled(array.astype(object), 0)
+    return array
+
+
+def _complete_domain(
+    plan: Plan, exact: Mapping[str, np.ndarray]
+) -> tuple[list[tuple[Any, ...]], dict[str, np.ndarray]]:
+    assert plan.domain is not None
+    keys = [np.asarray(exact[k], dtype=object) for k in plan.key_columns]
+    rows = len(keys[0]) if keys else len(next(iter(exact.values())))
+    index = {tuple(_python(k[i]) for k in keys): i for i in range(rows)}
+    out: dict[str, np.ndarray] = {}
+    for noise in plan.noise:
+        column = _filled(np.asarray(exact[noise.statistic.column]))
+        out[noise.statistic.column] = np.array(
+            [column[index[d]] if d in index else 0 for d in plan.domain], dtype=object
+        )
+    return list(plan.domain), out
+
+
+def _noised(noise: ColumnNoise, values: np.ndarray, k: int) -> np.ndarray:
+    integer = noise.statistic.integer
+    data = (
+        np.array([int(v) for v in values], dtype=np.int64)
+        if integer
+        else np.asarray(values, dtype=np.float64)
+    )
+    if noise.descriptor.mechanism == "gaussian":
+        out, desc = mechanisms.release_gaussian(
+            data,
+            l2_sensitivity=noise.sensitivity.l2,
+            sigma=noise.descriptor.scale,
+            integer=integer,
+            changed_coordinates=k,
+        )
+    else:
+        out, desc = mechanisms.release_laplace(
+            data,
+            l1_sensitivity=noise.sensitivity.l1,
+            scale=noise.descriptor.scale,
+            integer=integer,
+            changed_coordinates=k,
+        )
+    if desc.curve != noise.descriptor.curve:  # the charge must cover what was drawn
+        raise DPSQLError("internal", "noise descriptor differs from the plan", "")
+    return np.asarray(out)
+
+
+def _select_partitions(
+    plan: Plan, exact: Mapping[str, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    thr = plan.threshold
+    assert thr is not None
+    persons = np.asarray(_filled(np.asarray(exact["__persons"])), dtype=np.int64)
+    if thr.mechanism == "gaussian":
+        noisy, desc = mechanisms.release_gaussian(
+            persons,
+            l2_sensitivity=float(np.sqrt(thr.max_groups)),
+            sigma=thr.scale,
+            integer=True,
+            changed_coordinates=thr.max_groups,
+        )
+    else:
+        noisy, desc = mechanisms.release_laplace(
+            persons,
+            l1_sensitivity=float(thr.max_groups),
+            scale=thr.scale,
+            integer=True,
+            changed_coordinates=thr.max_groups,
+        )
+    if desc.curve != thr.curve:
+        raise DPSQLError("internal", "threshold noise differs from the plan", "")
+    noisy = np.asarray(noisy, dtype=np.int64)
+    return noisy >= thr.tau, noisy
+
+
+def release(plan: Plan, exact: Mapping[str, np.ndarray]) -> pa.Table:
+    """The released table: key columns, one noisy column per statistic (+ ``__persons``)."""
+    columns: dict[str, Any] = {}
+    if plan.domain is not None:
+        domain_rows, stats = _complete_domain(plan, exact)
+        for i, name in enumerate(plan.key_columns):
+            columns[name] = [row[i] for row in domain_rows]
+    else:
+        keep, noisy_persons = _select_partitions(plan, exact)
+        for name in plan.key_columns:
+            values = np.asarray(exact[name], dtype=object)[keep]
+            columns[name] = [_python(v) for v in values]
+        stats = {
+            n.statistic.column: _filled(np.asarray(exact[n.statistic.column]))[keep]
+            for n in plan.noise
+        }
+        columns["__persons"] = noisy_persons[keep]
+    for noise in plan.noise:
+        columns[noise.statistic.column] = _noised(
+            noise, stats[noise.statistic.column], plan.max_groups
+        )
+    return pa.table(columns)
+
+
+class PostProcessor:
+    """Runs outer layers over released tables in a private in-memory DuckDB."""
+
+    def __init__(self) -> None:
+        self._db = duckdb.connect(
+            ":memory:",
+            config={
+                "enable_external_access": False,
+                "autoinstall_known_extensions": False,
+                "autoload_known_extensions": False,
+                "threads": 1,
+            },
+        )
+        self._db.execute("SET lock_configuration = true")
+
+    def run(self, outer_sql: str, table: pa.Table) -> tuple[list[str], list[tuple[Any, ...]]]:
+        cursor = self._db.cursor()
+        try:
+            cursor.register("released", table)
+            result = cursor.execute(outer_sql)
+            names = [d[0] for d in result.description or []]
+            rows = [tuple(r) for r in result.fetchall()]
+        except duckdb.Error as error:
+            raise DPSQLError(
+                "bad_request",
+                f"the outer layer (select list, HAVING, ORDER BY) failed: {type(error).__name__}",
+                "check arithmetic over aggregates; it runs on released values only",
+            ) from None
+        finally:
+            cursor.close()
+        return names, rows
+
+    def close(self) -> None:
+        self._db.close()

@@ -1,0 +1,28 @@
+"""What a caller asks for: the SQL and how much privacy (or accuracy) to spend on it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class AccuracyTarget:
+    """Relative error ``rel_error`` at a count of ``at_count``, with ``confidence``."""
+
+    rel_error: float
+    at_count: float
+    confidence: float = 0.95
+
+
+@dataclass(frozen=True)
+class QueryRequest:
+    sql: str
+    dialect: str = "duckdb"
+    epsilon: float | None = None
+    delta: float | None = None
+    rho: float | None = None
+    accuracy: AccuracyTarget | None = None
+    max_groups: int | None = None
+    max_rows_per_group: int | None = None
+    analyst: str = "local"
+    tables: frozenset[str] | None = None  # tables this caller may read (None: all)

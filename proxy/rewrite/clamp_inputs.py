@@ -1,0 +1,103 @@
+"""Rule: clamp every bounded input and fix the statistics the query releases.
+
+Columns with declared bounds are clamped where they are read, so the range analysis of
+each aggregate argument holds whatever the data contains. Each aggregate then maps to
+the statistics that release it: COUNT → count, SUM → sum, AVG → count and centred sum,
+VAR/STDDEV → count, centred sum and centred squares; COUNT(DISTINCT unit) → persons.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sqlglot import exp
+
+from proxy import shape as S
+from proxy.rewrite import core as C
+from proxy.rewrite.ranges import bounded_range
+
+
+def _literal(value: float) -> exp.Expr:
+    if float(value).is_integer():
+        return exp.Literal.number(int(value))
+    return exp.Literal.number(repr(float(value)))
+
+
+def clamp(expression: exp.Expr, lower: float, upper: float) -> exp.Expr:
+    """NULL-preserving clamp (DuckDB's LEAST/GREATEST skip NULLs, which would turn a
+    missing value into a bound)."""
+    return exp.Case(
+        ifs=[
+            exp.If(
+                this=exp.LT(this=expression.copy(), expression=_literal(lower)),
+                true=_literal(lower),
+            ),
+            exp.If(
+                this=exp.GT(this=expression.copy(), expression=_literal(upper)),
+                true=_literal(upper),
+            ),
+        ],
+        default=expression,
+    )
+
+
+def _clamp_columns(core: C.Core, expression: exp.Expr) -> exp.Expr:
+    tables = core.shape.tables
+
+    def visit(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column):
+            info = tables.get(node.table.lower())
+            policy = info.column(node.name) if info else None
+            if policy is not None and policy.lower is not None and policy.upper is not None:
+                return clamp(node.copy(), policy.lower, policy.upper)
+        return node
+
+    return expression.copy().transform(visit, copy=False)
+
+
+def _numeric(expression: exp.Expr) -> exp.Expr:
+    # Booleans sum as 0/1; DuckDB does not SUM a BOOLEAN directly.
+    return exp.TryCast(this=expression, to=exp.DataType.build("INTEGER"))
+
+
+def apply(core: C.Core) -> C.Core:
+    stats: dict[tuple[str, str | None], C.Statistic] = {}
+    arguments: dict[str, exp.Expr] = {}
+    tables = dict(core.shape.tables)
+
+    def add(stat: C.Statistic) -> None:
+        stats.setdefault((stat.kind, stat.arg_sql), stat)
+
+    for call in core.shape.aggregates:
+        if call.kind == S.COUNT_ROWS:
+            add(C.Statistic(C.ROWS, None))
+            continue
+        if call.kind == S.COUNT_PERSONS:
+            add(C.Statistic(C.PERSONS, None))
+            continue
+        raw = core.arguments[call.sql]
+        if call.kind == S.COUNT:
+            arg = raw
+            arguments[call.sql] = arg
+            add(C.Statistic(C.COUNT, arg.sql(dialect="duckdb")))
+            continue
+        clamped = _clamp_columns(core, raw)
+        rng = bounded_range(clamped, tables, call.kind.upper())
+        arg = clamp(
+            _numeric(clamped) if rng.lower >= 0 and rng.upper <= 1 and rng.integer else clamped,
+            rng.lower,
+            rng.upper,
+        )
+        arguments[call.sql] = arg
+        key = arg.sql(dialect="duckdb")
+        if call.kind == S.SUM:
+            add(C.Statistic(C.SUM, key, rng.lower, rng.upper, rng.integer))
+            continue
+        add(C.Statistic(C.COUNT, key))
+        centred_integer = rng.integer and float(rng.lower + rng.upper) % 2 == 0
+        add(C.Statistic(C.CENTRED_SUM, key, rng.lower, rng.upper, centred_integer))
+        if call.kind in S.VARIANCE_KINDS:
+            add(C.Statistic(C.CENTRED_SQUARES, key, rng.lower, rng.upper, centred_integer))
+    ordered = sorted(stats.values(), key=C.Statistic.sort_key)
+    named = tuple(replace(s, column=f"__s{i}") for i, s in enumerate(ordered))
+    return replace(core, arguments=arguments, statistics=named)

@@ -1,0 +1,64 @@
+"""The state the rewrite rules pass along, and the statistics a query releases."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from proxy.shape import Shape
+
+# Statistic kinds: what one noisy column of the released table holds per group.
+ROWS = "rows"  # clamped row count
+COUNT = "count"  # clamped count of non-NULL values of an argument
+PERSONS = "persons"  # number of distinct people
+SUM = "sum"  # clamped sum
+CENTRED_SUM = "centred_sum"  # clamped sum of (x − m), m the midpoint of [L, U]
+CENTRED_SQUARES = "centred_squares"  # clamped sum of (x − m)²
+
+
+@dataclass(frozen=True)
+class Statistic:
+    kind: str
+    arg_sql: str | None  # canonical text of the (total, clamped) argument
+    lower: float = 0.0  # bounds of the argument (not of the statistic)
+    upper: float = 0.0
+    integer: bool = True  # integer-valued per-person contributions (discrete noise)
+    column: str = ""  # column name in the core result and the released table
+
+    @property
+    def centre(self) -> float:
+        return (self.lower + self.upper) / 2.0
+
+    def sort_key(self) -> tuple[str, str]:
+        return (self.kind, self.arg_sql or "")
+
+
+@dataclass(frozen=True, eq=False)
+class Core:
+    """Everything the rules derive; the last rule fills ``sql``."""
+
+    shape: Shape
+    max_rows: int  # Linf: C
+    max_groups: int  # L0: K (1 when there are no keys)
+    from_: exp.Expr | None = None
+    joins: tuple[exp.Expr, ...] = ()
+    where: exp.Expr | None = None
+    keys: tuple[exp.Expr, ...] = ()
+    arguments: dict[str, exp.Expr] = field(default_factory=dict)  # agg sql -> argument
+    statistics: tuple[Statistic, ...] = ()
+    ctes: tuple[tuple[str, exp.Expr], ...] = ()
+    sql: str = ""
+    one_group_per_person: bool = False
+
+    def statistic(self, kind: str, arg_sql: str | None) -> Statistic:
+        for s in self.statistics:
+            if s.kind == kind and s.arg_sql == arg_sql:
+                return s
+        raise KeyError((kind, arg_sql))
+
+    def key_columns(self) -> tuple[str, ...]:
+        return tuple(f"__k{i}" for i in range(len(self.keys)))
+
+
+SEED = exp.Placeholder()  # the secret L0 seed is bound at execution, never written in SQL

@@ -1,0 +1,77 @@
+"""Rule: the row-level relation ``r`` and the per-person, per-group pre-aggregation ``pp``.
+
+``r`` keeps the analyst's FROM, joins and WHERE (made total) and projects the person id,
+the group keys and the clamped aggregate arguments. ``pp`` has one row per (person,
+group) with that person's raw statistics; the Linf rule clamps them next.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sqlglot import exp
+
+from proxy.rewrite import core as C
+
+
+def argument_columns(core: C.Core) -> dict[str, str]:
+    """Canonical argument text -> column name in ``r``."""
+    names: dict[str, str] = {}
+    for stat in core.statistics:
+        if stat.arg_sql is not None and stat.arg_sql not in names:
+            names[stat.arg_sql] = f"__x{len(names)}"
+    return names
+
+
+def _arguments_by_sql(core: C.Core) -> dict[str, exp.Expr]:
+    return {arg.sql(dialect="duckdb"): arg for arg in core.arguments.values()}
+
+
+def _centred(column: str, centre: float) -> exp.Expr:
+    if centre == 0:
+        return exp.column(column)
+    lit = exp.Literal.number(int(centre) if float(centre).is_integer() else repr(centre))
+    return exp.Paren(this=exp.Sub(this=exp.column(column), expression=lit))
+
+
+def raw_statistic(stat: C.Statistic, columns: dict[str, str]) -> exp.Expr | None:
+    """One person's statistic within one group, before clamping."""
+    if stat.kind == C.ROWS:
+        return exp.Count(this=exp.Star())
+    if stat.kind == C.PERSONS:
+        return None
+    col = columns[str(stat.arg_sql)]
+    if stat.kind == C.COUNT:
+        return exp.Count(this=exp.column(col))
+    if stat.kind == C.SUM:
+        return exp.Sum(this=exp.column(col))
+    centred = _centred(col, stat.centre)
+    if stat.kind == C.CENTRED_SUM:
+        return exp.Sum(this=centred)
+    return exp.Sum(this=exp.Mul(this=centred, expression=centred.copy()))
+
+
+def apply(core: C.Core) -> C.Core:
+    columns = argument_columns(core)
+    by_sql = _arguments_by_sql(core)
+    projection: list[exp.Expr] = [exp.alias_(core.shape.unit.copy(), "__u")]
+    projection += [exp.alias_(k.copy(), f"__k{i}") for i, k in enumerate(core.keys)]
+    projection += [exp.alias_(by_sql[sql].copy(), name) for sql, name in columns.items()]
+    r = exp.select(*projection)
+    r.set("from_", core.from_.copy() if core.from_ is not None else None)
+    if core.joins:
+        r.set("joins", [j.copy() for j in core.joins])
+    not_null = exp.Not(this=exp.Is(this=core.shape.unit.copy(), expression=exp.Null()))
+    condition = (
+        not_null if core.where is None else exp.and_(exp.Paren(this=core.where.copy()), not_null)
+    )
+    r = r.where(condition, copy=False)
+
+    group = [exp.column("__u"), *(exp.column(k) for k in core.key_columns())]
+    pp_cols: list[exp.Expr] = [exp.column("__u"), *(exp.column(k) for k in core.key_columns())]
+    for stat in core.statistics:
+        raw = raw_statistic(stat, columns)
+        if raw is not None:
+            pp_cols.append(exp.alias_(raw, stat.column))
+    pp = exp.select(*pp_cols).from_("r").group_by(*group)
+    return replace(core, ctes=(("r", r), ("pp", pp)))

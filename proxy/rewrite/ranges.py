@@ -1,0 +1,211 @@
+"""Range analysis: the interval an aggregate argument can take, from the policy's bounds.
+
+A SUM or AVG is answered only when every value of its argument provably lies in a finite
+[lower, upper]; these bounds set the sensitivity. The analysis is interval arithmetic
+over column bounds, literals, + − *, CASE, LEAST/GREATEST, booleans and CAST.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from proxy.catalog import TableInfo
+from proxy.errors import unsupported
+
+INF = math.inf
+_BOOLEAN_NODES = (
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+    exp.And,
+    exp.Or,
+    exp.Not,
+    exp.Is,
+    exp.In,
+    exp.Between,
+    exp.Like,
+    exp.ILike,
+    exp.Boolean,
+    exp.NullSafeEQ,
+    exp.NullSafeNEQ,
+    exp.StartsWith,
+    exp.Contains,
+    exp.RegexpLike,
+)
+_INTEGER_TYPES = {"TINYINT", "SMALLINT", "INT", "INTEGER", "BIGINT", "HUGEINT", "BOOLEAN"}
+
+
+@dataclass(frozen=True)
+class Range:
+    lower: float
+    upper: float
+    integer: bool
+
+    @property
+    def bounded(self) -> bool:
+        return math.isfinite(self.lower) and math.isfinite(self.upper)
+
+    def union(self, other: Range) -> Range:
+        return Range(
+            min(self.lower, other.lower),
+            max(self.upper, other.upper),
+            self.integer and other.integer,
+        )
+
+
+UNKNOWN = Range(-INF, INF, False)
+BOOLEAN = Range(0.0, 1.0, True)
+
+
+def _mul(a: float, b: float) -> float:
+    if a == 0 or b == 0:
+        return 0.0
+    return a * b
+
+
+def _literal(node: exp.Literal) -> Range:
+    if node.is_string:
+        return UNKNOWN
+    value = float(node.this)
+    return Range(value, value, node.is_int)
+
+
+def _column(node: exp.Column, tables: dict[str, TableInfo]) -> Range:
+    info = tables.get(node.table.lower())
+    if info is None:
+        return UNKNOWN
+    integer = info.is_integer(node.name)
+    if info.column_types.get(node.name.lower(), "").upper() == "BOOLEAN":
+        return BOOLEAN
+    policy = info.column(node.name)
+    if policy is None:
+        return Range(-INF, INF, integer)
+    if policy.lower is not None and policy.upper is not None:
+        return Range(float(policy.lower), float(policy.upper), integer)
+    if policy.values:
+        numbers = [
+            v for v in policy.values if isinstance(v, (int, float)) and not isinstance(v, bool)
+        ]
+        if numbers and len(numbers) == len(policy.values):
+            return Range(float(min(numbers)), float(max(numbers)), integer)
+    return Range(-INF, INF, integer)
+
+
+def _never_null(node: exp.Expr) -> bool:
+    while isinstance(node, (exp.Paren, exp.Neg)):
+        node = node.this
+    return isinstance(node, exp.Literal) and not node.is_string
+
+
+def derive(node: exp.Expr, tables: dict[str, TableInfo]) -> Range:
+    """The range of a row-level expression; UNKNOWN parts propagate as infinite bounds."""
+    if isinstance(node, exp.Paren):
+        return derive(node.this, tables)
+    if isinstance(node, exp.Literal):
+        return _literal(node)
+    if isinstance(node, exp.Null):
+        return Range(INF, -INF, True)  # empty: NULL contributes nothing to SUM/COUNT
+    if isinstance(node, exp.Column):
+        return _column(node, tables)
+    if isinstance(node, _BOOLEAN_NODES):
+        return BOOLEAN
+    if isinstance(node, exp.Neg):
+        r = derive(node.this, tables)
+        return Range(-r.upper, -r.lower, r.integer)
+    if isinstance(node, (exp.Add, exp.Sub)):
+        a, b = derive(node.left, tables), derive(node.right, tables)
+        if isinstance(node, exp.Add):
+            return Range(a.lower + b.lower, a.upper + b.upper, a.integer and b.integer)
+        return Range(a.lower - b.upper, a.upper - b.lower, a.integer and b.integer)
+    if isinstance(node, exp.Mul):
+        a, b = derive(node.left, tables), derive(node.right, tables)
+        corners = [_mul(x, y) for x in (a.lower, a.upper) for y in (b.lower, b.upper)]
+        if any(math.isnan(c) for c in corners):
+            return UNKNOWN
+        return Range(min(corners), max(corners), a.integer and b.integer)
+    if isinstance(node, exp.Div):
+        a, b = derive(node.left, tables), derive(node.right, tables)
+        if b.lower == b.upper and b.lower != 0 and math.isfinite(b.lower):
+            lo, hi = sorted((a.lower / b.lower, a.upper / b.lower))
+            return Range(lo, hi, False)
+        return UNKNOWN
+    if isinstance(node, exp.Abs):
+        r = derive(node.this, tables)
+        if r.lower >= 0:
+            return r
+        if r.upper <= 0:
+            return Range(-r.upper, -r.lower, r.integer)
+        return Range(0.0, max(-r.lower, r.upper), r.integer)
+    if isinstance(node, (exp.Least, exp.Greatest)):
+        # DuckDB skips NULL arguments, so only never-NULL arguments (literals) cap the result.
+        args = [node.this, *node.expressions]
+        parts = [derive(a, tables) for a in args]
+        fixed = [p for a, p in zip(args, parts, strict=True) if _never_null(a)]
+        integer = all(p.integer for p in parts)
+        if isinstance(node, exp.Least):
+            upper = min(p.upper for p in fixed) if fixed else max(p.upper for p in parts)
+            return Range(min(p.lower for p in parts), upper, integer)
+        lower = max(p.lower for p in fixed) if fixed else min(p.lower for p in parts)
+        return Range(lower, max(p.upper for p in parts), integer)
+    if isinstance(node, (exp.Case, exp.If)):
+        if isinstance(node, exp.If):
+            branches = [node.args.get("true"), node.args.get("false")]
+        else:
+            branches = [i.args.get("true") for i in node.args.get("ifs") or []]
+            branches.append(node.args.get("default"))
+        result = Range(INF, -INF, True)
+        for branch in branches:
+            result = result.union(
+                derive(branch, tables) if branch is not None else Range(INF, -INF, True)
+            )
+        return result
+    if isinstance(node, exp.Coalesce):
+        parts = [derive(node.this, tables), *(derive(e, tables) for e in node.expressions)]
+        result = parts[0]
+        for p in parts[1:]:
+            result = result.union(p)
+        return result
+    if isinstance(node, (exp.Cast, exp.TryCast)):
+        r = derive(node.this, tables)
+        target = node.to.this.name if isinstance(node.to, exp.DataType) else ""
+        if target.upper() in _INTEGER_TYPES:
+            return Range(
+                math.floor(r.lower) if math.isfinite(r.lower) else r.lower,
+                math.ceil(r.upper) if math.isfinite(r.upper) else r.upper,
+                True,
+            )
+        if node.to.is_type(*exp.DataType.NUMERIC_TYPES):
+            return Range(r.lower, r.upper, False)
+        return UNKNOWN
+    if isinstance(node, (exp.Round, exp.Floor, exp.Ceil)):
+        r = derive(node.this, tables)
+        return Range(
+            math.floor(r.lower) if math.isfinite(r.lower) else r.lower,
+            math.ceil(r.upper) if math.isfinite(r.upper) else r.upper,
+            r.integer,
+        )
+    if isinstance(node, exp.Try):
+        return derive(node.this, tables)
+    return UNKNOWN
+
+
+def bounded_range(node: exp.Expr, tables: dict[str, TableInfo], aggregate: str) -> Range:
+    """The range of an aggregate argument, or a refusal naming what to declare or clamp."""
+    r = derive(node, tables)
+    if r.lower > r.upper:  # only NULLs: nothing to bound, the sum is always zero
+        return Range(0.0, 0.0, True)
+    if not r.bounded:
+        cols = sorted({c.sql() for c in node.find_all(exp.Column)})
+        raise unsupported(
+            f"cannot bound the argument of {aggregate}: {node.sql(dialect='duckdb')[:80]}",
+            "declare lower/upper for column "
+            + (", ".join(cols) or "it")
+            + " in the policy, or clamp it with LEAST(GREATEST(x, lo), hi)",
+        )
+    return r

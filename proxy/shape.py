@@ -1,0 +1,48 @@
+"""What the checker found in a bound query: the facts the rewrite rules work from."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from proxy.catalog import TableInfo
+
+# Aggregate kinds an analyst may ask for, by what the rewrite needs to release them.
+COUNT_ROWS = "count_rows"
+COUNT = "count"
+COUNT_PERSONS = "count_persons"
+SUM = "sum"
+AVG = "avg"
+VAR_POP = "var_pop"
+VAR_SAMP = "var_samp"
+STDDEV_POP = "stddev_pop"
+STDDEV_SAMP = "stddev_samp"
+VARIANCE_KINDS = (VAR_POP, VAR_SAMP, STDDEV_POP, STDDEV_SAMP)
+
+
+@dataclass(frozen=True, eq=False)
+class AggregateCall:
+    """One aggregate of the analyst's query, with its (bound) row-level argument."""
+
+    kind: str
+    arg: exp.Expr | None
+    sql: str  # canonical text of the whole aggregate node, to find it in the outer layer
+
+
+@dataclass(frozen=True, eq=False)
+class Shape:
+    """A checked, answerable query."""
+
+    select: exp.Select
+    tables: Mapping[str, TableInfo]  # table alias -> table
+    unit: exp.Column  # person id column of the anchor private table
+    population: str
+    keys: tuple[exp.Expr, ...]
+    aggregates: tuple[AggregateCall, ...]
+    pins: tuple[str, ...]  # partition values the WHERE clause pins (empty: whole population)
+    partition_column: str | None  # "table.column" of the population's partition, if any
+
+    def private_tables(self) -> tuple[TableInfo, ...]:
+        return tuple(t for t in self.tables.values() if not t.public)
