@@ -1,0 +1,216 @@
+"""The ledger under many processes, many threads, and SIGKILL in the middle of charging."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import secrets
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from accounting.ledger import BudgetExhausted, PopulationSpec
+from accounting.rdp import ZERO, zcdp_curve
+from accounting.store_sqlite import SQLiteLedger
+
+ROOT = Path(__file__).resolve().parents[2]
+DELTA = 1e-6
+CAP = 1.0
+RHO = 0.0002  # about 120 charges fit under ε = 1 at δ = 1e-6
+NORTH, SOUTH = "users/region=north", "users/region=south"
+
+
+def expected_admissions(rho: float = RHO, cap: float = CAP) -> int:
+    """How many equal charges a single sequential ledger admits (same float arithmetic)."""
+    total, n, c = ZERO, 0, zcdp_curve(rho)
+    while (total + c).epsilon(DELTA) <= cap:
+        total, n = total + c, n + 1
+    return n
+
+
+def charge_until_refused(path: str, rho: float, start: Any, out: Any) -> None:
+    """Worker (module level so that spawn can import it)."""
+    lg = SQLiteLedger(path)
+    start.wait(60)
+    ids: list[int] = []
+    fp = str(os.getpid())
+    try:
+        while True:
+            ids.append(lg.charge("users", zcdp_curve(rho), analyst="w", fingerprint=fp).event_id)
+    except BudgetExhausted:
+        pass
+    finally:
+        lg.close()
+        out.put(ids)
+
+
+def _store_facts(path: Path) -> tuple[int, int]:
+    with sqlite3.connect(path) as c:
+        charges = c.execute("SELECT count(*) FROM events WHERE kind = 'charge'").fetchone()[0]
+        counted = c.execute(
+            "SELECT coalesce(sum(events), 0) FROM totals t WHERE event_id = "
+            "(SELECT max(event_id) FROM totals u WHERE u.population = t.population)"
+        ).fetchone()[0]
+        orphans = c.execute(
+            "SELECT count(*) FROM events e WHERE kind = 'charge' "
+            "AND NOT EXISTS (SELECT 1 FROM totals t WHERE t.event_id = e.id)"
+        ).fetchone()[0]
+    assert orphans == 0
+    return int(charges), int(counted)
+
+
+def _processes_charge_until_refused(path: Path, rho: float) -> None:
+    lg = SQLiteLedger(path)
+    lg.register(PopulationSpec("users", CAP, DELTA))
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [
+        ctx.Process(target=charge_until_refused, args=(str(path), rho, start, out))
+        for _ in range(8)
+    ]
+    for p in procs:
+        p.start()
+    time.sleep(0.2)
+    start.set()
+    results = [out.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    ids = [i for r in results for i in r]
+    assert len(ids) == len(set(ids)) == expected_admissions(rho)
+    assert sum(1 for r in results if r) >= 2  # the processes really did interleave
+    assert lg.spent("users").epsilon <= CAP
+    charges, counted = _store_facts(path)
+    assert charges == counted == len(ids)
+    report = lg.verify()
+    assert report.ok, report.problems
+    with pytest.raises(BudgetExhausted):
+        lg.charge("users", zcdp_curve(rho), analyst="a", fingerprint="f")
+    lg.close()
+
+
+def test_eight_processes_never_overspend(tmp_path: Path):
+    _processes_charge_until_refused(tmp_path / "ledger.sqlite", RHO)
+
+
+@pytest.mark.slow
+def test_eight_processes_larger_run(tmp_path: Path):
+    _processes_charge_until_refused(tmp_path / "ledger.sqlite", RHO / 10)
+
+
+def test_threads_mixing_root_and_partitions(tmp_path: Path):
+    path = tmp_path / "ledger.sqlite"
+    lg = SQLiteLedger(path)
+    lg.register(PopulationSpec("users", CAP, DELTA))
+    targets: list[Any] = ["users", NORTH, SOUTH, (NORTH, SOUTH)] * 2
+    receipts: list[int] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(len(targets))
+
+    def work(pop: Any) -> None:
+        barrier.wait()
+        mine: list[int] = []
+        try:
+            while True:
+                mine.append(lg.charge(pop, zcdp_curve(RHO), analyst="t", fingerprint="f").event_id)
+        except BudgetExhausted:
+            pass
+        with lock:
+            receipts.extend(mine)
+
+    threads = [threading.Thread(target=work, args=(p,)) for p in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(receipts) == len(set(receipts))
+    for pop in ("users", NORTH, SOUTH):
+        assert lg.spent(pop).epsilon <= CAP
+    # Every partition ends up full: the last admissible charge of a sequential run.
+    for pop in (NORTH, SOUTH):
+        assert lg.spent(pop).curve.values[0] == pytest.approx(
+            expected_admissions() * RHO * 1.1, rel=1e-9
+        )
+    with sqlite3.connect(path) as c:
+        charges = c.execute("SELECT count(*) FROM events WHERE kind = 'charge'").fetchone()[0]
+    assert charges == len(receipts)
+    report = lg.verify()
+    assert report.ok, report.problems
+    lg.close()
+
+
+# --- crash safety --------------------------------------------------------------------------
+
+_CHILD = """
+import sys
+from accounting.rdp import zcdp_curve
+from accounting.store_sqlite import SQLiteLedger
+lg = SQLiteLedger(sys.argv[1])
+targets = ["users", "users/region=north", ("users/region=north", "users/region=south")]
+print("ready", flush=True)
+i = 0
+while True:
+    lg.charge(targets[i % 3], zcdp_curve(1e-7), 1e-12 * (i % 2), analyst="c", fingerprint=str(i))
+    i += 1
+"""
+
+
+def _kill_mid_charge(path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(path)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        time.sleep(0.02 + secrets.randbelow(300) / 1000)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+
+
+def _crash_rounds(tmp_path: Path, rounds: int) -> None:
+    path = tmp_path / "ledger.sqlite"
+    lg = SQLiteLedger(path)
+    lg.register(PopulationSpec("users", 1e6, DELTA))
+    lg.close()
+    last = 0
+    for _ in range(rounds):
+        _kill_mid_charge(path)
+        again = SQLiteLedger(path)
+        report = again.verify()
+        assert report.ok, report.problems
+        charges, counted = _store_facts(path)
+        # Root charges count in the root's total, the others in each partition named.
+        with sqlite3.connect(path) as c:
+            named = c.execute(
+                "SELECT coalesce(sum(json_array_length(populations)), 0) FROM events "
+                "WHERE kind = 'charge'"
+            ).fetchone()[0]
+        assert counted == named
+        assert charges >= last
+        last = charges
+        # The store still takes charges after the crash.
+        again.charge("users", zcdp_curve(1e-7), analyst="a", fingerprint="after")
+        again.close()
+    assert last > rounds  # the child did write between kills
+
+
+def test_sigkill_during_charges_leaves_a_consistent_store(tmp_path: Path):
+    _crash_rounds(tmp_path, 3)
+
+
+@pytest.mark.slow
+def test_sigkill_during_charges_many_times(tmp_path: Path):
+    _crash_rounds(tmp_path, 25)
