@@ -66,7 +66,7 @@ def bind(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> ex
     try:
         qualified = qualify(
             tree,
-            schema=dict(catalog.sqlglot_schema(allowed)),  # type: ignore[arg-type]
+            schema=dict(catalog.sqlglot_schema(allowed)),
             db=DEFAULT_DB,
             dialect="duckdb",
             quote_identifiers=False,

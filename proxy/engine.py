@@ -248,12 +248,7 @@ class Engine:
 
     def _answer(self, plan: Plan, table: pa.Table, *, charge_id: int, cached: bool) -> Result:
         names, rows = self.post.run(plan.outer_sql, table)
-        remaining = {}
-        for target in plan.charge_targets:
-            try:
-                remaining[target] = self.ledger.remaining(target)
-            except LedgerError:
-                remaining[target] = 0.0
+        remaining = {t: self.remaining(t) for t in plan.charge_targets}
         partition: dict[str, Any]
         if plan.threshold is None:
             partition = {
@@ -288,6 +283,16 @@ class Engine:
             warnings=_warnings(columns, names, rows),
             cache_key=plan.cache_key,
         )
+
+    def remaining(self, population: str) -> float:
+        """ε left for the persons of ``population`` who have spent the most: a root's
+        persons include those of every partition below it."""
+        try:
+            names = [population] + [p for p in self.ledger.populations()
+                                    if p.startswith(population + "/")]
+            return min(self.ledger.remaining(n) for n in names)
+        except LedgerError:
+            return 0.0
 
     def close(self) -> None:
         self.post.close()

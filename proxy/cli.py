@@ -1,0 +1,296 @@
+"""`dpsql` command line: the same Engine as the server, in-process."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import io
+import json
+import os
+import secrets
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from proxy.errors import DPSQLError
+from proxy.policy import Policy, PolicyError, load_policy
+from proxy.request import AccuracyTarget, QueryRequest
+
+DEFAULT_POLICY = os.environ.get("DPSQL_POLICY", "sample_data/policy.toml")
+
+
+def _policy(path: str) -> Policy:
+    try:
+        return load_policy(path)
+    except (PolicyError, OSError) as error:
+        raise DPSQLError("policy_error", f"cannot load policy {path}: {error}",
+                         "pass --policy FILE or set DPSQL_POLICY") from None
+
+
+def _engine(args: argparse.Namespace) -> Any:
+    from proxy.engine import Engine
+
+    return Engine(_policy(args.policy))
+
+
+def _request(args: argparse.Namespace) -> QueryRequest:
+    accuracy = None
+    if getattr(args, "rel_error", None) is not None:
+        accuracy = AccuracyTarget(args.rel_error, args.at_count, args.confidence)
+    return QueryRequest(
+        sql=args.sql,
+        dialect=args.dialect,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        rho=args.rho,
+        accuracy=accuracy,
+        max_groups=args.max_groups,
+        max_rows_per_group=args.max_rows_per_group,
+        analyst=os.environ.get("USER", "cli"),
+    )
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def cmd_query(args: argparse.Namespace, out: Console) -> int:
+    engine = _engine(args)
+    try:
+        result = engine.run(_request(args))
+    finally:
+        engine.close()
+    p = result.privacy
+    meta = {
+        "epsilon": p.epsilon, "delta": p.delta, "rho": p.rho, "mechanism": p.mechanism,
+        "cached": p.cached, "charge_id": p.charge_id, "populations": list(p.populations),
+        "remaining": p.remaining, "partition": p.partition,
+        "columns": [{"name": c.name, "noise_scale": c.noise_scale,
+                     "half_width_95": c.half_width_95} for c in p.columns],
+        "warnings": list(result.warnings),
+    }
+    if args.format == "json":
+        body = {"columns": list(result.columns),
+                "rows": [[_json_value(v) for v in r] for r in result.rows], "privacy": meta}
+        sys.stdout.write(json.dumps(body, indent=2) + "\n")
+        return 0
+    if args.format == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf)
+        writer.writerow(result.columns)
+        writer.writerows(result.rows)
+        sys.stdout.write(buf.getvalue())
+        return 0
+    table = Table(*result.columns)
+    for row in result.rows:
+        table.add_row(*(f"{v:.6g}" if isinstance(v, float) else str(v) for v in row))
+    out.print(table)
+    cost = "0 (cached replay)" if p.cached else f"ε={p.epsilon:.4g} δ={p.delta:.3g}"
+    left = ", ".join(f"{k}: {v:.4g}" for k, v in p.remaining.items())
+    out.print(f"[dim]cost {cost}; mechanism {p.mechanism}; remaining ε {left}[/dim]")
+    for c in p.columns:
+        if c.half_width_95 is not None:
+            out.print(f"[dim]  {c.name}: ±{c.half_width_95:.4g} (95%)[/dim]")
+    for w in result.warnings:
+        out.print(f"[yellow]warning:[/yellow] {w}")
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace, out: Console) -> int:
+    engine = _engine(args)
+    try:
+        ex = engine.explain(_request(args))
+    finally:
+        engine.close()
+    plan = ex.plan
+    body = {
+        "core_sql": plan.core_sql,
+        "outer_sql": plan.outer_sql,
+        "statistics": [
+            {"column": n.statistic.column, "kind": n.statistic.kind,
+             "argument": n.statistic.arg_sql, "bounds": [n.statistic.lower, n.statistic.upper],
+             "sensitivity": {"per_group": n.sensitivity.per_group, "l1": n.sensitivity.l1,
+                             "l2": n.sensitivity.l2},
+             "noise": {"mechanism": n.descriptor.mechanism, "scale": n.descriptor.scale,
+                       "grid": n.descriptor.grid, "half_width_95": n.descriptor.half_width_95}}
+            for n in plan.noise
+        ],
+        "partition": None if plan.threshold is None else {
+            "mechanism": plan.threshold.mechanism, "scale": plan.threshold.scale,
+            "tau": plan.threshold.tau, "delta": plan.threshold.delta},
+        "public_domain_size": None if plan.domain is None else len(plan.domain),
+        "limits": {"max_rows_per_group": plan.max_rows, "max_groups": plan.max_groups},
+        "cost": {"epsilon": plan.epsilon, "delta": plan.delta, "rho": plan.rho},
+        "charges": list(plan.charge_targets),
+        "cache": "hit (free)" if ex.cached else "miss (charged)",
+        "cache_key": plan.cache_key,
+    }
+    sys.stdout.write(json.dumps(body, indent=2) + "\n")
+    return 0
+
+
+def cmd_budget(args: argparse.Namespace, out: Console) -> int:
+    from accounting.store_sqlite import SQLiteLedger
+
+    policy = _policy(args.policy)
+    ledger = SQLiteLedger(policy.ledger_path)
+    try:
+        table = Table("population", "spent ε", "cap ε", "remaining ε", "")
+        names = set(ledger.populations()) | {p.name for p in policy.populations}
+        for name in sorted(names):
+            try:
+                s = ledger.spent(name)
+            except Exception:  # a policy population not yet registered: nothing spent
+                pop = policy.population(name)
+                table.add_row(name, "0", f"{pop.epsilon_cap:g}", f"{pop.epsilon_cap:g}", "")
+                continue
+            frac = 0.0 if s.cap <= 0 else min(1.0, s.epsilon / s.cap)
+            bar = "█" * round(frac * 20) + "░" * (20 - round(frac * 20))
+            table.add_row(name, f"{s.epsilon:.4f}", f"{s.cap:g}", f"{s.remaining:.4f}", bar)
+        out.print(table)
+    finally:
+        ledger.close()
+    return 0
+
+
+def cmd_ledger(args: argparse.Namespace, out: Console) -> int:
+    from accounting.store_sqlite import SQLiteLedger
+
+    policy = _policy(args.policy)
+    ledger = SQLiteLedger(policy.ledger_path)
+    try:
+        if args.action == "verify":
+            report = ledger.verify()
+            out.print(f"{'ok' if report.ok else 'FAILED'}: {report.events} events, "
+                      f"{report.populations} populations")
+            for problem in report.problems:
+                out.print(f"  - {problem}")
+            return 0 if report.ok else 1
+        table = Table("id", "kind", "populations", "analyst", "note", "parent")
+        for e in ledger.history(limit=args.limit):
+            table.add_row(str(e.id), e.kind, ",".join(e.populations), e.analyst, e.note,
+                          "" if e.parent_id is None else str(e.parent_id))
+        out.print(table)
+        return 0
+    finally:
+        ledger.close()
+
+
+def cmd_plan(args: argparse.Namespace, out: Console) -> int:
+    from accounting.planning import budget_for_accuracy
+
+    policy = _policy(args.policy) if Path(args.policy).exists() else None
+    mechanism = args.mechanism or (policy.proxy.mechanism if policy else "gaussian")
+    delta = args.delta or (policy.proxy.default_delta if policy else 1e-9)
+    budget = budget_for_accuracy(rel_error=args.rel_error, at_count=args.at_count,
+                                 confidence=args.confidence, sensitivity=args.sensitivity,
+                                 mechanism=mechanism, cells=args.cells, delta=delta)
+    out.print(f"to keep |error| ≤ {args.rel_error:g}·{args.at_count:g} with probability "
+              f"{args.confidence:g} ({mechanism}, Δ={args.sensitivity:g}, {args.cells} cell(s)):")
+    out.print(f"  ε = {budget.epsilon:.4g} at δ = {delta:g}" +
+              (f"  (ρ = {budget.rho:.4g})" if budget.rho is not None else ""))
+    out.print(f"  noise scale {budget.scale:.4g}")
+    if budget.absurd:
+        out.print(f"[red]that is not a meaningful privacy guarantee:[/red] {budget.note}")
+    return 0
+
+
+def cmd_keys(args: argparse.Namespace, out: Console) -> int:
+    key = "dpsql_" + secrets.token_urlsafe(32)
+    digest = hashlib.sha256(key.encode()).hexdigest()
+    sys.stdout.write(f"API key for {args.name} (shown once, store it now):\n  {key}\n\n")
+    sys.stdout.write("Add to the policy:\n")
+    sys.stdout.write(f'[analysts.{args.name}]\nkey_sha256 = "{digest}"\nrole = "{args.role}"\n')
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace, out: Console) -> int:
+    from sample_data.generate import generate
+
+    path = generate(Path(args.out), people=args.people, prompts=args.prompts, seed=args.seed,
+                    progress=True)
+    out.print(f"wrote {path}")
+    return 0
+
+
+def _add_request_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("sql")
+    p.add_argument("--dialect", default="duckdb")
+    p.add_argument("--epsilon", type=float)
+    p.add_argument("--delta", type=float)
+    p.add_argument("--rho", type=float)
+    p.add_argument("--rel-error", type=float)
+    p.add_argument("--at-count", type=float, default=1000.0)
+    p.add_argument("--confidence", type=float, default=0.95)
+    p.add_argument("--max-groups", type=int)
+    p.add_argument("--max-rows-per-group", type=int)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dpsql", description="Differentially private SQL proxy")
+    parser.add_argument("--policy", default=DEFAULT_POLICY, help="policy TOML file")
+    sub = parser.add_subparsers(dest="command", required=True)
+    q = sub.add_parser("query", help="answer a query with DP noise (charges the budget)")
+    _add_request_args(q)
+    q.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    q.set_defaults(func=cmd_query)
+    e = sub.add_parser("explain", help="show the rewritten query, noise and cost; reads no data")
+    _add_request_args(e)
+    e.set_defaults(func=cmd_explain)
+    b = sub.add_parser("budget", help="spent, cap and remaining ε per population")
+    b.set_defaults(func=cmd_budget)
+    lg = sub.add_parser("ledger", help="verify or list the budget ledger")
+    lg.add_argument("action", choices=("verify", "history"))
+    lg.add_argument("--limit", type=int, default=50)
+    lg.set_defaults(func=cmd_ledger)
+    pl = sub.add_parser("plan", help="budget needed for an accuracy target")
+    pl.add_argument("--rel-error", type=float, required=True)
+    pl.add_argument("--at-count", type=float, required=True)
+    pl.add_argument("--confidence", type=float, default=0.95)
+    pl.add_argument("--sensitivity", type=float, default=1.0)
+    pl.add_argument("--cells", type=int, default=1)
+    pl.add_argument("--mechanism", choices=("gaussian", "laplace"))
+    pl.add_argument("--delta", type=float)
+    pl.set_defaults(func=cmd_plan)
+    k = sub.add_parser("keys", help="API keys")
+    k.add_argument("action", choices=("create",))
+    k.add_argument("name")
+    k.add_argument("--role", choices=("analyst", "admin"), default="analyst")
+    k.set_defaults(func=cmd_keys)
+    g = sub.add_parser("generate", help="generate the sample LLM-usage dataset")
+    g.add_argument("--out", default="sample_data/usage.duckdb")
+    g.add_argument("--people", type=int, default=5000)
+    g.add_argument("--prompts", type=int, default=100000)
+    g.add_argument("--seed", type=int, default=7)
+    g.set_defaults(func=cmd_generate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    out = Console(stderr=False)
+    err = Console(stderr=True)
+    try:
+        code: int = args.func(args, out)
+        return code
+    except DPSQLError as error:
+        err.print(f"[red]{error.code}[/red]: {error.message}")
+        if error.hint:
+            err.print(f"hint: {error.hint}")
+        for key, value in error.details.items():
+            err.print(f"  {key}: {value}")
+        return 2
+    except ValueError as error:  # bad arguments to planning and the like
+        err.print(f"[red]bad_request[/red]: {error}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
