@@ -29,14 +29,17 @@ from accounting.rdp import Curve, discrete_laplace_curve, gaussian_curve
 dp.enable_features("contrib")
 
 # A float column's grid is 2^-GRID_BITS of its noise scale (rounded down to a power of two),
-# so the noise is between 2^30 and 2^31 grid units: rounding is invisible next to the
-# noise, the slack it adds to the sensitivity is about √m·2^-30 of the scale, and the
-# samplers' cost does not depend on the scale (measured: ~7-12 µs per value either way).
-GRID_BITS = 30
+# so the noise is between 2^24 and 2^25 grid units: rounding is invisible next to the
+# noise, and the slack it adds to the L2 sensitivity is √m·g ≤ √m·2^-24·σ (for m = 100
+# changed groups and ρ = 1e-4, a 4e-5 relative increase of Δ2). The samplers' cost does
+# not depend on the scale (measured: ~7-12 µs per value at any scale). Fewer bits would
+# cost more slack; more bits would shrink the representable range below.
+GRID_BITS = 24
 
 # Integer units are clamped to ±2^62 before noising so that value + noise stays inside
-# i64 (OpenDP saturates beyond that). Clamping is a contraction, so neighbours stay at
-# most as far apart as before; for floats it caps values at about 2^31·scale.
+# i64 (OpenDP saturates beyond that; its bindings offer no i128). Clamping is a
+# contraction, so neighbours stay at most as far apart as before. For float columns it
+# caps |value| at 2^62·g ≥ 2^37·scale, e.g. about 1.4e11 at σ = 1.
 MAX_UNITS = 2**62
 
 # Φ⁻¹(0.975): the continuous Gaussian's two-sided 95% quantile.
