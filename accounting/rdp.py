@@ -296,20 +296,15 @@ def max_rho_within(epsilon: float, delta: float) -> float:
             f"epsilon {e!r} is below {floor:.4g}, the smallest the order grid can certify "
             f"at delta {d!r}"
         )
-    lo, hi = 0.0, max(rho_for_epsilon(e, d), 1e-12)
-    while zcdp_curve(hi).epsilon(d) <= e:
-        lo, hi = hi, hi * 2.0
-    for _ in range(200):
-        mid = (lo + hi) / 2.0
-        if zcdp_curve(mid).epsilon(d) <= e:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-15 * hi:
-            break
-    if lo <= 0.0:
+    # min_α [ρα + c_α] ≤ ε  ⟺  ρ ≤ (ε − c_α)/α for some α, so the largest such ρ is
+    # max_α (ε − c_α)/α: exact on the grid, no search needed.
+    c = np.log1p(-1.0 / _ALPHA) - (math.log(d) + np.log(_ALPHA)) / (_ALPHA - 1.0)
+    rho = float(np.max((e - c) / _ALPHA))
+    while rho > 0.0 and zcdp_curve(rho).epsilon(d) > e:  # last-ulp rounding only
+        rho = math.nextafter(rho, 0.0)
+    if rho <= 0.0:
         raise CurveError(f"epsilon {e!r} is too close to the grid's floor at delta {d!r}")
-    return lo
+    return rho
 
 
 def _analytic_delta(mu: float, eps: float) -> float:

@@ -89,7 +89,7 @@ def bind(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> ex
             "move aggregation to the outer query; filter rows in WHERE",
             _position(node),
         )
-    if merged.args.get("with"):
+    if merged.args.get("with_"):
         raise unsupported("a CTE could not be inlined", "use a FROM-subquery or plain WHERE")
     return merged
 

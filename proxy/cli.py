@@ -28,8 +28,11 @@ def _policy(path: str) -> Policy:
     try:
         return load_policy(path)
     except (PolicyError, OSError) as error:
-        raise DPSQLError("policy_error", f"cannot load policy {path}: {error}",
-                         "pass --policy FILE or set DPSQL_POLICY") from None
+        raise DPSQLError(
+            "policy_error",
+            f"cannot load policy {path}: {error}",
+            "pass --policy FILE or set DPSQL_POLICY",
+        ) from None
 
 
 def _engine(args: argparse.Namespace) -> Any:
@@ -69,16 +72,27 @@ def cmd_query(args: argparse.Namespace, out: Console) -> int:
         engine.close()
     p = result.privacy
     meta = {
-        "epsilon": p.epsilon, "delta": p.delta, "rho": p.rho, "mechanism": p.mechanism,
-        "cached": p.cached, "charge_id": p.charge_id, "populations": list(p.populations),
-        "remaining": p.remaining, "partition": p.partition,
-        "columns": [{"name": c.name, "noise_scale": c.noise_scale,
-                     "half_width_95": c.half_width_95} for c in p.columns],
+        "epsilon": p.epsilon,
+        "delta": p.delta,
+        "rho": p.rho,
+        "mechanism": p.mechanism,
+        "cached": p.cached,
+        "charge_id": p.charge_id,
+        "populations": list(p.populations),
+        "remaining": p.remaining,
+        "partition": p.partition,
+        "columns": [
+            {"name": c.name, "noise_scale": c.noise_scale, "half_width_95": c.half_width_95}
+            for c in p.columns
+        ],
         "warnings": list(result.warnings),
     }
     if args.format == "json":
-        body = {"columns": list(result.columns),
-                "rows": [[_json_value(v) for v in r] for r in result.rows], "privacy": meta}
+        body = {
+            "columns": list(result.columns),
+            "rows": [[_json_value(v) for v in r] for r in result.rows],
+            "privacy": meta,
+        }
         sys.stdout.write(json.dumps(body, indent=2) + "\n")
         return 0
     if args.format == "csv":
@@ -114,17 +128,33 @@ def cmd_explain(args: argparse.Namespace, out: Console) -> int:
         "core_sql": plan.core_sql,
         "outer_sql": plan.outer_sql,
         "statistics": [
-            {"column": n.statistic.column, "kind": n.statistic.kind,
-             "argument": n.statistic.arg_sql, "bounds": [n.statistic.lower, n.statistic.upper],
-             "sensitivity": {"per_group": n.sensitivity.per_group, "l1": n.sensitivity.l1,
-                             "l2": n.sensitivity.l2},
-             "noise": {"mechanism": n.descriptor.mechanism, "scale": n.descriptor.scale,
-                       "grid": n.descriptor.grid, "half_width_95": n.descriptor.half_width_95}}
+            {
+                "column": n.statistic.column,
+                "kind": n.statistic.kind,
+                "argument": n.statistic.arg_sql,
+                "bounds": [n.statistic.lower, n.statistic.upper],
+                "sensitivity": {
+                    "per_group": n.sensitivity.per_group,
+                    "l1": n.sensitivity.l1,
+                    "l2": n.sensitivity.l2,
+                },
+                "noise": {
+                    "mechanism": n.descriptor.mechanism,
+                    "scale": n.descriptor.scale,
+                    "grid": n.descriptor.grid,
+                    "half_width_95": n.descriptor.half_width_95,
+                },
+            }
             for n in plan.noise
         ],
-        "partition": None if plan.threshold is None else {
-            "mechanism": plan.threshold.mechanism, "scale": plan.threshold.scale,
-            "tau": plan.threshold.tau, "delta": plan.threshold.delta},
+        "partition": None
+        if plan.threshold is None
+        else {
+            "mechanism": plan.threshold.mechanism,
+            "scale": plan.threshold.scale,
+            "tau": plan.threshold.tau,
+            "delta": plan.threshold.delta,
+        },
         "public_domain_size": None if plan.domain is None else len(plan.domain),
         "limits": {"max_rows_per_group": plan.max_rows, "max_groups": plan.max_groups},
         "cost": {"epsilon": plan.epsilon, "delta": plan.delta, "rho": plan.rho},
@@ -168,15 +198,23 @@ def cmd_ledger(args: argparse.Namespace, out: Console) -> int:
     try:
         if args.action == "verify":
             report = ledger.verify()
-            out.print(f"{'ok' if report.ok else 'FAILED'}: {report.events} events, "
-                      f"{report.populations} populations")
+            out.print(
+                f"{'ok' if report.ok else 'FAILED'}: {report.events} events, "
+                f"{report.populations} populations"
+            )
             for problem in report.problems:
                 out.print(f"  - {problem}")
             return 0 if report.ok else 1
         table = Table("id", "kind", "populations", "analyst", "note", "parent")
         for e in ledger.history(limit=args.limit):
-            table.add_row(str(e.id), e.kind, ",".join(e.populations), e.analyst, e.note,
-                          "" if e.parent_id is None else str(e.parent_id))
+            table.add_row(
+                str(e.id),
+                e.kind,
+                ",".join(e.populations),
+                e.analyst,
+                e.note,
+                "" if e.parent_id is None else str(e.parent_id),
+            )
         out.print(table)
         return 0
     finally:
@@ -189,13 +227,23 @@ def cmd_plan(args: argparse.Namespace, out: Console) -> int:
     policy = _policy(args.policy) if Path(args.policy).exists() else None
     mechanism = args.mechanism or (policy.proxy.mechanism if policy else "gaussian")
     delta = args.delta or (policy.proxy.default_delta if policy else 1e-9)
-    budget = budget_for_accuracy(rel_error=args.rel_error, at_count=args.at_count,
-                                 confidence=args.confidence, sensitivity=args.sensitivity,
-                                 mechanism=mechanism, cells=args.cells, delta=delta)
-    out.print(f"to keep |error| ≤ {args.rel_error:g}·{args.at_count:g} with probability "
-              f"{args.confidence:g} ({mechanism}, Δ={args.sensitivity:g}, {args.cells} cell(s)):")
-    out.print(f"  ε = {budget.epsilon:.4g} at δ = {delta:g}" +
-              (f"  (ρ = {budget.rho:.4g})" if budget.rho is not None else ""))
+    budget = budget_for_accuracy(
+        rel_error=args.rel_error,
+        at_count=args.at_count,
+        confidence=args.confidence,
+        sensitivity=args.sensitivity,
+        mechanism=mechanism,
+        cells=args.cells,
+        delta=delta,
+    )
+    out.print(
+        f"to keep |error| ≤ {args.rel_error:g}·{args.at_count:g} with probability "
+        f"{args.confidence:g} ({mechanism}, Δ={args.sensitivity:g}, {args.cells} cell(s)):"
+    )
+    out.print(
+        f"  ε = {budget.epsilon:.4g} at δ = {delta:g}"
+        + (f"  (ρ = {budget.rho:.4g})" if budget.rho is not None else "")
+    )
     out.print(f"  noise scale {budget.scale:.4g}")
     if budget.absurd:
         out.print(f"[red]that is not a meaningful privacy guarantee:[/red] {budget.note}")
@@ -214,8 +262,9 @@ def cmd_keys(args: argparse.Namespace, out: Console) -> int:
 def cmd_generate(args: argparse.Namespace, out: Console) -> int:
     from sample_data.generate import generate
 
-    path = generate(Path(args.out), people=args.people, prompts=args.prompts, seed=args.seed,
-                    progress=True)
+    path = generate(
+        Path(args.out), people=args.people, prompts=args.prompts, seed=args.seed, progress=True
+    )
     out.print(f"wrote {path}")
     return 0
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -39,7 +40,9 @@ from proxy.policy import Policy
 from proxy.release import PostProcessor, release
 from proxy.request import QueryRequest
 from proxy.rewrite import rewrite
-from proxy.shape import COUNT, COUNT_PERSONS, COUNT_ROWS, SUM, Shape
+from proxy.shape import Shape
+
+PLAN_MEMO_SIZE = 512
 
 
 @dataclass(frozen=True)
@@ -116,9 +119,30 @@ class Engine:
         self.post = PostProcessor()
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        # Plans depend only on the request and the policy, so repeats skip planning.
+        self._plans: OrderedDict[QueryRequest, tuple[Shape, Plan]] = OrderedDict()
+        self._plans_guard = threading.Lock()
+        # Post-processing is deterministic in (released table, outer SQL): keep answers.
+        self._answers: OrderedDict[tuple[str, str], tuple[list[str], list[tuple[Any, ...]]]] = (
+            OrderedDict()
+        )
 
     # --- planning (no private data is read) ----------------------------------------
     def prepare(self, request: QueryRequest) -> tuple[Shape, Plan]:
+        key = replace(request, analyst="")
+        with self._plans_guard:
+            found = self._plans.get(key)
+            if found is not None:
+                self._plans.move_to_end(key)
+                return found
+        prepared = self._prepare(request)
+        with self._plans_guard:
+            self._plans[key] = prepared
+            while len(self._plans) > PLAN_MEMO_SIZE:
+                self._plans.popitem(last=False)
+        return prepared
+
+    def _prepare(self, request: QueryRequest) -> tuple[Shape, Plan]:
         settings = self.policy.proxy
         if not isinstance(request.sql, str):
             raise DPSQLError("bad_request", "sql must be a string", "send the query text")
@@ -247,7 +271,7 @@ class Engine:
                 self.cache.finish(key)
 
     def _answer(self, plan: Plan, table: pa.Table, *, charge_id: int, cached: bool) -> Result:
-        names, rows = self.post.run(plan.outer_sql, table)
+        names, rows = self._post_process(plan, table)
         remaining = {t: self.remaining(t) for t in plan.charge_targets}
         partition: dict[str, Any]
         if plan.threshold is None:
@@ -263,7 +287,7 @@ class Engine:
                 "scale": plan.threshold.scale,
                 "delta": plan.threshold.delta,
             }
-        columns = _column_infos(plan, names)
+        columns = _column_infos(plan)
         return Result(
             columns=tuple(names),
             rows=rows,
@@ -284,12 +308,26 @@ class Engine:
             cache_key=plan.cache_key,
         )
 
+    def _post_process(self, plan: Plan, table: pa.Table) -> tuple[list[str], list[tuple[Any, ...]]]:
+        key = (plan.cache_key, plan.outer_sql)
+        with self._plans_guard:
+            found = self._answers.get(key)
+        if found is not None:
+            return found
+        answer = self.post.run(plan.outer_sql, table)
+        with self._plans_guard:
+            self._answers[key] = answer
+            while len(self._answers) > PLAN_MEMO_SIZE:
+                self._answers.popitem(last=False)
+        return answer
+
     def remaining(self, population: str) -> float:
         """ε left for the persons of ``population`` who have spent the most: a root's
         persons include those of every partition below it."""
         try:
-            names = [population] + [p for p in self.ledger.populations()
-                                    if p.startswith(population + "/")]
+            names = [population] + [
+                p for p in self.ledger.populations() if p.startswith(population + "/")
+            ]
             return min(self.ledger.remaining(n) for n in names)
         except LedgerError:
             return 0.0
@@ -301,36 +339,8 @@ class Engine:
         self.executor.close()
 
 
-def _column_infos(plan: Plan, names: list[str]) -> tuple[ColumnInfo, ...]:
-    """Noise of output columns that are one released statistic each (COUNT, SUM)."""
-    import sqlglot
-
-    by_column = {n.statistic.column: n.descriptor for n in plan.noise}
-    out = []
-    outer = sqlglot.parse_one(plan.outer_sql, read="duckdb")
-    for name, item in zip(names, outer.expressions, strict=False):
-        body = item.this if isinstance(item, exp.Alias) else item
-        desc = by_column.get(body.name) if isinstance(body, exp.Column) else None
-        if (
-            desc is None
-            and isinstance(body, exp.Column)
-            and body.name == "__persons"
-            and plan.threshold
-        ):
-            out.append(
-                ColumnInfo(
-                    name,
-                    plan.threshold.scale,
-                    1.959964 * plan.threshold.scale
-                    if plan.threshold.mechanism == "gaussian"
-                    else None,
-                )
-            )
-            continue
-        out.append(
-            ColumnInfo(name, desc.scale if desc else None, desc.half_width_95 if desc else None)
-        )
-    return tuple(out)
+def _column_infos(plan: Plan) -> tuple[ColumnInfo, ...]:
+    return tuple(ColumnInfo(name, scale, half) for name, scale, half in plan.column_noise)
 
 
 def _warnings(
@@ -349,6 +359,3 @@ def _warnings(
                 f"95% noise half-width ({info.half_width_95:.3g}): treat them as indistinguishable from 0"
             )
     return tuple(warnings)
-
-
-_UNUSED = (COUNT, COUNT_PERSONS, COUNT_ROWS, SUM)

@@ -66,6 +66,7 @@ class Plan:
     cache_key: str
     outer_sql: str
     output_names: tuple[str, ...]
+    column_noise: tuple[tuple[str, float | None, float | None], ...]  # (name, scale, 95% hw)
 
     @property
     def delta(self) -> float:
@@ -349,7 +350,13 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool) -> str:
     keys = {k.sql(dialect="duckdb"): f"__k{i}" for i, k in enumerate(core.shape.keys)}
     calls = {c.sql: c for c in core.shape.aggregates}
 
+    key_types = tuple({type(k) for k in core.shape.keys})
+    aggregate_types = (exp.Count, exp.AggFunc)
+
     def visit(node: exp.Expr) -> exp.Expr:
+        # Render only nodes that could be a key or an aggregate: rendering is the cost.
+        if not isinstance(node, (*key_types, *aggregate_types)):
+            return node
         text = node.sql(dialect="duckdb")
         if text in keys:
             return exp.column(keys[text])
@@ -360,14 +367,14 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool) -> str:
     items = []
     for item, name in zip(select.expressions, names, strict=True):
         body = item.this if isinstance(item, exp.Alias) else item
-        items.append(exp.alias_(body.transform(visit), name, quoted=True))
+        items.append(exp.alias_(body.transform(visit, copy=False), name, quoted=True, copy=False))
     out = exp.select(*items).from_("released")
     having = select.args.get("having")
     if having is not None:
-        out = out.where(having.this.transform(visit), copy=False)
+        out = out.where(having.this.transform(visit, copy=False), copy=False)
     order = select.args.get("order")
     if order is not None:
-        out.set("order", order.transform(visit))
+        out.set("order", order.transform(visit, copy=False))
     for clause in ("limit", "offset"):
         if select.args.get(clause) is not None:
             out.set(clause, select.args[clause].copy())
@@ -416,6 +423,7 @@ def build_plan(
         "data_version": data_version,
         "targets": targets,
     }
+    outer = outer_sql(core, names, needs_threshold)
     return Plan(
         core_sql=core.sql,
         key_columns=core.key_columns(),
@@ -434,6 +442,27 @@ def build_plan(
         max_rows=core.max_rows,
         max_groups=core.max_groups,
         cache_key=cache_key(facts),
-        outer_sql=outer_sql(core, names, needs_threshold),
+        outer_sql=outer,
         output_names=names,
+        column_noise=_column_noise(outer, names, noise, thr),
     )
+
+
+def _column_noise(
+    outer: str, names: tuple[str, ...], noise: list[ColumnNoise], thr: Threshold | None
+) -> tuple[tuple[str, float | None, float | None], ...]:
+    """Noise of output columns that are exactly one released statistic (COUNT, SUM)."""
+    by_column = {
+        n.statistic.column: (n.descriptor.scale, n.descriptor.half_width_95) for n in noise
+    }
+    if thr is not None and thr.mechanism == "gaussian":
+        by_column["__persons"] = (thr.scale, mechanisms.Z_975 * thr.scale)
+    out = []
+    tree = sqlglot.parse_one(outer, read="duckdb")
+    for name, item in zip(names, tree.expressions, strict=True):
+        body = item.this if isinstance(item, exp.Alias) else item
+        scale, half = (
+            by_column.get(body.name, (None, None)) if isinstance(body, exp.Column) else (None, None)
+        )
+        out.append((name, scale, half))
+    return tuple(out)

@@ -9,6 +9,7 @@ nothing but the released table.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -141,9 +142,17 @@ class PostProcessor:
             },
         )
         self._db.execute("SET lock_configuration = true")
+        self._local = threading.local()
+
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        cursor = getattr(self._local, "cursor", None)
+        if cursor is None:
+            cursor = self._db.cursor()
+            self._local.cursor = cursor
+        return cursor
 
     def run(self, outer_sql: str, table: pa.Table) -> tuple[list[str], list[tuple[Any, ...]]]:
-        cursor = self._db.cursor()
+        cursor = self._cursor()
         try:
             cursor.register("released", table)
             result = cursor.execute(outer_sql)
@@ -156,7 +165,7 @@ class PostProcessor:
                 "check arithmetic over aggregates; it runs on released values only",
             ) from None
         finally:
-            cursor.close()
+            cursor.unregister("released")
         return names, rows
 
     def close(self) -> None:

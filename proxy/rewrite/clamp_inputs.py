@@ -55,6 +55,10 @@ def _clamp_columns(core: C.Core, expression: exp.Expr) -> exp.Expr:
     return expression.copy().transform(visit, copy=False)
 
 
+def _is_clamp(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Case) and len(node.args.get("ifs") or []) == 2
+
+
 def _numeric(expression: exp.Expr) -> exp.Expr:
     # Booleans sum as 0/1; DuckDB does not SUM a BOOLEAN directly.
     return exp.TryCast(this=expression, to=exp.DataType.build("INTEGER"))
@@ -83,11 +87,13 @@ def apply(core: C.Core) -> C.Core:
             continue
         clamped = _clamp_columns(core, raw)
         rng = bounded_range(clamped, tables, call.kind.upper())
-        arg = clamp(
-            _numeric(clamped) if rng.lower >= 0 and rng.upper <= 1 and rng.integer else clamped,
-            rng.lower,
-            rng.upper,
-        )
+        if rng.lower >= 0 and rng.upper <= 1 and rng.integer:
+            clamped = _numeric(clamped)
+        # A bare bounded column is already clamped to exactly its range; anything else
+        # gets a final clamp to the derived range, in case a function's semantics and
+        # the interval arithmetic ever disagree.
+        arg = clamped if isinstance(raw, exp.Column) and _is_clamp(clamped) else clamp(
+            clamped, rng.lower, rng.upper)
         arguments[call.sql] = arg
         key = arg.sql(dialect="duckdb")
         if call.kind == S.SUM:

@@ -24,6 +24,14 @@ def apply(core: C.Core) -> C.Core:
     final = exp.select(*cols).from_("bounded")
     if core.keys:
         final = final.group_by(*(exp.column(k) for k in core.key_columns()))
-    for name, body in core.ctes:
-        final = final.with_(name, as_=body, copy=False)
+    # Built directly: the builder's with_() deep-copies every CTE body.
+    final.set(
+        "with_",
+        exp.With(
+            expressions=[
+                exp.CTE(this=body, alias=exp.TableAlias(this=exp.to_identifier(name)))
+                for name, body in core.ctes
+            ]
+        ),
+    )
     return replace(core, sql=final.sql(dialect="duckdb"))

@@ -67,13 +67,17 @@ def _number(value: Decimal, integer: bool) -> exp.Expr:
 def clamped(stat: C.Statistic, expression: exp.Expr, max_rows: int) -> exp.Expr:
     lo, hi = statistic_bounds(stat, max_rows)
     if stat.kind in (C.ROWS, C.COUNT):
-        return exp.Least(this=expression, expressions=[exp.Literal.number(max_rows)])
+        return exp.Least(
+            this=expression, expressions=[exp.Literal.number(max_rows)], ignore_nulls=True
+        )
     value: exp.Expr = exp.Coalesce(this=expression, expressions=[exp.Literal.number(0)])
     if not stat.integer:
         value = exp.cast(value, DECIMAL)
+    # ignore_nulls: plain DuckDB LEAST/GREATEST; the value is never NULL here.
     return exp.Least(
-        this=exp.Greatest(this=value, expressions=[_number(lo, stat.integer)]),
+        this=exp.Greatest(this=value, expressions=[_number(lo, stat.integer)], ignore_nulls=True),
         expressions=[_number(hi, stat.integer)],
+        ignore_nulls=True,
     )
 
 

@@ -54,10 +54,13 @@ def raw_statistic(stat: C.Statistic, columns: dict[str, str]) -> exp.Expr | None
 def apply(core: C.Core) -> C.Core:
     columns = argument_columns(core)
     by_sql = _arguments_by_sql(core)
-    projection: list[exp.Expr] = [exp.alias_(core.shape.unit.copy(), "__u")]
-    projection += [exp.alias_(k.copy(), f"__k{i}") for i, k in enumerate(core.keys)]
-    projection += [exp.alias_(by_sql[sql].copy(), name) for sql, name in columns.items()]
-    r = exp.select(*projection)
+    # Every piece is copied once here; the builders below must not copy again.
+    projection: list[exp.Expr] = [exp.alias_(core.shape.unit.copy(), "__u", copy=False)]
+    projection += [exp.alias_(k.copy(), f"__k{i}", copy=False) for i, k in enumerate(core.keys)]
+    projection += [
+        exp.alias_(by_sql[sql].copy(), name, copy=False) for sql, name in columns.items()
+    ]
+    r = exp.Select(expressions=projection)
     r.set("from_", core.from_.copy() if core.from_ is not None else None)
     if core.joins:
         r.set("joins", [j.copy() for j in core.joins])
