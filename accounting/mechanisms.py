@@ -62,7 +62,9 @@ class NoiseDescriptor:
     released values (1.0 for integer columns); ``l1_sensitivity``/``l2_sensitivity`` the
     sensitivities in value units (the one the mechanism was given, the other the bound it
     implies); ``curve`` the exact RDP cost including the rounding slack; ``half_width_95``
-    the two-sided 95% half-width of the noise in value units.
+    the two-sided 95% half-width of the noise in value units; ``pure_epsilon`` the pure-DP
+    ε of a Laplace release (its L1 distance in grid units over the scale in grid units,
+    slack included), None for the Gaussian.
     """
 
     mechanism: str
@@ -72,6 +74,7 @@ class NoiseDescriptor:
     l2_sensitivity: float
     curve: Curve
     half_width_95: float
+    pure_epsilon: float | None = None
 
 
 def _finite(name: str, value: float, *, positive: bool) -> float:
@@ -241,11 +244,15 @@ def describe_laplace(
     m = _changed(changed_coordinates, length)
     if integer:
         grid = 1.0
-        curve = discrete_laplace_curve(math.ceil(d1), b)
+        units = math.ceil(d1)
+        curve = discrete_laplace_curve(units, b)
+        pure = units / b
         half = _laplace_half_width(b, integer=True)
     else:
         grid = grid_for_scale(b)
-        curve = discrete_laplace_curve(math.ceil(d1 / grid) + m, b / grid)
+        units = math.ceil(d1 / grid) + m
+        curve = discrete_laplace_curve(units, b / grid)
+        pure = units / (b / grid)
         half = _laplace_half_width(b, integer=False)
     return NoiseDescriptor(
         mechanism="laplace",
@@ -255,6 +262,7 @@ def describe_laplace(
         l2_sensitivity=d1,
         curve=curve,
         half_width_95=half,
+        pure_epsilon=pure,
     )
 
 

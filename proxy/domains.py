@@ -82,16 +82,53 @@ def key_domain(
     return _expression_domain(key, tables, executor, limit)
 
 
+def _pinned(key: exp.Expr, where: exp.Expr | None) -> set[Any] | None:
+    """Values the WHERE clause restricts a key to (key = lit, key IN (lits)), if any."""
+    if where is None:
+        return None
+    text = key.sql(dialect="duckdb")
+    pinned: set[Any] | None = None
+    for conj in where.flatten() if isinstance(where, exp.And) else [where]:
+        values: set[Any] | None = None
+        if (
+            isinstance(conj, exp.EQ)
+            and isinstance(conj.expression, exp.Literal)
+            and conj.this.sql(dialect="duckdb") == text
+        ):
+            values = {conj.expression.to_py()}
+        elif (
+            isinstance(conj, exp.In)
+            and conj.this.sql(dialect="duckdb") == text
+            and conj.expressions
+            and all(isinstance(e, exp.Literal) for e in conj.expressions)
+        ):
+            values = {e.to_py() for e in conj.expressions}
+        if values is not None:
+            pinned = values if pinned is None else pinned & values
+    return pinned
+
+
 def public_domain(
-    keys: Sequence[exp.Expr], tables: dict[str, TableInfo], executor: DuckDBExecutor, limit: int
+    keys: Sequence[exp.Expr],
+    tables: dict[str, TableInfo],
+    executor: DuckDBExecutor,
+    limit: int,
+    where: exp.Expr | None = None,
 ) -> tuple[tuple[Any, ...], ...] | None:
-    """All key combinations to release, or None when some key needs partition selection."""
+    """All key combinations to release, or None when some key needs partition selection.
+
+    A key the WHERE clause pins to literals releases only those domain values: the other
+    groups are empty by the query's own text, which the analyst already knows.
+    """
     domains: list[Domain] = []
     size = 1
     for key in keys:
         d = key_domain(key, tables, executor, limit)
         if d is None:
             return None
+        pinned = _pinned(key, where)
+        if pinned is not None:
+            d = tuple(v for v in d if v in pinned)
         size *= max(len(d), 1)
         if size > limit:
             return None

@@ -160,9 +160,14 @@ class Engine:
             names = tuple(e.alias_or_name for e in select.expressions)
         max_rows, max_groups = limits(request, shape, self.policy)
         core = rewrite(shape, max_rows=max_rows, max_groups=max_groups)
+        where = shape.select.args.get("where")
         domain = (
             domains.public_domain(
-                shape.keys, dict(shape.tables), self.executor, settings.max_partition_groups
+                shape.keys,
+                dict(shape.tables),
+                self.executor,
+                settings.max_partition_groups,
+                where.this if where is not None else None,
             )
             if shape.keys
             else ((),)

@@ -297,6 +297,12 @@ def budget_noise(
         noise, thr = _noise_for_share(mechanism, share, stats, k, delta_thr, needs_threshold)
         curve = _total(noise, thr)
         eps = curve.epsilon(delta_conv)
+        if mechanism == "laplace":
+            # Pure ε by basic composition is also a valid statement; report the smaller.
+            pure = sum(n.descriptor.pure_epsilon or math.inf for n in noise)
+            if thr is not None:
+                pure += thr.max_groups / thr.scale
+            eps = min(eps, pure)
         # The float grid's rounding slack sits on top of the share: trim until it fits.
         if target_eps is None or eps <= target_eps:
             break

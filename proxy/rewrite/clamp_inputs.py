@@ -92,8 +92,11 @@ def apply(core: C.Core) -> C.Core:
         # A bare bounded column is already clamped to exactly its range; anything else
         # gets a final clamp to the derived range, in case a function's semantics and
         # the interval arithmetic ever disagree.
-        arg = clamped if isinstance(raw, exp.Column) and _is_clamp(clamped) else clamp(
-            clamped, rng.lower, rng.upper)
+        arg = (
+            clamped
+            if isinstance(raw, exp.Column) and _is_clamp(clamped)
+            else clamp(clamped, rng.lower, rng.upper)
+        )
         arguments[call.sql] = arg
         key = arg.sql(dialect="duckdb")
         if call.kind == S.SUM:
