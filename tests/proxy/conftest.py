@@ -1,0 +1,51 @@
+"""Shared real-data fixtures: the PUMS sample and a small generated demo database."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from proxy.engine import Engine
+from proxy.policy import Policy, parse_policy
+from sample_data.generate import generate
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pums_policy(tmp: Path, *, cap: float = 1000.0, mechanism: str = "gaussian") -> Policy:
+    text = (ROOT / "sample_data" / "pums" / "policy.toml").read_text()
+    text = text.replace('"PUMS_pid.csv"', f'"{ROOT / "sample_data" / "pums" / "PUMS_pid.csv"}"')
+    text = text.replace('"../../state/pums-ledger.sqlite"', f'"{tmp / "ledger.sqlite"}"')
+    text = text.replace("epsilon_cap = 10.0", f"epsilon_cap = {cap}")
+    text = text.replace('mechanism = "gaussian"', f'mechanism = "{mechanism}"')
+    return parse_policy(text, base_dir=tmp)
+
+
+def demo_policy(tmp: Path, db: Path, *, cap: float = 1000.0) -> Policy:
+    text = (ROOT / "sample_data" / "policy.toml").read_text()
+    text = text.replace('duckdb = "usage.duckdb"', f'duckdb = "{db}"')
+    text = text.replace('path = "../state/ledger.sqlite"', f'path = "{tmp / "ledger.sqlite"}"')
+    text = text.replace("epsilon_cap = 4.0", f"epsilon_cap = {cap}")
+    return parse_policy(text, base_dir=tmp)
+
+
+@pytest.fixture(scope="session")
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("demo-data") / "usage.duckdb"
+    return generate(out, people=2000, prompts=20000, seed=11)
+
+
+@pytest.fixture(scope="module")
+def pums_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    engine = Engine(pums_policy(tmp_path_factory.mktemp("pums")))
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def demo_engine(tmp_path_factory: pytest.TempPathFactory, demo_db: Path) -> Iterator[Engine]:
+    engine = Engine(demo_policy(tmp_path_factory.mktemp("demo"), demo_db))
+    yield engine
+    engine.close()
