@@ -6,6 +6,8 @@ so no alias, `*` or CTE can hide which column of which table an expression reads
 
 from __future__ import annotations
 
+from decimal import Decimal, InvalidOperation
+
 from sqlglot import exp
 from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.merge_subqueries import merge_subqueries
@@ -91,7 +93,60 @@ def bind(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> ex
         )
     if merged.args.get("with_"):
         raise unsupported("a CTE could not be inlined", "use a FROM-subquery or plain WHERE")
-    return merged
+    return canonicalize(merged)
+
+
+def _canonical_number(literal: exp.Literal) -> exp.Expr:
+    try:
+        value = Decimal(literal.this)
+    except InvalidOperation:
+        return literal
+    if value == value.to_integral_value():
+        return exp.Literal.number(str(int(value)))
+    return exp.Literal.number(format(value.normalize(), "f"))
+
+
+def _sorted_conjuncts(condition: exp.Expr) -> exp.Expr:
+    parts = (
+        [c.unnest() for c in condition.flatten()]
+        if isinstance(condition, exp.And)
+        else [condition.unnest()]
+    )
+    for part in parts:
+        if isinstance(part, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)):
+            for side in ("this", "expression"):
+                lit = part.args.get(side)
+                if isinstance(lit, exp.Literal) and not lit.is_string:
+                    part.set(side, _canonical_number(lit))
+    parts.sort(key=lambda p: p.sql(dialect="duckdb"))
+    return exp.and_(*parts, copy=False) if len(parts) > 1 else parts[0]
+
+
+def canonicalize(select: exp.Select) -> exp.Select:
+    """One spelling per query, so equal queries share a cache key (DESIGN §8): table
+    aliases t0, t1, … in FROM order, unquoted lower-case identifiers, WHERE and ON
+    conjuncts sorted, integral numeric literals in comparisons without a fraction."""
+    from_ = select.args.get("from_")
+    tables = [from_.this] if from_ is not None else []
+    tables += [j.this for j in select.args.get("joins") or []]
+    mapping: dict[str, str] = {}
+    for i, table in enumerate(tables):
+        if isinstance(table, exp.Table):
+            mapping[table.alias_or_name.lower()] = f"t{i}"
+            table.set("alias", exp.TableAlias(this=exp.to_identifier(f"t{i}")))
+    for col in select.find_all(exp.Column):
+        if col.table and col.table.lower() in mapping:
+            col.set("table", exp.to_identifier(mapping[col.table.lower()]))
+    for ident in select.find_all(exp.Identifier):
+        ident.set("quoted", False)
+        ident.set("this", ident.name.lower())
+    where = select.args.get("where")
+    if where is not None:
+        where.set("this", _sorted_conjuncts(where.this))
+    for join in select.args.get("joins") or []:
+        if join.args.get("on") is not None:
+            join.set("on", _sorted_conjuncts(join.args["on"]))
+    return select
 
 
 def table_of(column: exp.Column, tables: dict[str, TableInfo]) -> TableInfo | None:

@@ -388,8 +388,55 @@ def _split(name: str) -> tuple[str, str]:
     return split_name(name)
 
 
+# Clauses of a SELECT the rewrite understands; any other (QUALIFY, sampling, PIVOT,
+# LATERAL, WINDOW, ...) would be silently dropped or change the meaning, so it is refused.
+SELECT_ARGS = frozenset(
+    {
+        "expressions",
+        "from_",
+        "joins",
+        "where",
+        "group",
+        "having",
+        "order",
+        "limit",
+        "offset",
+        "distinct",
+    }
+)
+TABLE_ARGS = frozenset({"this", "db", "alias"})
+JOIN_ARGS = frozenset({"this", "on", "side", "kind", "using"})
+
+
+def _check_clauses(select: exp.Select) -> None:
+    for name, value in select.args.items():
+        if value is not None and value != [] and name not in SELECT_ARGS:
+            raise unsupported(
+                f"the {name.rstrip('_').upper()} clause is not answered",
+                "remove it; filter with WHERE and aggregate with GROUP BY",
+                _position(select),
+            )
+    for table in select.find_all(exp.Table):
+        for name, value in table.args.items():
+            if value is not None and value != [] and name not in TABLE_ARGS:
+                raise unsupported(
+                    f"table modifier {name.rstrip('_').upper()} on {table.name} is not allowed",
+                    "query the table plainly (sampling, time travel and pivots are refused)",
+                    _position(table),
+                )
+    for join in select.args.get("joins") or []:
+        for name, value in join.args.items():
+            if value is not None and value != [] and name not in JOIN_ARGS:
+                raise unsupported(
+                    f"JOIN option {name.upper()} is not allowed",
+                    "use INNER or LEFT JOIN ... ON",
+                    _position(join),
+                )
+
+
 def check_shape(select: exp.Select, catalog: Catalog) -> S.Shape:
     """Check a bound query against the allowlist and extract what the rewrite needs."""
+    _check_clauses(select)
     tables = _tables(select, catalog)
     anchor, population = _check_from(select, tables)
     unit_cols = _unit_columns(tables)

@@ -34,7 +34,11 @@ def _sandbox_settings(policy: Policy) -> dict[str, Any]:
         "autoinstall_known_extensions": False,
         "autoload_known_extensions": False,
         "allow_community_extensions": False,
+        "error_on_division_by_zero": False,
     }
+
+
+_LOCKDOWN = {"enable_external_access": False, "lock_configuration": True}
 
 
 def _quote(name: str) -> str:
@@ -54,7 +58,11 @@ class DuckDBExecutor:
                     f"the database file {policy.duckdb_path} does not exist",
                     "generate it (python -m sample_data.generate) or fix [database] duckdb",
                 )
-            self._db = duckdb.connect(str(policy.duckdb_path), read_only=True, config=config)
+            # Locked at connect: DuckDB shares one instance per file within a process, and
+            # every connection must then ask for the same, already locked, configuration.
+            self._db = duckdb.connect(
+                str(policy.duckdb_path), read_only=True, config={**config, **_LOCKDOWN}
+            )
         else:
             self._db = duckdb.connect(":memory:", config=config)
             for name, path in policy.csv_tables:
@@ -66,12 +74,8 @@ class DuckDBExecutor:
                     "SELECT * FROM read_csv_auto(?, header = true)",
                     [str(path)],
                 )
-        for statement in (
-            "SET enable_external_access = false",
-            "SET error_on_division_by_zero = false",
-            "SET lock_configuration = true",
-        ):
-            self._db.execute(statement)
+            self._db.execute("SET enable_external_access = false")
+            self._db.execute("SET lock_configuration = true")
         self._check_one_row_per_person(policy)
 
     def _check_one_row_per_person(self, policy: Policy) -> None:

@@ -1,8 +1,11 @@
-"""Rule: partial expressions become total, so no row can make the query fail.
+"""Rule: every row-level expression becomes total, so no row can make the query fail.
 
-A query whose success depended on a private value would leak it through the error.
-CAST becomes TRY_CAST; division, modulo and arithmetic that could overflow are wrapped
-in TRY(...), which yields NULL instead of raising.
+A query whose success depended on a private value would leak that value through the
+error. CAST becomes TRY_CAST, and every predicate, key and aggregate argument that could
+raise on some row — arithmetic overflow, a per-row regex or date part, an implicit cast
+of a text column to a number — is wrapped in TRY(...), which yields NULL instead.
+Simple comparisons of a column with literals stay unwrapped so that DuckDB can still
+push them into the scan; they cannot fail on a row.
 """
 
 from __future__ import annotations
@@ -11,58 +14,91 @@ from dataclasses import replace
 
 from sqlglot import exp
 
+from proxy.catalog import TableInfo
 from proxy.rewrite.core import Core
 
-_PARTIAL = (
-    exp.Div,
-    exp.IntDiv,
-    exp.Mod,
-    exp.Add,
-    exp.Sub,
-    exp.Mul,
-    exp.Pow,
-    exp.Neg,
-    exp.Abs,
-    exp.Round,
-    exp.Floor,
-    exp.Ceil,
-    exp.DateAdd,
-    exp.DateSub,
-    exp.Exp,
-)
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
+_TEXT = ("VARCHAR", "TEXT", "STRING", "CHAR", "BPCHAR")
 
 
-def _total_node(node: exp.Expr) -> exp.Expr:
+def _column_type(col: exp.Column, tables: dict[str, TableInfo]) -> str:
+    info = tables.get(col.table.lower())
+    return info.column_types.get(col.name.lower(), "").upper() if info else ""
+
+
+def _literal_fits(col: exp.Column, literals: list[exp.Expr], tables: dict[str, TableInfo]) -> bool:
+    """A text column compared with a number would be cast row by row; all else binds once."""
+    if not all(isinstance(lit, exp.Literal) for lit in literals):
+        return False
+    if _column_type(col, tables).startswith(_TEXT):
+        return all(isinstance(lit, exp.Literal) and lit.is_string for lit in literals)
+    return True
+
+
+def _safe(node: exp.Expr, tables: dict[str, TableInfo]) -> bool:
+    """True for predicates that cannot raise on any row."""
+    if isinstance(node, (exp.And, exp.Or)):
+        return _safe(node.left, tables) and _safe(node.right, tables)
+    if isinstance(node, (exp.Not, exp.Paren)):
+        return _safe(node.this, tables)
+    if isinstance(node, exp.Is):
+        return isinstance(node.this, exp.Column)
+    if isinstance(node, _COMPARISONS):
+        left, right = node.left, node.right
+        if isinstance(left, exp.Column) and isinstance(right, exp.Column):
+            return _column_type(left, tables) == _column_type(right, tables) != ""
+        if isinstance(left, exp.Column):
+            return _literal_fits(left, [right], tables)
+        if isinstance(right, exp.Column):
+            return _literal_fits(right, [left], tables)
+        return False
+    if isinstance(node, exp.In) and isinstance(node.this, exp.Column):
+        return _literal_fits(node.this, list(node.expressions), tables)
+    if isinstance(node, exp.Between) and isinstance(node.this, exp.Column):
+        return _literal_fits(node.this, [node.args["low"], node.args["high"]], tables)
+    return isinstance(node, (exp.Boolean, exp.Column)) and (
+        not isinstance(node, exp.Column) or _column_type(node, tables) == "BOOLEAN"
+    )
+
+
+def _try_casts(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.Cast) and not isinstance(node, exp.TryCast):
         return exp.TryCast(this=node.this, to=node.to)
-    if (
-        isinstance(node, _PARTIAL)
-        and any(isinstance(c, exp.Column) for c in node.find_all(exp.Column))
-        and node.find_ancestor(exp.Try) is None
-    ):
-        return exp.Try(this=node)
     return node
 
 
-def make_total(expression: exp.Expr) -> exp.Expr:
-    return expression.copy().transform(_total_node, copy=False)
+def total_value(expression: exp.Expr) -> exp.Expr:
+    """A key or aggregate argument: bare columns as they are, anything else under TRY."""
+    copied = expression.copy().transform(_try_casts, copy=False)
+    if isinstance(copied, (exp.Column, exp.Literal, exp.Try)):
+        return copied
+    return exp.Try(this=copied)
+
+
+def total_predicate(expression: exp.Expr, tables: dict[str, TableInfo]) -> exp.Expr:
+    """A WHERE or ON condition: safe conjuncts unwrapped, every other one under TRY."""
+    copied = expression.copy().transform(_try_casts, copy=False)
+    conjuncts = list(copied.flatten()) if isinstance(copied, exp.And) else [copied]
+    parts = [c if _safe(c, tables) else exp.Try(this=c) for c in conjuncts]
+    return exp.and_(*parts) if len(parts) > 1 else parts[0]
 
 
 def apply(core: Core) -> Core:
     select = core.shape.select
-    from_ = select.args.get("from_") or select.args.get("from")
+    tables = dict(core.shape.tables)
+    from_ = select.args.get("from_")
     joins = tuple(j.copy() for j in select.args.get("joins") or [])
     for join in joins:
         on = join.args.get("on")
         if on is not None:
-            join.set("on", make_total(on))
+            join.set("on", total_predicate(on, tables))
     where = select.args.get("where")
-    arguments = {a.sql: make_total(a.arg) for a in core.shape.aggregates if a.arg is not None}
+    arguments = {a.sql: total_value(a.arg) for a in core.shape.aggregates if a.arg is not None}
     return replace(
         core,
         from_=from_.copy() if from_ is not None else None,
         joins=joins,
-        where=make_total(where.this) if where is not None else None,
-        keys=tuple(make_total(k) for k in core.shape.keys),
+        where=total_predicate(where.this, tables) if where is not None else None,
+        keys=tuple(total_value(k) for k in core.shape.keys),
         arguments=arguments,
     )

@@ -88,7 +88,9 @@ UNSUPPORTED = [
     pytest.param(f"SELECT COUNT(*) FROM {P} GROUP BY pid", id="group-by-unit"),
     pytest.param(f"SELECT COUNT(*) FROM {P} GROUP BY pid % 2", id="group-by-unit-expr"),
     pytest.param("SELECT * FROM read_csv('x.csv')", id="read_csv"),
-    pytest.param(f"SELECT COUNT(*) FROM read_csv('{PUMS_DIR / 'PUMS_pid.csv'}')", id="read_csv-agg"),
+    pytest.param(
+        f"SELECT COUNT(*) FROM read_csv('{PUMS_DIR / 'PUMS_pid.csv'}')", id="read_csv-agg"
+    ),
     pytest.param(f"COPY {P} TO 'x.csv'", id="copy"),
     pytest.param("ATTACH 'x.db'", id="attach"),
     pytest.param("PRAGMA version", id="pragma"),
@@ -328,21 +330,11 @@ def test_granted_table_is_answered(demo: Engine) -> None:
 # --- engine bugs found while writing these tests (see the report) -------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="QUALIFY is neither checked nor rewritten: a window function in QUALIFY is "
-    "accepted and the clause is silently dropped (DESIGN §4 refuses window functions)",
-)
 def test_qualify_with_window_is_refused(pums: Engine) -> None:
     sql = f"SELECT COUNT(*) FROM {P} QUALIFY COUNT(*) OVER () > 1"
     refused(pums, QueryRequest(sql, epsilon=0.3), "unsupported_sql")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="TABLESAMPLE / USING SAMPLE (volatile row sampling) are accepted; USING SAMPLE "
-    "is silently dropped from the core, so the answer ignores the requested sample",
-)
 @pytest.mark.parametrize(
     "sql",
     [f"SELECT COUNT(*) FROM {P} TABLESAMPLE 10%", f"SELECT COUNT(*) FROM {P} USING SAMPLE 10%"],
@@ -352,11 +344,6 @@ def test_sampling_is_refused(pums: Engine, sql: str) -> None:
     refused(pums, QueryRequest(sql, epsilon=0.3), "unsupported_sql")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="regexp functions are not made total: a pattern chosen per row can make DuckDB "
-    "fail, so success or failure reveals whether a given person has a given value",
-)
 def test_no_data_dependent_error_from_a_regex(pums: Engine) -> None:
     # pid 1 exists and pid 100000 does not. If the error depended on the data, the two
     # answers would differ deterministically, whatever the noise.

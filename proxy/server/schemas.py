@@ -1,0 +1,248 @@
+"""Wire schemas. These are not the engine's objects: a response is built field by field
+from `Result`/`Explanation`, so exact aggregates or a whole plan can never be serialised
+by accident."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Accuracy(_Strict):
+    rel_error: float = Field(gt=0, description="relative error at `at_count`, e.g. 0.05")
+    at_count: float = Field(gt=0, description="the count at which the error is stated")
+    confidence: float = Field(0.95, gt=0, lt=1)
+
+
+class QueryBody(_Strict):
+    sql: str = Field(min_length=1, description="one SELECT over the tables of GET /v1/schema")
+    dialect: str = Field("duckdb", max_length=32, description="sqlglot dialect of `sql`")
+    epsilon: float | None = Field(None, gt=0, description="ε to spend (default: the policy's)")
+    delta: float | None = Field(None, gt=0, lt=1)
+    rho: float | None = Field(None, gt=0, description="zCDP ρ instead of ε (gaussian only)")
+    accuracy: Accuracy | None = Field(None, description="spend what this accuracy needs")
+    max_groups: int | None = Field(None, ge=1, description="tighten the policy's L0 bound")
+    max_rows_per_group: int | None = Field(None, ge=1, description="tighten the L∞ bound")
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"sql": "SELECT region, COUNT(*) AS n FROM users GROUP BY region", "epsilon": 0.5}
+            ]
+        },
+    )
+
+
+class ColumnNoise(BaseModel):
+    name: str
+    noise_scale: float | None = Field(description="σ (gaussian) or b (laplace), if one statistic")
+    half_width_95: float | None = Field(description="95% two-sided half-width of that noise")
+
+
+class Privacy(BaseModel):
+    epsilon: float = Field(description="ε charged by this answer; 0 when replayed")
+    delta: float
+    rho: float | None
+    mechanism: str
+    cached: bool
+    charge_id: int | None = Field(description="ledger event that paid for these values")
+    populations: list[str]
+    remaining: dict[str, float] = Field(description="ε left per charged population")
+    partition: dict[str, Any] = Field(description="public_domain, threshold or none")
+    columns: list[ColumnNoise]
+    query_epsilon: float = Field(description="what the release cost when first paid for")
+
+
+class Page(BaseModel):
+    offset: int
+    size: int
+    total_rows: int
+
+
+class QueryResponse(BaseModel):
+    columns: list[str]
+    rows: list[list[Any]] | list[dict[str, Any]] = Field(
+        description="arrays by default; objects with ?shape=objects"
+    )
+    privacy: Privacy
+    warnings: list[str]
+    page: Page
+    next: str | None = Field(description="cursor for GET /v1/pages/{cursor}; null on the last page")
+
+
+class Sensitivity(BaseModel):
+    per_group: float
+    l1: float
+    l2: float
+
+
+class NoiseOut(BaseModel):
+    mechanism: str
+    scale: float
+    grid: float
+    half_width_95: float
+
+
+class StatisticOut(BaseModel):
+    column: str
+    kind: str
+    argument: str | None
+    bounds: list[float | None]
+    sensitivity: Sensitivity
+    noise: NoiseOut
+
+
+class PartitionOut(BaseModel):
+    mechanism: str
+    scale: float
+    tau: float
+    delta: float
+
+
+class Cost(BaseModel):
+    epsilon: float
+    delta: float
+    rho: float | None
+
+
+class ExplainResponse(BaseModel):
+    core_sql: str
+    outer_sql: str
+    statistics: list[StatisticOut]
+    partition: PartitionOut | None
+    public_domain_size: int | None
+    limits: dict[str, int]
+    cost: Cost
+    charges: list[str]
+    cache: Literal["hit", "miss"] = Field(description="hit: answering would cost nothing")
+    cache_key: str
+
+
+class PartitionBudget(BaseModel):
+    name: str
+    epsilon_spent: float
+    remaining: float
+
+
+class PopulationBudget(BaseModel):
+    name: str
+    epsilon_cap: float
+    delta: float
+    epsilon_spent: float
+    remaining: float = Field(description="ε left for the persons who have spent the most")
+    partitions: list[PartitionBudget]
+
+
+class BudgetResponse(BaseModel):
+    populations: list[PopulationBudget]
+
+
+class ColumnOut(BaseModel):
+    name: str
+    type: str
+    lower: float | None = None
+    upper: float | None = None
+    values: list[str | int | float | bool] | None = Field(None, description="public domain")
+    unit: bool = Field(False, description="the column that identifies a person")
+
+
+class TableOut(BaseModel):
+    name: str
+    public: bool
+    population: str | None
+    max_groups: int | None
+    max_rows_per_group: int | None
+    columns: list[ColumnOut]
+
+
+class SchemaResponse(BaseModel):
+    tables: list[TableOut]
+
+
+class EventOut(BaseModel):
+    id: int
+    ts: float
+    kind: str
+    populations: list[str]
+    epsilon: float | None = Field(description="ε of this event alone at its population's δ")
+    delta_extra: float
+    analyst: str
+    fingerprint: str
+    note: str
+    parent_id: int | None
+    cap: float | None
+
+
+class LedgerResponse(BaseModel):
+    events: list[EventOut]
+    next_after_id: int | None
+    orders: list[float] = Field(description="the RDP orders external curves must use")
+
+
+class VerifyResponse(BaseModel):
+    ok: bool
+    events: int
+    populations: int
+    problems: list[str]
+
+
+class CurveIn(_Strict):
+    orders: list[float] = Field(description="exactly the ledger's orders (GET /v1/ledger)")
+    values: list[float] = Field(description="RDP ε(α) at each order")
+
+
+class ChargeBody(_Strict):
+    population: str = Field(min_length=1, max_length=200)
+    note: str = Field(min_length=1, max_length=500, description="what spent it, for the audit")
+    curve: CurveIn | None = None
+    rho: float | None = Field(None, gt=0, description="a zCDP ρ instead of a curve")
+    delta_extra: float = Field(0.0, ge=0, lt=1)
+
+
+class SpendOut(BaseModel):
+    population: str
+    epsilon_spent: float
+    epsilon_cap: float
+    remaining: float
+
+
+class ChargeResponse(BaseModel):
+    event_id: int
+    population: str
+    epsilon: float = Field(description="the charge alone, at the population's δ")
+    spends: list[SpendOut]
+
+
+class CapBody(_Strict):
+    epsilon_cap: float = Field(ge=0, description="new ε cap of the root population")
+    reason: str = Field(min_length=1, max_length=500)
+
+
+class CapResponse(BaseModel):
+    event_id: int
+    population: str
+    epsilon_cap: float
+    epsilon_spent: float
+    remaining: float
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    hint: str
+    position: dict[str, int] | None = None
+    model_config = ConfigDict(extra="allow")
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody
