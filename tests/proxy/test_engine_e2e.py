@@ -518,6 +518,27 @@ def test_pums_case_count(pums: Engine, pums_truth: duckdb.DuckDBPyConnection) ->
     assert abs(result.rows[0][0] - truth[0]) <= TOL * sigma(result, "old")
 
 
+def test_null_keys_are_not_released_as_zero(
+    pums: Engine, pums_truth: duckdb.DuckDBPyConnection
+) -> None:
+    # b matches married men only; everyone else lands in the NULL group, outside the
+    # domain {0, 1} of married, so the truth for married = 0 is 0.
+    sql = (
+        "SELECT b.married, COUNT(*) AS n FROM PUMS.PUMS a LEFT JOIN PUMS.PUMS b "
+        "ON a.pid = b.pid AND b.sex = 1 AND b.married = 1 GROUP BY b.married"
+    )
+    result = pums.run(QueryRequest(sql, epsilon=2.0))
+    truth = dict(
+        pums_truth.execute(
+            "SELECT married, COUNT(*) FROM pums WHERE sex = 1 AND married = 1 GROUP BY married"
+        ).fetchall()
+    )
+    s = sigma(result, "n")
+    assert sorted(r[0] for r in result.rows) == [0, 1]
+    for married, n in result.rows:
+        assert abs(n - truth.get(married, 0)) <= TOL * s, (married, n, truth)
+
+
 def test_pums_private_key_goes_through_thresholding(pums: Engine) -> None:
     result = pums.run(QueryRequest("SELECT race, COUNT(*) AS n FROM PUMS.PUMS GROUP BY race"))
     partition = result.privacy.partition
