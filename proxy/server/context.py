@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -46,7 +46,7 @@ _bearer = HTTPBearer(auto_error=False, description="an API key from `dpsql keys 
 
 async def current_caller(
     request: Request,
-    credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Caller:
     ctx = get_context(request)
     header = None if credentials is None else f"{credentials.scheme} {credentials.credentials}"
@@ -58,9 +58,13 @@ async def current_caller(
     return caller
 
 
-async def current_admin(caller: Caller = Depends(current_caller)) -> Caller:
+async def current_admin(caller: Annotated[Caller, Depends(current_caller)]) -> Caller:
     if not caller.admin:
         raise DPSQLError(
             "forbidden", "this route needs an admin API key", "ask the operator to run it"
         )
     return caller
+
+
+CallerDep = Annotated[Caller, Depends(current_caller)]
+AdminDep = Annotated[Caller, Depends(current_admin)]

@@ -26,7 +26,9 @@ _HTTP_CODES = {
 }
 
 
-def error_response(request: Request | None, error: DPSQLError, status: int | None = None) -> JSONResponse:
+def error_response(
+    request: Request | None, error: DPSQLError, status: int | None = None
+) -> JSONResponse:
     headers: dict[str, str] = {}
     if error.code == "unauthorized":
         headers["WWW-Authenticate"] = "Bearer"
@@ -60,11 +62,14 @@ def _validation_error(request: Request, exc: Exception) -> JSONResponse:
         {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", ""))}
         for e in exc.errors()[:20]
     ]
-    first = problems[0] if problems else {"loc": [], "msg": "invalid request"}
+    first = problems[0] if problems else {"loc": ["body"], "msg": "invalid request"}
+    where = ".".join(first["loc"][1:]) or ".".join(first["loc"]) or "request"
+    json_body = request.headers.get("content-type", "").startswith("application/json")
     error = DPSQLError(
         "validation_error",
-        f"{'.'.join(first['loc'][1:]) or 'request'}: {first['msg']}",
-        "see /docs for the request schema",
+        f"{where}: {first['msg']}",
+        "see /docs for the request schema"
+        + ("" if json_body else "; send JSON with 'Content-Type: application/json'"),
         details={"errors": problems},
     )
     return error_response(request, error)
@@ -78,7 +83,8 @@ def _dpsql_error(request: Request, exc: Exception) -> JSONResponse:
 def _internal(request: Request, exc: Exception) -> JSONResponse:
     log("internal_error", logging.ERROR, exception=type(exc).__name__, path=request.url.path)
     return error_response(
-        request, DPSQLError("internal", "internal error", "the operator has the details in the logs")
+        request,
+        DPSQLError("internal", "internal error", "the operator's logs record the failure"),
     )
 
 

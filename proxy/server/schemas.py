@@ -171,6 +171,9 @@ class EventOut(BaseModel):
     kind: str
     populations: list[str]
     epsilon: float | None = Field(description="ε of this event alone at its population's δ")
+    rdp: list[float | None] | None = Field(
+        description="a cost event's RDP curve at `orders` (null entries are +inf)"
+    )
     delta_extra: float
     analyst: str
     fingerprint: str

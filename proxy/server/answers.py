@@ -1,0 +1,101 @@
+"""Engine results → HTTP responses, one page at a time."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import Any
+
+from fastapi import Response
+
+from proxy.engine import PrivacyInfo
+from proxy.request import AccuracyTarget, QueryRequest
+from proxy.server import formats
+from proxy.server.auth import Caller
+from proxy.server.context import Context
+from proxy.server.schemas import QueryBody
+from proxy.server.store import Cursor
+
+
+def to_request(body: QueryBody, caller: Caller) -> QueryRequest:
+    accuracy = (
+        None
+        if body.accuracy is None
+        else AccuracyTarget(
+            body.accuracy.rel_error, body.accuracy.at_count, body.accuracy.confidence
+        )
+    )
+    return QueryRequest(
+        sql=body.sql,
+        dialect=body.dialect,
+        epsilon=body.epsilon,
+        delta=body.delta,
+        rho=body.rho,
+        accuracy=accuracy,
+        max_groups=body.max_groups,
+        max_rows_per_group=body.max_rows_per_group,
+        analyst=caller.name,
+        tables=caller.tables,
+    )
+
+
+def privacy_dict(p: PrivacyInfo) -> dict[str, Any]:
+    return {
+        "epsilon": p.epsilon,
+        "delta": p.delta,
+        "rho": p.rho,
+        "mechanism": p.mechanism,
+        "cached": p.cached,
+        "charge_id": p.charge_id,
+        "populations": list(p.populations),
+        "remaining": dict(p.remaining),
+        "partition": dict(p.partition),
+        "columns": [asdict(c) for c in p.columns],
+        "query_epsilon": p.query_epsilon,
+    }
+
+
+def replayed(privacy: dict[str, Any], remaining: dict[str, float]) -> dict[str, Any]:
+    """The metadata of a page served again: nothing is charged for it."""
+    return {
+        **privacy,
+        "epsilon": 0.0,
+        "delta": 0.0,
+        "rho": None,
+        "cached": True,
+        "remaining": remaining,
+    }
+
+
+def page_response(
+    ctx: Context,
+    caller: Caller,
+    *,
+    columns: tuple[str, ...] | list[str],
+    rows: list[tuple[Any, ...]],
+    privacy: dict[str, Any],
+    warnings: tuple[str, ...] | list[str],
+    offset: int,
+    page_size: int,
+    result_id: str | None,
+    media: str,
+    objects: bool,
+) -> Response:
+    end = offset + page_size
+    token = None
+    if end < len(rows) and result_id is not None:
+        token = ctx.store.sign(Cursor(result_id, end, page_size, caller.name, time.time()))
+    page = formats.Page(
+        columns=columns,
+        rows=rows[offset:end],
+        privacy=privacy,
+        warnings=warnings,
+        offset=offset,
+        total_rows=len(rows),
+        next=token,
+    )
+    return Response(
+        formats.render(page, media, objects=objects),
+        media_type=media,
+        headers=formats.headers(page, media),
+    )

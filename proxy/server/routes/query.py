@@ -1,0 +1,286 @@
+"""POST /v1/query, POST /v1/explain and GET /v1/pages/{cursor}."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Header, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from proxy.errors import DPSQLError
+from proxy.server import formats
+from proxy.server.answers import page_response, privacy_dict, replayed, to_request
+from proxy.server.auth import Caller
+from proxy.server.context import CallerDep, Context, get_context, log_fields
+from proxy.server.errors import error_response
+from proxy.server.routes import COMMON_ERRORS
+from proxy.server.schemas import ErrorResponse, ExplainResponse, QueryBody, QueryResponse
+from proxy.server.store import CursorError, StoredResponse
+
+router = APIRouter(prefix="/v1", tags=["query"], responses=COMMON_ERRORS)
+
+_ANSWER: dict[int | str, dict[str, Any]] = {
+    200: {
+        "model": QueryResponse,
+        "description": "the answer with its privacy metadata (also in X-DPSQL-* headers)",
+        "content": {formats.CSV: {}, formats.ARROW: {}},
+    }
+}
+_QUERY_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **_ANSWER,
+    402: {"model": ErrorResponse, "description": "budget_exhausted, with requested/spent/cap"},
+    408: {"model": ErrorResponse, "description": "timeout: the engine time limit"},
+}
+
+FormatParam = Annotated[
+    Literal["json", "csv", "arrow"] | None,
+    Query(description="overrides Accept: json, csv or arrow"),
+]
+ShapeParam = Annotated[
+    Literal["arrays", "objects"], Query(description="JSON rows as arrays or as objects")
+]
+PageSizeParam = Annotated[int | None, Query(ge=1, le=100_000, description="rows per page")]
+IdempotencyHeader = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=200,
+        description="a retried POST with the same key returns the first answer, uncharged",
+    ),
+]
+
+
+def _page_size(ctx: Context, asked: int | None) -> int:
+    return min(asked or ctx.settings.page_size, ctx.settings.max_page_size)
+
+
+@router.post("/query", responses=_QUERY_RESPONSES, response_class=Response)
+async def query(
+    body: QueryBody,
+    request: Request,
+    caller: CallerDep,
+    format: FormatParam = None,
+    shape: ShapeParam = "arrays",
+    page_size: PageSizeParam = None,
+    idempotency_key: IdempotencyHeader = None,
+) -> Response:
+    """Answer one SELECT with differentially private noise, charging the budget unless
+    the same release is already cached (then the answer is replayed for free)."""
+    ctx = get_context(request)
+    media = formats.negotiate(format, request.headers.get("accept"))
+    size = _page_size(ctx, page_size)
+    if idempotency_key is None:
+        return await _answer(ctx, request, body, caller, media, shape, size)
+    fingerprint = hashlib.sha256(
+        json.dumps([body.model_dump(), media, shape, size], sort_keys=True).encode()
+    ).hexdigest()
+    claim = await _claim(ctx, caller, idempotency_key, fingerprint)
+    if isinstance(claim, StoredResponse):
+        log_fields(request)["idempotent_replay"] = True
+        return Response(
+            claim.body,
+            status_code=claim.status,
+            media_type=claim.media_type,
+            headers={**claim.headers, "Idempotent-Replayed": "true"},
+        )
+    try:
+        response = await _answer(ctx, request, body, caller, media, shape, size, catch=True)
+    except BaseException:
+        await run_in_threadpool(ctx.store.abandon, caller.name, idempotency_key)
+        raise
+    if response.status_code >= 500:
+        await run_in_threadpool(ctx.store.abandon, caller.name, idempotency_key)
+        return response
+    stored = StoredResponse(
+        response.status_code,
+        response.media_type or formats.JSON,
+        {k: v for k, v in response.headers.items() if k.lower().startswith(("x-dpsql", "link"))},
+        bytes(response.body),
+    )
+    await run_in_threadpool(ctx.store.finish, caller.name, idempotency_key, stored)
+    return response
+
+
+async def _claim(ctx: Context, caller: Caller, key: str, fingerprint: str) -> StoredResponse | str:
+    import anyio
+
+    waited = 0.0
+    limit = ctx.engine.policy.proxy.query_timeout_s * 2 + 5
+    while True:
+        claim = await run_in_threadpool(
+            ctx.store.begin, caller.name, key, fingerprint, ttl_s=ctx.settings.idempotency_ttl_s
+        )
+        if claim == "mismatch":
+            raise DPSQLError(
+                "bad_request",
+                "this Idempotency-Key was already used for a different request",
+                "use a fresh key for each distinct request",
+            )
+        if claim != "pending":
+            return claim
+        if waited > limit:
+            raise DPSQLError(
+                "timeout",
+                "the first request with this Idempotency-Key is still running",
+                "retry in a moment",
+            )
+        await anyio.sleep(0.05)
+        waited += 0.05
+
+
+async def _answer(
+    ctx: Context,
+    request: Request,
+    body: QueryBody,
+    caller: Caller,
+    media: str,
+    shape: str,
+    size: int,
+    *,
+    catch: bool = False,
+) -> Response:
+    fields = log_fields(request)
+    req = to_request(body, caller)
+    try:
+        result = await run_in_threadpool(ctx.engine.run, req)
+    except DPSQLError as error:
+        ctx.metrics.queries.labels("refused").inc()
+        if not catch:
+            raise
+        return error_response(request, error)
+    p = result.privacy
+    fields.update(query=result.cache_key[:12], cached=p.cached, epsilon=p.epsilon)
+    if p.cached:
+        ctx.metrics.queries.labels("cached").inc()
+        ctx.metrics.cache_hits.inc()
+    else:
+        ctx.metrics.queries.labels("charged").inc()
+        for population in p.populations:
+            ctx.metrics.epsilon.labels(population).inc(p.epsilon)
+    privacy = privacy_dict(p)
+    result_id = None
+    if len(result.rows) > size:
+        _, plan = await run_in_threadpool(ctx.engine.prepare, req)
+        result_id = await run_in_threadpool(
+            ctx.store.save_result,
+            result.cache_key,
+            plan.outer_sql,
+            privacy,
+            ttl_s=ctx.settings.cursor_ttl_s,
+        )
+    return page_response(
+        ctx,
+        caller,
+        columns=result.columns,
+        rows=result.rows,
+        privacy=privacy,
+        warnings=result.warnings,
+        offset=0,
+        page_size=size,
+        result_id=result_id,
+        media=media,
+        objects=shape == "objects",
+    )
+
+
+@router.get("/pages/{cursor}", responses=_ANSWER, response_class=Response)
+async def page(
+    cursor: str,
+    request: Request,
+    caller: CallerDep,
+    format: FormatParam = None,
+    shape: ShapeParam = "arrays",
+) -> Response:
+    """The next page of an answer: rebuilt from the stored released table, never re-run
+    and never charged."""
+    ctx = get_context(request)
+    media = formats.negotiate(format, request.headers.get("accept"))
+    try:
+        position = ctx.store.open(cursor, analyst=caller.name, ttl_s=ctx.settings.cursor_ttl_s)
+    except CursorError as error:
+        raise DPSQLError(
+            "not_found", f"unknown page cursor: {error}", "ask the query again for a fresh cursor"
+        ) from None
+    stored = await run_in_threadpool(ctx.store.result, position.result_id)
+    hit = (
+        None if stored is None else await run_in_threadpool(ctx.engine.cache.get, stored.cache_key)
+    )
+    if stored is None or hit is None:
+        raise DPSQLError(
+            "not_found",
+            "the answer behind this cursor is no longer stored",
+            "ask the query again (a cached query costs nothing)",
+        )
+    _, table = hit
+    columns, rows = await run_in_threadpool(ctx.engine.post.run, stored.outer_sql, table)
+    populations = stored.privacy.get("populations", [])
+    remaining = {t: ctx.engine.remaining(t) for t in populations}
+    fields = log_fields(request)
+    fields.update(query=stored.cache_key[:12], cached=True, epsilon=0.0, page=position.offset)
+    ctx.metrics.cache_hits.inc()
+    return page_response(
+        ctx,
+        caller,
+        columns=columns,
+        rows=rows,
+        privacy=replayed(stored.privacy, remaining),
+        warnings=(),
+        offset=position.offset,
+        page_size=position.page_size,
+        result_id=position.result_id,
+        media=media,
+        objects=shape == "objects",
+    )
+
+
+@router.post("/explain", response_model=ExplainResponse)
+async def explain(body: QueryBody, request: Request, caller: CallerDep) -> ExplainResponse:
+    """Dry run: the rewritten SQL, sensitivities, noise, cost and cache decision. Reads
+    no private data and charges nothing."""
+    ctx = get_context(request)
+    ex = await run_in_threadpool(ctx.engine.explain, to_request(body, caller))
+    plan = ex.plan
+    log_fields(request).update(query=plan.cache_key[:12])
+    return ExplainResponse.model_validate(
+        {
+            "core_sql": plan.core_sql,
+            "outer_sql": plan.outer_sql,
+            "statistics": [
+                {
+                    "column": n.statistic.column,
+                    "kind": n.statistic.kind,
+                    "argument": n.statistic.arg_sql,
+                    "bounds": [n.statistic.lower, n.statistic.upper],
+                    "sensitivity": {
+                        "per_group": n.sensitivity.per_group,
+                        "l1": n.sensitivity.l1,
+                        "l2": n.sensitivity.l2,
+                    },
+                    "noise": {
+                        "mechanism": n.descriptor.mechanism,
+                        "scale": n.descriptor.scale,
+                        "grid": n.descriptor.grid,
+                        "half_width_95": n.descriptor.half_width_95,
+                    },
+                }
+                for n in plan.noise
+            ],
+            "partition": None
+            if plan.threshold is None
+            else {
+                "mechanism": plan.threshold.mechanism,
+                "scale": plan.threshold.scale,
+                "tau": plan.threshold.tau,
+                "delta": plan.threshold.delta,
+            },
+            "public_domain_size": None if plan.domain is None else len(plan.domain),
+            "limits": {"max_rows_per_group": plan.max_rows, "max_groups": plan.max_groups},
+            "cost": {"epsilon": plan.epsilon, "delta": plan.delta, "rho": plan.rho},
+            "charges": list(plan.charge_targets),
+            "cache": "hit" if ex.cached else "miss",
+            "cache_key": plan.cache_key,
+        }
+    )
