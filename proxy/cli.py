@@ -269,6 +269,154 @@ def cmd_generate(args: argparse.Namespace, out: Console) -> int:
     return 0
 
 
+def _serve_settings(args: argparse.Namespace) -> Any:
+    from proxy.server.settings import Settings
+
+    env = dict(os.environ)
+    env["DPSQL_POLICY"] = str(Path(args.policy).resolve())
+    if getattr(args, "rate_limit", None):
+        env["DPSQL_RATE_LIMIT"] = args.rate_limit
+    try:
+        return Settings.from_env(env)
+    except ValueError as error:
+        raise DPSQLError(
+            "bad_request", f"bad server setting: {error}", "check DPSQL_* variables"
+        ) from None
+
+
+def _run_server(settings: Any, host: str, port: int, workers: int) -> None:
+    import uvicorn
+
+    from proxy.server.logs import uvicorn_log_config
+
+    # Workers rebuild the settings from the environment (uvicorn's import-string factory).
+    os.environ.update(settings.to_env())
+    uvicorn.run(
+        "proxy.server.app:app_from_env",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_config=uvicorn_log_config(settings.log_level.upper()),
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=5,
+    )
+
+
+def cmd_serve(args: argparse.Namespace, out: Console) -> int:
+    settings = _serve_settings(args)
+    _policy(args.policy)  # refuse a broken policy before starting workers
+    if args.workers < 1:
+        raise DPSQLError("bad_request", "--workers must be >= 1", "e.g. --workers 2")
+    _run_server(settings, args.host, args.port, args.workers)
+    return 0
+
+
+def _sample_dir() -> Path:
+    """The sample data folder of a source checkout (`make demo` runs from one)."""
+    root = Path(__file__).resolve().parents[1]
+    if str(root) not in sys.path and (root / "sample_data" / "generate.py").exists():
+        # The editable install maps only accounting/ and proxy/; the generator sits beside.
+        sys.path.append(str(root))
+    return root / "sample_data"
+
+
+def demo_policy_text(sample_policy: Path, keys: dict[str, tuple[str, str]]) -> str:
+    """The sample policy with absolute paths and one [analysts.NAME] per (role, key)."""
+    import re
+
+    base = load_policy(sample_policy)
+    text = sample_policy.read_text(encoding="utf-8")
+    assert base.duckdb_path is not None
+    text, n_db = re.subn(
+        r'(?m)^duckdb\s*=\s*".*"', f"duckdb = {json.dumps(str(base.duckdb_path))}", text
+    )
+    text, n_ledger = re.subn(
+        r'(?m)^path\s*=\s*".*"', f"path = {json.dumps(str(base.ledger_path))}", text
+    )
+    if n_db != 1 or n_ledger != 1:
+        raise DPSQLError(
+            "policy_error",
+            f"{sample_policy} must have one 'duckdb =' and one 'path =' line",
+            "restore the sample policy",
+        )
+    for name, (role, key) in keys.items():
+        digest = hashlib.sha256(key.encode()).hexdigest()
+        text += f'\n[analysts.{name}]\nkey_sha256 = "{digest}"\nrole = "{role}"\n'
+    return text
+
+
+def cmd_demo(args: argparse.Namespace, out: Console) -> int:
+    sample = _sample_dir()
+    sample_policy = sample / "policy.toml"
+    if not sample_policy.exists():
+        raise DPSQLError(
+            "policy_error", f"{sample_policy} is missing", "run `make demo` from a source checkout"
+        )
+    base = _policy(str(sample_policy))
+    assert base.duckdb_path is not None
+    if not base.duckdb_path.exists():
+        from sample_data.generate import generate
+
+        out.print(f"generating the sample data into {base.duckdb_path} ...")
+        generate(base.duckdb_path, people=5000, prompts=100000, seed=7, progress=True)
+    keys = {
+        "demo_analyst": ("analyst", "dpsql_" + secrets.token_urlsafe(32)),
+        "demo_admin": ("admin", "dpsql_" + secrets.token_urlsafe(32)),
+    }
+    state = base.ledger_path.parent
+    state.mkdir(parents=True, exist_ok=True)
+    policy_path = state / "demo-policy.toml"
+    policy_path.write_text(demo_policy_text(sample_policy, keys), encoding="utf-8")
+    policy_path.chmod(0o600)
+    _policy(str(policy_path))
+    url = f"http://127.0.0.1:{args.port}"
+    analyst_key, admin_key = keys["demo_analyst"][1], keys["demo_admin"][1]
+    sql = "SELECT region, COUNT(*) AS n FROM users GROUP BY region"
+    banner = f"""
+dpsql demo: {policy_path}
+API keys (shown once; new keys each time the demo starts):
+  analyst  {analyst_key}
+  admin    {admin_key}
+
+Paste into another terminal:
+
+export DPSQL_URL={url}
+export DPSQL_KEY={analyst_key}
+export DPSQL_ADMIN_KEY={admin_key}
+
+# a private answer (charges ε = 0.5 of the users' budget)
+curl -s $DPSQL_URL/v1/query -H "Authorization: Bearer $DPSQL_KEY" \\
+  -H 'Content-Type: application/json' \\
+  -d '{{"sql": "{sql}", "epsilon": 0.5}}'
+
+# the same question again: replayed from the cache, costs 0
+curl -s $DPSQL_URL/v1/query -H "Authorization: Bearer $DPSQL_KEY" \\
+  -H 'Content-Type: application/json' \\
+  -d '{{"sql": "{sql}", "epsilon": 0.5}}'
+
+# the budget left
+curl -s $DPSQL_URL/v1/budget -H "Authorization: Bearer $DPSQL_KEY"
+
+# a refusal: row-level data is never released
+curl -s $DPSQL_URL/v1/query -H "Authorization: Bearer $DPSQL_KEY" \\
+  -H 'Content-Type: application/json' -d '{{"sql": "SELECT user_id, age FROM users"}}'
+
+# CSV instead of JSON
+curl -s "$DPSQL_URL/v1/query?format=csv" -H "Authorization: Bearer $DPSQL_KEY" \\
+  -H 'Content-Type: application/json' \\
+  -d '{{"sql": "SELECT model, AVG(latency_ms) AS ms FROM prompts GROUP BY model"}}'
+
+Interactive API docs: {url}/docs   (Ctrl-C stops the server)
+"""
+    sys.stdout.write(banner)
+    sys.stdout.flush()
+    settings = _serve_settings(argparse.Namespace(policy=str(policy_path), rate_limit=None))
+    _run_server(settings, "127.0.0.1", args.port, 1)
+    return 0
+
+
 def _add_request_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("sql")
     p.add_argument("--dialect", default="duckdb")
@@ -319,6 +467,16 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--prompts", type=int, default=100000)
     g.add_argument("--seed", type=int, default=7)
     g.set_defaults(func=cmd_generate)
+    sv = sub.add_parser("serve", help="serve the HTTP API (uvicorn)")
+    sv.add_argument("--policy", default=argparse.SUPPRESS, help="policy TOML file")
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument("--port", type=int, default=8000)
+    sv.add_argument("--workers", type=int, default=1)
+    sv.add_argument("--rate-limit", help="per-key limit, e.g. '50/second;2000/minute'")
+    sv.set_defaults(func=cmd_serve)
+    dm = sub.add_parser("demo", help="sample data, demo keys and a local server with curl examples")
+    dm.add_argument("--port", type=int, default=8000)
+    dm.set_defaults(func=cmd_demo)
     return parser
 
 
