@@ -296,8 +296,10 @@ def _aggregate(node: exp.Expr, unit_cols: set[tuple[str, str]]) -> S.AggregateCa
             ):
                 return S.AggregateCall(S.COUNT_PERSONS, None, node.sql(dialect="duckdb"))
             raise unsupported(
-                "COUNT(DISTINCT ...) is only answered for the person id",
-                "use COUNT(DISTINCT <unit column>) to count people, or GROUP BY the value",
+                "COUNT(DISTINCT ...) is only answered for the person id of the query's "
+                "main table (or of a table INNER JOINed to it)",
+                "use COUNT(DISTINCT <unit column>) to count people, or GROUP BY the value; "
+                "to count people with a match, INNER JOIN or filter WHERE x IS NOT NULL",
                 _position(node),
             )
         _check_scalar(inner, "an aggregate argument")
@@ -440,6 +442,14 @@ def check_shape(select: exp.Select, catalog: Catalog) -> S.Shape:
     tables = _tables(select, catalog)
     anchor, population = _check_from(select, tables)
     unit_cols = _unit_columns(tables)
+    # COUNT(DISTINCT unit) counts people only for units that are never NULL on a row:
+    # the anchor's (filtered IS NOT NULL) and those of tables joined INNER on it.
+    inner = {anchor} | {
+        j.this.alias_or_name.lower()
+        for j in select.args.get("joins") or []
+        if not j.side and isinstance(j.this, exp.Table)
+    }
+    person_cols = {c for c in unit_cols if c[0] in inner}
     for join in select.args.get("joins") or []:
         if join.args.get("on") is not None:
             _check_scalar(join.args["on"], "a JOIN condition")
@@ -467,14 +477,14 @@ def check_shape(select: exp.Select, catalog: Catalog) -> S.Shape:
     aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
     found: dict[str, S.AggregateCall] = {}
     for item in select.expressions:
-        _collect_outer(item, key_sqls, set(), unit_cols, found, "the select list")
+        _collect_outer(item, key_sqls, set(), person_cols, found, "the select list")
     having = select.args.get("having")
     if having is not None:
-        _collect_outer(having.this, key_sqls, aliases, unit_cols, found, "HAVING")
+        _collect_outer(having.this, key_sqls, aliases, person_cols, found, "HAVING")
     order = select.args.get("order")
     if order is not None:
         for o in order.expressions:
-            _collect_outer(o.this, key_sqls, aliases, unit_cols, found, "ORDER BY")
+            _collect_outer(o.this, key_sqls, aliases, person_cols, found, "ORDER BY")
     if not found:
         raise unsupported(
             "the query has no aggregate; raw rows are never released",

@@ -9,7 +9,7 @@ small :class:`Executor` protocol so that other engines can follow.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import duckdb
@@ -129,7 +129,7 @@ class DuckDBExecutor:
         finally:
             timer.cancel()
             cursor.close()
-        return {k: np.asarray(v) for k, v in result.items()}
+        return {k: _with_nulls(v) for k, v in result.items()}
 
     def distinct_values(self, db: str, table: str, column: str, limit: int) -> list[Any]:
         """Distinct values of a PUBLIC table column (a public key domain)."""
@@ -155,5 +155,10 @@ class DuckDBExecutor:
         self._db.close()
 
 
-def column_arrays(result: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return dict(result)
+def _with_nulls(values: Any) -> np.ndarray:
+    """A fetched column with SQL NULLs as None (np.asarray would drop the mask)."""
+    if isinstance(values, np.ma.MaskedArray) and np.ma.is_masked(values):
+        out = values.data.astype(object)
+        out[np.ma.getmaskarray(values)] = None
+        return np.asarray(out)
+    return np.asarray(values)

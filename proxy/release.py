@@ -27,8 +27,9 @@ def _python(value: Any) -> Any:
 
 
 def _filled(array: np.ndarray) -> np.ndarray:
-    if isinstance(array, np.ma.MaskedArray):
-        return np.ma.filled(array.astype(object), 0)
+    """Statistics of an empty input (SQL NULL) count as 0."""
+    if array.dtype == object:
+        return np.array([0 if v is None else v for v in array], dtype=object)
     return array
 
 

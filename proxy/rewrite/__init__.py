@@ -26,14 +26,52 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+def _only_unit_equalities(on: exp.Expr | None, shape: Shape) -> bool:
+    units = {(a, str(t.policy.unit).lower()) for a, t in shape.tables.items() if t.policy.unit}
+    if on is None:
+        return False
+    for conj in on.flatten() if isinstance(on, exp.And) else [on]:
+        conj = conj.unnest()
+        if not (
+            isinstance(conj, exp.EQ)
+            and all(
+                isinstance(side, exp.Column) and (side.table.lower(), side.name.lower()) in units
+                for side in (conj.this, conj.expression)
+            )
+        ):
+            return False
+    return True
+
+
+def _row_stable(shape: Shape) -> set[str]:
+    """Tables whose matched row is the same for all of one person's rows: the FROM
+    table, INNER joins, and LEFT joins on the person id alone (an extra ON condition on
+    a LEFT join would split a person's rows between the match and NULL)."""
+    from_ = shape.select.args["from_"].this
+    stable = {from_.alias_or_name.lower()}
+    for join in shape.select.args.get("joins") or []:
+        side = (join.side or "").upper()
+        if not side or (side == "LEFT" and _only_unit_equalities(join.args.get("on"), shape)):
+            stable.add(join.this.alias_or_name.lower())
+    return stable
+
+
 def _one_group_per_person(shape: Shape) -> bool:
-    """True when every key reads only a one-row-per-person table of the population."""
+    """True when every key is a function of one-row-per-person tables joined stably, so
+    each person lands in exactly one group (L0 = 1 without sampling)."""
     if not shape.keys:
         return True
+    stable = _row_stable(shape)
     for key in shape.keys:
         for col in key.find_all(exp.Column):
-            info = shape.tables.get(col.table.lower())
-            if info is None or info.public or not getattr(info.policy, "one_row_per_person", False):
+            alias = col.table.lower()
+            info = shape.tables.get(alias)
+            if (
+                info is None
+                or info.public
+                or alias not in stable
+                or not info.policy.one_row_per_person
+            ):
                 return False
     return True
 

@@ -1,9 +1,11 @@
 """Rule: each person contributes to at most K groups (L0).
 
-Persons with at most K groups keep them all; only the few who exceed K are ranked, by a
-keyed hash of (person, group, secret seed), and keep their K lowest. The common case
-therefore costs one extra aggregation over ``pp`` and no window sort. The seed is a
-query parameter bound at execution, never part of the SQL text or the cache key.
+Each person keeps the K groups with the smallest keyed hash of (person, group, secret
+seed): one grouped top-K aggregation (DuckDB's ``min_by(row, key, K)`` keeps a K-heap per
+person, no sort), and persons with at most K groups keep them all. The choice depends
+only on the person's own rows and the seed, so it bounds L0 without touching anyone
+else's contribution. The seed is a query parameter bound at execution, never part of the
+SQL text or the cache key.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import sqlglot
-from sqlglot import exp
 
 from proxy.rewrite import core as C
 
@@ -22,19 +23,10 @@ def apply(core: C.Core) -> C.Core:
         ctes["bounded"] = sqlglot.parse_one("SELECT * FROM pp", read="duckdb")
         return replace(core, ctes=tuple(ctes.items()))
     k = int(core.max_groups)
-    keys = ", ".join(core.key_columns())
-    ctes["heavy"] = sqlglot.parse_one(
-        f"SELECT __u FROM pp GROUP BY __u HAVING COUNT(*) > {k}", read="duckdb"
-    )
-    ranked = sqlglot.parse_one(
-        "SELECT * EXCLUDE (__rn) FROM ("
-        f" SELECT pp.*, ROW_NUMBER() OVER (PARTITION BY pp.__u ORDER BY hash(pp.__u, {keys}, ?))"
-        " AS __rn FROM pp SEMI JOIN heavy ON pp.__u = heavy.__u"
-        f") WHERE __rn <= {k}",
+    keys = ", ".join(f"pp.{name}" for name in core.key_columns())
+    ctes["bounded"] = sqlglot.parse_one(
+        f"SELECT UNNEST(min_by(pp, HASH(pp.__u, {keys}, ?), {k}), recursive := TRUE) "
+        "FROM pp GROUP BY pp.__u",
         read="duckdb",
     )
-    light = sqlglot.parse_one(
-        "SELECT pp.* FROM pp ANTI JOIN heavy ON pp.__u = heavy.__u", read="duckdb"
-    )
-    ctes["bounded"] = exp.union(light, ranked, distinct=False)
     return replace(core, ctes=tuple(ctes.items()))

@@ -15,17 +15,28 @@ SHARED_PUMS = Path("/work/shared/datasets/pums")
 
 COLUMNS = {
     "users": [
-        ("user_id", "BIGINT"), ("region", "VARCHAR"), ("plan", "VARCHAR"),
-        ("age", "INTEGER"), ("signup_month", "DATE"),
+        ("user_id", "BIGINT"),
+        ("region", "VARCHAR"),
+        ("plan", "VARCHAR"),
+        ("age", "INTEGER"),
+        ("signup_month", "DATE"),
     ],
     "prompts": [
-        ("prompt_id", "BIGINT"), ("user_id", "BIGINT"), ("ts", "TIMESTAMP"),
-        ("model", "VARCHAR"), ("tokens_in", "INTEGER"), ("tokens_out", "INTEGER"),
-        ("latency_ms", "INTEGER"), ("flagged", "BOOLEAN"),
+        ("prompt_id", "BIGINT"),
+        ("user_id", "BIGINT"),
+        ("ts", "TIMESTAMP"),
+        ("model", "VARCHAR"),
+        ("tokens_in", "INTEGER"),
+        ("tokens_out", "INTEGER"),
+        ("latency_ms", "INTEGER"),
+        ("flagged", "BOOLEAN"),
     ],
     "tickets": [
-        ("ticket_id", "BIGINT"), ("user_id", "BIGINT"), ("opened_at", "TIMESTAMP"),
-        ("category", "VARCHAR"), ("resolution_minutes", "INTEGER"),
+        ("ticket_id", "BIGINT"),
+        ("user_id", "BIGINT"),
+        ("opened_at", "TIMESTAMP"),
+        ("category", "VARCHAR"),
+        ("resolution_minutes", "INTEGER"),
     ],
     "regions": [("region", "VARCHAR"), ("name", "VARCHAR")],
 }
@@ -51,13 +62,22 @@ def fingerprint(path: Path) -> tuple:
     con = duckdb.connect(str(path), read_only=True)
     try:
         return (
-            rows(con, "SELECT count(*), sum(age), sum(epoch(signup_month)), "
-                      "string_agg(region || plan, ',' ORDER BY user_id) FROM users"),
-            rows(con, "SELECT count(*), sum(user_id), sum(epoch(ts)), sum(tokens_in), "
-                      "sum(tokens_out), sum(latency_ms), sum(flagged::INT), "
-                      "sum(length(model)) FROM prompts"),
-            rows(con, "SELECT count(*), sum(user_id), sum(epoch(opened_at)), "
-                      "sum(resolution_minutes), sum(length(category)) FROM tickets"),
+            rows(
+                con,
+                "SELECT count(*), sum(age), sum(epoch(signup_month)), "
+                "string_agg(region || plan, ',' ORDER BY user_id) FROM users",
+            ),
+            rows(
+                con,
+                "SELECT count(*), sum(user_id), sum(epoch(ts)), sum(tokens_in), "
+                "sum(tokens_out), sum(latency_ms), sum(flagged::INT), "
+                "sum(length(model)) FROM prompts",
+            ),
+            rows(
+                con,
+                "SELECT count(*), sum(user_id), sum(epoch(opened_at)), "
+                "sum(resolution_minutes), sum(length(category)) FROM tickets",
+            ),
         )
     finally:
         con.close()
@@ -66,22 +86,31 @@ def fingerprint(path: Path) -> tuple:
 def test_tables_have_the_declared_columns(small):
     con = duckdb.connect(str(small), read_only=True)
     for table, expected in COLUMNS.items():
-        got = rows(con, f"SELECT column_name, data_type FROM duckdb_columns() "
-                        f"WHERE table_name = '{table}' ORDER BY column_index")
+        got = rows(
+            con,
+            f"SELECT column_name, data_type FROM duckdb_columns() "
+            f"WHERE table_name = '{table}' ORDER BY column_index",
+        )
         assert got == expected, table
-    assert rows(con, "SELECT count(*), count(DISTINCT user_id), min(user_id), max(user_id) "
-                     "FROM users") == [(300, 300, 1, 300)]
+    assert rows(
+        con, "SELECT count(*), count(DISTINCT user_id), min(user_id), max(user_id) FROM users"
+    ) == [(300, 300, 1, 300)]
     assert rows(con, "SELECT count(*), count(DISTINCT prompt_id) FROM prompts") == [(3000, 3000)]
     assert rows(con, "SELECT * FROM regions ORDER BY region") == [
-        ("east", "East"), ("north", "North"), ("south", "South"), ("west", "West")
+        ("east", "East"),
+        ("north", "North"),
+        ("south", "South"),
+        ("west", "West"),
     ]
     # no orphans, and nobody acts before signing up
     assert rows(con, "SELECT count(*) FROM prompts p ANTI JOIN users u USING (user_id)") == [(0,)]
     assert rows(con, "SELECT count(*) FROM tickets t ANTI JOIN users u USING (user_id)") == [(0,)]
-    assert rows(con, "SELECT count(*) FROM prompts JOIN users USING (user_id) "
-                     "WHERE ts < signup_month") == [(0,)]
-    assert rows(con, "SELECT count(*) > 0, count(*) FILTER (WHERE opened_at IS NULL) "
-                     "FROM tickets") == [(True, 0)]
+    assert rows(
+        con, "SELECT count(*) FROM prompts JOIN users USING (user_id) WHERE ts < signup_month"
+    ) == [(0,)]
+    assert rows(
+        con, "SELECT count(*) > 0, count(*) FILTER (WHERE opened_at IS NULL) FROM tickets"
+    ) == [(True, 0)]
 
 
 def test_values_lie_inside_the_policy_bounds_and_domains(small, demo_policy):
@@ -92,8 +121,9 @@ def test_values_lie_inside_the_policy_bounds_and_domains(small, demo_policy):
             nulls = rows(con, f"SELECT count(*) FROM {table.name} WHERE {col.name} IS NULL")
             assert nulls == [(0,)], (table.name, col.name)
             if col.lower is not None and col.upper is not None:
-                ((lo, hi),) = rows(con, f"SELECT min({col.name}), max({col.name}) "
-                                        f"FROM {table.name}")
+                ((lo, hi),) = rows(
+                    con, f"SELECT min({col.name}), max({col.name}) FROM {table.name}"
+                )
                 assert col.lower <= lo and hi <= col.upper, (table.name, col.name, lo, hi)
                 checked += 1
             if col.values is not None:
@@ -104,8 +134,10 @@ def test_values_lie_inside_the_policy_bounds_and_domains(small, demo_policy):
     # each person has exactly one value of the partition column
     pop = demo_policy.population("users")
     assert pop.partition == "users.region"
-    assert rows(con, "SELECT max(c) FROM (SELECT user_id, count(DISTINCT region) c "
-                     "FROM users GROUP BY user_id)") == [(1,)]
+    assert rows(
+        con,
+        "SELECT max(c) FROM (SELECT user_id, count(DISTINCT region) c FROM users GROUP BY user_id)",
+    ) == [(1,)]
 
 
 def test_activity_is_heavy_tailed(small):
@@ -175,8 +207,9 @@ def test_benchmark_size_generation(tmp_path):
     generate(out, people=1_000_000, prompts=10_000_000, seed=7)
     print(f"1M people / 10M prompts: {time.perf_counter() - started:.1f} s")
     con = duckdb.connect(str(out), read_only=True)
-    assert rows(con, "SELECT count(*), count(DISTINCT prompt_id), max(prompt_id) "
-                     "FROM prompts") == [(10_000_000, 10_000_000, 10_000_000)]
+    assert rows(con, "SELECT count(*), count(DISTINCT prompt_id), max(prompt_id) FROM prompts") == [
+        (10_000_000, 10_000_000, 10_000_000)
+    ]
     assert rows(con, "SELECT count(*) FROM users") == [(1_000_000,)]
 
 
@@ -200,8 +233,9 @@ def test_pums_policy_matches_its_csv(pums_policy):
     assert table is not None and table.unit == "pid"
     con = duckdb.connect()
     con.execute(f"CREATE TABLE t AS SELECT * FROM read_csv('{csv}')")
-    names = [n for (n,) in rows(con, "SELECT column_name FROM duckdb_columns() "
-                                     "WHERE table_name = 't'")]
+    names = [
+        n for (n,) in rows(con, "SELECT column_name FROM duckdb_columns() WHERE table_name = 't'")
+    ]
     assert names == ["age", "sex", "educ", "race", "income", "married", "pid"]
     # one row per person, as the policy claims
     assert rows(con, "SELECT count(*), count(DISTINCT pid), count(pid) FROM t") == [
