@@ -87,6 +87,9 @@ class Observe:
                 return await receive()
 
             await self.app(scope, replay, send_wrapper)
+        except Exception:
+            status = status or 500  # the outer error handler answers it with "internal"
+            raise
         finally:
             elapsed = time.perf_counter() - start
             route = getattr(scope.get("route"), "path", "unmatched")

@@ -73,10 +73,12 @@ class Authenticator:
 
 
 class RateLimiter:
-    """Per-key request limits (the ``limits`` library, in this worker's memory)."""
+    """Per-key request limits (the ``limits`` library, in this worker's memory); the
+    spec "off" disables them."""
 
     def __init__(self, spec: str):
-        self._items: list[RateLimitItem] = parse_many(spec) if spec.strip() else []
+        off = spec.strip().lower() in ("", "off", "none")
+        self._items: list[RateLimitItem] = [] if off else parse_many(spec)
         self._limiter = SlidingWindowCounterRateLimiter(MemoryStorage())
 
     def check(self, key: str) -> None:

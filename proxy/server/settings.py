@@ -19,7 +19,7 @@ ENV_PREFIX = "DPSQL_"
 class Settings:
     policy: Path
     max_body_bytes: int = 256 * 1024  # the SQL cap itself is the policy's max_sql_length
-    rate_limit: str = "50/second;2000/minute"  # per API key, per worker process
+    rate_limit: str = "50/second;2000/minute"  # per API key, per worker process; "off"
     page_size: int = 1000  # rows per page when the request names none
     max_page_size: int = 100_000
     idempotency_ttl_s: float = 24 * 3600.0

@@ -72,7 +72,7 @@ async def ledger(
     caller: AdminDep,
     population: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    after_id: Annotated[int, Query(ge=0)] = 0,
+    after_id: Annotated[int, Query(ge=0, le=2**53)] = 0,
 ) -> LedgerResponse:
     """Ledger events in id order (page with ``after_id``)."""
     return await run_in_threadpool(_history, get_context(request), population, limit, after_id)

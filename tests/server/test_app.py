@@ -1,0 +1,64 @@
+"""In-process checks of the app factory: per-key rate limits, settings from the
+environment, and two apps in one process not sharing state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from proxy.server import Settings, create_app
+from proxy.server.formats import ARROW, CSV, JSON, negotiate
+from tests.server.conftest import SQL, auth, write_policy
+
+
+def test_rate_limit_is_per_key_and_429(tmp_path: Path, dataset: Path) -> None:
+    settings = Settings(policy=write_policy(tmp_path, dataset), rate_limit="3/minute")
+    with TestClient(create_app(settings)) as client:
+        codes = [client.get("/v1/budget", headers=auth("ana")).status_code for _ in range(4)]
+        assert codes == [200, 200, 200, 429]
+        r = client.get("/v1/budget", headers=auth("ana"))
+        assert r.json()["error"]["code"] == "rate_limited"
+        assert 1 <= int(r.headers["Retry-After"]) <= 60
+        assert client.get("/v1/budget", headers=auth("bob")).status_code == 200
+        # Invalid keys are refused before they could use anyone's allowance.
+        assert client.get("/v1/budget", headers={"Authorization": "Bearer x"}).status_code == 401
+        assert 'dpsql_refusals_total{code="rate_limited"} 2.0' in client.get("/metrics").text
+
+
+def test_apps_do_not_share_metrics(tmp_path: Path, dataset: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = create_app(Settings(policy=write_policy(tmp_path / "a", dataset)))
+    b = create_app(Settings(policy=write_policy(tmp_path / "b", dataset)))
+    with TestClient(a) as ca, TestClient(b) as cb:
+        assert ca.post("/v1/query", json={"sql": SQL}, headers=auth("ana")).status_code == 200
+        assert 'dpsql_queries_total{outcome="charged"} 1.0' in ca.get("/metrics").text
+        assert 'dpsql_queries_total{outcome="charged"}' not in cb.get("/metrics").text
+
+
+def test_settings_round_trip_through_the_environment(tmp_path: Path) -> None:
+    s = Settings(policy=tmp_path / "p.toml", rate_limit="off", page_size=7, json_logs=False)
+    assert Settings.from_env(s.to_env()) == s
+    assert Settings.from_env({"DPSQL_POLICY": "x.toml"}) == Settings(policy=Path("x.toml"))
+    with pytest.raises(ValueError):
+        Settings.from_env({})
+    with pytest.raises(ValueError):
+        Settings(policy=Path("p"), page_size=0)
+
+
+@pytest.mark.parametrize(
+    ("param", "accept", "expected"),
+    [
+        (None, None, JSON),
+        (None, "text/csv", CSV),
+        (None, f"{ARROW}, application/json;q=0.5", ARROW),
+        (None, f"application/json;q=0.2, {ARROW};q=0.9", ARROW),
+        (None, "image/png", JSON),
+        (None, "*/*", JSON),
+        ("csv", ARROW, CSV),
+    ],
+)
+def test_negotiation(param: str | None, accept: str | None, expected: str) -> None:
+    assert negotiate(param, accept) == expected
