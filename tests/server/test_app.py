@@ -62,3 +62,31 @@ def test_settings_round_trip_through_the_environment(tmp_path: Path) -> None:
 )
 def test_negotiation(param: str | None, accept: str | None, expected: str) -> None:
     assert negotiate(param, accept) == expected
+
+
+def test_demo_policy_has_absolute_paths_and_working_keys(tmp_path: Path) -> None:
+    import hashlib
+    import shutil
+
+    from proxy.cli import demo_policy_text
+    from proxy.policy import parse_policy
+    from proxy.server.auth import Authenticator
+    from tests.server.conftest import REPO
+
+    sample = tmp_path / "sample_data"
+    sample.mkdir()
+    shutil.copy(REPO / "sample_data" / "policy.toml", sample / "policy.toml")
+    keys = {"demo_analyst": ("analyst", "k-analyst"), "demo_admin": ("admin", "k-admin")}
+    text = demo_policy_text(sample / "policy.toml", keys)
+    elsewhere = tmp_path / "elsewhere"
+    policy = parse_policy(text, base_dir=elsewhere)  # paths no longer depend on the folder
+    assert policy.duckdb_path == (sample / "usage.duckdb").resolve()
+    assert policy.ledger_path == (tmp_path / "state" / "ledger.sqlite").resolve()
+    assert {a.name: a.role for a in policy.analysts} == {
+        "demo_analyst": "analyst",
+        "demo_admin": "admin",
+    }
+    assert "k-analyst" not in text and hashlib.sha256(b"k-analyst").hexdigest() in text
+    authenticate = Authenticator(policy)
+    assert authenticate("Bearer k-admin").admin
+    assert authenticate("Bearer k-analyst").name == "demo_analyst"
