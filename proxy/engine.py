@@ -106,7 +106,11 @@ class Engine:
         ledger: Ledger | None = None,
         executor: DuckDBExecutor | None = None,
         cache: ReleaseCache | None = None,
+        _unsafe_disable_bounding_for_audit: bool = False,
     ):
+        # The flag above skips per-person bounding while charging as if it ran: only the
+        # empirical privacy audit sets it, to prove the audit catches a violation.
+        self._bounding = not _unsafe_disable_bounding_for_audit
         self.policy = policy
         self.executor = executor or DuckDBExecutor(policy)
         self.catalog = Catalog(policy, self.executor.column_types())
@@ -159,7 +163,7 @@ class Engine:
         if names is None or len(names) != len(select.expressions):
             names = tuple(e.alias_or_name for e in select.expressions)
         max_rows, max_groups = limits(request, shape, self.policy)
-        core = rewrite(shape, max_rows=max_rows, max_groups=max_groups)
+        core = rewrite(shape, max_rows=max_rows, max_groups=max_groups, bounding=self._bounding)
         where = shape.select.args.get("where")
         domain = (
             domains.public_domain(

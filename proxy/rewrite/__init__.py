@@ -76,13 +76,17 @@ def _one_group_per_person(shape: Shape) -> bool:
     return True
 
 
-def rewrite(shape: Shape, *, max_rows: int, max_groups: int) -> Core:
+def rewrite(shape: Shape, *, max_rows: int, max_groups: int, bounding: bool = True) -> Core:
+    """The bounded core of a checked query. ``bounding=False`` skips the Linf and L0
+    rules while the sensitivities stay as if they ran: it breaks the privacy promise and
+    exists only so that empirical audits can show they detect a violation."""
     one = _one_group_per_person(shape)
     core = Core(
         shape=shape,
         max_rows=max_rows,
         max_groups=1 if one else max_groups,
         one_group_per_person=one,
+        bounding=bounding,
     )
     for rule in RULES:
         core = rule(core)

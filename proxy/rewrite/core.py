@@ -50,6 +50,7 @@ class Core:
     ctes: tuple[tuple[str, exp.Expr], ...] = ()
     sql: str = ""
     one_group_per_person: bool = False
+    bounding: bool = True  # False only in audits that must show they catch a violation
 
     def statistic(self, kind: str, arg_sql: str | None) -> Statistic:
         for s in self.statistics:

@@ -19,7 +19,7 @@ from proxy.rewrite import core as C
 
 def apply(core: C.Core) -> C.Core:
     ctes = dict(core.ctes)
-    if core.one_group_per_person or not core.keys:
+    if core.one_group_per_person or not core.keys or not core.bounding:
         ctes["bounded"] = sqlglot.parse_one("SELECT * FROM pp", read="duckdb")
         return replace(core, ctes=tuple(ctes.items()))
     k = int(core.max_groups)

@@ -82,6 +82,8 @@ def clamped(stat: C.Statistic, expression: exp.Expr, max_rows: int) -> exp.Expr:
 
 
 def apply(core: C.Core) -> C.Core:
+    if not core.bounding:
+        return core
     ctes = dict(core.ctes)
     pp = ctes["pp"].copy()
     new_cols: list[exp.Expr] = []
