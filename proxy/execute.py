@@ -8,8 +8,10 @@ small :class:`Executor` protocol so that other engines can follow.
 
 from __future__ import annotations
 
+import tempfile
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import duckdb
@@ -51,32 +53,38 @@ class DuckDBExecutor:
     def __init__(self, policy: Policy):
         self.timeout_s = policy.proxy.query_timeout_s
         config = _sandbox_settings(policy)
-        if policy.duckdb_path is not None and not policy.csv_tables:
-            if not policy.duckdb_path.exists():
-                raise DPSQLError(
-                    "policy_error",
-                    f"the database file {policy.duckdb_path} does not exist",
-                    "generate it (python -m sample_data.generate) or fix [database] duckdb",
-                )
-            # Locked at connect: DuckDB shares one instance per file within a process, and
-            # every connection must then ask for the same, already locked, configuration.
-            self._db = duckdb.connect(
-                str(policy.duckdb_path), read_only=True, config={**config, **_LOCKDOWN}
+        path = policy.duckdb_path
+        if policy.csv_tables:
+            path = self._load_csv(policy, config)
+        if path is None or not path.exists():
+            raise DPSQLError(
+                "policy_error",
+                f"the database file {path} does not exist",
+                "generate it (python -m sample_data.generate) or fix [database] duckdb",
             )
-        else:
-            self._db = duckdb.connect(":memory:", config=config)
-            for name, path in policy.csv_tables:
+        # Read-only and locked at connect: DuckDB shares one instance per file within a
+        # process, and every connection must then ask for the same locked configuration.
+        self._db = duckdb.connect(str(path), read_only=True, config={**config, **_LOCKDOWN})
+        self._check_one_row_per_person(policy)
+
+    def _load_csv(self, policy: Policy, config: dict[str, Any]) -> Path:
+        """Copy CSV sources into a private DuckDB file, so that queries run read-only."""
+        self._tmp = tempfile.TemporaryDirectory(prefix="dpsql-csv-")
+        path = Path(self._tmp.name) / "data.duckdb"
+        loader = duckdb.connect(str(path), config=config)
+        try:
+            for name, source in policy.csv_tables:
                 db, table = split_name(name)
                 if db != "main":
-                    self._db.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote(db)}")
-                self._db.execute(
+                    loader.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote(db)}")
+                loader.execute(
                     f"CREATE TABLE {_quote(db)}.{_quote(table)} AS "
                     "SELECT * FROM read_csv_auto(?, header = true)",
-                    [str(path)],
+                    [str(source)],
                 )
-            self._db.execute("SET enable_external_access = false")
-            self._db.execute("SET lock_configuration = true")
-        self._check_one_row_per_person(policy)
+        finally:
+            loader.close()
+        return path
 
     def _check_one_row_per_person(self, policy: Policy) -> None:
         for table in policy.tables:
@@ -153,6 +161,9 @@ class DuckDBExecutor:
 
     def close(self) -> None:
         self._db.close()
+        tmp = getattr(self, "_tmp", None)
+        if tmp is not None:
+            tmp.cleanup()
 
 
 def _with_nulls(values: Any) -> np.ndarray:
