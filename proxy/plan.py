@@ -38,6 +38,9 @@ _KINDS = {
 }
 
 
+MAX_PER_GROUP = 1e18
+
+
 @dataclass(frozen=True)
 class ColumnNoise:
     statistic: C.Statistic
@@ -120,6 +123,13 @@ def _sensitivity(stat: C.Statistic, core: C.Core) -> Sensitivity:
         raise bad_request(str(error), "check the column bounds in the policy") from None
     # Float statistics are summed in DECIMAL with bounds rounded outward: cover that too.
     representable = per_group_bound(stat, core.max_rows)
+    if representable > MAX_PER_GROUP:
+        # Exact DECIMAL(38, 9) sums must not overflow whatever the number of people.
+        raise bad_request(
+            f"one person's contribution to {stat.kind} can reach {representable:.3g}, above "
+            f"the supported {MAX_PER_GROUP:.0e}",
+            "declare tighter lower/upper bounds, or clamp the value in SQL",
+        )
     if representable > s.per_group:
         # Express the outward-rounded bound as a SUM over [-b, b] with one row: Δ∞ = b.
         s = sensitivity(

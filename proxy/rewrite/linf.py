@@ -72,11 +72,21 @@ def clamped(stat: C.Statistic, expression: exp.Expr, max_rows: int) -> exp.Expr:
         )
     value: exp.Expr = exp.Coalesce(this=expression, expressions=[exp.Literal.number(0)])
     if not stat.integer:
-        value = exp.cast(value, DECIMAL)
+        # Clamp in DOUBLE first so the DECIMAL cast can never overflow on some person's
+        # raw sum (that error would depend on data), then clamp exactly in DECIMAL.
+        value = exp.cast(_between(value, _float(lo), _float(hi)), DECIMAL)
+    return _between(value, _number(lo, stat.integer), _number(hi, stat.integer))
+
+
+def _float(value: Decimal) -> exp.Expr:
+    return exp.Literal.number(repr(float(value)))
+
+
+def _between(value: exp.Expr, lo: exp.Expr, hi: exp.Expr) -> exp.Expr:
     # ignore_nulls: plain DuckDB LEAST/GREATEST; the value is never NULL here.
     return exp.Least(
-        this=exp.Greatest(this=value, expressions=[_number(lo, stat.integer)], ignore_nulls=True),
-        expressions=[_number(hi, stat.integer)],
+        this=exp.Greatest(this=value, expressions=[lo], ignore_nulls=True),
+        expressions=[hi],
         ignore_nulls=True,
     )
 
