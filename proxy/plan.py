@@ -402,6 +402,14 @@ def cache_key(plan_facts: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def partition_population(population: str, partition_column: str, value: str) -> str:
+    """Ledger name of one partition, e.g. ``users/region=north``; '/' and '%' in the
+    value are percent-escaped so a value can never name a deeper population."""
+    column = partition_column.rpartition(".")[2]
+    escaped = str(value).replace("%", "%25").replace("/", "%2F")
+    return f"{population}/{column}={escaped}"
+
+
 def build_plan(
     core: C.Core,
     request: QueryRequest,
@@ -418,7 +426,7 @@ def build_plan(
     shape = core.shape
     targets = (
         tuple(
-            f"{shape.population}/{shape.partition_column.rpartition('.')[2]}={v}"
+            partition_population(shape.population, shape.partition_column, v)
             for v in shape.pins
         )
         if shape.pins and shape.partition_column
