@@ -294,6 +294,7 @@ def _run_server(settings: Any, host: str, port: int, workers: int) -> None:
     uvicorn.run(
         "proxy.server.app:app_from_env",
         factory=True,
+        http="proxy.server.protocol:NoDelayProtocol",
         host=host,
         port=port,
         workers=workers,

@@ -7,6 +7,7 @@ they can never disagree about what is answered or charged.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -25,7 +26,7 @@ from accounting.ledger import (
     LedgerUnavailable,
     PopulationSpec,
 )
-from accounting.mechanisms import secret_seed
+from accounting.mechanisms import Z_975, secret_seed
 from accounting.store_sqlite import SQLiteLedger
 from proxy import domains
 from proxy.bind import bind
@@ -74,6 +75,9 @@ class Result:
     privacy: PrivacyInfo
     warnings: tuple[str, ...] = ()
     cache_key: str = ""
+    # Per cell: the 95% half-width of the noise where dpsql can state it (COUNT and SUM
+    # columns exactly; AVG by the delta method on its noisy sum and count), else None.
+    intervals: tuple[tuple[float | None, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -281,6 +285,7 @@ class Engine:
 
     def _answer(self, plan: Plan, table: pa.Table, *, charge_id: int, cached: bool) -> Result:
         names, rows = self._post_process(plan, table)
+        names, rows, intervals = _intervals(plan, names, rows)
         remaining = {t: self.remaining(t) for t in plan.charge_targets}
         partition: dict[str, Any]
         if plan.threshold is None:
@@ -315,6 +320,7 @@ class Engine:
             ),
             warnings=_warnings(columns, names, rows),
             cache_key=plan.cache_key,
+            intervals=intervals,
         )
 
     def _post_process(self, plan: Plan, table: pa.Table) -> tuple[list[str], list[tuple[Any, ...]]]:
@@ -350,6 +356,28 @@ class Engine:
 
 def _column_infos(plan: Plan) -> tuple[ColumnInfo, ...]:
     return tuple(ColumnInfo(name, scale, half) for name, scale, half in plan.column_noise)
+
+
+def _intervals(
+    plan: Plan, names: list[str], rows: list[tuple[Any, ...]]
+) -> tuple[list[str], list[tuple[Any, ...]], tuple[tuple[float | None, ...], ...]]:
+    """Strip the hidden AVG parts from the answer and turn them into half-widths."""
+    shown = len(plan.output_names)
+    base = [half for _, _, half in plan.column_noise]
+    position = {name: i for i, name in enumerate(names)}
+    cells = []
+    for row in rows:
+        widths = list(base)
+        for index, std_sum, std_count in plan.avg_intervals:
+            s = row[position[f"__ci{index}_s"]]
+            n = row[position[f"__ci{index}_n"]]
+            if s is None or n is None:
+                continue
+            count = max(float(n), 1.0)
+            mean = float(s) / count
+            widths[index] = Z_975 * math.sqrt(std_sum**2 + (mean * std_count) ** 2) / count
+        cells.append(tuple(widths))
+    return names[:shown], [tuple(r[:shown]) for r in rows], tuple(cells)
 
 
 def _warnings(

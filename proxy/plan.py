@@ -70,6 +70,9 @@ class Plan:
     outer_sql: str
     output_names: tuple[str, ...]
     column_noise: tuple[tuple[str, float | None, float | None], ...]  # (name, scale, 95% hw)
+    # Output columns that are one AVG: (index, noise std of its centred sum, of its count).
+    # The outer SQL carries two hidden columns per entry, __ci{index}_s and __ci{index}_n.
+    avg_intervals: tuple[tuple[int, float, float], ...] = ()
 
     @property
     def delta(self) -> float:
@@ -381,10 +384,18 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool) -> str:
         return node
 
     items = []
-    for item, name in zip(select.expressions, names, strict=True):
+    hidden = []
+    for index, (item, name) in enumerate(zip(select.expressions, names, strict=True)):
         body = item.this if isinstance(item, exp.Alias) else item
+        call = calls.get(body.sql(dialect="duckdb")) if isinstance(body, exp.Avg) else None
+        if call is not None:
+            # Carry the AVG's released parts along, for its per-cell interval.
+            arg = arg_sql[call.sql]
+            for suffix, kind in (("s", C.CENTRED_SUM), ("n", C.COUNT)):
+                column = exp.column(core.statistic(kind, arg).column)
+                hidden.append(exp.alias_(column, f"__ci{index}_{suffix}", copy=False))
         items.append(exp.alias_(body.transform(visit, copy=False), name, quoted=True, copy=False))
-    out = exp.select(*items).from_("released")
+    out = exp.select(*items, *hidden).from_("released")
     having = select.args.get("having")
     if having is not None:
         out = out.where(having.this.transform(visit, copy=False), copy=False)
@@ -425,10 +436,7 @@ def build_plan(
     )
     shape = core.shape
     targets = (
-        tuple(
-            partition_population(shape.population, shape.partition_column, v)
-            for v in shape.pins
-        )
+        tuple(partition_population(shape.population, shape.partition_column, v) for v in shape.pins)
         if shape.pins and shape.partition_column
         else (shape.population,)
     )
@@ -469,7 +477,25 @@ def build_plan(
         outer_sql=outer,
         output_names=names,
         column_noise=_column_noise(outer, names, noise, thr),
+        avg_intervals=_avg_intervals(outer, noise),
     )
+
+
+def _noise_std(descriptor: mechanisms.NoiseDescriptor) -> float:
+    if descriptor.mechanism == "gaussian":
+        return descriptor.scale
+    return math.sqrt(2.0) * descriptor.scale
+
+
+def _avg_intervals(outer: str, noise: list[ColumnNoise]) -> tuple[tuple[int, float, float], ...]:
+    std = {n.statistic.column: _noise_std(n.descriptor) for n in noise}
+    tree = sqlglot.parse_one(outer, read="duckdb")
+    parts: dict[int, dict[str, float]] = {}
+    for item in tree.expressions:
+        if isinstance(item, exp.Alias) and item.alias.startswith("__ci"):
+            index, suffix = item.alias[4:].split("_")
+            parts.setdefault(int(index), {})[suffix] = std[item.this.name]
+    return tuple((i, p["s"], p["n"]) for i, p in sorted(parts.items()))
 
 
 def _column_noise(
@@ -483,7 +509,7 @@ def _column_noise(
         by_column["__persons"] = (thr.scale, mechanisms.Z_975 * thr.scale)
     out = []
     tree = sqlglot.parse_one(outer, read="duckdb")
-    for name, item in zip(names, tree.expressions, strict=True):
+    for name, item in zip(names, tree.expressions, strict=False):
         body = item.this if isinstance(item, exp.Alias) else item
         scale, half = (
             by_column.get(body.name, (None, None)) if isinstance(body, exp.Column) else (None, None)
