@@ -91,6 +91,7 @@ def cmd_query(args: argparse.Namespace, out: Console) -> int:
         body = {
             "columns": list(result.columns),
             "rows": [[_json_value(v) for v in r] for r in result.rows],
+            "intervals_95": [list(w) for w in result.intervals],
             "privacy": meta,
         }
         sys.stdout.write(json.dumps(body, indent=2) + "\n")
