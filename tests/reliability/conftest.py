@@ -1,0 +1,140 @@
+"""Fixtures of the hostile-SQL suites (prefixed ``fz_``): small demo and PUMS engines with
+caps so large that the budget never runs out, and a checker of the ledger invariants."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from proxy.engine import Engine, Result
+from proxy.errors import CODES, DPSQLError
+from proxy.policy import Policy, parse_policy
+from proxy.request import QueryRequest
+from sample_data.generate import generate
+
+FZ_ROOT = Path(__file__).resolve().parents[2]
+FZ_CAP = 1e7
+
+
+def _swap(text: str, old: str, new: str) -> str:
+    assert old in text, f"the sample policy no longer contains {old!r}"
+    return text.replace(old, new)
+
+
+def fz_demo_policy(tmp: Path, db: Path) -> Policy:
+    text = (FZ_ROOT / "sample_data" / "policy.toml").read_text()
+    text = _swap(text, 'duckdb = "usage.duckdb"', f'duckdb = "{db}"')
+    text = _swap(text, 'path = "../state/ledger.sqlite"', f'path = "{tmp / "ledger.sqlite"}"')
+    text = _swap(text, "epsilon_cap = 4.0", f"epsilon_cap = {FZ_CAP}")
+    # Thousands of partition-selection charges each add δ; keep them inside the cap.
+    text = _swap(text, "delta = 1e-6 ", "delta = 1e-4 ")
+    return parse_policy(text, base_dir=tmp)
+
+
+def fz_pums_policy(tmp: Path) -> Policy:
+    pums = FZ_ROOT / "sample_data" / "pums"
+    text = (pums / "policy.toml").read_text()
+    text = _swap(text, '"PUMS_pid.csv"', f'"{pums / "PUMS_pid.csv"}"')
+    text = _swap(text, '"../../state/pums-ledger.sqlite"', f'"{tmp / "ledger.sqlite"}"')
+    text = _swap(text, "epsilon_cap = 10.0", f"epsilon_cap = {FZ_CAP}")
+    return parse_policy(text, base_dir=tmp)
+
+
+@pytest.fixture(scope="session")
+def fz_demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return generate(
+        tmp_path_factory.mktemp("fz-data") / "usage.duckdb", people=300, prompts=3000, seed=5
+    )
+
+
+@pytest.fixture(scope="module")
+def fz_demo_engine(tmp_path_factory: pytest.TempPathFactory, fz_demo_db: Path) -> Iterator[Engine]:
+    engine = Engine(fz_demo_policy(tmp_path_factory.mktemp("fz-demo"), fz_demo_db))
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def fz_pums_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    engine = Engine(fz_pums_policy(tmp_path_factory.mktemp("fz-pums")))
+    yield engine
+    engine.close()
+
+
+@dataclass(frozen=True)
+class FzOutcome:
+    """``kind`` is "answered" or the refusal code; ``violation`` is empty when the ledger
+    and error contract held."""
+
+    kind: str
+    cached: bool
+    violation: str
+    result: Result | None = None
+
+
+class FzChecker:
+    """Runs requests and checks the contract: an answer adds exactly one event (a charge
+    for a miss, a replay of that charge for a hit); a refusal has a documented 4xx code
+    and leaves the ledger as it was; nothing else escapes."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        events = engine.ledger.history(limit=10**6)
+        self.last_id = events[-1].id if events else 0
+
+    def _spent(self) -> dict[str, float]:
+        ledger = self.engine.ledger
+        return {p: ledger.spent(p).epsilon for p in ledger.populations()}
+
+    def __call__(self, request: QueryRequest) -> FzOutcome:
+        before = self._spent()
+        kind, cached, problem, result = "answered", False, "", None
+        try:
+            result = self.engine.run(request)
+            cached = result.privacy.cached
+        except DPSQLError as error:
+            kind = error.code
+            if error.code not in CODES or CODES[error.code] >= 500:
+                problem = f"{error.code}: {error.message}"
+        except Exception as error:  # the contract: only DPSQLError may escape
+            kind = "escaped"
+            problem = f"{type(error).__name__}: {error}"
+        new = self.engine.ledger.history(limit=1000, after_id=self.last_id)
+        if new:
+            self.last_id = new[-1].id
+        after = self._spent()
+        if not problem:
+            problem = self._ledger_problem(result, new, before, after)
+        return FzOutcome(kind, cached, problem, result)
+
+    @staticmethod
+    def _ledger_problem(
+        result: Result | None, new: list, before: dict[str, float], after: dict[str, float]
+    ) -> str:
+        kinds = [e.kind for e in new]
+        if result is None:
+            if new or after != before:
+                return f"refusal changed the ledger: events {kinds}"
+            return ""
+        if len(new) != 1:
+            return f"answer added {len(new)} ledger events {kinds}"
+        event = new[0]
+        if result.privacy.cached:
+            if event.kind != "replay" or event.parent_id != result.privacy.charge_id:
+                return f"cache hit recorded {event.kind} (parent {event.parent_id})"
+            if after != before:
+                return "cache hit spent budget"
+        else:
+            if event.kind != "charge" or event.id != result.privacy.charge_id:
+                return f"cache miss recorded {event.kind}, not its charge"
+            if any(after.get(p, 0.0) < v for p, v in before.items()):
+                return "spent ε went down"
+        return ""
+
+
+@pytest.fixture
+def fz_checker() -> Callable[[Engine], FzChecker]:
+    return FzChecker
