@@ -95,7 +95,7 @@ CORPUS: tuple[Escape, ...] = (
     ),
     # --- statements other than SELECT ------------------------------------------------
     _e(STATEMENTS, "COPY {t} TO '/tmp/dpsql-fz-copy.csv'", sandbox=True),
-    _e(STATEMENTS, "COPY (SELECT * FROM users) TO '/tmp/dpsql-fz-copy.csv'", sandbox=True),
+    _e(STATEMENTS, "COPY (SELECT * FROM {t}) TO '/tmp/dpsql-fz-copy.csv'", sandbox=True),
     _e(STATEMENTS, "EXPORT DATABASE '/tmp/dpsql-fz-export'", "parse_error", sandbox=True),
     _e(STATEMENTS, "IMPORT DATABASE '/tmp/dpsql-fz-export'", "parse_error", sandbox=True),
     _e(STATEMENTS, "ATTACH '/tmp/dpsql-fz-attach.db' AS a", sandbox=True),
