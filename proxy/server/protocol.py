@@ -2,8 +2,9 @@
 
 asyncio sets TCP_NODELAY only on sockets whose ``proto`` is IPPROTO_TCP; the listening
 socket uvicorn hands to its worker processes reports proto 0, so with ``--workers 2``
-Nagle's algorithm held each response body back until the client's delayed ACK (~40 ms
-per request). Setting it here makes 1 and N workers behave alike.
+(measured on the h11 protocol, which writes headers and body separately) Nagle's
+algorithm held each response body back until the client's delayed ACK, ~40 ms per
+request. Setting it here makes 1 and N workers behave alike whatever the protocol.
 """
 
 from __future__ import annotations
