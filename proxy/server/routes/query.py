@@ -6,6 +6,7 @@ import hashlib
 import json
 from typing import Annotated, Any, Literal
 
+import anyio
 from fastapi import APIRouter, Header, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
@@ -105,8 +106,6 @@ async def query(
 
 
 async def _claim(ctx: Context, caller: Caller, key: str, fingerprint: str) -> StoredResponse | str:
-    import anyio
-
     waited = 0.0
     limit = ctx.engine.policy.proxy.query_timeout_s * 2 + 5
     while True:
