@@ -299,7 +299,7 @@ def _run_server(settings: Any, host: str, port: int, workers: int) -> None:
         host=host,
         port=port,
         workers=workers,
-        log_config=uvicorn_log_config(settings.log_level.upper()),
+        log_config=uvicorn_log_config(settings.log_level.upper(), json_lines=settings.json_logs),
         access_log=False,
         server_header=False,
         timeout_graceful_shutdown=5,
@@ -414,8 +414,10 @@ Interactive API docs: {url}/docs   (Ctrl-C stops the server)
 """
     sys.stdout.write(banner)
     sys.stdout.flush()
+    from dataclasses import replace
+
     settings = _serve_settings(argparse.Namespace(policy=str(policy_path), rate_limit=None))
-    _run_server(settings, "127.0.0.1", args.port, 1)
+    _run_server(replace(settings, json_logs=False), "127.0.0.1", args.port, 1)
     return 0
 
 

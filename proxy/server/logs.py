@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 LOGGER = "dpsql.server"
@@ -28,12 +29,26 @@ class JSONFormatter(logging.Formatter):
         return json.dumps(body, default=str, separators=(",", ":"))
 
 
-def uvicorn_log_config(level: str = "INFO") -> dict[str, Any]:
-    """logging.dictConfig for uvicorn and the app: JSON lines on stderr, no access log."""
+class TextFormatter(logging.Formatter):
+    """The same facts as JSONFormatter, as one readable line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = getattr(record, "fields", None)
+        extra = (
+            " ".join(f"{k}={v}" for k, v in fields.items()) if isinstance(fields, dict) else ""
+        )
+        when = time.strftime("%H:%M:%S", time.localtime(record.created))
+        return f"{when} {record.levelname.lower()} {record.getMessage().strip()} {extra}".rstrip()
+
+
+def uvicorn_log_config(level: str = "INFO", *, json_lines: bool = True) -> dict[str, Any]:
+    """logging.dictConfig for uvicorn and the app: JSON lines (or plain text, with the
+    same fields) on stderr, and no access log (it would show query strings)."""
+    formatter = {"()": f"{__name__}.{'JSONFormatter' if json_lines else 'TextFormatter'}"}
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "formatters": {"json": {"()": f"{__name__}.JSONFormatter"}},
+        "formatters": {"json": formatter},
         "handlers": {
             "stderr": {
                 "class": "logging.StreamHandler",
