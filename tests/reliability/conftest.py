@@ -4,6 +4,7 @@ caps so large that the budget never runs out, and a checker of the ledger invari
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from proxy.errors import CODES, DPSQLError
 from proxy.policy import Policy, parse_policy
 from proxy.request import QueryRequest
 from sample_data.generate import generate
+from tests.reliability.audit import Neighbours, Population, build_neighbours
 
 FZ_ROOT = Path(__file__).resolve().parents[2]
 FZ_CAP = 1e7
@@ -106,8 +108,8 @@ class FzChecker:
         if new:
             self.last_id = new[-1].id
         after = self._spent()
-        if not problem:
-            problem = self._ledger_problem(result, new, before, after)
+        ledger = self._ledger_problem(result, new, before, after)
+        problem = "; ".join(p for p in (problem, ledger) if p)
         return FzOutcome(kind, cached, problem, result)
 
     @staticmethod
@@ -138,3 +140,37 @@ class FzChecker:
 @pytest.fixture
 def fz_checker() -> Callable[[Engine], FzChecker]:
     return FzChecker
+
+
+# --- empirical privacy audit (prefixed ``au_``) ------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def au_pool() -> Iterator[Executor]:
+    """Two worker processes, so D and D' are sampled side by side (the pipeline is
+    CPU-bound Python: threads would not overlap)."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    with ProcessPoolExecutor(max_workers=2, mp_context=get_context("spawn")) as pool:
+        yield pool
+
+
+@pytest.fixture(scope="session")
+def au_ledgers() -> Iterator[Path]:
+    """Audit ledgers and caches on tmpfs when there is one: thousands of charges, each
+    fsync'd, would otherwise dominate the run time (durability is not audited here)."""
+    import shutil
+    import tempfile
+
+    shm = Path("/dev/shm")
+    folder = Path(tempfile.mkdtemp(prefix="dpsql-audit-", dir=shm if shm.is_dir() else None))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def au_neighbours(tmp_path_factory: pytest.TempPathFactory, au_ledgers: Path) -> Neighbours:
+    return build_neighbours(
+        tmp_path_factory.mktemp("audit"), Population(others=2000), ledgers=au_ledgers
+    )
