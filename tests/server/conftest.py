@@ -84,17 +84,16 @@ def start_server(policy: Path, *, workers: int = 1, env: dict[str, str] | None =
     )
     server = Server(f"http://127.0.0.1:{port}", policy, log, process)
     deadline = time.monotonic() + 60
-    ready = 0
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"server exited early:\n{log.read_text()}")
-        try:
-            if httpx.get(server.url + "/healthz", timeout=2).status_code == 200:
-                ready += 1
-                if ready >= workers:
+        # Every worker logs "started" once its engine is open.
+        if log.read_text().count('"event":"started"') >= workers:
+            try:
+                if httpx.get(server.url + "/healthz", timeout=2).status_code == 200:
                     return server
-        except httpx.TransportError:
-            pass
+            except httpx.TransportError:
+                pass
         time.sleep(0.1)
     stop_server(server)
     raise RuntimeError(f"server did not start:\n{log.read_text()}")
