@@ -73,6 +73,7 @@ def page_response(
     *,
     columns: tuple[str, ...] | list[str],
     rows: list[tuple[Any, ...]],
+    intervals: tuple[tuple[float | None, ...], ...],
     privacy: dict[str, Any],
     warnings: tuple[str, ...] | list[str],
     offset: int,
@@ -88,6 +89,7 @@ def page_response(
     page = formats.Page(
         columns=columns,
         rows=rows[offset:end],
+        intervals=intervals[offset:end],
         privacy=privacy,
         warnings=warnings,
         offset=offset,

@@ -81,6 +81,7 @@ def _csv_value(value: Any) -> Any:
 class Page:
     columns: Sequence[str]
     rows: Sequence[tuple[Any, ...]]
+    intervals: Sequence[tuple[float | None, ...]]  # per cell 95% half-width, or None
     privacy: dict[str, Any]
     warnings: Sequence[str]
     offset: int
@@ -132,6 +133,7 @@ def render(page: Page, media: str, *, objects: bool = False) -> bytes:
     body = {
         "columns": list(page.columns),
         "rows": rows,
+        "intervals_95": [[json_value(w) for w in row] for row in page.intervals],
         "privacy": page.privacy,
         "warnings": list(page.warnings),
         "page": {"offset": page.offset, "size": len(page.rows), "total_rows": page.total_rows},

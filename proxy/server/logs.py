@@ -34,9 +34,7 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         fields = getattr(record, "fields", None)
-        extra = (
-            " ".join(f"{k}={v}" for k, v in fields.items()) if isinstance(fields, dict) else ""
-        )
+        extra = " ".join(f"{k}={v}" for k, v in fields.items()) if isinstance(fields, dict) else ""
         when = time.strftime("%H:%M:%S", time.localtime(record.created))
         return f"{when} {record.levelname.lower()} {record.getMessage().strip()} {extra}".rstrip()
 

@@ -70,6 +70,9 @@ class QueryResponse(BaseModel):
     rows: list[list[Any]] | list[dict[str, Any]] = Field(
         description="arrays by default; objects with ?shape=objects"
     )
+    intervals_95: list[list[float | None]] = Field(
+        description="per cell: 95% half-width of the noise where it can be stated, else null"
+    )
     privacy: Privacy
     warnings: list[str]
     page: Page

@@ -34,14 +34,13 @@ CREATE TABLE IF NOT EXISTS idempotency (
     PRIMARY KEY (analyst, key)
 );
 CREATE INDEX IF NOT EXISTS idempotency_created ON idempotency(created);
-CREATE TABLE IF NOT EXISTS results (
+CREATE TABLE IF NOT EXISTS pages (
     id TEXT PRIMARY KEY,
     cache_key TEXT NOT NULL,
-    outer_sql TEXT NOT NULL,
-    privacy TEXT NOT NULL,
+    request TEXT NOT NULL,     -- the query body, to re-plan and replay from the cache
     created REAL NOT NULL
 );
-CREATE INDEX IF NOT EXISTS results_created ON results(created);
+CREATE INDEX IF NOT EXISTS pages_created ON pages(created);
 """
 
 
@@ -57,8 +56,7 @@ class StoredResponse:
 class StoredResult:
     id: str
     cache_key: str
-    outer_sql: str
-    privacy: dict[str, Any]
+    request: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -165,30 +163,29 @@ class ServerStore:
         )
 
     # --- paged results --------------------------------------------------------------------
-    def save_result(
-        self, cache_key: str, outer_sql: str, privacy: dict[str, Any], *, ttl_s: float
-    ) -> str:
-        """Remember how to rebuild an answer from the release cache; returns its id."""
-        result_id = hashlib.sha256(f"{cache_key}\n{outer_sql}".encode()).hexdigest()[:32]
+    def save_result(self, cache_key: str, request: dict[str, Any], *, ttl_s: float) -> str:
+        """Remember which cached release and which query a paged answer came from."""
+        text = json.dumps(request, sort_keys=True)
+        result_id = hashlib.sha256(f"{cache_key}\n{text}".encode()).hexdigest()[:32]
         now = time.time()
         conn = self._conn()
-        conn.execute("DELETE FROM results WHERE created < ?", (now - ttl_s,))
+        conn.execute("DELETE FROM pages WHERE created < ?", (now - ttl_s,))
         conn.execute(
-            "INSERT INTO results(id, cache_key, outer_sql, privacy, created) VALUES (?,?,?,?,?) "
+            "INSERT INTO pages(id, cache_key, request, created) VALUES (?,?,?,?) "
             "ON CONFLICT(id) DO UPDATE SET created = excluded.created",
-            (result_id, cache_key, outer_sql, json.dumps(privacy), now),
+            (result_id, cache_key, text, now),
         )
         return result_id
 
     def result(self, result_id: str) -> StoredResult | None:
         row = (
             self._conn()
-            .execute("SELECT cache_key, outer_sql, privacy FROM results WHERE id = ?", (result_id,))
+            .execute("SELECT cache_key, request FROM pages WHERE id = ?", (result_id,))
             .fetchone()
         )
         if row is None:
             return None
-        return StoredResult(result_id, str(row[0]), str(row[1]), json.loads(row[2]))
+        return StoredResult(result_id, str(row[0]), json.loads(row[1]))
 
     # --- cursors ---------------------------------------------------------------------------
     def sign(self, cursor: Cursor) -> str:

@@ -258,9 +258,12 @@ def test_csv_and_arrow_parse_back_to_the_json_values(c: httpx.Client) -> None:
 
 
 def test_paging_replays_the_stored_release(c: httpx.Client) -> None:
-    sql = "SELECT region, plan, COUNT(*) AS n FROM users GROUP BY region, plan ORDER BY region, plan"
+    sql = ("SELECT region, plan, COUNT(*) AS n, AVG(age) AS a FROM users "
+           "GROUP BY region, plan ORDER BY region, plan")
     full = ask(c, {"sql": sql, "epsilon": 0.46}).json()
-    assert len(full["rows"]) == 12
+    assert len(full["rows"]) == 12 and full["columns"] == ["region", "plan", "n", "a"]
+    assert len(full["intervals_95"]) == 12
+    assert all(w[0] is None and w[2] > 0 and w[3] > 0 for w in full["intervals_95"])
     charges = len(events(c, "charge"))
     first = ask(c, {"sql": sql, "epsilon": 0.46}, params={"page_size": 5}).json()
     pages = [first]
@@ -271,6 +274,8 @@ def test_paging_replays_the_stored_release(c: httpx.Client) -> None:
     assert [len(p["rows"]) for p in pages] == [5, 5, 2]
     assert [p["page"]["offset"] for p in pages] == [0, 5, 10]
     assert [row for p in pages for row in p["rows"]] == full["rows"]
+    assert [w for p in pages for w in p["intervals_95"]] == full["intervals_95"]
+    assert all(p["columns"] == full["columns"] for p in pages)
     assert all(p["privacy"]["epsilon"] == 0 and p["privacy"]["cached"] for p in pages)
     assert len(events(c, "charge")) == charges
     # CSV pages carry the cursor in headers.
@@ -278,7 +283,8 @@ def test_paging_replays_the_stored_release(c: httpx.Client) -> None:
     cursor = r.headers["X-DPSQL-Next"]
     assert r.headers["Link"] == f'</v1/pages/{cursor}>; rel="next"'
     tail = c.get(f"/v1/pages/{cursor}", params={"format": "csv"}, headers=auth("ana"))
-    assert len(list(csv.reader(io.StringIO(tail.text)))) == 1 + 2
+    tail_rows = list(csv.reader(io.StringIO(tail.text)))
+    assert tail_rows[0] == full["columns"] and len(tail_rows) == 1 + 2
     assert "X-DPSQL-Next" not in tail.headers
     # A cursor is bound to its key and cannot be forged.
     assert_error(c.get(f"/v1/pages/{cursor}", headers=auth("bob")), "not_found")

@@ -10,15 +10,17 @@ import anyio
 from fastapi import APIRouter, Header, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from proxy.engine import Result
 from proxy.errors import DPSQLError
+from proxy.request import QueryRequest
 from proxy.server import formats
-from proxy.server.answers import page_response, privacy_dict, replayed, to_request
+from proxy.server.answers import page_response, privacy_dict, to_request
 from proxy.server.auth import Caller
 from proxy.server.context import CallerDep, Context, get_context, log_fields
 from proxy.server.errors import error_response
 from proxy.server.routes import COMMON_ERRORS
 from proxy.server.schemas import ErrorResponse, ExplainResponse, QueryBody, QueryResponse
-from proxy.server.store import CursorError, StoredResponse
+from proxy.server.store import CursorError, StoredResponse, StoredResult
 
 router = APIRouter(prefix="/v1", tags=["query"], responses=COMMON_ERRORS)
 
@@ -159,15 +161,12 @@ async def _answer(
         ctx.metrics.queries.labels("charged").inc()
         for population in p.populations:
             ctx.metrics.epsilon.labels(population).inc(p.epsilon)
-    privacy = privacy_dict(p)
     result_id = None
     if len(result.rows) > size:
-        _, plan = await run_in_threadpool(ctx.engine.prepare, req)
         result_id = await run_in_threadpool(
             ctx.store.save_result,
             result.cache_key,
-            plan.outer_sql,
-            privacy,
+            body.model_dump(),
             ttl_s=ctx.settings.cursor_ttl_s,
         )
     return page_response(
@@ -175,7 +174,8 @@ async def _answer(
         caller,
         columns=result.columns,
         rows=result.rows,
-        privacy=privacy,
+        intervals=result.intervals,
+        privacy=privacy_dict(p),
         warnings=result.warnings,
         offset=0,
         page_size=size,
@@ -183,6 +183,19 @@ async def _answer(
         media=media,
         objects=shape == "objects",
     )
+
+
+def _replay(ctx: Context, stored: StoredResult, req: QueryRequest) -> Result | None:
+    """The answer again, from the stored release only: None if that release is gone
+    (then nothing is run and nothing is charged)."""
+    _, plan = ctx.engine.prepare(req)
+    if plan.cache_key != stored.cache_key or ctx.engine.cache.get(plan.cache_key) is None:
+        return None
+    # A cache hit: Engine.run replays (zero-cost ledger event) and never executes.
+    result = ctx.engine.run(req)
+    if not result.privacy.cached:  # pragma: no cover - the release was checked above
+        raise DPSQLError("internal", "a page was answered without the cache", "")
+    return result
 
 
 @router.get("/pages/{cursor}", responses=_ANSWER, response_class=Response)
@@ -204,29 +217,29 @@ async def page(
             "not_found", f"unknown page cursor: {error}", "ask the query again for a fresh cursor"
         ) from None
     stored = await run_in_threadpool(ctx.store.result, position.result_id)
-    hit = (
-        None if stored is None else await run_in_threadpool(ctx.engine.cache.get, stored.cache_key)
-    )
-    if stored is None or hit is None:
+    result = None
+    if stored is not None:
+        req = to_request(QueryBody.model_validate(stored.request), caller)
+        result = await run_in_threadpool(_replay, ctx, stored, req)
+    if result is None:
         raise DPSQLError(
             "not_found",
             "the answer behind this cursor is no longer stored",
             "ask the query again (a cached query costs nothing)",
         )
-    _, table = hit
-    columns, rows = await run_in_threadpool(ctx.engine.post.run, stored.outer_sql, table)
-    populations = stored.privacy.get("populations", [])
-    remaining = {t: ctx.engine.remaining(t) for t in populations}
-    fields = log_fields(request)
-    fields.update(query=stored.cache_key[:12], cached=True, epsilon=0.0, page=position.offset)
+    log_fields(request).update(
+        query=result.cache_key[:12], cached=True, epsilon=0.0, page=position.offset
+    )
+    ctx.metrics.queries.labels("cached").inc()
     ctx.metrics.cache_hits.inc()
     return page_response(
         ctx,
         caller,
-        columns=columns,
-        rows=rows,
-        privacy=replayed(stored.privacy, remaining),
-        warnings=(),
+        columns=result.columns,
+        rows=result.rows,
+        intervals=result.intervals,
+        privacy=privacy_dict(result.privacy),
+        warnings=result.warnings,
         offset=position.offset,
         page_size=position.page_size,
         result_id=position.result_id,
