@@ -28,9 +28,11 @@ test-slow: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/dpsql demo
 
+# Full run < 30 min on 2 cores; `make bench BENCH_ARGS=--quick` takes a few minutes.
+# SmartNoise SQL gets its own venv (bench/out/sn-venv), created by the harness.
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
-	$(BIN)/python bench/accounting.py
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -199,11 +199,12 @@ PROBES: tuple[tuple[str, str], ...] = (
     ("CASE inside SUM", f"SELECT SUM(CASE WHEN income > 50000 THEN 1 ELSE 0 END) AS rich "
      f"FROM {T}"),
     ("LEAST clamp inside SUM", f"SELECT SUM(LEAST(income, 100000)) AS s FROM {T}"),
-    ("row-level subquery", f"SELECT COUNT(*) AS n FROM (SELECT age FROM {T} WHERE age > 30) "
-     "AS s"),
+    ("row-level subquery", f"SELECT COUNT(*) AS n FROM (SELECT pid, age FROM {T} "
+     "WHERE age > 30) AS s"),
     ("aggregating subquery", f"SELECT AVG(n) AS a FROM (SELECT educ, COUNT(*) AS n FROM {T} "
      "GROUP BY educ) AS s"),
-    ("self-join on person", f"SELECT COUNT(*) AS n FROM {T} a JOIN {T} b ON a.pid = b.pid"),
+    ("self-join on person", f"SELECT COUNT(*) AS n FROM {T} AS a JOIN {T} AS b "
+     "ON a.pid = b.pid"),
     ("IN list", f"SELECT COUNT(*) AS n FROM {T} WHERE educ IN (9, 13)"),
     ("OR in WHERE", f"SELECT COUNT(*) AS n FROM {T} WHERE age < 20 OR age > 80"),
     ("ORDER BY aggregate expr", f"SELECT educ, COUNT(*) AS n FROM {T} GROUP BY educ "
