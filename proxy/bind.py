@@ -97,6 +97,8 @@ def bind(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> ex
 
 
 def _canonical_number(literal: exp.Literal) -> exp.Expr:
+    if len(literal.this) > 40:  # beyond any exact numeric type: leave it for DuckDB
+        return literal
     try:
         value = Decimal(literal.this)
     except InvalidOperation:

@@ -285,6 +285,10 @@ def _check_from(select: exp.Select, tables: dict[str, TableInfo]) -> tuple[str, 
 def _aggregate(node: exp.Expr, unit_cols: set[tuple[str, str]]) -> S.AggregateCall:
     if isinstance(node, exp.Count):
         inner = node.this
+        if inner is None:
+            raise unsupported(
+                "COUNT() needs an argument", "write COUNT(*) or COUNT(column)", _position(node)
+            )
         if isinstance(inner, exp.Star):
             return S.AggregateCall(S.COUNT_ROWS, None, node.sql(dialect="duckdb"))
         if isinstance(inner, exp.Distinct):

@@ -188,7 +188,20 @@ class Engine:
             names=names,
             data_version=self.policy.data_version,
         )
+        self._validate(plan)
         return shape, plan
+
+    def _validate(self, plan: Plan) -> None:
+        """Refuse, before any charge, a plan DuckDB could not bind (data-independent)."""
+        params = [0] if "?" in plan.core_sql else []
+        described = dict(self.executor.describe(plan.core_sql, params))
+        integer = {s.column for s in plan.statistics if s.integer}
+        columns = [(k, described[k]) for k in plan.key_columns]
+        columns += [
+            (s.column, "BIGINT" if s.column in integer else "DOUBLE") for s in plan.statistics
+        ]
+        columns.append(("__persons", "BIGINT"))
+        self.post.validate(plan.outer_sql, columns)
 
     def explain(self, request: QueryRequest) -> Explanation:
         shape, plan = self.prepare(request)

@@ -151,6 +151,23 @@ class DuckDBExecutor:
             cursor.close()
         return [r[0] for r in rows]
 
+    def describe(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[str, str]]:
+        """Bind a query without running it: its output columns and types. Reads no
+        data, so its errors depend only on the query text and the schema."""
+        cursor = self._db.cursor()
+        try:
+            rows = cursor.execute("DESCRIBE " + sql, list(params)).fetchall()
+        except duckdb.Error as error:
+            first = str(error).splitlines()[0][:300] if str(error) else type(error).__name__
+            raise DPSQLError(
+                "bad_request",
+                f"the query cannot run: {first}",
+                "fix the expression named above; nothing was charged",
+            ) from None
+        finally:
+            cursor.close()
+        return [(str(r[0]), str(r[1])) for r in rows]
+
     def evaluate(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Run SQL over literals only (key-domain expressions); no table is read."""
         cursor = self._db.cursor()

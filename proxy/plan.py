@@ -38,7 +38,7 @@ _KINDS = {
 }
 
 
-MAX_PER_GROUP = 1e18
+MIN_PER_GROUP = 1e-9  # noise needs a positive sensitivity; SUM(0) gets a vanishing one
 
 
 @dataclass(frozen=True)
@@ -125,22 +125,13 @@ def _sensitivity(stat: C.Statistic, core: C.Core) -> Sensitivity:
     except SensitivityError as error:
         raise bad_request(str(error), "check the column bounds in the policy") from None
     # Float statistics are summed in DECIMAL with bounds rounded outward: cover that too.
-    representable = per_group_bound(stat, core.max_rows)
-    if representable > MAX_PER_GROUP:
-        # Exact DECIMAL(38, 9) sums must not overflow whatever the number of people.
-        raise bad_request(
-            f"one person's contribution to {stat.kind} can reach {representable:.3g}, above "
-            f"the supported {MAX_PER_GROUP:.0e}",
-            "declare tighter lower/upper bounds, or clamp the value in SQL",
-        )
-    if representable > s.per_group:
-        # Express the outward-rounded bound as a SUM over [-b, b] with one row: Δ∞ = b.
+    # Float statistics are summed in DECIMAL with bounds rounded outward, and a constant
+    # zero argument has no sensitivity at all: the released column must cover both.
+    needed = max(per_group_bound(stat, core.max_rows), MIN_PER_GROUP)
+    if needed > s.per_group:
+        # Express the wider bound as a SUM over [-b, b] with one row: Δ∞ = b.
         s = sensitivity(
-            AggregateKind.SUM,
-            lower=-representable,
-            upper=representable,
-            max_rows=1,
-            max_groups=core.max_groups,
+            AggregateKind.SUM, lower=-needed, upper=needed, max_rows=1, max_groups=core.max_groups
         )
     return s
 
@@ -372,7 +363,21 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool) -> str:
     key_types = tuple({type(k) for k in core.shape.keys})
     aggregate_types = (exp.Count, exp.AggFunc)
 
+    # Names the binder gave select items (e.g. _col_0 for ORDER BY 1) -> output names.
+    renamed = {
+        item.alias.lower(): name
+        for item, name in zip(select.expressions, names, strict=True)
+        if isinstance(item, exp.Alias)
+    }
+
     def visit(node: exp.Expr) -> exp.Expr:
+        if (
+            isinstance(node, exp.Column)
+            and not node.table
+            and node.name.lower() in renamed
+            and node.sql(dialect="duckdb") not in keys
+        ):
+            return exp.column(renamed[node.name.lower()], quoted=True)
         # Render only nodes that could be a key or an aggregate: rendering is the cost.
         if not isinstance(node, (*key_types, *aggregate_types)):
             return node

@@ -169,5 +169,20 @@ class PostProcessor:
             cursor.unregister("released")
         return names, rows
 
+    def validate(self, outer_sql: str, columns: list[tuple[str, str]]) -> None:
+        """Bind the outer layer against an empty table of the released schema, so that
+        its mistakes are refused before the charge rather than after it."""
+        nulls = ", ".join(f"CAST(NULL AS {ctype}) AS {name}" for name, ctype in columns)
+        cursor = self._cursor()
+        try:
+            cursor.execute(f"WITH released AS (SELECT {nulls} LIMIT 0) {outer_sql}").fetchall()
+        except duckdb.Error as error:
+            first = str(error).splitlines()[0][:300] if str(error) else type(error).__name__
+            raise DPSQLError(
+                "bad_request",
+                f"the outer layer (select list, HAVING, ORDER BY) cannot run: {first}",
+                "check arithmetic over aggregates and the names used in ORDER BY/HAVING",
+            ) from None
+
     def close(self) -> None:
         self._db.close()

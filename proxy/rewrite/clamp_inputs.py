@@ -13,6 +13,7 @@ from dataclasses import replace
 from sqlglot import exp
 
 from proxy import shape as S
+from proxy.errors import bad_request
 from proxy.rewrite import core as C
 from proxy.rewrite.ranges import bounded_range
 
@@ -64,6 +65,24 @@ def _numeric(expression: exp.Expr) -> exp.Expr:
     return exp.TryCast(this=expression, to=exp.DataType.build("INTEGER"))
 
 
+MAX_PER_GROUP = 1e18  # one person's contribution; keeps exact DECIMAL(38, 9) sums in range
+
+
+def _check_magnitude(stat: C.Statistic, max_rows: int) -> None:
+    half = (stat.upper - stat.lower) / 2.0
+    per_group = {
+        C.SUM: max_rows * max(abs(stat.lower), abs(stat.upper)),
+        C.CENTRED_SUM: max_rows * half,
+        C.CENTRED_SQUARES: max_rows * half * half,
+    }.get(stat.kind, 0.0)
+    if not per_group <= MAX_PER_GROUP:
+        raise bad_request(
+            f"one person's contribution to a {stat.kind.replace('_', ' ')} could reach "
+            f"{per_group:.3g}, above the supported {MAX_PER_GROUP:.0e}",
+            "declare tighter lower/upper bounds, or clamp the value in SQL",
+        )
+
+
 def apply(core: C.Core) -> C.Core:
     stats: dict[tuple[str, str | None], C.Statistic] = {}
     arguments: dict[str, exp.Expr] = {}
@@ -107,6 +126,8 @@ def apply(core: C.Core) -> C.Core:
         add(C.Statistic(C.CENTRED_SUM, key, rng.lower, rng.upper, centred_integer))
         if call.kind in S.VARIANCE_KINDS:
             add(C.Statistic(C.CENTRED_SQUARES, key, rng.lower, rng.upper, centred_integer))
+    for stat in stats.values():
+        _check_magnitude(stat, core.max_rows)
     ordered = sorted(stats.values(), key=C.Statistic.sort_key)
     named = tuple(replace(s, column=f"__s{i}") for i, s in enumerate(ordered))
     return replace(core, arguments=arguments, statistics=named)

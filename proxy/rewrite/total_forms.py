@@ -19,6 +19,20 @@ from proxy.rewrite.core import Core
 
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
 _TEXT = ("VARCHAR", "TEXT", "STRING", "CHAR", "BPCHAR")
+_NUMERIC = {
+    "TINYINT",
+    "SMALLINT",
+    "INTEGER",
+    "BIGINT",
+    "HUGEINT",
+    "UTINYINT",
+    "USMALLINT",
+    "UINTEGER",
+    "UBIGINT",
+    "FLOAT",
+    "DOUBLE",
+    "REAL",
+}
 
 
 def _column_type(col: exp.Column, tables: dict[str, TableInfo]) -> str:
@@ -30,9 +44,16 @@ def _literal_fits(col: exp.Column, literals: list[exp.Expr], tables: dict[str, T
     """A text column compared with a number would be cast row by row; all else binds once."""
     if not all(isinstance(lit, exp.Literal) for lit in literals):
         return False
-    if _column_type(col, tables).startswith(_TEXT):
-        return all(isinstance(lit, exp.Literal) and lit.is_string for lit in literals)
-    return True
+    # Same kind on both sides: nothing is cast per row. A text column against a number
+    # is cast row by row; a number column against text fails at run time: both TRY.
+    strings = all(isinstance(lit, exp.Literal) and lit.is_string for lit in literals)
+    numbers = all(isinstance(lit, exp.Literal) and not lit.is_string for lit in literals)
+    ctype = _column_type(col, tables)
+    if ctype.startswith(_TEXT):
+        return strings
+    if ctype in _NUMERIC or ctype.startswith(("DECIMAL", "NUMERIC")):
+        return numbers
+    return False
 
 
 def _safe(node: exp.Expr, tables: dict[str, TableInfo]) -> bool:
