@@ -316,12 +316,10 @@ def cmd_serve(args: argparse.Namespace, out: Console) -> int:
 
 
 def _sample_dir() -> Path:
-    """The sample data folder of a source checkout (`make demo` runs from one)."""
-    root = Path(__file__).resolve().parents[1]
-    if str(root) not in sys.path and (root / "sample_data" / "generate.py").exists():
-        # The editable install maps only accounting/ and proxy/; the generator sits beside.
-        sys.path.append(str(root))
-    return root / "sample_data"
+    """The installed sample_data package: generator, demo policy and PUMS sample."""
+    import sample_data
+
+    return Path(sample_data.__file__).resolve().parent
 
 
 def demo_policy_text(sample_policy: Path, keys: dict[str, tuple[str, str]]) -> str:
