@@ -62,7 +62,8 @@ def goals(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         out.append(("floor ratio ≤ 1.25×",
                     " / ".join(f"{p['query']} {p['rows']:,}: {p['ratio']:.2f}×" for p in at),
                     "met" if worst["ratio"] <= 1.25 else
-                    f"missed by {(worst['ratio'] / 1.25 - 1) * 100:.0f}% (worst case)",
+                    f"missed: worst {worst['ratio']:.2f}× ({worst['query']}) is "
+                    f"{worst['ratio'] / 1.25:.1f}× the goal",
                     "worst case counts"))
     if "smartnoise" in s:
         d = s["smartnoise"]["data"]
@@ -227,7 +228,8 @@ def render_smartnoise(sec: dict[str, Any], fig: dict[str, str]) -> str:
         "",
         "Median wall time of one answer, in process, per query and data size "
         f"(runs per query: {', '.join(f'{int(s):,} rows: {n}' for s, n in runs_at.items())}; "
-        "dpsql gaussian; every dpsql run is a fresh charged release).",
+        "dpsql gaussian; every dpsql run is a fresh charged release: cache hits during the "
+        f"runs: {sum(sum(q.get('cache_hits', {}).values()) for q in d['queries'])}).",
         "",
     ]
     if "smartnoise_latency" in fig:
@@ -502,6 +504,46 @@ def render(results: dict[str, Any], figures: dict[str, str], root: Path) -> str:
     if "scale" in s:
         parts.append(render_scale_curve(s["scale"], figures))
     parts += ["## Closing note", ""]
-    parts += [f"* {goal}: {measured} — {verdict}." for goal, measured, verdict, _ in g]
+    for goal, measured, verdict, _ in g:
+        line = f"* {goal}: {measured} — {verdict}."
+        if verdict != "met":
+            line += " " + next((why for key, why in WHY.items() if goal.startswith(key)), "")
+        parts.append(line.rstrip())
     parts.append("")
     return "\n".join(parts)
+
+
+# Why a goal can be missed: the mechanisms behind the numbers, shown next to a miss.
+WHY = {
+    "floor ratio ≤ 1.25×": (
+        "On top of the floor, a miss plans the query (sqlglot), commits a durable ledger "
+        "charge and cache entries (SQLite, fsync'd), clamps and bounds each person's "
+        "contribution, selects partitions, draws OpenDP noise for every released cell and "
+        "writes the cache. For the private key the L0 step dominates: the core ranks every "
+        "person's groups with a grouped top-K (`ARG_MIN(..., HASH(...), K)` per person), "
+        "although DESIGN §5 step 4 notes that persons with ≤ K groups need no ranking; "
+        "the day key also releases hundreds of noisy cells and re-plans its threshold for "
+        "each new ε. The fixed part (tens of ms) weighs less as the data grows (scale curve)."),
+    "≥ 10× faster than SmartNoise": (
+        "Both sides must group by person (SmartNoise with a ROW_NUMBER window in SQLite, "
+        "dpsql with a GROUP BY in DuckDB); at 1M people that step dominates dpsql's time "
+        "(compare the floor under table 2a), so the speed-up is roughly DuckDB's over "
+        "SQLite on it, less dpsql's fixed per-query cost. Timings under load are noisy; "
+        "re-run on a quiet machine."),
+    "MAE ≤ 0.5× SmartNoise's at equal total ε": (
+        "For the gaussian mechanism: one release calibrated to (ε = 1, δ = 1e-9) needs a "
+        "Gaussian σ several times the Laplace scale b = Δ/ε, so a single query is less "
+        "accurate; the Gaussian pays off when many releases compose (section 3). The "
+        "laplace mechanism is the like-for-like comparison with SmartNoise's Laplace noise."),
+    "session ε ≤ 0.3× SmartNoise's": (
+        "For the laplace mechanism: the ledger composes RDP curves, and for many small pure-ε "
+        "releases the RDP bound converted to (ε, δ) is looser than the advanced composition "
+        "theorem SmartNoise's odometer applies (see the *no cache* row, above 1× SmartNoise); "
+        "the saving comes from the cache (20 of 100 queries charged). A ledger that also took "
+        "the advanced-composition (or PLD) bound for pure-ε events would close this."),
+    "reported ε within 1% of dp-accounting RDP": (
+        "The gap is against dp-accounting's default orders (up to 1024) on a few pure-ε "
+        "Laplace workloads, whose best order lies beyond dpsql's last order (256); on the "
+        "same orders the two agree to rounding. For a single Laplace query dpsql reports "
+        "the pure ε when smaller, so what an analyst sees there is exact."),
+}
