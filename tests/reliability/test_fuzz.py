@@ -511,6 +511,18 @@ KNOWN_DEFECTS: tuple[Defect, ...] = (
         "SELECT STDDEV_POP(ROUND(1e308, 1)) FROM users",
         re.compile(r"^OverflowError: int too large to convert to float"),
     ),
+    Defect(
+        "a text column used as a predicate is cast to BOOLEAN outside TRY: the query fails "
+        "(charged, 'internal') iff some row is not 'true'/'false' — a data-dependent error",
+        "SELECT COUNT(*) FROM tickets WHERE category",
+        re.compile(r"^internal: the engine could not run the query \(ConversionException\)"),
+    ),
+    Defect(
+        "outer layer that fails on the released table (e.g. COUNT(*) + '') is refused with "
+        "bad_request after its charge (miss) or replay (hit) was recorded",
+        "SELECT plan, COUNT(*) + '' FROM users GROUP BY plan",
+        re.compile(r"^refusal changed the ledger: events \['(charge|replay)'\]$"),
+    ),
 )
 
 
@@ -631,4 +643,14 @@ def test_former_defect_stays_fixed(
 ) -> None:
     check = fz_checker(fz_demo_engine)
     outcome = check(QueryRequest(sql, epsilon=0.5))
+    assert not outcome.violation, outcome.violation
+
+
+@pytest.mark.parametrize("defect", KNOWN_DEFECTS, ids=[d.minimal[:60] for d in KNOWN_DEFECTS])
+@pytest.mark.xfail(strict=True, reason="known engine defect found by the fuzzer")
+def test_known_defect_is_fixed(
+    fz_demo_engine: Engine, fz_checker: Callable[[Engine], FzChecker], defect: Defect
+) -> None:
+    check = fz_checker(fz_demo_engine)
+    outcome = check(QueryRequest(defect.minimal, epsilon=0.5))
     assert not outcome.violation, outcome.violation
