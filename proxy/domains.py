@@ -114,12 +114,41 @@ def _pinned(key: exp.Expr, where: exp.Expr | None) -> set[Any] | None:
     return pinned
 
 
+def _as_key_type(values: Domain, key_type: str, executor: DuckDBExecutor) -> Domain:
+    """Domain values as DuckDB computes the key (e.g. CASE 'a' ELSE 0 yields text '0'),
+    so that released keys match the data; values that cannot be that type are dropped."""
+    if not values:
+        return values
+    rows = exp.Values(
+        expressions=[
+            exp.Tuple(
+                expressions=[exp.Literal.number(i), exp.convert(None if v is None else str(v))]
+            )
+            for i, v in enumerate(values)
+        ],
+        alias=exp.TableAlias(
+            this=exp.to_identifier("__d"), columns=[exp.to_identifier("i"), exp.to_identifier("v")]
+        ),
+    )
+    cast = exp.TryCast(this=exp.column("v", table="__d"), to=exp.DataType.build(key_type))
+    query = (
+        exp.select(exp.alias_(cast, "k"), exp.column("v", table="__d")).from_(rows).order_by("i")
+    )
+    try:
+        out = executor.evaluate(query.sql(dialect="duckdb"))
+    except (duckdb.Error, ValueError):
+        return values
+    kept = [k for k, raw in out if k is not None or raw is None]
+    return tuple(dict.fromkeys(kept))
+
+
 def public_domain(
     keys: Sequence[exp.Expr],
     tables: dict[str, TableInfo],
     executor: DuckDBExecutor,
     limit: int,
     where: exp.Expr | None = None,
+    key_types: Sequence[str] | None = None,
 ) -> tuple[tuple[Any, ...], ...] | None:
     """All key combinations to release, or None when some key needs partition selection.
 
@@ -128,10 +157,12 @@ def public_domain(
     """
     domains: list[Domain] = []
     size = 1
-    for key in keys:
+    for i, key in enumerate(keys):
         d = key_domain(key, tables, executor, limit)
         if d is None:
             return None
+        if key_types is not None:
+            d = _as_key_type(d, key_types[i], executor)
         pinned = _pinned(key, where)
         if pinned is not None:
             d = tuple(v for v in d if v in pinned)

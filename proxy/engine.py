@@ -168,6 +168,8 @@ class Engine:
             names = tuple(e.alias_or_name for e in select.expressions)
         max_rows, max_groups = limits(request, shape, self.policy)
         core = rewrite(shape, max_rows=max_rows, max_groups=max_groups, bounding=self._bounding)
+        # Bind the core first: refuses what DuckDB cannot run, and gives the key types.
+        key_types = self._key_types(core.sql, core.key_columns())
         where = shape.select.args.get("where")
         domain = (
             domains.public_domain(
@@ -176,6 +178,7 @@ class Engine:
                 self.executor,
                 settings.max_partition_groups,
                 where.this if where is not None else None,
+                key_types,
             )
             if shape.keys
             else ((),)
@@ -188,18 +191,20 @@ class Engine:
             names=names,
             data_version=self.policy.data_version,
         )
-        self._validate(plan)
+        self._validate_outer(plan, key_types)
         return shape, plan
 
-    def _validate(self, plan: Plan) -> None:
-        """Refuse, before any charge, a plan DuckDB could not bind (data-independent)."""
-        params = [0] if "?" in plan.core_sql else []
-        described = dict(self.executor.describe(plan.core_sql, params))
-        integer = {s.column for s in plan.statistics if s.integer}
-        columns = [(k, described[k]) for k in plan.key_columns]
-        columns += [
-            (s.column, "BIGINT" if s.column in integer else "DOUBLE") for s in plan.statistics
-        ]
+    def _key_types(self, core_sql: str, keys: tuple[str, ...]) -> tuple[str, ...]:
+        """Refuse, before any charge, a core DuckDB cannot bind (reads no data)."""
+        params = [0] if "?" in core_sql else []
+        described = dict(self.executor.describe(core_sql, params))
+        return tuple(described[k] for k in keys)
+
+    def _validate_outer(self, plan: Plan, key_types: tuple[str, ...]) -> None:
+        """Run the outer layer once on a stand-in row so its mistakes are refused before
+        the charge rather than after it (the outer layer reads released values only)."""
+        columns = list(zip(plan.key_columns, key_types, strict=True))
+        columns += [(s.column, "BIGINT" if s.integer else "DOUBLE") for s in plan.statistics]
         columns.append(("__persons", "BIGINT"))
         self.post.validate(plan.outer_sql, columns)
 

@@ -26,6 +26,15 @@ def _python(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+def _key_array(values: list[Any]) -> pa.Array:
+    """Key values as an Arrow column; values Arrow cannot type (128-bit integers,
+    mixed kinds) are released as text rather than failing after the charge."""
+    try:
+        return pa.array(values)
+    except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([None if v is None else str(v) for v in values], type=pa.string())
+
+
 def _filled(array: np.ndarray) -> np.ndarray:
     """Statistics of an empty input (SQL NULL) count as 0."""
     if array.dtype == object:
@@ -111,12 +120,12 @@ def release(plan: Plan, exact: Mapping[str, np.ndarray]) -> pa.Table:
     if plan.domain is not None:
         domain_rows, stats = _complete_domain(plan, exact)
         for i, name in enumerate(plan.key_columns):
-            columns[name] = [row[i] for row in domain_rows]
+            columns[name] = _key_array([row[i] for row in domain_rows])
     else:
         keep, noisy_persons = _select_partitions(plan, exact)
         for name in plan.key_columns:
             values = np.asarray(exact[name], dtype=object)[keep]
-            columns[name] = [_python(v) for v in values]
+            columns[name] = _key_array([_python(v) for v in values])
         stats = {
             n.statistic.column: _filled(np.asarray(exact[n.statistic.column]))[keep]
             for n in plan.noise
@@ -172,10 +181,14 @@ class PostProcessor:
     def validate(self, outer_sql: str, columns: list[tuple[str, str]]) -> None:
         """Bind the outer layer against an empty table of the released schema, so that
         its mistakes are refused before the charge rather than after it."""
-        nulls = ", ".join(f"CAST(NULL AS {ctype}) AS {name}" for name, ctype in columns)
+        # Keys NULL, statistics 0: one row makes DuckDB evaluate every expression once.
+        values = ", ".join(
+            f"CAST({'NULL' if name.startswith('__k') else '0'} AS {ctype}) AS {name}"
+            for name, ctype in columns
+        )
         cursor = self._cursor()
         try:
-            cursor.execute(f"WITH released AS (SELECT {nulls} LIMIT 0) {outer_sql}").fetchall()
+            cursor.execute(f"WITH released AS (SELECT {values}) {outer_sql}").fetchall()
         except duckdb.Error as error:
             first = str(error).splitlines()[0][:300] if str(error) else type(error).__name__
             raise DPSQLError(

@@ -80,6 +80,9 @@ def _column(node: exp.Column, tables: dict[str, TableInfo]) -> Range:
     info = tables.get(node.table.lower())
     if info is None:
         return UNKNOWN
+    if not info.is_numeric(node.name):
+        # Bounds on a text or date column would be compared with numbers row by row.
+        return UNKNOWN
     integer = info.is_integer(node.name)
     if info.column_types.get(node.name.lower(), "").upper() == "BOOLEAN":
         return BOOLEAN
@@ -176,8 +179,8 @@ def derive(node: exp.Expr, tables: dict[str, TableInfo]) -> Range:
         target = node.to.this.name if isinstance(node.to, exp.DataType) else ""
         if target.upper() in _INTEGER_TYPES:
             return Range(
-                math.floor(r.lower) if math.isfinite(r.lower) else r.lower,
-                math.ceil(r.upper) if math.isfinite(r.upper) else r.upper,
+                float(math.floor(r.lower)) if math.isfinite(r.lower) else r.lower,
+                float(math.ceil(r.upper)) if math.isfinite(r.upper) else r.upper,
                 True,
             )
         if node.to.is_type(*exp.DataType.NUMERIC_TYPES):
@@ -186,8 +189,8 @@ def derive(node: exp.Expr, tables: dict[str, TableInfo]) -> Range:
     if isinstance(node, (exp.Round, exp.Floor, exp.Ceil)):
         r = derive(node.this, tables)
         return Range(
-            math.floor(r.lower) if math.isfinite(r.lower) else r.lower,
-            math.ceil(r.upper) if math.isfinite(r.upper) else r.upper,
+            float(math.floor(r.lower)) if math.isfinite(r.lower) else r.lower,
+            float(math.ceil(r.upper)) if math.isfinite(r.upper) else r.upper,
             r.integer,
         )
     if isinstance(node, exp.Try):

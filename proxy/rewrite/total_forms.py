@@ -100,7 +100,12 @@ def total_predicate(expression: exp.Expr, tables: dict[str, TableInfo]) -> exp.E
     """A WHERE or ON condition: safe conjuncts unwrapped, every other one under TRY."""
     copied = expression.copy().transform(_try_casts, copy=False)
     conjuncts = list(copied.flatten()) if isinstance(copied, exp.And) else [copied]
-    parts = [c if _safe(c, tables) else exp.Try(this=c) for c in conjuncts]
+    # The cast to BOOLEAN sits inside TRY: a text column used as a predicate would
+    # otherwise be cast, and fail, outside it.
+    parts = [
+        c if _safe(c, tables) else exp.Try(this=exp.Cast(this=c, to=exp.DataType.build("BOOLEAN")))
+        for c in conjuncts
+    ]
     return exp.and_(*parts) if len(parts) > 1 else parts[0]
 
 
