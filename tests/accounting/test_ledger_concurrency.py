@@ -35,9 +35,10 @@ def expected_admissions(rho: float = RHO, cap: float = CAP) -> int:
     return n
 
 
-def charge_until_refused(path: str, rho: float, start: Any, out: Any) -> None:
+def charge_until_refused(path: str, rho: float, start: Any, out: Any, ready: Any) -> None:
     """Worker (module level so that spawn can import it)."""
     lg = SQLiteLedger(path)
+    ready.put(os.getpid())
     start.wait(60)
     ids: list[int] = []
     fp = str(os.getpid())
@@ -70,14 +71,17 @@ def _processes_charge_until_refused(path: Path, rho: float) -> None:
     lg = SQLiteLedger(path)
     lg.register(PopulationSpec("users", CAP, DELTA))
     ctx = mp.get_context("spawn")
-    start, out = ctx.Event(), ctx.Queue()
+    start, out, ready = ctx.Event(), ctx.Queue(), ctx.Queue()
     procs = [
-        ctx.Process(target=charge_until_refused, args=(str(path), rho, start, out))
+        ctx.Process(target=charge_until_refused, args=(str(path), rho, start, out, ready))
         for _ in range(8)
     ]
     for p in procs:
         p.start()
-    time.sleep(0.2)
+    # Start together only once every worker has imported and opened the store: under
+    # load a fixed sleep let the first worker spend the whole budget alone.
+    for _ in procs:
+        ready.get(timeout=120)
     start.set()
     results = [out.get(timeout=300) for _ in procs]
     for p in procs:
