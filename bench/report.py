@@ -48,6 +48,13 @@ def _provenance(section: dict[str, Any], only: str) -> str:
     )
 
 
+def _cores(env: dict[str, Any]) -> int:
+    try:
+        return int(env["machine"].split(", ")[1].split()[0])
+    except (KeyError, IndexError, ValueError):
+        return 1
+
+
 # --- goals --------------------------------------------------------------------------
 def goals(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     """(goal, measured, verdict, note) for each goal of the issue."""
@@ -437,9 +444,12 @@ def render_latency(sec: dict[str, Any], fig: dict[str, str]) -> str:
         rows = []
         for key in sorted(k for k in rep if k.startswith("workers=")):
             for phase, x in rep[key].items():
-                rows.append([key.split("=")[1], phase.replace("_", " "), str(x["requests"]),
-                             str(x["errors"]), _f(x["p50_ms"], 2), _f(x["p99_ms"], 2),
-                             _f(x["rps"], 0)])
+                if not isinstance(x, dict):
+                    continue
+                rows.append([key.split("=")[1], phase.replace("_", " "),
+                             str(x.get("requests", "—")), str(x.get("errors", "—")),
+                             _f(x.get("p50_ms"), 2), _f(x.get("p99_ms"), 2),
+                             _f(x.get("rps"), 0)])
         parts += [
             f"HTTP on loopback (`bench/http.py --seconds {http['seconds']} --sequential "
             f"{http['sequential']}`; `dpsql serve` on the demo data; the load generator "
@@ -484,10 +494,16 @@ def render(results: dict[str, Any], figures: dict[str, str], root: Path) -> str:
         "the machine named under each table; the ratios are the point.",
         "",
     ]
+    loads = [sec["env"]["load_average_at_start"][0] / max(1, _cores(sec["env"]))
+             for sec in s.values()]
     if quick:
-        parts += ["> **Quick-mode figures**, measured while other jobs shared the machine: "
-                  "fewer runs and smaller sizes, and noisy timings. Re-run `make bench` on a "
-                  "quiet machine for the published numbers.", ""]
+        parts += ["> **Quick-mode figures**: fewer runs and smaller sizes. Run `make bench` "
+                  "for the full tables.", ""]
+    if loads and max(loads) > 0.5:
+        parts += [f"> **Measured on a busy machine** (load average up to {max(loads):.1f} per "
+                  "core at the start of a section): timings and speed ratios are noisy. "
+                  "Re-run `make bench` on a quiet machine before quoting them; error, "
+                  "budget and accounting figures do not depend on load.", ""]
     parts += ["## Goals", "",
               _table(["goal", "measured", "verdict", "note"],
                      [list(x) for x in g], "llll"), ""]
