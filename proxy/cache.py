@@ -57,7 +57,10 @@ class ReleaseCache:
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
+            # WAL + NORMAL survives a crash of the process; a power loss may drop the
+            # newest releases, which then cost a new charge — never a privacy loss. The
+            # ledger itself stays synchronous=FULL.
+            conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
         return conn
 
@@ -94,10 +97,20 @@ class ReleaseCache:
         self._conn().execute("DELETE FROM flights WHERE key = ? AND owner = ?", (key, self._owner))
 
     def put(self, key: str, charge_id: int, table: pa.Table) -> None:
-        self._conn().execute(
-            "INSERT OR IGNORE INTO released(key, charge_id, created, rows, ipc) VALUES (?,?,?,?,?)",
-            (key, charge_id, time.time(), table.num_rows, _to_ipc(table)),
-        )
+        """Store a release and end its flight, in one transaction."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                "INSERT OR IGNORE INTO released(key, charge_id, created, rows, ipc) "
+                "VALUES (?,?,?,?,?)",
+                (key, charge_id, time.time(), table.num_rows, _to_ipc(table)),
+            )
+            conn.execute("DELETE FROM flights WHERE key = ? AND owner = ?", (key, self._owner))
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)

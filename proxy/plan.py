@@ -297,7 +297,8 @@ def budget_noise(
                 raise bad_request(str(error), "send a larger epsilon or a larger delta") from None
         else:
             share = target_eps / shares
-    for _ in range(60):
+
+    def attempt(share: float) -> tuple[list[ColumnNoise], Threshold | None, Curve, float]:
         noise, thr = _noise_for_share(mechanism, share, stats, k, delta_thr, needs_threshold)
         curve = _total(noise, thr)
         eps = curve.epsilon(delta_conv)
@@ -307,12 +308,28 @@ def budget_noise(
             if thr is not None:
                 pure += thr.max_groups / thr.scale
             eps = min(eps, pure)
-        # The float grid's rounding slack sits on top of the share: trim until it fits.
-        if target_eps is None or eps <= target_eps:
-            break
-        share *= 0.999
-    else:  # pragma: no cover - the slack is tiny; this guards against a logic error
-        raise DPSQLError("internal", "could not fit the noise within the budget", "")
+        return noise, thr, curve, eps
+
+    noise, thr, curve, eps = attempt(share)
+    if target_eps is not None and eps > target_eps:
+        # The float grid's rounding slack (and the discrete Laplace's whole units) sit on
+        # top of the share: find the largest share that fits, by halving an interval.
+        fits, too_big = share, share
+        while eps > target_eps and fits > share * 1e-3:
+            too_big, fits = fits, fits * 0.99
+            noise, thr, curve, eps = attempt(fits)
+        if eps > target_eps:  # pragma: no cover - guards against a logic error
+            raise DPSQLError("internal", "could not fit the noise within the budget", "")
+        best = (noise, thr, curve, eps)
+        for _ in range(30):
+            middle = (fits + too_big) / 2
+            trial = attempt(middle)
+            if trial[3] <= target_eps:
+                fits, best = middle, trial
+            else:
+                too_big = middle
+        noise, thr, curve, eps = best
+        share = fits
     rho = share * shares if mechanism == "gaussian" else None
     return noise, thr, curve, eps, delta_conv, delta_thr, rho
 
