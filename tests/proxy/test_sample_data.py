@@ -11,7 +11,7 @@ from proxy.policy import Policy, load_policy
 from sample_data.generate import generate, main
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED_PUMS = Path("/work/shared/datasets/pums")
+SHARED_PUMS = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "pums"
 
 COLUMNS = {
     "users": [
