@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-slow lint demo bench clean
+.PHONY: install test test-slow reliability lint demo bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,12 @@ test: lint
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
+
+# The reliability suites at full size (the CI sizes run too): load, crash and restart,
+# fuzzing and escapes, privacy audit, bypass scan, access matrix. -s prints their figures;
+# the long runs get a longer per-test limit than the CI default.
+reliability: $(STAMP)
+	$(BIN)/python -m pytest -q -s -m "slow or not slow" --timeout 7200 tests/reliability
 
 demo: $(STAMP)
 	$(BIN)/dpsql demo
