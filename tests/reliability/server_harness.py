@@ -50,8 +50,10 @@ _LIVE: dict[int, Server] = {}
 
 def _stop_leftovers() -> None:
     for server in list(_LIVE.values()):
-        with suppress(Exception):
-            kill_server(server)
+        # A reaped server's process group id may belong to someone else by now.
+        if server.process.poll() is None:
+            with suppress(Exception):
+                kill_server(server)
 
 
 atexit.register(_stop_leftovers)
@@ -128,8 +130,9 @@ def running_server(
 
 def kill_server(server: Server) -> None:
     """SIGKILL the server's whole process group (master and every worker) and reap it."""
-    with suppress(ProcessLookupError):
-        os.killpg(server.process.pid, signal.SIGKILL)
+    if server.process.poll() is None:
+        with suppress(ProcessLookupError):
+            os.killpg(server.process.pid, signal.SIGKILL)
     server.process.wait(timeout=30)
     _LIVE.pop(server.process.pid, None)
 
