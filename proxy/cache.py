@@ -42,6 +42,21 @@ def _from_ipc(blob: bytes) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
 
 
+def _owner_alive(owner: str) -> bool:
+    """Whether the process that claimed a flight still runs: a worker killed mid-query
+    leaves its claim behind, and a retry must not wait for it to time out."""
+    pid_text = owner.split("-", 1)[0]
+    if not pid_text.isdigit():
+        return True
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by another user
+        return True
+    return True
+
+
 class ReleaseCache:
     def __init__(self, path: str | os.PathLike[str], *, stale_after_s: float = 120.0):
         self.path = Path(path)
@@ -81,9 +96,15 @@ class ReleaseCache:
         try:
             if conn.execute("SELECT 1 FROM released WHERE key = ?", (key,)).fetchone():
                 return False
-            row = conn.execute("SELECT started FROM flights WHERE key = ?", (key,)).fetchone()
+            row = conn.execute(
+                "SELECT started, owner FROM flights WHERE key = ?", (key,)
+            ).fetchone()
             now = time.time()
-            if row is not None and now - float(row[0]) < self.stale_after_s:
+            if (
+                row is not None
+                and now - float(row[0]) < self.stale_after_s
+                and _owner_alive(str(row[1]))
+            ):
                 return False
             conn.execute(
                 "INSERT OR REPLACE INTO flights(key, owner, started) VALUES (?, ?, ?)",

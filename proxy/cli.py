@@ -435,21 +435,28 @@ def _add_request_args(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dpsql", description="Differentially private SQL proxy")
     parser.add_argument("--policy", default=DEFAULT_POLICY, help="policy TOML file")
+    # --policy is accepted before or after the subcommand (`dpsql ledger verify --policy F`).
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--policy", default=argparse.SUPPRESS, help="policy TOML file")
     sub = parser.add_subparsers(dest="command", required=True)
-    q = sub.add_parser("query", help="answer a query with DP noise (charges the budget)")
+    q = sub.add_parser(
+        "query", parents=[common], help="answer a query with DP noise (charges the budget)"
+    )
     _add_request_args(q)
     q.add_argument("--format", choices=("table", "json", "csv"), default="table")
     q.set_defaults(func=cmd_query)
-    e = sub.add_parser("explain", help="show the rewritten query, noise and cost; reads no data")
+    e = sub.add_parser(
+        "explain", parents=[common], help="show the rewritten query, noise and cost; reads no data"
+    )
     _add_request_args(e)
     e.set_defaults(func=cmd_explain)
-    b = sub.add_parser("budget", help="spent, cap and remaining ε per population")
+    b = sub.add_parser("budget", parents=[common], help="spent, cap and remaining ε per population")
     b.set_defaults(func=cmd_budget)
-    lg = sub.add_parser("ledger", help="verify or list the budget ledger")
+    lg = sub.add_parser("ledger", parents=[common], help="verify or list the budget ledger")
     lg.add_argument("action", choices=("verify", "history"))
     lg.add_argument("--limit", type=int, default=50)
     lg.set_defaults(func=cmd_ledger)
-    pl = sub.add_parser("plan", help="budget needed for an accuracy target")
+    pl = sub.add_parser("plan", parents=[common], help="budget needed for an accuracy target")
     pl.add_argument("--rel-error", type=float, required=True)
     pl.add_argument("--at-count", type=float, required=True)
     pl.add_argument("--confidence", type=float, default=0.95)
@@ -458,25 +465,28 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--mechanism", choices=("gaussian", "laplace"))
     pl.add_argument("--delta", type=float)
     pl.set_defaults(func=cmd_plan)
-    k = sub.add_parser("keys", help="API keys")
+    k = sub.add_parser("keys", parents=[common], help="API keys")
     k.add_argument("action", choices=("create",))
     k.add_argument("name")
     k.add_argument("--role", choices=("analyst", "admin"), default="analyst")
     k.set_defaults(func=cmd_keys)
-    g = sub.add_parser("generate", help="generate the sample LLM-usage dataset")
+    g = sub.add_parser("generate", parents=[common], help="generate the sample LLM-usage dataset")
     g.add_argument("--out", default="sample_data/usage.duckdb")
     g.add_argument("--people", type=int, default=5000)
     g.add_argument("--prompts", type=int, default=100000)
     g.add_argument("--seed", type=int, default=7)
     g.set_defaults(func=cmd_generate)
-    sv = sub.add_parser("serve", help="serve the HTTP API (uvicorn)")
-    sv.add_argument("--policy", default=argparse.SUPPRESS, help="policy TOML file")
+    sv = sub.add_parser("serve", parents=[common], help="serve the HTTP API (uvicorn)")
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8000)
     sv.add_argument("--workers", type=int, default=1)
     sv.add_argument("--rate-limit", help="per-key limit, e.g. '50/second;2000/minute'")
     sv.set_defaults(func=cmd_serve)
-    dm = sub.add_parser("demo", help="sample data, demo keys and a local server with curl examples")
+    dm = sub.add_parser(
+        "demo",
+        parents=[common],
+        help="sample data, demo keys and a local server with curl examples",
+    )
     dm.add_argument("--port", type=int, default=8000)
     dm.set_defaults(func=cmd_demo)
     return parser
