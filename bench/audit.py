@@ -47,11 +47,13 @@ def _row(label: str, bounded: AuditResult, unbounded: AuditResult | None) -> str
         return f"{r.bound_at(0.05).epsilon:.3f} / {r.bound_at(STRICT).epsilon:.3f}"
 
     holds = bounded.bound_at(STRICT).epsilon <= bounded.epsilon_charged
-    teeth = (
-        "—"
-        if unbounded is None
-        else ("yes" if unbounded.bound_at(STRICT).epsilon > unbounded.epsilon_charged else "NO")
-    )
+    if unbounded is None:
+        teeth = "—"
+    elif unbounded.bound_at(STRICT).epsilon > unbounded.epsilon_charged:
+        teeth = "yes"
+    else:
+        # A group of the heavy person alone holds one person with or without bounding.
+        teeth = "n/a" if unbounded.query == "group_private_solo" else "NO"
     seconds = bounded.seconds + (unbounded.seconds if unbounded else 0.0)
     return (
         f"| {label} | {bounded.mechanism} | {bounded.epsilon_charged:.4f} | "
