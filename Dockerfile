@@ -17,6 +17,7 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY accounting ./accounting
 COPY proxy ./proxy
+COPY sample_data ./sample_data
 # The same install command as CI (Makefile: $(BIN)/python -m pip install ...).
 RUN python -m pip install --quiet -e '.[dev]'
 

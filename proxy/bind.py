@@ -14,15 +14,7 @@ from sqlglot.optimizer.merge_subqueries import merge_subqueries
 from sqlglot.optimizer.qualify import qualify
 
 from proxy.catalog import DEFAULT_DB, Catalog, TableInfo
-from proxy.errors import DPSQLError, unsupported
-
-
-def _position(node: exp.Expr) -> dict[str, int] | None:
-    meta = getattr(node, "meta", None) or {}
-    line, col = meta.get("line"), meta.get("col")
-    if isinstance(line, int) and isinstance(col, int):
-        return {"line": line, "column": col}
-    return None
+from proxy.errors import DPSQLError, position_of, unsupported
 
 
 def _check_tables(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> None:
@@ -33,7 +25,7 @@ def _check_tables(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | No
             raise unsupported(
                 "table functions and file readers are not allowed",
                 "query the tables listed by `dpsql schema` / GET /v1/schema",
-                _position(table),
+                position_of(table),
             )
         name = table.name.lower()
         db = (table.db or "").lower()
@@ -43,7 +35,7 @@ def _check_tables(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | No
             raise unsupported(
                 f"three-part table names are not supported ({table.sql()})",
                 "name tables as schema.table or table",
-                _position(table),
+                position_of(table),
             )
         key = (db or DEFAULT_DB, name)
         if catalog.get(*key) is None:
@@ -51,14 +43,14 @@ def _check_tables(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | No
                 "not_found",
                 f"unknown table {table.sql()}",
                 "query the tables listed by `dpsql schema` / GET /v1/schema",
-                _position(table),
+                position_of(table),
             )
         if key not in visible:
             raise DPSQLError(
                 "forbidden",
                 f"table {table.sql()} is not granted to this analyst",
                 "ask the operator to grant the table in the policy",
-                _position(table),
+                position_of(table),
             )
 
 
@@ -89,7 +81,7 @@ def bind(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> ex
             "a subquery or CTE could not be inlined: it must be row-level "
             "(no aggregation, DISTINCT, LIMIT or window inside) and used once in FROM",
             "move aggregation to the outer query; filter rows in WHERE",
-            _position(node),
+            position_of(node),
         )
     if merged.args.get("with_"):
         raise unsupported("a CTE could not be inlined", "use a FROM-subquery or plain WHERE")

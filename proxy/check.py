@@ -9,117 +9,11 @@ from __future__ import annotations
 from sqlglot import exp
 
 from proxy import shape as S
-from proxy.bind import _position
-from proxy.catalog import Catalog, TableInfo
-from proxy.errors import DPSQLError, unsupported
-
-# Deterministic, total (or made total by the rewrite) row-level operations.
-SCALAR_NODES: tuple[type[exp.Expr], ...] = (
-    exp.Column,
-    exp.Literal,
-    exp.Boolean,
-    exp.Null,
-    exp.Paren,
-    exp.Identifier,
-    exp.Var,
-    exp.And,
-    exp.Or,
-    exp.Not,
-    exp.EQ,
-    exp.NEQ,
-    exp.GT,
-    exp.GTE,
-    exp.LT,
-    exp.LTE,
-    exp.NullSafeEQ,
-    exp.NullSafeNEQ,
-    exp.Is,
-    exp.In,
-    exp.Between,
-    exp.Like,
-    exp.ILike,
-    exp.Add,
-    exp.Sub,
-    exp.Mul,
-    exp.Div,
-    exp.IntDiv,
-    exp.Mod,
-    exp.Neg,
-    exp.Case,
-    exp.If,
-    exp.Coalesce,
-    exp.Cast,
-    exp.TryCast,
-    exp.DataType,
-    exp.DataTypeParam,
-    exp.Least,
-    exp.Greatest,
-    exp.Abs,
-    exp.Round,
-    exp.Floor,
-    exp.Ceil,
-    exp.Sign,
-    exp.Sqrt,
-    exp.Ln,
-    exp.Exp,
-    exp.Pow,
-    exp.Lower,
-    exp.Upper,
-    exp.Length,
-    exp.Substring,
-    exp.Trim,
-    exp.Concat,
-    exp.DPipe,
-    exp.StartsWith,
-    exp.Contains,
-    exp.RegexpLike,
-    exp.StrPosition,
-    exp.Replace,
-    exp.Left,
-    exp.Right,
-    exp.TimestampTrunc,
-    exp.DateTrunc,
-    exp.Extract,
-    exp.Year,
-    exp.Month,
-    exp.Day,
-    exp.DayOfWeek,
-    exp.DayOfYear,
-    exp.Quarter,
-    exp.Week,
-    exp.Interval,
-    exp.DateAdd,
-    exp.DateSub,
-    exp.DateDiff,
-    exp.TimeToStr,
-    exp.Tuple,
-    exp.Try,
-    exp.Star,
-)
-AGGREGATES: dict[type[exp.Expr], str] = {
-    exp.Sum: S.SUM,
-    exp.Avg: S.AVG,
-    exp.VariancePop: S.VAR_POP,
-    exp.Variance: S.VAR_SAMP,
-    exp.StddevPop: S.STDDEV_POP,
-    exp.StddevSamp: S.STDDEV_SAMP,
-    exp.Stddev: S.STDDEV_SAMP,
-}
-STRUCTURE = (
-    exp.Select,
-    exp.From,
-    exp.Join,
-    exp.Table,
-    exp.TableAlias,
-    exp.Where,
-    exp.Group,
-    exp.Having,
-    exp.Order,
-    exp.Ordered,
-    exp.Limit,
-    exp.Offset,
-    exp.Alias,
-)
+from proxy.allowlist import AGGREGATES, SCALAR_NODES
+from proxy.catalog import Catalog, TableInfo, split_name
+from proxy.errors import DPSQLError, position_of, unsupported
+from proxy.joins import check_from, tables_of, unit_columns
+from proxy.pins import pinned_values
 
 
 def check_statement(tree: exp.Expr) -> None:
@@ -146,7 +40,7 @@ def check_statement(tree: exp.Expr) -> None:
             raise unsupported(
                 "SELECT DISTINCT would release raw values",
                 "use GROUP BY with an aggregate such as COUNT(*)",
-                _position(node),
+                position_of(node),
             )
 
 
@@ -155,19 +49,19 @@ def _refuse_node(node: exp.Expr, where: str) -> DPSQLError:
         return unsupported(
             f"window functions are not answered ({where})",
             "use GROUP BY; ORDER BY and LIMIT apply to the released groups",
-            _position(node),
+            position_of(node),
         )
     if isinstance(node, exp.AggFunc):
         return unsupported(
             f"aggregate {node.sql(dialect='duckdb')[:60]} is not supported",
             "use COUNT, SUM, AVG, VAR_POP, VAR_SAMP or STDDEV",
-            _position(node),
+            position_of(node),
         )
     name = node.name if isinstance(node, exp.Anonymous) else node.key.upper()
     return unsupported(
         f"{name} is not allowed in {where}",
         "use comparisons, arithmetic, CASE, string and date functions; see the README's list",
-        _position(node),
+        position_of(node),
     )
 
 
@@ -177,109 +71,15 @@ def _check_scalar(node: exp.Expr, where: str) -> None:
             raise unsupported(
                 f"aggregates are not allowed in {where}",
                 "aggregates belong in the select list, HAVING or ORDER BY",
-                _position(sub),
+                position_of(sub),
             )
         if not isinstance(sub, SCALAR_NODES):
             raise _refuse_node(sub, where)
         if isinstance(sub, exp.Star) and where != "COUNT(*)":
-            raise unsupported("* is only allowed in COUNT(*)", "name the columns", _position(sub))
+            raise unsupported("* is only allowed in COUNT(*)", "name the columns", position_of(sub))
 
 
 S_AGG_TYPES = tuple(AGGREGATES)
-
-
-def _tables(select: exp.Select, catalog: Catalog) -> dict[str, TableInfo]:
-    tables: dict[str, TableInfo] = {}
-    for table in select.find_all(exp.Table):
-        info = catalog.get(table.db or "main", table.name)
-        if info is None:  # bind already refused unknown tables
-            raise DPSQLError("not_found", f"unknown table {table.sql()}", "see the schema")
-        tables[table.alias_or_name.lower()] = info
-    return tables
-
-
-def _unit_columns(tables: dict[str, TableInfo]) -> set[tuple[str, str]]:
-    return {
-        (alias, t.policy.unit.lower())
-        for alias, t in tables.items()
-        if not t.public and t.policy.unit
-    }
-
-
-def _is_unit_equality(
-    cond: exp.Expr, left: set[str], right: str, units: set[tuple[str, str]]
-) -> bool:
-    for conj in cond.flatten() if isinstance(cond, exp.And) else [cond]:
-        left_col, right_col = getattr(conj, "left", None), getattr(conj, "right", None)
-        if (
-            isinstance(conj, exp.EQ)
-            and isinstance(left_col, exp.Column)
-            and isinstance(right_col, exp.Column)
-        ):
-            a = (left_col.table.lower(), left_col.name.lower())
-            b = (right_col.table.lower(), right_col.name.lower())
-            if (
-                a in units
-                and b in units
-                and {a[0], b[0]} & {right}
-                and ((a[0] == right and b[0] in left) or (b[0] == right and a[0] in left))
-            ):
-                return True
-    return False
-
-
-def _check_from(select: exp.Select, tables: dict[str, TableInfo]) -> tuple[str, str]:
-    """Check joins; return (anchor alias, population)."""
-    from_ = select.args.get("from_") or select.args.get("from")
-    if from_ is None or not isinstance(from_.this, exp.Table):
-        raise unsupported("the query needs a FROM table", "select from a table in the schema")
-    units = _unit_columns(tables)
-    order = [from_.this.alias_or_name.lower()]
-    populations = {t.policy.population for t in tables.values() if not t.public}
-    if not populations:
-        raise unsupported(
-            "the query reads no private table; public tables are not served through dpsql",
-            "query a private table with aggregates",
-        )
-    if len(populations) > 1:
-        raise unsupported(
-            f"the query mixes populations {sorted(str(p) for p in populations)}",
-            "query one population at a time",
-        )
-    seen_private = [a for a in order if not tables[a].public]
-    for join in select.args.get("joins") or []:
-        target = join.this
-        if not isinstance(target, exp.Table):
-            raise unsupported(
-                "joins must be to tables", "join a table from the schema", _position(join)
-            )
-        alias = target.alias_or_name.lower()
-        side = (join.side or "").upper()
-        kind = (join.kind or "").upper()
-        if side in ("RIGHT", "FULL") or kind not in ("", "INNER", "CROSS", "OUTER"):
-            raise unsupported(
-                f"{' '.join(p for p in (side, kind) if p) or 'this'} JOIN is not answered",
-                "use INNER or LEFT JOIN",
-                _position(join),
-            )
-        if join.args.get("using"):
-            raise unsupported("JOIN ... USING could not be bound", "use JOIN ... ON")
-        info = tables[alias]
-        if not info.public:
-            on = join.args.get("on")
-            if seen_private and (
-                on is None or not _is_unit_equality(on, set(seen_private), alias, units)
-            ):
-                raise unsupported(
-                    f"private table {info.policy.name} must be joined on the person id "
-                    f"({info.policy.unit}) of the private tables before it",
-                    "join private tables ON a.unit = b.unit; anything else could mix people",
-                    _position(join),
-                )
-            seen_private.append(alias)
-        order.append(alias)
-    anchor = seen_private[0]
-    return anchor, str(next(iter(populations)))
 
 
 def _aggregate(node: exp.Expr, unit_cols: set[tuple[str, str]]) -> S.AggregateCall:
@@ -287,7 +87,7 @@ def _aggregate(node: exp.Expr, unit_cols: set[tuple[str, str]]) -> S.AggregateCa
         inner = node.this
         if inner is None:
             raise unsupported(
-                "COUNT() needs an argument", "write COUNT(*) or COUNT(column)", _position(node)
+                "COUNT() needs an argument", "write COUNT(*) or COUNT(column)", position_of(node)
             )
         if isinstance(inner, exp.Star):
             return S.AggregateCall(S.COUNT_ROWS, None, node.sql(dialect="duckdb"))
@@ -304,14 +104,14 @@ def _aggregate(node: exp.Expr, unit_cols: set[tuple[str, str]]) -> S.AggregateCa
                 "main table (or of a table INNER JOINed to it)",
                 "use COUNT(DISTINCT <unit column>) to count people, or GROUP BY the value; "
                 "to count people with a match, INNER JOIN or filter WHERE x IS NOT NULL",
-                _position(node),
+                position_of(node),
             )
         _check_scalar(inner, "an aggregate argument")
         return S.AggregateCall(S.COUNT, inner, node.sql(dialect="duckdb"))
     kind = AGGREGATES[type(node)]
     if isinstance(node.this, exp.Distinct):
         raise unsupported(
-            f"{kind.upper()}(DISTINCT ...) is not answered", "drop DISTINCT", _position(node)
+            f"{kind.upper()}(DISTINCT ...) is not answered", "drop DISTINCT", position_of(node)
         )
     _check_scalar(node.this, "an aggregate argument")
     return S.AggregateCall(kind, node.this, node.sql(dialect="duckdb"))
@@ -338,7 +138,7 @@ def _collect_outer(
         raise unsupported(
             f"column {node.sql()} appears in {where} without an aggregate",
             "aggregate it (COUNT, SUM, AVG, ...) or add it to GROUP BY",
-            _position(node),
+            position_of(node),
         )
     if isinstance(node, (exp.Window, exp.AggFunc)) or not isinstance(
         node, (*SCALAR_NODES, exp.Alias, exp.Ordered)
@@ -351,47 +151,28 @@ def _collect_outer(
 def _partition_pins(
     select: exp.Select, tables: dict[str, TableInfo], catalog: Catalog, population: str
 ) -> tuple[tuple[str, ...], str | None]:
+    """Partitions of the population the WHERE clause restricts the query to."""
     pop = catalog.policy.population(population)
     if not pop.partition:
         return (), None
     part_table, _, part_col = pop.partition.lower().rpartition(".")
     aliases = {a for a, t in tables.items() if t.policy.name.lower() == part_table}
+    info = catalog.get(*split_name(part_table))
     where = select.args.get("where")
-    info = catalog.get(*_split(part_table))
     if not aliases or where is None or info is None:
         return (), pop.partition
     col_policy = info.column(part_col)
     domain = {str(v) for v in (col_policy.values or ())} if col_policy else set()
-    pinned: set[str] | None = None
-    cond = where.this
-    for conj in cond.flatten() if isinstance(cond, exp.And) else [cond]:
-        values: set[str] | None = None
-        if (
-            isinstance(conj, exp.EQ)
-            and isinstance(conj.left, exp.Column)
-            and isinstance(conj.right, exp.Literal)
-        ):
-            col, values = conj.left, {conj.right.name}
-        elif (
-            isinstance(conj, exp.In)
-            and isinstance(conj.this, exp.Column)
-            and conj.expressions
-            and all(isinstance(e, exp.Literal) for e in conj.expressions)
-        ):
-            col, values = conj.this, {e.name for e in conj.expressions}
-        else:
-            continue
-        if col.table.lower() in aliases and col.name.lower() == part_col and values <= domain:
-            pinned = values if pinned is None else pinned & values
-    if not pinned:
+    pinned = pinned_values(
+        where.this,
+        lambda e: (
+            isinstance(e, exp.Column) and e.table.lower() in aliases and e.name.lower() == part_col
+        ),
+    )
+    values = {str(v) for v in pinned} if pinned else set()
+    if not values or not values <= domain:
         return (), pop.partition
-    return tuple(sorted(pinned)), pop.partition
-
-
-def _split(name: str) -> tuple[str, str]:
-    from proxy.catalog import split_name
-
-    return split_name(name)
+    return tuple(sorted(values)), pop.partition
 
 
 # Clauses of a SELECT the rewrite understands; any other (QUALIFY, sampling, PIVOT,
@@ -420,7 +201,7 @@ def _check_clauses(select: exp.Select) -> None:
             raise unsupported(
                 f"the {name.rstrip('_').upper()} clause is not answered",
                 "remove it; filter with WHERE and aggregate with GROUP BY",
-                _position(select),
+                position_of(select),
             )
     for table in select.find_all(exp.Table):
         for name, value in table.args.items():
@@ -428,7 +209,7 @@ def _check_clauses(select: exp.Select) -> None:
                 raise unsupported(
                     f"table modifier {name.rstrip('_').upper()} on {table.name} is not allowed",
                     "query the table plainly (sampling, time travel and pivots are refused)",
-                    _position(table),
+                    position_of(table),
                 )
     for join in select.args.get("joins") or []:
         for name, value in join.args.items():
@@ -436,16 +217,16 @@ def _check_clauses(select: exp.Select) -> None:
                 raise unsupported(
                     f"JOIN option {name.upper()} is not allowed",
                     "use INNER or LEFT JOIN ... ON",
-                    _position(join),
+                    position_of(join),
                 )
 
 
 def check_shape(select: exp.Select, catalog: Catalog) -> S.Shape:
     """Check a bound query against the allowlist and extract what the rewrite needs."""
     _check_clauses(select)
-    tables = _tables(select, catalog)
-    anchor, population = _check_from(select, tables)
-    unit_cols = _unit_columns(tables)
+    tables = tables_of(select, catalog)
+    anchor, population = check_from(select, tables)
+    unit_cols = unit_columns(tables)
     # COUNT(DISTINCT unit) counts people only for units that are never NULL on a row:
     # the anchor's (filtered IS NOT NULL) and those of tables joined INNER on it.
     inner = {anchor} | {
@@ -469,13 +250,13 @@ def check_shape(select: exp.Select, catalog: Catalog) -> S.Shape:
                 raise unsupported(
                     "grouping by the person id would release one row per person",
                     "group by an attribute of people, not their id",
-                    _position(col),
+                    position_of(col),
                 )
         if isinstance(key, exp.Literal):
             raise unsupported(
                 "GROUP BY position numbers could not be resolved",
                 "group by the expression itself",
-                _position(key),
+                position_of(key),
             )
     key_sqls = {k.sql(dialect="duckdb") for k in keys}
     aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
@@ -504,7 +285,7 @@ def check_shape(select: exp.Select, catalog: Catalog) -> S.Shape:
                 raise unsupported(
                     f"{clause.upper()} must be an integer literal",
                     f"write {clause.upper()} 10",
-                    _position(node),
+                    position_of(node),
                 )
     anchor_info = tables[anchor]
     unit = exp.column(str(anchor_info.policy.unit).lower(), table=anchor)

@@ -10,7 +10,7 @@ Any other key goes through DP partition selection.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import duckdb
@@ -18,6 +18,7 @@ from sqlglot import exp
 
 from proxy.catalog import TableInfo
 from proxy.execute import DuckDBExecutor
+from proxy.pins import pinned_values
 
 Domain = tuple[Any, ...]
 
@@ -88,32 +89,6 @@ def key_domain(
     return _expression_domain(key, tables, executor, limit)
 
 
-def _pinned(key: exp.Expr, where: exp.Expr | None) -> set[Any] | None:
-    """Values the WHERE clause restricts a key to (key = lit, key IN (lits)), if any."""
-    if where is None:
-        return None
-    text = key.sql(dialect="duckdb")
-    pinned: set[Any] | None = None
-    for conj in where.flatten() if isinstance(where, exp.And) else [where]:
-        values: set[Any] | None = None
-        if (
-            isinstance(conj, exp.EQ)
-            and isinstance(conj.expression, exp.Literal)
-            and conj.this.sql(dialect="duckdb") == text
-        ):
-            values = {conj.expression.to_py()}
-        elif (
-            isinstance(conj, exp.In)
-            and conj.this.sql(dialect="duckdb") == text
-            and conj.expressions
-            and all(isinstance(e, exp.Literal) for e in conj.expressions)
-        ):
-            values = {e.to_py() for e in conj.expressions}
-        if values is not None:
-            pinned = values if pinned is None else pinned & values
-    return pinned
-
-
 def _as_key_type(values: Domain, key_type: str, executor: DuckDBExecutor) -> Domain:
     """Domain values as DuckDB computes the key (e.g. CASE 'a' ELSE 0 yields text '0'),
     so that released keys match the data; values that cannot be that type are dropped."""
@@ -142,6 +117,11 @@ def _as_key_type(values: Domain, key_type: str, executor: DuckDBExecutor) -> Dom
     return tuple(dict.fromkeys(kept))
 
 
+def _same_as(key: exp.Expr) -> Callable[[exp.Expr], bool]:
+    text = key.sql(dialect="duckdb")
+    return lambda e: e.sql(dialect="duckdb") == text
+
+
 def public_domain(
     keys: Sequence[exp.Expr],
     tables: dict[str, TableInfo],
@@ -163,7 +143,7 @@ def public_domain(
             return None
         if key_types is not None:
             d = _as_key_type(d, key_types[i], executor)
-        pinned = _pinned(key, where)
+        pinned = pinned_values(where, _same_as(key))
         if pinned is not None:
             d = tuple(v for v in d if v in pinned)
         size *= max(len(d), 1)

@@ -55,6 +55,15 @@ class DPSQLError(Exception):
         return {"error": body}
 
 
+def position_of(node: Any) -> dict[str, int] | None:
+    """Line and column of a sqlglot node, when the parser recorded them."""
+    meta = getattr(node, "meta", None) or {}
+    line, col = meta.get("line"), meta.get("col")
+    if isinstance(line, int) and isinstance(col, int):
+        return {"line": line, "column": col}
+    return None
+
+
 def unsupported(message: str, hint: str, position: dict[str, int] | None = None) -> DPSQLError:
     return DPSQLError("unsupported_sql", message, hint, position)
 

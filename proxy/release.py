@@ -18,8 +18,9 @@ import numpy as np
 import pyarrow as pa
 
 from accounting import mechanisms
+from proxy.budget import ColumnNoise
 from proxy.errors import DPSQLError
-from proxy.plan import ColumnNoise, Plan
+from proxy.plan import Plan
 
 
 def _python(value: Any) -> Any:

@@ -8,8 +8,8 @@ from typing import Any
 
 from fastapi import Response
 
-from proxy.engine import PrivacyInfo
 from proxy.request import AccuracyTarget, QueryRequest
+from proxy.result import PrivacyInfo
 from proxy.server import formats
 from proxy.server.auth import Caller
 from proxy.server.context import Context

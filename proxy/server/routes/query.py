@@ -10,9 +10,9 @@ import anyio
 from fastapi import APIRouter, Header, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from proxy.engine import Result
 from proxy.errors import DPSQLError
 from proxy.request import QueryRequest
+from proxy.result import Result
 from proxy.server import formats
 from proxy.server.answers import page_response, privacy_dict, to_request
 from proxy.server.auth import Caller

@@ -1,0 +1,104 @@
+"""FROM and JOIN rules: which tables a query reads, its anchor private table and
+population, and joins that can never attribute one row to two people.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from proxy.catalog import Catalog, TableInfo
+from proxy.errors import DPSQLError, position_of, unsupported
+
+
+def tables_of(select: exp.Select, catalog: Catalog) -> dict[str, TableInfo]:
+    tables: dict[str, TableInfo] = {}
+    for table in select.find_all(exp.Table):
+        info = catalog.get(table.db or "main", table.name)
+        if info is None:  # bind already refused unknown tables
+            raise DPSQLError("not_found", f"unknown table {table.sql()}", "see the schema")
+        tables[table.alias_or_name.lower()] = info
+    return tables
+
+
+def unit_columns(tables: dict[str, TableInfo]) -> set[tuple[str, str]]:
+    return {
+        (alias, t.policy.unit.lower())
+        for alias, t in tables.items()
+        if not t.public and t.policy.unit
+    }
+
+
+def _is_unit_equality(
+    cond: exp.Expr, left: set[str], right: str, units: set[tuple[str, str]]
+) -> bool:
+    for conj in cond.flatten() if isinstance(cond, exp.And) else [cond]:
+        left_col, right_col = getattr(conj, "left", None), getattr(conj, "right", None)
+        if (
+            isinstance(conj, exp.EQ)
+            and isinstance(left_col, exp.Column)
+            and isinstance(right_col, exp.Column)
+        ):
+            a = (left_col.table.lower(), left_col.name.lower())
+            b = (right_col.table.lower(), right_col.name.lower())
+            if (
+                a in units
+                and b in units
+                and {a[0], b[0]} & {right}
+                and ((a[0] == right and b[0] in left) or (b[0] == right and a[0] in left))
+            ):
+                return True
+    return False
+
+
+def check_from(select: exp.Select, tables: dict[str, TableInfo]) -> tuple[str, str]:
+    """Check joins; return (anchor alias, population)."""
+    from_ = select.args.get("from_") or select.args.get("from")
+    if from_ is None or not isinstance(from_.this, exp.Table):
+        raise unsupported("the query needs a FROM table", "select from a table in the schema")
+    units = unit_columns(tables)
+    order = [from_.this.alias_or_name.lower()]
+    populations = {t.policy.population for t in tables.values() if not t.public}
+    if not populations:
+        raise unsupported(
+            "the query reads no private table; public tables are not served through dpsql",
+            "query a private table with aggregates",
+        )
+    if len(populations) > 1:
+        raise unsupported(
+            f"the query mixes populations {sorted(str(p) for p in populations)}",
+            "query one population at a time",
+        )
+    seen_private = [a for a in order if not tables[a].public]
+    for join in select.args.get("joins") or []:
+        target = join.this
+        if not isinstance(target, exp.Table):
+            raise unsupported(
+                "joins must be to tables", "join a table from the schema", position_of(join)
+            )
+        alias = target.alias_or_name.lower()
+        side = (join.side or "").upper()
+        kind = (join.kind or "").upper()
+        if side in ("RIGHT", "FULL") or kind not in ("", "INNER", "CROSS", "OUTER"):
+            raise unsupported(
+                f"{' '.join(p for p in (side, kind) if p) or 'this'} JOIN is not answered",
+                "use INNER or LEFT JOIN",
+                position_of(join),
+            )
+        if join.args.get("using"):
+            raise unsupported("JOIN ... USING could not be bound", "use JOIN ... ON")
+        info = tables[alias]
+        if not info.public:
+            on = join.args.get("on")
+            if seen_private and (
+                on is None or not _is_unit_equality(on, set(seen_private), alias, units)
+            ):
+                raise unsupported(
+                    f"private table {info.policy.name} must be joined on the person id "
+                    f"({info.policy.unit}) of the private tables before it",
+                    "join private tables ON a.unit = b.unit; anything else could mix people",
+                    position_of(join),
+                )
+            seen_private.append(alias)
+        order.append(alias)
+    anchor = seen_private[0]
+    return anchor, str(next(iter(populations)))

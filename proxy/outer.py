@@ -1,0 +1,150 @@
+"""Stage 9b: the analyst's outer layer — select-list arithmetic over aggregates, HAVING,
+ORDER BY, LIMIT — rewritten to run on the released noisy table, never on private rows;
+plus which output columns carry a known noise width.
+"""
+
+from __future__ import annotations
+
+import math
+
+import sqlglot
+from sqlglot import exp
+
+from accounting import mechanisms
+from accounting.partition import Threshold
+from proxy import shape as S
+from proxy.budget import ColumnNoise
+from proxy.rewrite import core as C
+
+
+def _post_expression(
+    call: S.AggregateCall, core: C.Core, arg_sql: dict[str, str], threshold: bool
+) -> exp.Expr:
+    def col(kind: str) -> exp.Expr:
+        return exp.column(core.statistic(kind, arg_sql.get(call.sql)).column)
+
+    if call.kind == S.COUNT_ROWS:
+        return exp.column(core.statistic(C.ROWS, None).column)
+    if call.kind == S.COUNT_PERSONS:
+        return (
+            exp.column("__persons")
+            if threshold
+            else exp.column(core.statistic(C.PERSONS, None).column)
+        )
+    if call.kind == S.COUNT:
+        return col(C.COUNT)
+    if call.kind == S.SUM:
+        return col(C.SUM)
+    stat = core.statistic(C.CENTRED_SUM, arg_sql[call.sql])
+    n = f"GREATEST({col(C.COUNT).sql()}, 1)"
+    mean_c = f"({col(C.CENTRED_SUM).sql()} / {n})"
+    if call.kind == S.AVG:
+        text = f"LEAST(GREATEST({stat.centre!r} + {mean_c}, {stat.lower!r}), {stat.upper!r})"
+    else:
+        half = (stat.upper - stat.lower) / 2.0
+        var = (
+            f"LEAST(GREATEST({col(C.CENTRED_SQUARES).sql()} / {n} - {mean_c} * {mean_c}, 0), "
+            f"{half * half!r})"
+        )
+        if call.kind in (S.VAR_SAMP, S.STDDEV_SAMP):
+            n2 = f"GREATEST({col(C.COUNT).sql()}, 2)"
+            var = f"({var} * {n2} / ({n2} - 1))"
+        text = f"SQRT({var})" if call.kind.startswith("stddev") else var
+    return sqlglot.parse_one(text, read="duckdb")
+
+
+def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool) -> str:
+    """The post-processing query over the released table ``released``."""
+    select = core.shape.select.copy()
+    arg_sql = {sql: arg.sql(dialect="duckdb") for sql, arg in core.arguments.items()}
+    keys = {k.sql(dialect="duckdb"): f"__k{i}" for i, k in enumerate(core.shape.keys)}
+    calls = {c.sql: c for c in core.shape.aggregates}
+
+    key_types = tuple({type(k) for k in core.shape.keys})
+    aggregate_types = (exp.Count, exp.AggFunc)
+
+    # Names the binder gave select items (e.g. _col_0 for ORDER BY 1) -> output names.
+    renamed = {
+        item.alias.lower(): name
+        for item, name in zip(select.expressions, names, strict=True)
+        if isinstance(item, exp.Alias)
+    }
+
+    def visit(node: exp.Expr) -> exp.Expr:
+        if (
+            isinstance(node, exp.Column)
+            and not node.table
+            and node.name.lower() in renamed
+            and node.sql(dialect="duckdb") not in keys
+        ):
+            return exp.column(renamed[node.name.lower()], quoted=True)
+        # Render only nodes that could be a key or an aggregate: rendering is the cost.
+        if not isinstance(node, (*key_types, *aggregate_types)):
+            return node
+        text = node.sql(dialect="duckdb")
+        if text in keys:
+            return exp.column(keys[text])
+        if text in calls:
+            return _post_expression(calls[text], core, arg_sql, threshold)
+        return node
+
+    items = []
+    hidden = []
+    for index, (item, name) in enumerate(zip(select.expressions, names, strict=True)):
+        body = item.this if isinstance(item, exp.Alias) else item
+        call = calls.get(body.sql(dialect="duckdb")) if isinstance(body, exp.Avg) else None
+        if call is not None:
+            # Carry the AVG's released parts along, for its per-cell interval.
+            arg = arg_sql[call.sql]
+            for suffix, kind in (("s", C.CENTRED_SUM), ("n", C.COUNT)):
+                column = exp.column(core.statistic(kind, arg).column)
+                hidden.append(exp.alias_(column, f"__ci{index}_{suffix}", copy=False))
+        items.append(exp.alias_(body.transform(visit, copy=False), name, quoted=True, copy=False))
+    out = exp.select(*items, *hidden).from_("released")
+    having = select.args.get("having")
+    if having is not None:
+        out = out.where(having.this.transform(visit, copy=False), copy=False)
+    order = select.args.get("order")
+    if order is not None:
+        out.set("order", order.transform(visit, copy=False))
+    for clause in ("limit", "offset"):
+        if select.args.get(clause) is not None:
+            out.set(clause, select.args[clause].copy())
+    return out.sql(dialect="duckdb")
+
+
+def _noise_std(descriptor: mechanisms.NoiseDescriptor) -> float:
+    if descriptor.mechanism == "gaussian":
+        return descriptor.scale
+    return math.sqrt(2.0) * descriptor.scale
+
+
+def avg_intervals(outer: str, noise: list[ColumnNoise]) -> tuple[tuple[int, float, float], ...]:
+    std = {n.statistic.column: _noise_std(n.descriptor) for n in noise}
+    tree = sqlglot.parse_one(outer, read="duckdb")
+    parts: dict[int, dict[str, float]] = {}
+    for item in tree.expressions:
+        if isinstance(item, exp.Alias) and item.alias.startswith("__ci"):
+            index, suffix = item.alias[4:].split("_")
+            parts.setdefault(int(index), {})[suffix] = std[item.this.name]
+    return tuple((i, p["s"], p["n"]) for i, p in sorted(parts.items()))
+
+
+def column_noise(
+    outer: str, names: tuple[str, ...], noise: list[ColumnNoise], thr: Threshold | None
+) -> tuple[tuple[str, float | None, float | None], ...]:
+    """Noise of output columns that are exactly one released statistic (COUNT, SUM)."""
+    by_column = {
+        n.statistic.column: (n.descriptor.scale, n.descriptor.half_width_95) for n in noise
+    }
+    if thr is not None and thr.mechanism == "gaussian":
+        by_column["__persons"] = (thr.scale, mechanisms.Z_975 * thr.scale)
+    out = []
+    tree = sqlglot.parse_one(outer, read="duckdb")
+    for name, item in zip(names, tree.expressions, strict=False):
+        body = item.this if isinstance(item, exp.Alias) else item
+        scale, half = (
+            by_column.get(body.name, (None, None)) if isinstance(body, exp.Column) else (None, None)
+        )
+        out.append((name, scale, half))
+    return tuple(out)
