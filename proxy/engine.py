@@ -34,16 +34,27 @@ from proxy.catalog import Catalog
 from proxy.check import check_shape, check_statement
 from proxy.errors import DPSQLError
 from proxy.execute import DuckDBExecutor
+from proxy.outer import outer_sql
 from proxy.parse import parse
 from proxy.plan import Plan, build_plan, limits
 from proxy.policy import Policy
 from proxy.release import PostProcessor, release
 from proxy.request import QueryRequest
 from proxy.result import Result, build_result
-from proxy.rewrite import rewrite
+from proxy.rewrite import Core, rewrite
 from proxy.shape import Shape
 
 PLAN_MEMO_SIZE = 512
+
+
+@dataclass(frozen=True, eq=False)
+class Structure:
+    """The budget-independent part of a plan, memoised per query text and limits."""
+
+    core: Core
+    names: tuple[str, ...]
+    domain: tuple[tuple[Any, ...], ...] | None
+    outer: str
 
 
 @dataclass(frozen=True)
@@ -95,6 +106,7 @@ class Engine:
         # Plans depend only on the request and the policy, so repeats skip planning.
         self._plans: OrderedDict[QueryRequest, tuple[Shape, Plan]] = OrderedDict()
         self._plans_guard = threading.Lock()
+        self._structures: OrderedDict[QueryRequest, Structure] = OrderedDict()
         # Post-processing is deterministic in (released table, outer SQL): keep answers.
         self._answers: OrderedDict[tuple[str, str], tuple[list[str], list[tuple[Any, ...]]]] = (
             OrderedDict()
@@ -116,9 +128,33 @@ class Engine:
         return prepared
 
     def _prepare(self, request: QueryRequest) -> tuple[Shape, Plan]:
-        settings = self.policy.proxy
         if not isinstance(request.sql, str):
             raise DPSQLError("bad_request", "sql must be a string", "send the query text")
+        # The query's structure does not depend on its budget: asking again at another ε
+        # re-plans only the noise.
+        key = replace(request, analyst="", epsilon=None, delta=None, rho=None, accuracy=None)
+        with self._plans_guard:
+            found = self._structures.get(key)
+        if found is None:
+            found = self._structure(request)
+            with self._plans_guard:
+                self._structures[key] = found
+                while len(self._structures) > PLAN_MEMO_SIZE:
+                    self._structures.popitem(last=False)
+        plan = build_plan(
+            found.core,
+            request,
+            self.policy,
+            domain=found.domain,
+            names=found.names,
+            data_version=self.policy.data_version,
+            outer=found.outer,
+        )
+        return found.core.shape, plan
+
+    def _structure(self, request: QueryRequest) -> Structure:
+        """Parse, bind, check, rewrite and validate: everything but the budget."""
+        settings = self.policy.proxy
         tree = parse(
             request.sql,
             request.dialect,
@@ -148,16 +184,9 @@ class Engine:
             if shape.keys
             else ((),)
         )
-        plan = build_plan(
-            core,
-            request,
-            self.policy,
-            domain=domain,
-            names=names,
-            data_version=self.policy.data_version,
-        )
-        self._validate_outer(plan, key_types)
-        return shape, plan
+        outer = outer_sql(core, names, domain is None)
+        self._validate_outer(core, outer, key_types)
+        return Structure(core, names, domain, outer)
 
     def _key_types(self, core_sql: str, keys: tuple[str, ...]) -> tuple[str, ...]:
         """Refuse, before any charge, a core DuckDB cannot bind (reads no data)."""
@@ -165,13 +194,13 @@ class Engine:
         described = dict(self.executor.describe(core_sql, params))
         return tuple(described[k] for k in keys)
 
-    def _validate_outer(self, plan: Plan, key_types: tuple[str, ...]) -> None:
+    def _validate_outer(self, core: Core, outer: str, key_types: tuple[str, ...]) -> None:
         """Run the outer layer once on a stand-in row so its mistakes are refused before
         the charge rather than after it (the outer layer reads released values only)."""
-        columns = list(zip(plan.key_columns, key_types, strict=True))
-        columns += [(s.column, "BIGINT" if s.integer else "DOUBLE") for s in plan.statistics]
+        columns = list(zip(core.key_columns(), key_types, strict=True))
+        columns += [(s.column, "BIGINT" if s.integer else "DOUBLE") for s in core.statistics]
         columns.append(("__persons", "BIGINT"))
-        self.post.validate(plan.outer_sql, columns)
+        self.post.validate(outer, columns)
 
     def explain(self, request: QueryRequest) -> Explanation:
         shape, plan = self.prepare(request)

@@ -5,6 +5,7 @@ plus which output columns carry a known noise width.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import sqlglot
@@ -119,32 +120,40 @@ def _noise_std(descriptor: mechanisms.NoiseDescriptor) -> float:
     return math.sqrt(2.0) * descriptor.scale
 
 
-def avg_intervals(outer: str, noise: list[ColumnNoise]) -> tuple[tuple[int, float, float], ...]:
-    std = {n.statistic.column: _noise_std(n.descriptor) for n in noise}
+@functools.lru_cache(maxsize=1024)
+def _columns_of(outer: str) -> tuple[tuple[str | None, ...], tuple[tuple[int, str, str], ...]]:
+    """From an outer query: the released column each select item reads bare (or None),
+    and the hidden (index, centred-sum column, count column) of each AVG item."""
     tree = sqlglot.parse_one(outer, read="duckdb")
-    parts: dict[int, dict[str, float]] = {}
+    direct: list[str | None] = []
+    parts: dict[int, dict[str, str]] = {}
     for item in tree.expressions:
+        body = item.this if isinstance(item, exp.Alias) else item
         if isinstance(item, exp.Alias) and item.alias.startswith("__ci"):
             index, suffix = item.alias[4:].split("_")
-            parts.setdefault(int(index), {})[suffix] = std[item.this.name]
-    return tuple((i, p["s"], p["n"]) for i, p in sorted(parts.items()))
+            parts.setdefault(int(index), {})[suffix] = body.name
+        else:
+            direct.append(body.name if isinstance(body, exp.Column) else None)
+    return tuple(direct), tuple((i, p["s"], p["n"]) for i, p in sorted(parts.items()))
+
+
+def avg_intervals(outer: str, noise: list[ColumnNoise]) -> tuple[tuple[int, float, float], ...]:
+    """(index, noise std of the centred sum, of the count) per AVG output column."""
+    std = {n.statistic.column: _noise_std(n.descriptor) for n in noise}
+    return tuple((i, std[s], std[n]) for i, s, n in _columns_of(outer)[1])
 
 
 def column_noise(
     outer: str, names: tuple[str, ...], noise: list[ColumnNoise], thr: Threshold | None
 ) -> tuple[tuple[str, float | None, float | None], ...]:
     """Noise of output columns that are exactly one released statistic (COUNT, SUM)."""
-    by_column = {
+    by_column: dict[str, tuple[float | None, float | None]] = {
         n.statistic.column: (n.descriptor.scale, n.descriptor.half_width_95) for n in noise
     }
     if thr is not None and thr.mechanism == "gaussian":
         by_column["__persons"] = (thr.scale, mechanisms.Z_975 * thr.scale)
-    out = []
-    tree = sqlglot.parse_one(outer, read="duckdb")
-    for name, item in zip(names, tree.expressions, strict=False):
-        body = item.this if isinstance(item, exp.Alias) else item
-        scale, half = (
-            by_column.get(body.name, (None, None)) if isinstance(body, exp.Column) else (None, None)
-        )
-        out.append((name, scale, half))
-    return tuple(out)
+    direct = _columns_of(outer)[0]
+    return tuple(
+        (name, *by_column.get(column or "", (None, None)))
+        for name, column in zip(names, direct, strict=False)
+    )

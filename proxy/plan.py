@@ -105,7 +105,10 @@ def build_plan(
     domain: tuple[tuple[Any, ...], ...] | None,
     names: tuple[str, ...],
     data_version: str,
+    outer: str | None = None,
 ) -> Plan:
+    """The plan of a rewritten query for one request's budget (``outer``: the outer SQL
+    if already made for this structure)."""
     needs_threshold = domain is None
     noise, thr, curve, eps, d_conv, _d_thr, rho = budget_noise(
         core, request, policy, needs_threshold
@@ -131,7 +134,8 @@ def build_plan(
         "data_version": data_version,
         "targets": targets,
     }
-    outer = outer_sql(core, names, needs_threshold)
+    if outer is None:
+        outer = outer_sql(core, names, needs_threshold)
     return Plan(
         core_sql=core.sql,
         key_columns=core.key_columns(),
