@@ -124,45 +124,8 @@ def cmd_explain(args: argparse.Namespace, out: Console) -> int:
         ex = engine.explain(_request(args))
     finally:
         engine.close()
-    plan = ex.plan
-    body = {
-        "core_sql": plan.core_sql,
-        "outer_sql": plan.outer_sql,
-        "statistics": [
-            {
-                "column": n.statistic.column,
-                "kind": n.statistic.kind,
-                "argument": n.statistic.arg_sql,
-                "bounds": [n.statistic.lower, n.statistic.upper],
-                "sensitivity": {
-                    "per_group": n.sensitivity.per_group,
-                    "l1": n.sensitivity.l1,
-                    "l2": n.sensitivity.l2,
-                },
-                "noise": {
-                    "mechanism": n.descriptor.mechanism,
-                    "scale": n.descriptor.scale,
-                    "grid": n.descriptor.grid,
-                    "half_width_95": n.descriptor.half_width_95,
-                },
-            }
-            for n in plan.noise
-        ],
-        "partition": None
-        if plan.threshold is None
-        else {
-            "mechanism": plan.threshold.mechanism,
-            "scale": plan.threshold.scale,
-            "tau": plan.threshold.tau,
-            "delta": plan.threshold.delta,
-        },
-        "public_domain_size": None if plan.domain is None else len(plan.domain),
-        "limits": {"max_rows_per_group": plan.max_rows, "max_groups": plan.max_groups},
-        "cost": {"epsilon": plan.epsilon, "delta": plan.delta, "rho": plan.rho},
-        "charges": list(plan.charge_targets),
-        "cache": "hit (free)" if ex.cached else "miss (charged)",
-        "cache_key": plan.cache_key,
-    }
+    body = ex.to_dict()
+    body["cache"] = "hit (free)" if ex.cached else "miss (charged)"
     sys.stdout.write(json.dumps(body, indent=2) + "\n")
     return 0
 

@@ -63,6 +63,48 @@ class Explanation:
     shape: Shape
     cached: bool
 
+    def to_dict(self) -> dict[str, Any]:
+        """The dry run as plain data, shared by `dpsql explain` and POST /v1/explain."""
+        plan = self.plan
+        return {
+            "core_sql": plan.core_sql,
+            "outer_sql": plan.outer_sql,
+            "statistics": [
+                {
+                    "column": n.statistic.column,
+                    "kind": n.statistic.kind,
+                    "argument": n.statistic.arg_sql,
+                    "bounds": [n.statistic.lower, n.statistic.upper],
+                    "sensitivity": {
+                        "per_group": n.sensitivity.per_group,
+                        "l1": n.sensitivity.l1,
+                        "l2": n.sensitivity.l2,
+                    },
+                    "noise": {
+                        "mechanism": n.descriptor.mechanism,
+                        "scale": n.descriptor.scale,
+                        "grid": n.descriptor.grid,
+                        "half_width_95": n.descriptor.half_width_95,
+                    },
+                }
+                for n in plan.noise
+            ],
+            "partition": None
+            if plan.threshold is None
+            else {
+                "mechanism": plan.threshold.mechanism,
+                "scale": plan.threshold.scale,
+                "tau": plan.threshold.tau,
+                "delta": plan.threshold.delta,
+            },
+            "public_domain_size": None if plan.domain is None else len(plan.domain),
+            "limits": {"max_rows_per_group": plan.max_rows, "max_groups": plan.max_groups},
+            "cost": {"epsilon": plan.epsilon, "delta": plan.delta, "rho": plan.rho},
+            "charges": list(plan.charge_targets),
+            "cache": "hit" if self.cached else "miss",
+            "cache_key": plan.cache_key,
+        }
+
 
 def output_names(tree: exp.Expr) -> tuple[str, ...] | None:
     if not isinstance(tree, exp.Select):

@@ -256,43 +256,4 @@ async def explain(body: QueryBody, request: Request, caller: CallerDep) -> Expla
     ex = await run_in_threadpool(ctx.engine.explain, to_request(body, caller))
     plan = ex.plan
     log_fields(request).update(query=plan.cache_key[:12])
-    return ExplainResponse.model_validate(
-        {
-            "core_sql": plan.core_sql,
-            "outer_sql": plan.outer_sql,
-            "statistics": [
-                {
-                    "column": n.statistic.column,
-                    "kind": n.statistic.kind,
-                    "argument": n.statistic.arg_sql,
-                    "bounds": [n.statistic.lower, n.statistic.upper],
-                    "sensitivity": {
-                        "per_group": n.sensitivity.per_group,
-                        "l1": n.sensitivity.l1,
-                        "l2": n.sensitivity.l2,
-                    },
-                    "noise": {
-                        "mechanism": n.descriptor.mechanism,
-                        "scale": n.descriptor.scale,
-                        "grid": n.descriptor.grid,
-                        "half_width_95": n.descriptor.half_width_95,
-                    },
-                }
-                for n in plan.noise
-            ],
-            "partition": None
-            if plan.threshold is None
-            else {
-                "mechanism": plan.threshold.mechanism,
-                "scale": plan.threshold.scale,
-                "tau": plan.threshold.tau,
-                "delta": plan.threshold.delta,
-            },
-            "public_domain_size": None if plan.domain is None else len(plan.domain),
-            "limits": {"max_rows_per_group": plan.max_rows, "max_groups": plan.max_groups},
-            "cost": {"epsilon": plan.epsilon, "delta": plan.delta, "rho": plan.rho},
-            "charges": list(plan.charge_targets),
-            "cache": "hit" if ex.cached else "miss",
-            "cache_key": plan.cache_key,
-        }
-    )
+    return ExplainResponse.model_validate(ex.to_dict())
