@@ -19,20 +19,6 @@ from proxy.rewrite.core import Core
 
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
 _TEXT = ("VARCHAR", "TEXT", "STRING", "CHAR", "BPCHAR")
-_NUMERIC = {
-    "TINYINT",
-    "SMALLINT",
-    "INTEGER",
-    "BIGINT",
-    "HUGEINT",
-    "UTINYINT",
-    "USMALLINT",
-    "UINTEGER",
-    "UBIGINT",
-    "FLOAT",
-    "DOUBLE",
-    "REAL",
-}
 
 
 def _column_type(col: exp.Column, tables: dict[str, TableInfo]) -> str:
@@ -48,10 +34,12 @@ def _literal_fits(col: exp.Column, literals: list[exp.Expr], tables: dict[str, T
     # is cast row by row; a number column against text fails at run time: both TRY.
     strings = all(isinstance(lit, exp.Literal) and lit.is_string for lit in literals)
     numbers = all(isinstance(lit, exp.Literal) and not lit.is_string for lit in literals)
-    ctype = _column_type(col, tables)
-    if ctype.startswith(_TEXT):
+    info = tables.get(col.table.lower())
+    if info is None:
+        return False
+    if _column_type(col, tables).startswith(_TEXT):
         return strings
-    if ctype in _NUMERIC or ctype.startswith(("DECIMAL", "NUMERIC")):
+    if info.is_numeric(col.name):
         return numbers
     return False
 
