@@ -59,9 +59,10 @@ class Curve:
     def __post_init__(self) -> None:
         if len(self.values) != len(ORDERS):
             raise CurveError(f"a curve needs {len(ORDERS)} values, got {len(self.values)}")
-        for v in self.values:
-            if math.isnan(v) or v < 0:
-                raise CurveError(f"curve values must be >= 0 and not NaN, got {v!r}")
+        # `v >= 0` is False for NaN too: one pass catches both.
+        if not all(v >= 0.0 for v in self.values):
+            bad = next(v for v in self.values if not v >= 0.0)
+            raise CurveError(f"curve values must be >= 0 and not NaN, got {bad!r}")
 
     @classmethod
     def from_array(cls, values: Iterable[float]) -> Curve:
