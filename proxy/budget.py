@@ -251,7 +251,9 @@ def budget_noise(
         if eps > target_eps:  # pragma: no cover - guards against a logic error
             raise DPSQLError("internal", "could not fit the noise within the budget", "")
         best = (noise, thr, curve, eps)
-        for _ in range(14):  # the share ends within 1e-4 of the largest that fits
+        for _ in range(30):  # until the share is within 1e-6 of the largest that fits
+            if too_big - fits <= 1e-6 * fits:
+                break
             middle = (fits + too_big) / 2
             trial = attempt(middle)
             if trial[3] <= target_eps:
