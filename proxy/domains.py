@@ -89,10 +89,23 @@ def key_domain(
     return _expression_domain(key, tables, executor, limit)
 
 
+_INTEGER_KEYS = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT"}
+
+
+def _already(values: Domain, key_type: str) -> bool:
+    """Values that are already what DuckDB computes for the key need no round trip."""
+    kind = key_type.upper()
+    if kind == "VARCHAR":
+        return all(isinstance(v, str) for v in values)
+    if kind in _INTEGER_KEYS:
+        return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    return False
+
+
 def _as_key_type(values: Domain, key_type: str, executor: DuckDBExecutor) -> Domain:
     """Domain values as DuckDB computes the key (e.g. CASE 'a' ELSE 0 yields text '0'),
     so that released keys match the data; values that cannot be that type are dropped."""
-    if not values:
+    if not values or _already(values, key_type):
         return values
     rows = exp.Values(
         expressions=[

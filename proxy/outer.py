@@ -101,7 +101,7 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool) -> str:
                 column = exp.column(core.statistic(kind, arg).column)
                 hidden.append(exp.alias_(column, f"__ci{index}_{suffix}", copy=False))
         items.append(exp.alias_(body.transform(visit, copy=False), name, quoted=True, copy=False))
-    out = exp.select(*items, *hidden).from_("released")
+    out = exp.select(*items, *hidden).from_(exp.to_table("released"), copy=False)
     having = select.args.get("having")
     if having is not None:
         out = out.where(having.this.transform(visit, copy=False), copy=False)
