@@ -34,6 +34,18 @@ def _centred(column: str, centre: float) -> exp.Expr:
     return exp.Paren(this=exp.Sub(this=exp.column(column), expression=lit))
 
 
+def _widened(core: C.Core, arg_sql: str, arg: exp.Expr) -> exp.Expr:
+    """The clamped argument in a type its sums and squares cannot overflow: BIGINT for
+    integer statistics (bounds keep |x|, (x−m)² ≤ 1e18), DOUBLE otherwise. Arithmetic in
+    the column's own type (e.g. INTEGER squares) could fail on some rows, and that
+    failure would depend on the data."""
+    stats = [s for s in core.statistics if s.arg_sql == arg_sql and s.kind != C.COUNT]
+    if not stats:
+        return arg  # only counted: its type does not matter
+    target = "BIGINT" if any(s.integer for s in stats) else "DOUBLE"
+    return exp.Cast(this=arg, to=exp.DataType.build(target))
+
+
 def raw_statistic(stat: C.Statistic, columns: dict[str, str]) -> exp.Expr | None:
     """One person's statistic within one group, before clamping."""
     if stat.kind == C.ROWS:
@@ -58,7 +70,8 @@ def apply(core: C.Core) -> C.Core:
     projection: list[exp.Expr] = [exp.alias_(core.shape.unit.copy(), "__u", copy=False)]
     projection += [exp.alias_(k.copy(), f"__k{i}", copy=False) for i, k in enumerate(core.keys)]
     projection += [
-        exp.alias_(by_sql[sql].copy(), name, copy=False) for sql, name in columns.items()
+        exp.alias_(_widened(core, sql, by_sql[sql].copy()), name, copy=False)
+        for sql, name in columns.items()
     ]
     r = exp.Select(expressions=projection)
     r.set("from_", core.from_.copy() if core.from_ is not None else None)

@@ -612,6 +612,9 @@ FORMER_DEFECTS = (
     "SELECT STDDEV_POP(ROUND(1e308, 1)) FROM users",  # bounds beyond float range
     "SELECT COUNT(*) FROM tickets WHERE category",  # text predicate cast outside TRY
     "SELECT plan, COUNT(*) + '' FROM users GROUP BY plan",  # outer layer fails late
+    # centred squares computed in INTEGER overflowed on large values (found at 10,000 cases)
+    "SELECT p.model, VAR_POP((p.tokens_in) * ROUND(p.tokens_out, 1)) * 2 + 1 FROM prompts p "
+    "JOIN users u ON p.user_id = u.user_id GROUP BY p.model",
 )
 
 
