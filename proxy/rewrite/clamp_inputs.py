@@ -65,6 +65,7 @@ def _numeric(expression: exp.Expr) -> exp.Expr:
     return exp.TryCast(this=expression, to=exp.DataType.build("INTEGER"))
 
 
+EXACT_INTEGER = 2**53
 MAX_PER_GROUP = 1e18  # one person's contribution; keeps exact DECIMAL(38, 9) sums in range
 
 
@@ -106,6 +107,10 @@ def apply(core: C.Core) -> C.Core:
             continue
         clamped = _clamp_columns(core, raw)
         rng = bounded_range(clamped, tables, call.kind.upper())
+        if rng.integer and max(abs(rng.lower), abs(rng.upper)) > EXACT_INTEGER:
+            # Beyond 2^53 values are not exact as doubles or safe as BIGINT: treat them
+            # as floats, summed exactly in DECIMAL.
+            rng = replace(rng, integer=False)
         if rng.lower >= 0 and rng.upper <= 1 and rng.integer:
             clamped = _numeric(clamped)
         # A bare bounded column is already clamped to exactly its range; anything else

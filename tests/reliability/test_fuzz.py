@@ -615,6 +615,9 @@ FORMER_DEFECTS = (
     # centred squares computed in INTEGER overflowed on large values (found at 10,000 cases)
     "SELECT p.model, VAR_POP((p.tokens_in) * ROUND(p.tokens_out, 1)) * 2 + 1 FROM prompts p "
     "JOIN users u ON p.user_id = u.user_id GROUP BY p.model",
+    # an integer literal beyond 2^53 made the widening cast to BIGINT fail
+    "SELECT STDDEV(9223372036854775807) AS a0 FROM prompts p JOIN users u "
+    "ON p.user_id = u.user_id AND u.age > 30",
 )
 
 
