@@ -369,3 +369,43 @@ def release_laplace(
         changed_coordinates=changed_coordinates,
     )
     return _release(values, desc, integer), desc
+
+
+def release_planned(
+    values: Sequence[float] | np.ndarray,
+    *,
+    mechanism: str,
+    sensitivity: float,
+    scale: float,
+    integer: bool,
+    changed_coordinates: int,
+    planned: Curve,
+) -> np.ndarray:
+    """Noise a column exactly as planned: the mechanism's own release, refused unless its
+    curve equals ``planned`` (the curve the ledger was charged for).
+
+    ``sensitivity`` is Δ2 for "gaussian" and Δ1 for "laplace". Preconditions: as
+    :func:`release_gaussian` / :func:`release_laplace`. Privacy claim: the release costs
+    exactly ``planned``; nothing is drawn that the charge does not cover.
+    """
+    if mechanism == "gaussian":
+        out, desc = release_gaussian(
+            values,
+            l2_sensitivity=sensitivity,
+            sigma=scale,
+            integer=integer,
+            changed_coordinates=changed_coordinates,
+        )
+    elif mechanism == "laplace":
+        out, desc = release_laplace(
+            values,
+            l1_sensitivity=sensitivity,
+            scale=scale,
+            integer=integer,
+            changed_coordinates=changed_coordinates,
+        )
+    else:
+        raise MechanismError(f"unknown mechanism {mechanism!r}")
+    if desc.curve != planned:
+        raise MechanismError("the release would cost a different curve than was charged")
+    return out

@@ -66,25 +66,26 @@ def _noised(noise: ColumnNoise, values: np.ndarray, k: int) -> np.ndarray:
         if integer
         else np.asarray(values, dtype=np.float64)
     )
-    if noise.descriptor.mechanism == "gaussian":
-        out, desc = mechanisms.release_gaussian(
+    gaussian = noise.descriptor.mechanism == "gaussian"
+    return np.asarray(
+        _planned(
             data,
-            l2_sensitivity=noise.sensitivity.l2,
-            sigma=noise.descriptor.scale,
-            integer=integer,
-            changed_coordinates=k,
-        )
-    else:
-        out, desc = mechanisms.release_laplace(
-            data,
-            l1_sensitivity=noise.sensitivity.l1,
+            mechanism=noise.descriptor.mechanism,
+            sensitivity=noise.sensitivity.l2 if gaussian else noise.sensitivity.l1,
             scale=noise.descriptor.scale,
             integer=integer,
             changed_coordinates=k,
+            planned=noise.descriptor.curve,
         )
-    if desc.curve != noise.descriptor.curve:  # the charge must cover what was drawn
-        raise DPSQLError("internal", "noise descriptor differs from the plan", "")
-    return np.asarray(out)
+    )
+
+
+def _planned(values: np.ndarray, **kwargs: Any) -> np.ndarray:
+    try:
+        return mechanisms.release_planned(values, **kwargs)
+    except mechanisms.MechanismError:
+        # The plan and the draw disagree: a defect, and the charge already stands.
+        raise DPSQLError("internal", "noise differs from the plan", "report this") from None
 
 
 def _select_partitions(
@@ -93,25 +94,19 @@ def _select_partitions(
     thr = plan.threshold
     assert thr is not None
     persons = np.asarray(_filled(np.asarray(exact["__persons"])), dtype=np.int64)
-    if thr.mechanism == "gaussian":
-        noisy, desc = mechanisms.release_gaussian(
+    k = thr.max_groups
+    noisy = np.asarray(
+        _planned(
             persons,
-            l2_sensitivity=float(np.sqrt(thr.max_groups)),
-            sigma=thr.scale,
-            integer=True,
-            changed_coordinates=thr.max_groups,
-        )
-    else:
-        noisy, desc = mechanisms.release_laplace(
-            persons,
-            l1_sensitivity=float(thr.max_groups),
+            mechanism=thr.mechanism,
+            sensitivity=float(np.sqrt(k)) if thr.mechanism == "gaussian" else float(k),
             scale=thr.scale,
             integer=True,
-            changed_coordinates=thr.max_groups,
-        )
-    if desc.curve != thr.curve:
-        raise DPSQLError("internal", "threshold noise differs from the plan", "")
-    noisy = np.asarray(noisy, dtype=np.int64)
+            changed_coordinates=k,
+            planned=thr.curve,
+        ),
+        dtype=np.int64,
+    )
     return noisy >= thr.tau, noisy
 
 
