@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import threading
 import time
 from pathlib import Path
 
 import pyarrow as pa
+
+from proxy.sqlite_files import ThreadConnections
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS released (
@@ -62,22 +63,13 @@ class ReleaseCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.stale_after_s = stale_after_s
-        self._local = threading.local()
+        self._connections = ThreadConnections(self.path)
         self._owner = f"{os.getpid()}-{id(self)}"
         with self._conn() as conn:
             conn.executescript(SCHEMA)
 
     def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            # WAL + NORMAL survives a crash of the process; a power loss may drop the
-            # newest releases, which then cost a new charge — never a privacy loss. The
-            # ledger itself stays synchronous=FULL.
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn = conn
-        return conn
+        return self._connections.get()
 
     def get(self, key: str) -> tuple[int, pa.Table] | None:
         row = (
@@ -134,7 +126,4 @@ class ReleaseCache:
         conn.execute("COMMIT")
 
     def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
+        self._connections.close()

@@ -14,11 +14,12 @@ import json
 import os
 import secrets
 import sqlite3
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from proxy.sqlite_files import ThreadConnections
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
@@ -85,7 +86,7 @@ class ServerStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.pending_stale_s = pending_stale_s
-        self._local = threading.local()
+        self._connections = ThreadConnections(self.path)
         conn = self._conn()
         conn.executescript(SCHEMA)
         # The first worker to start picks the secret; the others read the same one.
@@ -98,13 +99,7 @@ class ServerStore:
         )
 
     def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn = conn
-        return conn
+        return self._connections.get()
 
     # --- Idempotency-Key ----------------------------------------------------------------
     def begin(
@@ -215,7 +210,4 @@ class ServerStore:
         return Cursor(str(result_id), int(offset), int(size), str(owner), float(issued))
 
     def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
+        self._connections.close()
