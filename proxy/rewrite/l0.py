@@ -1,11 +1,20 @@
 """Rule: each person contributes to at most K groups (L0).
 
 Each person keeps the K groups with the smallest keyed hash of (person, group, secret
-seed): one grouped top-K aggregation (DuckDB's ``min_by(row, key, K)`` keeps a K-heap per
-person, no sort), and persons with at most K groups keep them all. The choice depends
-only on the person's own rows and the seed, so it bounds L0 without touching anyone
-else's contribution. The seed is a query parameter bound at execution, never part of the
-SQL text or the cache key.
+seed). Only the persons with more than K groups are looked at: one grouped aggregation
+over the per-person rows finds, for each such person, the K-th and (K+1)-th smallest
+hashes (DuckDB's ``min(h, K + 1)`` keeps a small heap per person, no sort), and a join
+on those persons alone cuts their rows at the K-th hash. Persons with at most K groups
+keep them all and cost no more than a hash-join probe that misses.
+
+The cut keeps a group iff its hash is below the K-th smallest, or equal to it while the
+(K+1)-th is strictly larger. Without hash collisions that is exactly the K smallest; a
+collision at the boundary drops the tied groups instead of keeping K+1, so the bound of
+K groups holds for every input, not just with high probability.
+
+The choice depends only on the person's own rows and the seed, so it bounds L0 without
+touching anyone else's contribution. The seed is a query parameter bound at execution,
+never part of the SQL text or the cache key.
 """
 
 from __future__ import annotations
@@ -16,6 +25,19 @@ import sqlglot
 
 from proxy.rewrite import core as C
 
+# DuckDB sizes the MIN(h, n) heap of every person up front: above this K the persons
+# who exceed it are found first (one more pass), so that light persons get no heap.
+HEAP_K = 8
+
+
+def _heavy_rows(k: int) -> str:
+    if k <= HEAP_K:
+        return "pph"
+    return (
+        "pph SEMI JOIN (SELECT __u FROM pph GROUP BY __u "
+        f"HAVING COUNT(*) > {k}) AS hu ON pph.__u = hu.__u"
+    )
+
 
 def apply(core: C.Core) -> C.Core:
     ctes = dict(core.ctes)
@@ -24,9 +46,19 @@ def apply(core: C.Core) -> C.Core:
         return replace(core, ctes=tuple(ctes.items()))
     k = int(core.max_groups)
     keys = ", ".join(f"pp.{name}" for name in core.key_columns())
+    ctes["pph"] = sqlglot.parse_one(
+        f"SELECT *, HASH(pp.__u, {keys}, ?) AS __h FROM pp", read="duckdb"
+    )
+    ctes["heavy"] = sqlglot.parse_one(
+        f"SELECT __u, __l[{k}] AS __t, __l[{k}] = __l[{k + 1}] AS __tie FROM "
+        f"(SELECT pph.__u, MIN(pph.__h, {k + 1}) AS __l FROM {_heavy_rows(k)} "
+        f"GROUP BY pph.__u HAVING COUNT(*) > {k})",
+        read="duckdb",
+    )
     ctes["bounded"] = sqlglot.parse_one(
-        f"SELECT UNNEST(min_by(pp, HASH(pp.__u, {keys}, ?), {k}), recursive := TRUE) "
-        "FROM pp GROUP BY pp.__u",
+        "SELECT pph.* EXCLUDE (__h) FROM pph LEFT JOIN heavy ON pph.__u = heavy.__u "
+        "WHERE heavy.__u IS NULL OR pph.__h < heavy.__t "
+        "OR (pph.__h = heavy.__t AND NOT heavy.__tie)",
         read="duckdb",
     )
     return replace(core, ctes=tuple(ctes.items()))
