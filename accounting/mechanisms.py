@@ -15,6 +15,7 @@ the very same :class:`NoiseDescriptor`. numpy is used for arrays only, never for
 
 from __future__ import annotations
 
+import functools
 import math
 import secrets
 from collections.abc import Sequence
@@ -293,8 +294,12 @@ def _to_units(values: Sequence[float] | np.ndarray, *, integer: bool, grid: floa
     return np.clip(scaled, -MAX_UNITS, MAX_UNITS).astype(np.int64)
 
 
+@functools.lru_cache(maxsize=256)
 def _measurement(mechanism: str, scale_units: float) -> Any:
-    """One OpenDP vector measurement on i64 (discrete noise of ``scale_units``)."""
+    """One OpenDP vector measurement on i64 (discrete noise of ``scale_units``).
+
+    Kept for reuse: a measurement is an immutable description (OpenDP's functions are
+    ``Send + Sync``); each invocation draws fresh noise from its sampler."""
     domain = dp.vector_domain(dp.atom_domain(T="i64"))
     if mechanism == "gaussian":
         return dp.m.make_gaussian(domain, dp.l2_distance(T="f64"), scale=scale_units)

@@ -8,6 +8,7 @@ and ``accounting.partition``, calibration from ``accounting.rdp`` and ``planning
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -105,36 +106,40 @@ def _choose(request: QueryRequest) -> None:
 
 
 def _describe(
-    mechanism: str, stat: C.Statistic, sens: Sensitivity, scale: float, k: int
+    mechanism: str, integer: bool, sens: Sensitivity, scale: float, k: int
 ) -> NoiseDescriptor:
     if mechanism == "gaussian":
         return mechanisms.describe_gaussian(
             l2_sensitivity=sens.l2,
             sigma=scale,
-            integer=stat.integer,
+            integer=integer,
             length=k,
             changed_coordinates=k,
         )
     return mechanisms.describe_laplace(
-        l1_sensitivity=sens.l1, scale=scale, integer=stat.integer, length=k, changed_coordinates=k
+        l1_sensitivity=sens.l1, scale=scale, integer=integer, length=k, changed_coordinates=k
     )
+
+
+# What the noise search needs to know of one released column.
+Spec = tuple[bool, Sensitivity]  # (integer-valued, sensitivity)
 
 
 def _noise_for_share(
     mechanism: str,
     share: float,
-    stats: list[tuple[C.Statistic, Sensitivity]],
+    specs: tuple[Spec, ...],
     k: int,
     delta_thr: float,
     threshold: bool,
-) -> tuple[list[ColumnNoise], Threshold | None]:
-    noise: list[ColumnNoise] = []
-    for stat, sens in stats:
+) -> tuple[tuple[NoiseDescriptor, ...], Threshold | None]:
+    descriptors: list[NoiseDescriptor] = []
+    for integer, sens in specs:
         if mechanism == "gaussian":
             scale = mechanisms.gaussian_sigma_for_rho(sens.l2, share)
         else:
             scale = mechanisms.laplace_scale_for_epsilon(sens.l1, share)
-        noise.append(ColumnNoise(stat, sens, _describe(mechanism, stat, sens, scale, k)))
+        descriptors.append(_describe(mechanism, integer, sens, scale, k))
     thr: Threshold | None = None
     if threshold:
         if mechanism == "gaussian":
@@ -142,13 +147,13 @@ def _noise_for_share(
             thr = partition.gaussian_threshold(sigma, k, delta_thr)
         else:
             thr = partition.laplace_threshold(share, k, delta_thr)
-    return noise, thr
+    return tuple(descriptors), thr
 
 
-def _total(noise: list[ColumnNoise], thr: Threshold | None) -> Curve:
+def _total(noise: tuple[NoiseDescriptor, ...], thr: Threshold | None) -> Curve:
     total = ZERO
     for n in noise:
-        total = total + n.descriptor.curve
+        total = total + n.curve
     if thr is not None:
         total = total + thr.curve
     return total
@@ -227,13 +232,42 @@ def budget_noise(
         else:
             share = target_eps / shares
 
-    def attempt(share: float) -> tuple[list[ColumnNoise], Threshold | None, Curve, float]:
-        noise, thr = _noise_for_share(mechanism, share, stats, k, delta_thr, needs_threshold)
+    specs = tuple((stat.integer, sens) for stat, sens in stats)
+    descriptors, thr, curve, eps, share = _fit(
+        mechanism, share, target_eps, specs, k, delta_conv, delta_thr, needs_threshold
+    )
+    noise = [ColumnNoise(stat, sens, d) for (stat, sens), d in zip(stats, descriptors, strict=True)]
+    rho = share * shares if mechanism == "gaussian" else None
+    return noise, thr, curve, eps, delta_conv, delta_thr, rho
+
+
+@functools.lru_cache(maxsize=4096)
+def _fit(
+    mechanism: str,
+    share: float,
+    target_eps: float | None,
+    specs: tuple[Spec, ...],
+    k: int,
+    delta_conv: float,
+    delta_thr: float,
+    threshold: bool,
+) -> tuple[tuple[NoiseDescriptor, ...], Threshold | None, Curve, float, float]:
+    """The noise of every column at the largest share that fits ``target_eps``.
+
+    A pure function of numbers (memoised: queries of the same statistics at the same
+    budget share one search). Returns descriptors, threshold, total curve, its ε and the
+    share used.
+    """
+
+    def attempt(
+        share: float,
+    ) -> tuple[tuple[NoiseDescriptor, ...], Threshold | None, Curve, float]:
+        noise, thr = _noise_for_share(mechanism, share, specs, k, delta_thr, threshold)
         curve = _total(noise, thr)
         eps = curve.epsilon(delta_conv)
         if mechanism == "laplace":
             # Pure ε by basic composition is also a valid statement; report the smaller.
-            pure = sum(n.descriptor.pure_epsilon or math.inf for n in noise)
+            pure = sum(n.pure_epsilon or math.inf for n in noise)
             if thr is not None:
                 pure += thr.max_groups / thr.scale
             eps = min(eps, pure)
@@ -262,5 +296,4 @@ def budget_noise(
                 too_big = middle
         noise, thr, curve, eps = best
         share = fits
-    rho = share * shares if mechanism == "gaussian" else None
-    return noise, thr, curve, eps, delta_conv, delta_thr, rho
+    return noise, thr, curve, eps, share

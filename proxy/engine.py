@@ -7,6 +7,7 @@ they can never disagree about what is answered or charged.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -24,6 +25,7 @@ from accounting.ledger import (
     LedgerError,
     LedgerUnavailable,
     PopulationSpec,
+    Receipt,
 )
 from accounting.mechanisms import secret_seed
 from accounting.store_sqlite import SQLiteLedger
@@ -150,6 +152,12 @@ class Engine:
         self._plans_guard = threading.Lock()
         self._structures: OrderedDict[QueryRequest, Structure] = OrderedDict()
         # Post-processing is deterministic in (released table, outer SQL): keep answers.
+        # Outer layers already run on a stand-in table of the same column types: the
+        # outer layer reads only the released columns, so queries that differ in their
+        # filters share it.
+        self._valid_outers: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], None] = (
+            OrderedDict()
+        )
         self._answers: OrderedDict[tuple[str, str], tuple[list[str], list[tuple[Any, ...]]]] = (
             OrderedDict()
         )
@@ -242,7 +250,16 @@ class Engine:
         columns = list(zip(core.key_columns(), key_types, strict=True))
         columns += [(s.column, "BIGINT" if s.integer else "DOUBLE") for s in core.statistics]
         columns.append(("__persons", "BIGINT"))
+        key = (outer, tuple(columns))
+        with self._plans_guard:
+            if key in self._valid_outers:
+                self._valid_outers.move_to_end(key)
+                return
         self.post.validate(outer, columns)
+        with self._plans_guard:
+            self._valid_outers[key] = None
+            while len(self._valid_outers) > PLAN_MEMO_SIZE:
+                self._valid_outers.popitem(last=False)
 
     def explain(self, request: QueryRequest) -> Explanation:
         shape, plan = self.prepare(request)
@@ -259,15 +276,26 @@ class Engine:
         with self._single_flight(plan.cache_key) as cached:
             if cached is not None:
                 return self._replay(plan, request, *cached)
-            charge_id = self._charge(plan, request)
+            receipt = self._charge(plan, request)
             exact = self.executor.run(
                 plan.core_sql, [secret_seed()] if "?" in plan.core_sql else []
             )
             table = release(plan, exact)
-            self.cache.put(plan.cache_key, charge_id, table)
-        return self._answer(plan, table, charge_id=charge_id, cached=False)
+            self.cache.put(plan.cache_key, receipt.event_id, table)
+        # The receipt already holds every charged population's spend after this charge.
+        spends: dict[str, float] = {}
+        for spend in receipt.spends:
+            for t in plan.charge_targets:
+                if spend.population == t or spend.population.startswith(t + "/"):
+                    spends[t] = min(spends.get(t, math.inf), spend.remaining)
+        remaining = {
+            t: spends[t] if t in spends else self.remaining(t) for t in plan.charge_targets
+        }
+        return self._answer(
+            plan, table, charge_id=receipt.event_id, cached=False, remaining=remaining
+        )
 
-    def _charge(self, plan: Plan, request: QueryRequest) -> int:
+    def _charge(self, plan: Plan, request: QueryRequest) -> Receipt:
         try:
             receipt = self.ledger.charge(
                 plan.charge_targets,
@@ -301,7 +329,7 @@ class Engine:
                 f"the ledger refused the charge: {type(error).__name__}",
                 "report this to the operator",
             ) from None
-        return receipt.event_id
+        return receipt
 
     def _replay(self, plan: Plan, request: QueryRequest, charge_id: int, table: pa.Table) -> Result:
         try:
@@ -337,9 +365,18 @@ class Engine:
             finally:
                 self.cache.finish(key)
 
-    def _answer(self, plan: Plan, table: pa.Table, *, charge_id: int, cached: bool) -> Result:
+    def _answer(
+        self,
+        plan: Plan,
+        table: pa.Table,
+        *,
+        charge_id: int,
+        cached: bool,
+        remaining: dict[str, float] | None = None,
+    ) -> Result:
         names, rows = self._post_process(plan, table)
-        remaining = {t: self.remaining(t) for t in plan.charge_targets}
+        if remaining is None:
+            remaining = {t: self.remaining(t) for t in plan.charge_targets}
         return build_result(
             plan, names, rows, charge_id=charge_id, cached=cached, remaining=remaining
         )

@@ -384,6 +384,21 @@ def test_an_unpinning_filter_charges_the_whole_population(engine: Engine) -> Non
     assert result.privacy.populations == ("users",)
 
 
+@pytest.mark.parametrize(
+    "where",
+    ["u.region = 'east' AND p.tokens_in > 100", "u.region IN ('north', 'south')", "p.flagged"],
+)
+def test_remaining_reported_by_a_miss_is_the_ledgers(engine: Engine, where: str) -> None:
+    # A miss reads the remaining budget off its charge receipt; it must be the figure
+    # the ledger itself gives (the tightest of the population and its partitions).
+    sql = f"SELECT COUNT(*) AS n FROM prompts p JOIN users u ON p.user_id = u.user_id WHERE {where}"
+    result = engine.run(QueryRequest(sql, epsilon=0.35))
+    assert not result.privacy.cached
+    assert result.privacy.remaining.keys() == set(result.privacy.populations)
+    for population, left in result.privacy.remaining.items():
+        assert left == pytest.approx(engine.remaining(population), rel=1e-12, abs=1e-12)
+
+
 # --- the ledger is the composition of its charges ----------------------------------------
 
 
