@@ -112,8 +112,10 @@ def _sorted_conjuncts(condition: exp.Expr) -> exp.Expr:
                 lit = part.args.get(side)
                 if isinstance(lit, exp.Literal) and not lit.is_string:
                     part.set(side, _canonical_number(lit))
+    if len(parts) == 1:
+        return parts[0]
     parts.sort(key=lambda p: p.sql(dialect="duckdb"))
-    return exp.and_(*parts, copy=False) if len(parts) > 1 else parts[0]
+    return exp.and_(*parts, copy=False)
 
 
 def canonicalize(select: exp.Select) -> exp.Select:
@@ -128,12 +130,15 @@ def canonicalize(select: exp.Select) -> exp.Select:
         if isinstance(table, exp.Table):
             mapping[table.alias_or_name.lower()] = f"t{i}"
             table.set("alias", exp.TableAlias(this=exp.to_identifier(f"t{i}")))
-    for col in select.find_all(exp.Column):
-        if col.table and col.table.lower() in mapping:
-            col.set("table", exp.to_identifier(mapping[col.table.lower()]))
-    for ident in select.find_all(exp.Identifier):
-        ident.set("quoted", False)
-        ident.set("this", ident.name.lower())
+    # One walk for both: a column's new table identifier is queued after the column
+    # itself, so it is still visited and lower-cased.
+    for node in select.walk():
+        if isinstance(node, exp.Column):
+            if node.table and node.table.lower() in mapping:
+                node.set("table", exp.to_identifier(mapping[node.table.lower()]))
+        elif isinstance(node, exp.Identifier):
+            node.set("quoted", False)
+            node.set("this", node.name.lower())
     where = select.args.get("where")
     if where is not None:
         where.set("this", _sorted_conjuncts(where.this))

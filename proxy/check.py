@@ -82,7 +82,8 @@ def _check_scalar(node: exp.Expr, where: str) -> None:
 S_AGG_TYPES = tuple(AGGREGATES)
 
 
-def _aggregate(node: exp.Expr, unit_cols: set[tuple[str, str]]) -> S.AggregateCall:
+def _aggregate(node: exp.Expr, unit_cols: set[tuple[str, str]], text: str) -> S.AggregateCall:
+    """``text`` is the node's canonical SQL, already rendered by the caller."""
     if isinstance(node, exp.Count):
         inner = node.this
         if inner is None:
@@ -90,7 +91,7 @@ def _aggregate(node: exp.Expr, unit_cols: set[tuple[str, str]]) -> S.AggregateCa
                 "COUNT() needs an argument", "write COUNT(*) or COUNT(column)", position_of(node)
             )
         if isinstance(inner, exp.Star):
-            return S.AggregateCall(S.COUNT_ROWS, None, node.sql(dialect="duckdb"))
+            return S.AggregateCall(S.COUNT_ROWS, None, text)
         if isinstance(inner, exp.Distinct):
             exprs = inner.expressions
             if (
@@ -98,7 +99,7 @@ def _aggregate(node: exp.Expr, unit_cols: set[tuple[str, str]]) -> S.AggregateCa
                 and isinstance(exprs[0], exp.Column)
                 and (exprs[0].table.lower(), exprs[0].name.lower()) in unit_cols
             ):
-                return S.AggregateCall(S.COUNT_PERSONS, None, node.sql(dialect="duckdb"))
+                return S.AggregateCall(S.COUNT_PERSONS, None, text)
             raise unsupported(
                 "COUNT(DISTINCT ...) is only answered for the person id of the query's "
                 "main table (or of a table INNER JOINed to it)",
@@ -107,14 +108,14 @@ def _aggregate(node: exp.Expr, unit_cols: set[tuple[str, str]]) -> S.AggregateCa
                 position_of(node),
             )
         _check_scalar(inner, "an aggregate argument")
-        return S.AggregateCall(S.COUNT, inner, node.sql(dialect="duckdb"))
+        return S.AggregateCall(S.COUNT, inner, text)
     kind = AGGREGATES[type(node)]
     if isinstance(node.this, exp.Distinct):
         raise unsupported(
             f"{kind.upper()}(DISTINCT ...) is not answered", "drop DISTINCT", position_of(node)
         )
     _check_scalar(node.this, "an aggregate argument")
-    return S.AggregateCall(kind, node.this, node.sql(dialect="duckdb"))
+    return S.AggregateCall(kind, node.this, text)
 
 
 def _collect_outer(
@@ -124,12 +125,20 @@ def _collect_outer(
     unit_cols: set[tuple[str, str]],
     found: dict[str, S.AggregateCall],
     where: str,
+    texts: dict[int, str],
 ) -> None:
-    """Outer-layer expressions may use only group keys, aggregates, aliases and literals."""
-    if node.sql(dialect="duckdb") in key_sqls:
+    """Outer-layer expressions may use only group keys, aggregates, aliases and literals.
+
+    ``texts`` collects what was rendered, by node id, for the outer layer to reuse."""
+    aggregate = isinstance(node, (exp.Count, S_AGG_TYPES))
+    # Rendering is the cost: only when a key could match or an aggregate needs its text.
+    text = node.sql(dialect="duckdb") if key_sqls or aggregate else ""
+    if text:
+        texts[id(node)] = text
+    if text in key_sqls:
         return
-    if isinstance(node, (exp.Count, S_AGG_TYPES)):
-        call = _aggregate(node, unit_cols)
+    if aggregate:
+        call = _aggregate(node, unit_cols, text)
         found.setdefault(call.sql, call)
         return
     if isinstance(node, exp.Column):
@@ -145,7 +154,7 @@ def _collect_outer(
     ):
         raise _refuse_node(node, where)
     for child in node.iter_expressions():
-        _collect_outer(child, key_sqls, aliases, unit_cols, found, where)
+        _collect_outer(child, key_sqls, aliases, unit_cols, found, where, texts)
 
 
 def _partition_pins(
@@ -258,18 +267,25 @@ def check_shape(select: exp.Select, catalog: Catalog) -> S.Shape:
                 "group by the expression itself",
                 position_of(key),
             )
-    key_sqls = {k.sql(dialect="duckdb") for k in keys}
+    key_texts = tuple(k.sql(dialect="duckdb") for k in keys)
+    key_sqls = set(key_texts)
     aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
     found: dict[str, S.AggregateCall] = {}
+    texts: dict[int, str] = {}
     for item in select.expressions:
-        _collect_outer(item, key_sqls, set(), person_cols, found, "the select list")
+        _collect_outer(item, key_sqls, set(), person_cols, found, "the select list", texts)
+    # Ids are only looked up here, while the select (and so every node) is alive.
+    item_sqls = tuple(
+        texts.get(id(item.this if isinstance(item, exp.Alias) else item))
+        for item in select.expressions
+    )
     having = select.args.get("having")
     if having is not None:
-        _collect_outer(having.this, key_sqls, aliases, person_cols, found, "HAVING")
+        _collect_outer(having.this, key_sqls, aliases, person_cols, found, "HAVING", texts)
     order = select.args.get("order")
     if order is not None:
         for o in order.expressions:
-            _collect_outer(o.this, key_sqls, aliases, person_cols, found, "ORDER BY")
+            _collect_outer(o.this, key_sqls, aliases, person_cols, found, "ORDER BY", texts)
     if not found:
         raise unsupported(
             "the query has no aggregate; raw rows are never released",
@@ -296,6 +312,8 @@ def check_shape(select: exp.Select, catalog: Catalog) -> S.Shape:
         unit=unit,
         population=population,
         keys=tuple(keys),
+        key_sqls=key_texts,
+        item_sqls=item_sqls,
         aggregates=tuple(found.values()),
         pins=pins,
         partition_column=partition_column,

@@ -18,6 +18,30 @@ from proxy.budget import ColumnNoise
 from proxy.rewrite import core as C
 
 
+def _number(value: float) -> exp.Expr:
+    """What parsing ``repr(value)`` yields: a literal, under a unary minus if negative."""
+    text = repr(value)
+    if not math.isfinite(value):
+        return sqlglot.parse_one(text, read="duckdb")
+    if text.startswith("-"):
+        return exp.Neg(this=exp.Literal.number(text[1:]))
+    return exp.Literal.number(text)
+
+
+# The post-processing formulas are built node by node, exactly as DuckDB SQL text such
+# as ``LEAST(GREATEST(x, lo), hi)`` parses: parsing them per query was the cost.
+def _greatest(this: exp.Expr, other: exp.Expr) -> exp.Expr:
+    return exp.Greatest(this=this, expressions=[other], ignore_nulls=True)
+
+
+def _least(this: exp.Expr, other: exp.Expr) -> exp.Expr:
+    return exp.Least(this=this, expressions=[other], ignore_nulls=True)
+
+
+def _div(this: exp.Expr, other: exp.Expr) -> exp.Expr:
+    return exp.Div(this=this, expression=other, typed=False, safe=False)
+
+
 def _post_expression(
     call: S.AggregateCall, core: C.Core, arg_sql: dict[str, str], threshold: bool
 ) -> exp.Expr:
@@ -37,28 +61,37 @@ def _post_expression(
     if call.kind == S.SUM:
         return col(C.SUM)
     stat = core.statistic(C.CENTRED_SUM, arg_sql[call.sql])
-    n = f"GREATEST({col(C.COUNT).sql()}, 1)"
-    mean_c = f"({col(C.CENTRED_SUM).sql()} / {n})"
+
+    def n(floor: int = 1) -> exp.Expr:  # GREATEST(count, floor)
+        return _greatest(col(C.COUNT), exp.Literal.number(floor))
+
+    def mean_c() -> exp.Expr:  # (centred sum / n)
+        return exp.Paren(this=_div(col(C.CENTRED_SUM), n()))
+
     if call.kind == S.AVG:
-        text = f"LEAST(GREATEST({stat.centre!r} + {mean_c}, {stat.lower!r}), {stat.upper!r})"
-    else:
-        half = (stat.upper - stat.lower) / 2.0
-        var = (
-            f"LEAST(GREATEST({col(C.CENTRED_SQUARES).sql()} / {n} - {mean_c} * {mean_c}, 0), "
-            f"{half * half!r})"
-        )
-        if call.kind in (S.VAR_SAMP, S.STDDEV_SAMP):
-            n2 = f"GREATEST({col(C.COUNT).sql()}, 2)"
-            var = f"({var} * {n2} / ({n2} - 1))"
-        text = f"SQRT({var})" if call.kind.startswith("stddev") else var
-    return sqlglot.parse_one(text, read="duckdb")
+        # LEAST(GREATEST(centre + mean_c, lower), upper)
+        mean = exp.Add(this=_number(stat.centre), expression=mean_c())
+        return _least(_greatest(mean, _number(stat.lower)), _number(stat.upper))
+    half = (stat.upper - stat.lower) / 2.0
+    # LEAST(GREATEST(squares / n - mean_c * mean_c, 0), half²)
+    spread = exp.Sub(
+        this=_div(col(C.CENTRED_SQUARES), n()),
+        expression=exp.Mul(this=mean_c(), expression=mean_c()),
+    )
+    var = _least(_greatest(spread, exp.Literal.number(0)), _number(half * half))
+    if call.kind in (S.VAR_SAMP, S.STDDEV_SAMP):
+        # (var * n2 / (n2 - 1)) with n2 = GREATEST(count, 2)
+        minus_one = exp.Paren(this=exp.Sub(this=n(2), expression=exp.Literal.number(1)))
+        var = exp.Paren(this=_div(exp.Mul(this=var, expression=n(2)), minus_one))
+    return exp.Sqrt(this=var) if call.kind.startswith("stddev") else var
 
 
 def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool) -> str:
     """The post-processing query over the released table ``released``."""
-    select = core.shape.select.copy()
-    arg_sql = {sql: arg.sql(dialect="duckdb") for sql, arg in core.arguments.items()}
-    keys = {k.sql(dialect="duckdb"): f"__k{i}" for i, k in enumerate(core.shape.keys)}
+    # Only the clauses rewritten below are copied (and mutated); the rest is read.
+    select = core.shape.select
+    arg_sql = core.argument_sql
+    keys = {text: f"__k{i}" for i, text in enumerate(core.shape.key_sqls)}
     calls = {c.sql: c for c in core.shape.aggregates}
 
     key_types = tuple({type(k) for k in core.shape.keys})
@@ -71,6 +104,9 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool) -> str:
         if isinstance(item, exp.Alias)
     }
 
+    # Texts already rendered, by node; holding the node keeps its id from being reused.
+    rendered: dict[int, tuple[exp.Expr, str]] = {}
+
     def visit(node: exp.Expr) -> exp.Expr:
         if (
             isinstance(node, exp.Column)
@@ -82,7 +118,8 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool) -> str:
         # Render only nodes that could be a key or an aggregate: rendering is the cost.
         if not isinstance(node, (*key_types, *aggregate_types)):
             return node
-        text = node.sql(dialect="duckdb")
+        known = rendered.get(id(node))
+        text = known[1] if known is not None else node.sql(dialect="duckdb")
         if text in keys:
             return exp.column(keys[text])
         if text in calls:
@@ -93,25 +130,33 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool) -> str:
     hidden = []
     for index, (item, name) in enumerate(zip(select.expressions, names, strict=True)):
         body = item.this if isinstance(item, exp.Alias) else item
-        call = calls.get(body.sql(dialect="duckdb")) if isinstance(body, exp.Avg) else None
+        copied = body.copy()
+        text = core.shape.item_sqls[index]
+        if text is None and isinstance(body, exp.Avg):
+            text = body.sql(dialect="duckdb")
+        if text is not None:
+            rendered[id(copied)] = (copied, text)
+        call = calls.get(text) if text is not None and isinstance(body, exp.Avg) else None
         if call is not None:
             # Carry the AVG's released parts along, for its per-cell interval.
             arg = arg_sql[call.sql]
             for suffix, kind in (("s", C.CENTRED_SUM), ("n", C.COUNT)):
                 column = exp.column(core.statistic(kind, arg).column)
                 hidden.append(exp.alias_(column, f"__ci{index}_{suffix}", copy=False))
-        items.append(exp.alias_(body.transform(visit, copy=False), name, quoted=True, copy=False))
-    out = exp.select(*items, *hidden).from_(exp.to_table("released"), copy=False)
+        body = copied.transform(visit, copy=False)
+        items.append(exp.alias_(body, name, quoted=True, copy=False))
+    out = exp.Select(expressions=[*items, *hidden], from_=C.from_table("released"))
     having = select.args.get("having")
     if having is not None:
-        out = out.where(having.this.transform(visit, copy=False), copy=False)
+        out = out.where(having.this.copy().transform(visit, copy=False), copy=False)
     order = select.args.get("order")
     if order is not None:
-        out.set("order", order.transform(visit, copy=False))
+        out.set("order", order.copy().transform(visit, copy=False))
     for clause in ("limit", "offset"):
         if select.args.get(clause) is not None:
             out.set(clause, select.args[clause].copy())
-    return out.sql(dialect="duckdb")
+    # Rendered in place: the tree is fresh and dropped right after.
+    return out.sql(dialect="duckdb", copy=False)
 
 
 def _noise_std(descriptor: mechanisms.NoiseDescriptor) -> float:

@@ -40,6 +40,9 @@ class Shape:
     unit: exp.Column  # person id column of the anchor private table
     population: str
     keys: tuple[exp.Expr, ...]
+    key_sqls: tuple[str, ...]  # canonical text of each key, rendered once by the checker
+    # Canonical text of each select item (under its alias), where the checker rendered it.
+    item_sqls: tuple[str | None, ...]
     aggregates: tuple[AggregateCall, ...]
     pins: tuple[str, ...]  # partition values the WHERE clause pins (empty: whole population)
     partition_column: str | None  # "table.column" of the population's partition, if any

@@ -50,7 +50,8 @@ def _clamp_columns(core: C.Core, expression: exp.Expr) -> exp.Expr:
             info = tables.get(node.table.lower())
             policy = info.column(node.name) if info else None
             if policy is not None and policy.lower is not None and policy.upper is not None:
-                return clamp(node.copy(), policy.lower, policy.upper)
+                # The node is in this rule's own copy: the clamp takes it over.
+                return clamp(node, policy.lower, policy.upper)
         return node
 
     return expression.copy().transform(visit, copy=False)
@@ -60,9 +61,12 @@ def _is_clamp(node: exp.Expr) -> bool:
     return isinstance(node, exp.Case) and len(node.args.get("ifs") or []) == 2
 
 
+_INTEGER = exp.DataType.build("INTEGER")  # shared: insert copies only
+
+
 def _numeric(expression: exp.Expr) -> exp.Expr:
     # Booleans sum as 0/1; DuckDB does not SUM a BOOLEAN directly.
-    return exp.TryCast(this=expression, to=exp.DataType.build("INTEGER"))
+    return exp.TryCast(this=expression, to=_INTEGER.copy())
 
 
 EXACT_INTEGER = 2**53
@@ -87,6 +91,7 @@ def _check_magnitude(stat: C.Statistic, max_rows: int) -> None:
 def apply(core: C.Core) -> C.Core:
     stats: dict[tuple[str, str | None], C.Statistic] = {}
     arguments: dict[str, exp.Expr] = {}
+    argument_sql: dict[str, str] = {}
     tables = dict(core.shape.tables)
 
     def add(stat: C.Statistic) -> None:
@@ -103,7 +108,8 @@ def apply(core: C.Core) -> C.Core:
         if call.kind == S.COUNT:
             arg = raw
             arguments[call.sql] = arg
-            add(C.Statistic(C.COUNT, arg.sql(dialect="duckdb")))
+            argument_sql[call.sql] = arg.sql(dialect="duckdb")
+            add(C.Statistic(C.COUNT, argument_sql[call.sql]))
             continue
         clamped = _clamp_columns(core, raw)
         rng = bounded_range(clamped, tables, call.kind.upper())
@@ -122,7 +128,7 @@ def apply(core: C.Core) -> C.Core:
             else clamp(clamped, rng.lower, rng.upper)
         )
         arguments[call.sql] = arg
-        key = arg.sql(dialect="duckdb")
+        key = argument_sql[call.sql] = arg.sql(dialect="duckdb")
         if call.kind == S.SUM:
             add(C.Statistic(C.SUM, key, rng.lower, rng.upper, rng.integer))
             continue
@@ -135,4 +141,4 @@ def apply(core: C.Core) -> C.Core:
         _check_magnitude(stat, core.max_rows)
     ordered = sorted(stats.values(), key=C.Statistic.sort_key)
     named = tuple(replace(s, column=f"__s{i}") for i, s in enumerate(ordered))
-    return replace(core, arguments=arguments, statistics=named)
+    return replace(core, arguments=arguments, argument_sql=argument_sql, statistics=named)

@@ -46,7 +46,11 @@ class Core:
     where: exp.Expr | None = None
     keys: tuple[exp.Expr, ...] = ()
     arguments: dict[str, exp.Expr] = field(default_factory=dict)  # agg sql -> argument
+    # agg sql -> canonical text of its argument, rendered once: later rules and the outer
+    # layer look arguments up by this text, and rendering is the costly step.
+    argument_sql: dict[str, str] = field(default_factory=dict)
     statistics: tuple[Statistic, ...] = ()
+    # The last rule renders the CTEs in place into ``sql``; read ``sql`` after it, not these.
     ctes: tuple[tuple[str, exp.Expr], ...] = ()
     sql: str = ""
     one_group_per_person: bool = False
@@ -60,6 +64,11 @@ class Core:
 
     def key_columns(self) -> tuple[str, ...]:
         return tuple(f"__k{i}" for i in range(len(self.keys)))
+
+
+def from_table(name: str) -> exp.From:
+    """``FROM name``, built directly: the ``from_`` builder would parse the name."""
+    return exp.From(this=exp.Table(this=exp.to_identifier(name)))
 
 
 SEED = exp.Placeholder()  # the secret L0 seed is bound at execution, never written in SQL

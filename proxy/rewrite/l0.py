@@ -20,14 +20,24 @@ never part of the SQL text or the cache key.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 
 import sqlglot
+from sqlglot import exp
 
 from proxy.rewrite import core as C
 
 # DuckDB sizes the MIN(h, n) heap of every person up front: above this K the persons
 # who exceed it are found first (one more pass), so that light persons get no heap.
 HEAP_K = 8
+
+# The template is parsed once; every use inserts a copy, never the shared tree.
+_CUT = sqlglot.parse_one(
+    "SELECT pph.* EXCLUDE (__h) FROM pph LEFT JOIN heavy ON pph.__u = heavy.__u "
+    "WHERE heavy.__u IS NULL OR pph.__h < heavy.__t "
+    "OR (pph.__h = heavy.__t AND NOT heavy.__tie)",
+    read="duckdb",
+)
 
 
 def _heavy_rows(k: int) -> str:
@@ -39,26 +49,31 @@ def _heavy_rows(k: int) -> str:
     )
 
 
-def apply(core: C.Core) -> C.Core:
-    ctes = dict(core.ctes)
-    if core.one_group_per_person or not core.keys or not core.bounding:
-        ctes["bounded"] = sqlglot.parse_one("SELECT * FROM pp", read="duckdb")
-        return replace(core, ctes=tuple(ctes.items()))
-    k = int(core.max_groups)
-    keys = ", ".join(f"pp.{name}" for name in core.key_columns())
-    ctes["pph"] = sqlglot.parse_one(
-        f"SELECT *, HASH(pp.__u, {keys}, ?) AS __h FROM pp", read="duckdb"
-    )
-    ctes["heavy"] = sqlglot.parse_one(
+# K and the number of keys come from the policy and the query's shape, so a handful of
+# parsed variants serve every query; callers copy before inserting.
+@lru_cache(maxsize=64)
+def _hashed(n_keys: int) -> exp.Expr:
+    keys = ", ".join(f"pp.__k{i}" for i in range(n_keys))
+    return sqlglot.parse_one(f"SELECT *, HASH(pp.__u, {keys}, ?) AS __h FROM pp", read="duckdb")
+
+
+@lru_cache(maxsize=64)
+def _heavy(k: int) -> exp.Expr:
+    return sqlglot.parse_one(
         f"SELECT __u, __l[{k}] AS __t, __l[{k}] = __l[{k + 1}] AS __tie FROM "
         f"(SELECT pph.__u, MIN(pph.__h, {k + 1}) AS __l FROM {_heavy_rows(k)} "
         f"GROUP BY pph.__u HAVING COUNT(*) > {k})",
         read="duckdb",
     )
-    ctes["bounded"] = sqlglot.parse_one(
-        "SELECT pph.* EXCLUDE (__h) FROM pph LEFT JOIN heavy ON pph.__u = heavy.__u "
-        "WHERE heavy.__u IS NULL OR pph.__h < heavy.__t "
-        "OR (pph.__h = heavy.__t AND NOT heavy.__tie)",
-        read="duckdb",
-    )
+
+
+def apply(core: C.Core) -> C.Core:
+    ctes = dict(core.ctes)
+    if core.one_group_per_person or not core.keys or not core.bounding:
+        ctes["bounded"] = exp.Select(expressions=[exp.Star()], from_=C.from_table("pp"))
+        return replace(core, ctes=tuple(ctes.items()))
+    k = int(core.max_groups)
+    ctes["pph"] = _hashed(len(core.keys)).copy()
+    ctes["heavy"] = _heavy(k).copy()
+    ctes["bounded"] = _CUT.copy()
     return replace(core, ctes=tuple(ctes.items()))

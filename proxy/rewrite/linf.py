@@ -16,7 +16,13 @@ from sqlglot import exp
 
 from proxy.rewrite import core as C
 
-DECIMAL = exp.DataType.build("DECIMAL(38, 9)")
+# DECIMAL(38, 9), built rather than parsed: parsed nodes carry source positions that
+# make every copy slower. Shared: insert copies only.
+DECIMAL = exp.DataType(
+    this=exp.DataType.Type.DECIMAL,
+    expressions=[exp.DataTypeParam(this=exp.Literal.number(n)) for n in (38, 9)],
+    nested=False,
+)
 
 
 _NINE = Decimal("1e-9")
@@ -61,7 +67,7 @@ def per_group_bound(stat: C.Statistic, max_rows: int) -> float:
 def _number(value: Decimal, integer: bool) -> exp.Expr:
     if integer:
         return exp.Literal.number(int(value))
-    return exp.cast(exp.Literal.number(str(value)), DECIMAL)
+    return exp.cast(exp.Literal.number(str(value)), DECIMAL.copy(), copy=False)
 
 
 def clamped(stat: C.Statistic, expression: exp.Expr, max_rows: int) -> exp.Expr:
@@ -74,7 +80,7 @@ def clamped(stat: C.Statistic, expression: exp.Expr, max_rows: int) -> exp.Expr:
     if not stat.integer:
         # Clamp in DOUBLE first so the DECIMAL cast can never overflow on some person's
         # raw sum (that error would depend on data), then clamp exactly in DECIMAL.
-        value = exp.cast(_between(value, _float(lo), _float(hi)), DECIMAL)
+        value = exp.cast(_between(value, _float(lo), _float(hi)), DECIMAL.copy(), copy=False)
     return _between(value, _number(lo, stat.integer), _number(hi, stat.integer))
 
 
@@ -103,7 +109,9 @@ def apply(core: C.Core) -> C.Core:
         if stat is None:
             new_cols.append(col)
         else:
-            new_cols.append(exp.alias_(clamped(stat, col.this, core.max_rows), stat.column))
+            new_cols.append(
+                exp.alias_(clamped(stat, col.this, core.max_rows), stat.column, copy=False)
+            )
     pp.set("expressions", new_cols)
     ctes["pp"] = pp
     return replace(core, ctes=tuple(ctes.items()))

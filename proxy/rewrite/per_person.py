@@ -24,7 +24,11 @@ def argument_columns(core: C.Core) -> dict[str, str]:
 
 
 def _arguments_by_sql(core: C.Core) -> dict[str, exp.Expr]:
-    return {arg.sql(dialect="duckdb"): arg for arg in core.arguments.values()}
+    return {core.argument_sql[call]: arg for call, arg in core.arguments.items()}
+
+
+# Shared: insert copies only.
+_TYPES = {name: exp.DataType.build(name) for name in ("BIGINT", "DOUBLE")}
 
 
 def _centred(column: str, centre: float) -> exp.Expr:
@@ -43,7 +47,7 @@ def _widened(core: C.Core, arg_sql: str, arg: exp.Expr) -> exp.Expr:
     if not stats:
         return arg  # only counted: its type does not matter
     target = "BIGINT" if any(s.integer for s in stats) else "DOUBLE"
-    return exp.Cast(this=arg, to=exp.DataType.build(target))
+    return exp.Cast(this=arg, to=_TYPES[target].copy())
 
 
 def raw_statistic(stat: C.Statistic, columns: dict[str, str]) -> exp.Expr | None:
@@ -79,15 +83,21 @@ def apply(core: C.Core) -> C.Core:
         r.set("joins", [j.copy() for j in core.joins])
     not_null = exp.Not(this=exp.Is(this=core.shape.unit.copy(), expression=exp.Null()))
     condition = (
-        not_null if core.where is None else exp.and_(exp.Paren(this=core.where.copy()), not_null)
+        not_null
+        if core.where is None
+        else exp.and_(exp.Paren(this=core.where.copy()), not_null, copy=False)
     )
     r = r.where(condition, copy=False)
 
+    # Built node by node: the select/from_/group_by builders would copy every fresh
+    # piece again and parse the table name.
     group = [exp.column("__u"), *(exp.column(k) for k in core.key_columns())]
     pp_cols: list[exp.Expr] = [exp.column("__u"), *(exp.column(k) for k in core.key_columns())]
     for stat in core.statistics:
         raw = raw_statistic(stat, columns)
         if raw is not None:
-            pp_cols.append(exp.alias_(raw, stat.column))
-    pp = exp.select(*pp_cols).from_("r").group_by(*group)
+            pp_cols.append(exp.alias_(raw, stat.column, copy=False))
+    pp = exp.Select(
+        expressions=pp_cols, from_=C.from_table("r"), group=exp.Group(expressions=group)
+    )
     return replace(core, ctes=(("r", r), ("pp", pp)))

@@ -19,6 +19,7 @@ from proxy.rewrite.core import Core
 
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
 _TEXT = ("VARCHAR", "TEXT", "STRING", "CHAR", "BPCHAR")
+_BOOLEAN = exp.DataType.build("BOOLEAN")  # shared: insert copies only
 
 
 def _column_type(col: exp.Column, tables: dict[str, TableInfo]) -> str:
@@ -91,10 +92,11 @@ def total_predicate(expression: exp.Expr, tables: dict[str, TableInfo]) -> exp.E
     # The cast to BOOLEAN sits inside TRY: a text column used as a predicate would
     # otherwise be cast, and fail, outside it.
     parts = [
-        c if _safe(c, tables) else exp.Try(this=exp.Cast(this=c, to=exp.DataType.build("BOOLEAN")))
+        c if _safe(c, tables) else exp.Try(this=exp.Cast(this=c, to=_BOOLEAN.copy()))
         for c in conjuncts
     ]
-    return exp.and_(*parts) if len(parts) > 1 else parts[0]
+    # The parts belong to the fresh copy: joining them needs no second copy.
+    return exp.and_(*parts, copy=False) if len(parts) > 1 else parts[0]
 
 
 def apply(core: Core) -> Core:
