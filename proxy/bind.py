@@ -73,7 +73,15 @@ def bind(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> ex
             f"could not bind the query: {error}",
             "check column and table names against the schema",
         ) from None
-    merged = merge_subqueries(qualified)
+    try:
+        merged = merge_subqueries(qualified)
+    except (KeyError, ValueError, TypeError, AttributeError, OptimizeError):
+        # sqlglot could not inline a shape it parsed (e.g. DuckDB's FROM-first query
+        # nested in FROM): refuse it as unsupported rather than fail.
+        raise unsupported(
+            "this FROM clause could not be inlined",
+            "write subqueries as (SELECT ... FROM table) with an alias",
+        ) from None
     if not isinstance(merged, exp.Select):
         raise unsupported("only a single SELECT is answered", "send one SELECT query")
     for node in merged.find_all(exp.Subquery, exp.CTE):

@@ -152,6 +152,7 @@ UNSUPPORTED = [
     pytest.param(f"SELECT SUM(income) FILTER (WHERE age > 50) FROM {P}", id="filter-clause"),
     pytest.param(f"SELECT COUNT(*) FROM {P} LIMIT (SELECT 1)", id="limit-subquery"),
     pytest.param(f"SELECT COUNT(*) FROM {P} GROUP BY ROLLUP (sex)", id="rollup"),
+    pytest.param(f"SELECT COUNT(*) FROM (SELECT * FROM FROM {P}) p", id="from-first-in-from"),
 ]
 
 
