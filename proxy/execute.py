@@ -8,8 +8,11 @@ small :class:`Executor` protocol so that other engines can follow.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -41,6 +44,51 @@ def _sandbox_settings(policy: Policy) -> dict[str, Any]:
 
 
 _LOCKDOWN = {"enable_external_access": False, "lock_configuration": True}
+
+
+class _Watchdog:
+    """One thread that interrupts queries past their deadline (a timer thread per query
+    would cost more than a small query itself)."""
+
+    def __init__(self) -> None:
+        self._wake = threading.Condition()
+        self._armed: dict[int, tuple[float, Any]] = {}
+        self._next = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, timeout_s: float, interrupt: Any) -> int:
+        token = next(self._next)
+        with self._wake:
+            self._armed[token] = (time.monotonic() + timeout_s, interrupt)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="dpsql-watchdog", daemon=True
+                )
+                self._thread.start()
+            self._wake.notify()
+        return token
+
+    def disarm(self, token: int) -> None:
+        with self._wake:
+            self._armed.pop(token, None)
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                now = time.monotonic()
+                due = [t for t, (deadline, _) in self._armed.items() if deadline <= now]
+                fire = [self._armed.pop(t)[1] for t in due]
+                if not fire:
+                    soonest = min((d for d, _ in self._armed.values()), default=now + 60.0)
+                    self._wake.wait(max(0.0, soonest - now))
+                    continue
+            for interrupt in fire:
+                # The query may have finished and its cursor closed meanwhile.
+                with contextlib.suppress(Exception):
+                    interrupt()
+
+
+_WATCHDOG = _Watchdog()
 
 
 def _quote(name: str) -> str:
@@ -116,8 +164,7 @@ class DuckDBExecutor:
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> dict[str, np.ndarray]:
         cursor = self._db.cursor()
-        timer = threading.Timer(self.timeout_s, cursor.interrupt)
-        timer.start()
+        token = _WATCHDOG.arm(self.timeout_s, cursor.interrupt)
         try:
             result = cursor.execute(sql, list(params)).fetchnumpy()
         except duckdb.InterruptException:
@@ -135,7 +182,7 @@ class DuckDBExecutor:
                 "report this to the operator; the budget charge stands",
             ) from None
         finally:
-            timer.cancel()
+            _WATCHDOG.disarm(token)
             cursor.close()
         return {k: _with_nulls(v) for k, v in result.items()}
 
