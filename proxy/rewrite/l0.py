@@ -54,7 +54,11 @@ def _heavy_rows(k: int) -> str:
 @lru_cache(maxsize=64)
 def _hashed(n_keys: int) -> exp.Expr:
     keys = ", ".join(f"pp.__k{i}" for i in range(n_keys))
-    return sqlglot.parse_one(f"SELECT *, HASH(pp.__u, {keys}, ?) AS __h FROM pp", read="duckdb")
+    # 63 bits of the hash as a BIGINT: DuckDB's MIN(h, n) heap runs about twice as fast
+    # on signed integers as on UBIGINT, and the order of the hashes is kept.
+    return sqlglot.parse_one(
+        f"SELECT *, CAST(HASH(pp.__u, {keys}, ?) >> 1 AS BIGINT) AS __h FROM pp", read="duckdb"
+    )
 
 
 @lru_cache(maxsize=64)
