@@ -73,6 +73,14 @@ def bind(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> ex
             f"could not bind the query: {error}",
             "check column and table names against the schema",
         ) from None
+    except (OverflowError, ValueError, KeyError, IndexError, TypeError):
+        # sqlglot failing on a shape it parsed (e.g. GROUP BY 9223372036854775808 in its
+        # compiled build): the query text alone decides it, so refuse it plainly.
+        raise DPSQLError(
+            "bad_request",
+            "could not bind the query",
+            "check positional references (GROUP BY 1) and column names",
+        ) from None
     try:
         merged = merge_subqueries(qualified)
     except (KeyError, ValueError, TypeError, AttributeError, OptimizeError):

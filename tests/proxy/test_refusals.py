@@ -178,6 +178,11 @@ def test_not_found_for_unknown_table(pums: Engine) -> None:
     refused(pums, QueryRequest("SELECT COUNT(*) FROM PUMS.nope"), "not_found")
 
 
+def test_huge_positional_group_by_is_a_bad_request(pums: Engine) -> None:
+    refused(pums, QueryRequest(f"SELECT sex, COUNT(*) FROM {P} GROUP BY 9223372036854775808"),
+            "bad_request")
+
+
 def test_bad_request_for_unknown_column(pums: Engine) -> None:
     refused(pums, QueryRequest(f"SELECT SUM(no_such_column) FROM {P}"), "bad_request")
     refused(pums, QueryRequest(f"SELECT COUNT(*) FROM {P} WHERE nope > 1"), "bad_request")
