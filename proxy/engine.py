@@ -7,10 +7,8 @@ they can never disagree about what is answered or charged.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -36,6 +34,7 @@ from proxy.catalog import Catalog
 from proxy.check import check_shape, check_statement
 from proxy.errors import DPSQLError
 from proxy.execute import DuckDBExecutor
+from proxy.memo import Memo
 from proxy.outer import outer_sql
 from proxy.parse import parse
 from proxy.plan import Plan, build_plan, limits
@@ -122,6 +121,11 @@ def output_names(tree: exp.Expr) -> tuple[str, ...] | None:
     return tuple(names)
 
 
+def _within(name: str, population: str) -> bool:
+    """``name`` is ``population`` or a partition below it."""
+    return name == population or name.startswith(population + "/")
+
+
 class Engine:
     def __init__(
         self,
@@ -148,33 +152,27 @@ class Engine:
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         # Plans depend only on the request and the policy, so repeats skip planning.
-        self._plans: OrderedDict[QueryRequest, tuple[Shape, Plan]] = OrderedDict()
-        self._plans_guard = threading.Lock()
-        self._structures: OrderedDict[QueryRequest, Structure] = OrderedDict()
-        # Post-processing is deterministic in (released table, outer SQL): keep answers.
-        # Outer layers already run on a stand-in table of the same column types: the
-        # outer layer reads only the released columns, so queries that differ in their
-        # filters share it.
-        self._valid_outers: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], None] = (
-            OrderedDict()
+        self._plans: Memo[QueryRequest, tuple[Shape, Plan]] = Memo(PLAN_MEMO_SIZE)
+        # A query's structure does not depend on its budget.
+        self._structures: Memo[QueryRequest, Structure] = Memo(PLAN_MEMO_SIZE)
+        # The outer layer reads only released columns, so its check on a stand-in table
+        # of the same column types is shared by queries that differ in their filters.
+        self._valid_outers: Memo[tuple[str, tuple[tuple[str, str], ...]], bool] = Memo(
+            PLAN_MEMO_SIZE
         )
-        self._answers: OrderedDict[tuple[str, str], tuple[list[str], list[tuple[Any, ...]]]] = (
-            OrderedDict()
+        # Post-processing is deterministic in (released table, outer SQL): keep answers.
+        self._answers: Memo[tuple[str, str], tuple[list[str], list[tuple[Any, ...]]]] = Memo(
+            PLAN_MEMO_SIZE
         )
 
     # --- planning (no private data is read) ----------------------------------------
     def prepare(self, request: QueryRequest) -> tuple[Shape, Plan]:
         key = replace(request, analyst="")
-        with self._plans_guard:
-            found = self._plans.get(key)
-            if found is not None:
-                self._plans.move_to_end(key)
-                return found
+        found = self._plans.get(key)
+        if found is not None:
+            return found
         prepared = self._prepare(request)
-        with self._plans_guard:
-            self._plans[key] = prepared
-            while len(self._plans) > PLAN_MEMO_SIZE:
-                self._plans.popitem(last=False)
+        self._plans.put(key, prepared)
         return prepared
 
     def _prepare(self, request: QueryRequest) -> tuple[Shape, Plan]:
@@ -183,14 +181,10 @@ class Engine:
         # The query's structure does not depend on its budget: asking again at another ε
         # re-plans only the noise.
         key = replace(request, analyst="", epsilon=None, delta=None, rho=None, accuracy=None)
-        with self._plans_guard:
-            found = self._structures.get(key)
+        found = self._structures.get(key)
         if found is None:
             found = self._structure(request)
-            with self._plans_guard:
-                self._structures[key] = found
-                while len(self._structures) > PLAN_MEMO_SIZE:
-                    self._structures.popitem(last=False)
+            self._structures.put(key, found)
         plan = build_plan(
             found.core,
             request,
@@ -251,15 +245,10 @@ class Engine:
         columns += [(s.column, "BIGINT" if s.integer else "DOUBLE") for s in core.statistics]
         columns.append(("__persons", "BIGINT"))
         key = (outer, tuple(columns))
-        with self._plans_guard:
-            if key in self._valid_outers:
-                self._valid_outers.move_to_end(key)
-                return
+        if self._valid_outers.get(key):
+            return
         self.post.validate(outer, columns)
-        with self._plans_guard:
-            self._valid_outers[key] = None
-            while len(self._valid_outers) > PLAN_MEMO_SIZE:
-                self._valid_outers.popitem(last=False)
+        self._valid_outers.put(key, True)
 
     def explain(self, request: QueryRequest) -> Explanation:
         shape, plan = self.prepare(request)
@@ -282,15 +271,7 @@ class Engine:
             )
             table = release(plan, exact)
             self.cache.put(plan.cache_key, receipt.event_id, table)
-        # The receipt already holds every charged population's spend after this charge.
-        spends: dict[str, float] = {}
-        for spend in receipt.spends:
-            for t in plan.charge_targets:
-                if spend.population == t or spend.population.startswith(t + "/"):
-                    spends[t] = min(spends.get(t, math.inf), spend.remaining)
-        remaining = {
-            t: spends[t] if t in spends else self.remaining(t) for t in plan.charge_targets
-        }
+        remaining = self._remaining_after(receipt, plan.charge_targets)
         return self._answer(
             plan, table, charge_id=receipt.event_id, cached=False, remaining=remaining
         )
@@ -383,27 +364,30 @@ class Engine:
 
     def _post_process(self, plan: Plan, table: pa.Table) -> tuple[list[str], list[tuple[Any, ...]]]:
         key = (plan.cache_key, plan.outer_sql)
-        with self._plans_guard:
-            found = self._answers.get(key)
+        found = self._answers.get(key)
         if found is not None:
             return found
         answer = self.post.run(plan.outer_sql, table)
-        with self._plans_guard:
-            self._answers[key] = answer
-            while len(self._answers) > PLAN_MEMO_SIZE:
-                self._answers.popitem(last=False)
+        self._answers.put(key, answer)
         return answer
 
     def remaining(self, population: str) -> float:
         """ε left for the persons of ``population`` who have spent the most: a root's
         persons include those of every partition below it."""
         try:
-            names = [population] + [
-                p for p in self.ledger.populations() if p.startswith(population + "/")
-            ]
+            names = {population, *(p for p in self.ledger.populations() if _within(p, population))}
             return min(self.ledger.remaining(n) for n in names)
         except LedgerError:
             return 0.0
+
+    def _remaining_after(self, receipt: Receipt, targets: tuple[str, ...]) -> dict[str, float]:
+        """What :meth:`remaining` gives, read off a charge's receipt (it holds the spend of
+        every population the charge touched) instead of the ledger."""
+        out: dict[str, float] = {}
+        for target in targets:
+            left = [s.remaining for s in receipt.spends if _within(s.population, target)]
+            out[target] = min(left) if left else self.remaining(target)
+        return out
 
     def close(self) -> None:
         self.post.close()

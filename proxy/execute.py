@@ -13,7 +13,7 @@ import itertools
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -52,11 +52,11 @@ class _Watchdog:
 
     def __init__(self) -> None:
         self._wake = threading.Condition()
-        self._armed: dict[int, tuple[float, Any]] = {}
+        self._armed: dict[int, tuple[float, Callable[[], object]]] = {}
         self._next = itertools.count()
         self._thread: threading.Thread | None = None
 
-    def arm(self, timeout_s: float, interrupt: Any) -> int:
+    def arm(self, timeout_s: float, interrupt: Callable[[], object]) -> int:
         token = next(self._next)
         with self._wake:
             self._armed[token] = (time.monotonic() + timeout_s, interrupt)
