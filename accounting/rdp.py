@@ -18,7 +18,16 @@ from scipy import optimize, special
 
 ORDERS: tuple[float, ...] = (
     *(round(1.1 + 0.1 * i, 1) for i in range(99)),
-    12.0, 14.0, 16.0, 20.0, 24.0, 32.0, 48.0, 64.0, 128.0, 256.0,
+    12.0,
+    14.0,
+    16.0,
+    20.0,
+    24.0,
+    32.0,
+    48.0,
+    64.0,
+    128.0,
+    256.0,
 )
 
 _ALPHA = np.asarray(ORDERS, dtype=float)
@@ -97,8 +106,10 @@ class Curve:
         Preconditions: 0 < δ < 1. Privacy claim: the mechanism is (ε, δ)-DP.
         """
         d = _check_delta(delta)
-        eps = self.as_array() + np.log1p(-1.0 / _ALPHA) - (math.log(d) + np.log(_ALPHA)) / (
-            _ALPHA - 1.0
+        eps = (
+            self.as_array()
+            + np.log1p(-1.0 / _ALPHA)
+            - (math.log(d) + np.log(_ALPHA)) / (_ALPHA - 1.0)
         )
         return max(0.0, float(np.min(eps)))
 
@@ -114,8 +125,10 @@ class Curve:
     def best_order(self, delta: float) -> float:
         """The order at which the CKS conversion attains its minimum (for reports)."""
         d = _check_delta(delta)
-        eps = self.as_array() + np.log1p(-1.0 / _ALPHA) - (math.log(d) + np.log(_ALPHA)) / (
-            _ALPHA - 1.0
+        eps = (
+            self.as_array()
+            + np.log1p(-1.0 / _ALPHA)
+            - (math.log(d) + np.log(_ALPHA)) / (_ALPHA - 1.0)
         )
         return ORDERS[int(np.argmin(eps))]
 
@@ -163,12 +176,15 @@ def laplace_curve(l1_sensitivity: float, scale: float) -> Curve:
     evaluated in log space. Preconditions: Δ ≥ 0, b > 0. Privacy claim: exact for the
     continuous Laplace. It is NOT an upper bound for the discrete Laplace (whose loss at
     Δ = 1 is that of randomized response); use :func:`discrete_laplace_curve` there.
+    For ε0 < 1e-5 it returns the upper bound αε0²/2 (see :func:`_pure_zcdp_bound`).
     """
     d = _check_positive("l1_sensitivity", l1_sensitivity, allow_zero=True)
     b = _check_positive("scale", scale)
     e0 = d / b
     if e0 == 0.0:
         return ZERO
+    if e0 < TINY_EPSILON:
+        return _pure_zcdp_bound(e0)
     a = _ALPHA
     terms = np.stack(
         [
@@ -179,6 +195,16 @@ def laplace_curve(l1_sensitivity: float, scale: float) -> Curve:
     vals = special.logsumexp(terms, axis=0) / (a - 1)
     # Never above the pure-DP bound ε0 (rounding can push the last digit over).
     return Curve(tuple(float(min(v, e0)) for v in vals))
+
+
+# Below this pure ε, curves use the zCDP bound αε²/2 (exact to a relative 1e-10 there).
+TINY_EPSILON = 1e-5
+
+
+def _pure_zcdp_bound(epsilon: float) -> Curve:
+    """ε(α) = min(αε²/2, ε): an ε-DP mechanism is ε²/2-zCDP (Bun & Steinke 2016,
+    Prop. 3.3), and no RDP order exceeds ε. Monotone in ε and free of cancellation."""
+    return Curve(tuple(float(min(v, epsilon)) for v in _ALPHA * epsilon * epsilon / 2.0))
 
 
 def discrete_laplace_curve(l1_sensitivity_units: int, scale_units: float) -> Curve:
@@ -196,6 +222,7 @@ def discrete_laplace_curve(l1_sensitivity_units: int, scale_units: float) -> Cur
     claim: exact for an L1 shift of n units in one coordinate and an upper bound for any
     shift of L1 norm n spread over several coordinates (the loss is jointly convex).
     At n = 1 it equals the randomized-response curve, the largest of any ε0-DP mechanism.
+    For ε0 < 1e-5 it returns the upper bound αε0²/2 (see :func:`_pure_zcdp_bound`).
     """
     if isinstance(l1_sensitivity_units, bool) or int(l1_sensitivity_units) != l1_sensitivity_units:
         raise CurveError(f"discrete sensitivity must be an integer, got {l1_sensitivity_units!r}")
@@ -207,6 +234,10 @@ def discrete_laplace_curve(l1_sensitivity_units: int, scale_units: float) -> Cur
         return ZERO
     e0 = n / b
     a = _ALPHA
+    if e0 < TINY_EPSILON:
+        # ln M(α) is then below 1e-10 and the closed form loses it to rounding (it could
+        # come out below the truth); use the bound every ε0-DP mechanism meets instead.
+        return _pure_zcdp_bound(e0)
     log1r = math.log1p(math.exp(-1.0 / b))  # ln(1 + r)
     parts = [
         (a - 1) * e0 - log1r,
@@ -238,10 +269,12 @@ def pure_dp_curve(epsilon: float) -> Curve:
     e = _check_positive("epsilon", epsilon, allow_zero=True)
     if e == 0.0:
         return ZERO
+    if e < TINY_EPSILON:
+        return _pure_zcdp_bound(e)
     a = _ALPHA
-    vals = (
-        special.logsumexp(np.stack([a * e, (1 - a) * e]), axis=0) - math.log1p(math.exp(e))
-    ) / (a - 1)
+    vals = (special.logsumexp(np.stack([a * e, (1 - a) * e]), axis=0) - math.log1p(math.exp(e))) / (
+        a - 1
+    )
     return Curve(tuple(float(min(max(v, 0.0), e)) for v in vals))
 
 

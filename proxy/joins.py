@@ -100,5 +100,26 @@ def check_from(select: exp.Select, tables: dict[str, TableInfo]) -> tuple[str, s
                 )
             seen_private.append(alias)
         order.append(alias)
+    _check_fan_out(seen_private, tables, select)
     anchor = seen_private[0]
     return anchor, str(next(iter(populations)))
+
+
+def _check_fan_out(private: list[str], tables: dict[str, TableInfo], select: exp.Select) -> None:
+    """At most one private table with many rows per person in a query.
+
+    Joining two such tables (or one to itself) on the person id gives each person n·m
+    rows before any per-person cap applies: one person's row count would then set the
+    run time (and could reach the time limit) of a query that is quick without them.
+    One-row-per-person tables (checked when the engine starts) multiply nothing.
+    """
+    many = [a for a in private if not tables[a].policy.one_row_per_person]
+    if len(many) > 1:
+        names = ", ".join(sorted({tables[a].policy.name for a in many}))
+        raise unsupported(
+            f"the query joins {len(many)} tables with many rows per person ({names}); "
+            "each person's rows would be multiplied before they are bounded",
+            "query each of those tables separately, joined only to one-row-per-person "
+            "tables (e.g. users)",
+            position_of(select),
+        )

@@ -16,11 +16,15 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from accounting import mechanisms
+from accounting.mechanisms import MAX_UNITS
 from proxy.budget import ColumnNoise
 from proxy.errors import DPSQLError
 from proxy.plan import Plan
+
+_FLOAT_LIMIT = 1e300  # finite; the mechanism clamps to its own grid range below this
 
 
 def _python(value: Any) -> Any:
@@ -59,13 +63,19 @@ def _complete_domain(
     return list(plan.domain), out
 
 
+def _numbers(values: np.ndarray, integer: bool) -> np.ndarray:
+    """Exact statistics as the mechanism's input type. The core already hands them over
+    as BIGINT within ±2^62 or finite DOUBLE; clamping again costs nothing and keeps this
+    step total should a value ever arrive outside that range."""
+    if integer:
+        return np.array([max(-MAX_UNITS, min(MAX_UNITS, int(v))) for v in values], dtype=np.int64)
+    data = np.array([float(v) for v in values], dtype=np.float64)
+    return np.nan_to_num(data, nan=0.0, posinf=_FLOAT_LIMIT, neginf=-_FLOAT_LIMIT)
+
+
 def _noised(noise: ColumnNoise, values: np.ndarray, k: int) -> np.ndarray:
     integer = noise.statistic.integer
-    data = (
-        np.array([int(v) for v in values], dtype=np.int64)
-        if integer
-        else np.asarray(values, dtype=np.float64)
-    )
+    data = _numbers(values, integer)
     gaussian = noise.descriptor.mechanism == "gaussian"
     return np.asarray(
         _planned(
@@ -131,7 +141,17 @@ def release(plan: Plan, exact: Mapping[str, np.ndarray]) -> pa.Table:
         columns[noise.statistic.column] = _noised(
             noise, stats[noise.statistic.column], plan.max_groups
         )
-    return pa.table(columns)
+    table = pa.table(columns)
+    if plan.domain is None and plan.key_columns:
+        # The engine emits groups in the order it met them, which follows the data (e.g.
+        # the first person's groups first): released rows are put in key order, so that
+        # what an answer shows is a function of the released values alone.
+        order = pc.sort_indices(
+            table,
+            sort_keys=[(k, "ascending") for k in plan.key_columns],
+        )
+        table = table.take(order)
+    return table
 
 
 class PostProcessor:

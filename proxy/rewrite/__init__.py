@@ -26,54 +26,74 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def _only_unit_equalities(on: exp.Expr | None, shape: Shape) -> bool:
-    units = {(a, str(t.policy.unit).lower()) for a, t in shape.tables.items() if t.policy.unit}
-    if on is None:
-        return False
-    for conj in on.flatten() if isinstance(on, exp.And) else [on]:
-        conj = conj.unnest()
-        if not (
-            isinstance(conj, exp.EQ)
-            and all(
-                isinstance(side, exp.Column) and (side.table.lower(), side.name.lower()) in units
-                for side in (conj.this, conj.expression)
-            )
-        ):
-            return False
-    return True
+def _conjuncts(on: exp.Expr) -> list[exp.Expr]:
+    return [c.unnest() for c in (on.flatten() if isinstance(on, exp.And) else [on])]
 
 
-def _row_stable(shape: Shape) -> set[str]:
-    """Tables whose matched row is the same for all of one person's rows: the FROM
-    table, INNER joins, and LEFT joins on the person id alone (an extra ON condition on
-    a LEFT join would split a person's rows between the match and NULL)."""
-    from_ = shape.select.args["from_"].this
-    stable = {from_.alias_or_name.lower()}
+def _unit_of(side: exp.Expr, units: dict[str, str]) -> str | None:
+    """The table alias whose person id ``side`` is, if it is one."""
+    if isinstance(side, exp.Column) and units.get(side.table.lower()) == side.name.lower():
+        return side.table.lower()
+    return None
+
+
+def _person_constant(shape: Shape) -> set[str]:
+    """Aliases of one-row-per-person tables whose joined row is the same on every row of
+    one person: the anchor; a table INNER JOINed with a person-id equality; a table LEFT
+    JOINed on nothing but person-id equalities with the anchor or INNER-joined tables.
+
+    Why this holds: the checker makes every private join carry a person-id equality with
+    an earlier private table, so on every row each private table's id is the anchor's
+    (the row's person) or NULL. An INNER join keeps only rows where the ids are equal, so
+    its one-row table gives that person's row. A LEFT join matches the person's row when
+    the other side's id is never NULL; with an extra condition, or through a LEFT-joined
+    table, it may match on some of a person's rows and give NULL on others.
+    """
+    units = {a: str(t.policy.unit).lower() for a, t in shape.tables.items() if t.policy.unit}
+    anchor = shape.unit.table.lower()
+    never_null = {anchor}
+    constant = {anchor} if shape.tables[anchor].policy.one_row_per_person else set()
     for join in shape.select.args.get("joins") or []:
+        alias = join.this.alias_or_name.lower()
+        info = shape.tables.get(alias)
+        on = join.args.get("on")
+        if info is None or info.public or on is None:
+            continue
         side = (join.side or "").upper()
-        if not side or (side == "LEFT" and _only_unit_equalities(join.args.get("on"), shape)):
-            stable.add(join.this.alias_or_name.lower())
-    return stable
+        conjuncts = _conjuncts(on)
+        equalities = [
+            (_unit_of(c.this, units), _unit_of(c.expression, units))
+            for c in conjuncts
+            if isinstance(c, exp.EQ)
+        ]
+        linked = [b if a == alias else a for a, b in equalities if alias in (a, b) and a and b]
+        if not side:
+            if linked:
+                never_null.add(alias)
+                if info.policy.one_row_per_person:
+                    constant.add(alias)
+        elif (
+            side == "LEFT"
+            and info.policy.one_row_per_person
+            and len(equalities) == len(conjuncts)
+            and len(linked) == len(conjuncts)
+            and all(other in never_null for other in linked)
+        ):
+            constant.add(alias)
+    return constant
 
 
 def _one_group_per_person(shape: Shape) -> bool:
-    """True when every key is a function of one-row-per-person tables joined stably, so
-    each person lands in exactly one group (L0 = 1 without sampling)."""
+    """True when every key is a function of person-constant tables (see
+    :func:`_person_constant`), so each person lands in one group. The core enforces it
+    anyway (one row per person, see the per-person rule); this only decides that no
+    sampling is needed, so that the answer is exact."""
     if not shape.keys:
         return True
-    stable = _row_stable(shape)
-    for key in shape.keys:
-        for col in key.find_all(exp.Column):
-            alias = col.table.lower()
-            info = shape.tables.get(alias)
-            if (
-                info is None
-                or info.public
-                or alias not in stable
-                or not info.policy.one_row_per_person
-            ):
-                return False
-    return True
+    constant = _person_constant(shape)
+    return all(
+        col.table.lower() in constant for key in shape.keys for col in key.find_all(exp.Column)
+    )
 
 
 def rewrite(shape: Shape, *, max_rows: int, max_groups: int, bounding: bool = True) -> Core:

@@ -88,6 +88,26 @@ def _check_magnitude(stat: C.Statistic, max_rows: int) -> None:
         )
 
 
+# Integer totals are released exactly in 64-bit integers, saturating at ±2^62 (see the
+# cross-person rule). A statistic one person can move by more than 2^28 would saturate
+# once about 2^34 people contribute; it is noised on a float grid instead, whose range
+# grows with its noise scale.
+MAX_INTEGER_PER_GROUP = 2**28
+
+
+def _integer_fits(stat: C.Statistic, max_rows: int) -> C.Statistic:
+    if stat.integer and stat.kind in (C.SUM, C.CENTRED_SUM, C.CENTRED_SQUARES):
+        half = (stat.upper - stat.lower) / 2.0
+        per_group = {
+            C.SUM: max_rows * max(abs(stat.lower), abs(stat.upper)),
+            C.CENTRED_SUM: max_rows * half,
+            C.CENTRED_SQUARES: max_rows * half * half,
+        }[stat.kind]
+        if per_group > MAX_INTEGER_PER_GROUP:
+            return replace(stat, integer=False)
+    return stat
+
+
 def apply(core: C.Core) -> C.Core:
     stats: dict[tuple[str, str | None], C.Statistic] = {}
     arguments: dict[str, exp.Expr] = {}
@@ -139,6 +159,8 @@ def apply(core: C.Core) -> C.Core:
             add(C.Statistic(C.CENTRED_SQUARES, key, rng.lower, rng.upper, centred_integer))
     for stat in stats.values():
         _check_magnitude(stat, core.max_rows)
-    ordered = sorted(stats.values(), key=C.Statistic.sort_key)
+    ordered = sorted(
+        (_integer_fits(s, core.max_rows) for s in stats.values()), key=C.Statistic.sort_key
+    )
     named = tuple(replace(s, column=f"__s{i}") for i, s in enumerate(ordered))
     return replace(core, arguments=arguments, argument_sql=argument_sql, statistics=named)

@@ -2,6 +2,12 @@
 
 The result has one row per group: the key columns, one column per statistic and
 ``__persons``, the number of distinct people in the group (for partition selection).
+
+Every statistic leaves the engine in a fixed type that the release step converts
+without fail: integer totals saturate at ±2^62 and come out as BIGINT (the exact sum is
+taken in the engine's 128-bit integers, which cannot overflow on per-person values of
+at most 2^62), float totals come out as DOUBLE (finite: they are exact DECIMAL sums).
+Saturating is a contraction, so it never widens the distance between neighbours.
 """
 
 from __future__ import annotations
@@ -10,7 +16,30 @@ from dataclasses import replace
 
 from sqlglot import exp
 
+from accounting.mechanisms import MAX_UNITS
 from proxy.rewrite import core as C
+
+_BIGINT = exp.DataType.build("BIGINT")  # shared: insert copies only
+_DOUBLE = exp.DataType.build("DOUBLE")
+
+
+def _total(stat: C.Statistic) -> exp.Expr:
+    """The cross-person total of one statistic, in a type that cannot fail to convert."""
+    # COALESCE: the sum of no rows is NULL, and DuckDB's LEAST/GREATEST would skip it
+    # and return the saturation bound.
+    total: exp.Expr = exp.Coalesce(
+        this=exp.Sum(this=exp.column(stat.column)), expressions=[exp.Literal.number(0)]
+    )
+    if not stat.integer:
+        return exp.Cast(this=total, to=_DOUBLE.copy())
+    saturated = exp.Least(
+        this=exp.Greatest(
+            this=total, expressions=[exp.Literal.number(-MAX_UNITS)], ignore_nulls=True
+        ),
+        expressions=[exp.Literal.number(MAX_UNITS)],
+        ignore_nulls=True,
+    )
+    return exp.Cast(this=saturated, to=_BIGINT.copy())
 
 
 def apply(core: C.Core) -> C.Core:
@@ -20,7 +49,7 @@ def apply(core: C.Core) -> C.Core:
         if stat.kind == C.PERSONS:
             cols.append(exp.alias_(exp.Count(this=exp.Star()), stat.column, copy=False))
         else:
-            cols.append(exp.alias_(exp.Sum(this=exp.column(stat.column)), stat.column, copy=False))
+            cols.append(exp.alias_(_total(stat), stat.column, copy=False))
     cols.append(exp.alias_(exp.Count(this=exp.Star()), "__persons", copy=False))
     final = exp.Select(expressions=cols, from_=C.from_table("bounded"))
     if core.keys:

@@ -2,7 +2,8 @@
 
 ``r`` keeps the analyst's FROM, joins and WHERE (made total) and projects the person id,
 the group keys and the clamped aggregate arguments. ``pp`` has one row per (person,
-group) with that person's raw statistics; the Linf rule clamps them next.
+group) with that person's raw statistics — or one row per person when each person is in
+one group (L0 = 1), which the grouping then enforces; the Linf rule clamps them next.
 """
 
 from __future__ import annotations
@@ -91,8 +92,19 @@ def apply(core: C.Core) -> C.Core:
 
     # Built node by node: the select/from_/group_by builders would copy every fresh
     # piece again and parse the table name.
-    group = [exp.column("__u"), *(exp.column(k) for k in core.key_columns())]
-    pp_cols: list[exp.Expr] = [exp.column("__u"), *(exp.column(k) for k in core.key_columns())]
+    if core.one_group_per_person:
+        # One row per person whatever the data: the keys are expected to be constant for
+        # each person (see rewrite._person_constant), and grouping by the person alone
+        # enforces L0 = 1 even if they were not — each person's rows then all count in
+        # the group of their smallest key.
+        group = [exp.column("__u")]
+        keys: list[exp.Expr] = [
+            exp.alias_(exp.Min(this=exp.column(k)), k, copy=False) for k in core.key_columns()
+        ]
+    else:
+        group = [exp.column("__u"), *(exp.column(k) for k in core.key_columns())]
+        keys = [exp.column(k) for k in core.key_columns()]
+    pp_cols: list[exp.Expr] = [exp.column("__u"), *keys]
     for stat in core.statistics:
         raw = raw_statistic(stat, columns)
         if raw is not None:

@@ -343,10 +343,26 @@ def test_wide_join_with_users(wide: Engine, truth: duckdb.DuckDBPyConnection) ->
         assert g["__persons"] == people
 
 
+def test_two_many_row_tables_are_refused(wide: Engine) -> None:
+    # prompts ⋈ tickets gives each person n·m rows before any cap: their run time would
+    # follow one person's row counts (issue #10 §3), so the shape is refused.
+    for sql in (
+        "SELECT t.category, COUNT(*) FROM prompts p JOIN tickets t "
+        "ON p.user_id = t.user_id GROUP BY t.category",
+        "SELECT COUNT(*) FROM prompts a JOIN prompts b ON a.user_id = b.user_id",
+        "SELECT COUNT(*) FROM users u JOIN prompts a ON a.user_id = u.user_id "
+        "LEFT JOIN prompts b ON b.user_id = u.user_id",
+    ):
+        with pytest.raises(DPSQLError) as info:
+            prepare(wide, sql)
+        assert info.value.code == "unsupported_sql"
+        assert "many rows per person" in info.value.message
+
+
 def test_wide_private_private_join(wide: Engine, truth: duckdb.DuckDBPyConnection) -> None:
     sql = (
-        "SELECT t.category, COUNT(*), SUM(t.resolution_minutes) FROM prompts p "
-        "JOIN tickets t ON p.user_id = t.user_id GROUP BY t.category"
+        "SELECT u.plan, COUNT(*), SUM(t.resolution_minutes) FROM users u "
+        "JOIN tickets t ON u.user_id = t.user_id GROUP BY u.plan"
     )
     plan = prepare(wide, sql)
     got = core_groups(wide.executor, plan, SEEDS[2])
@@ -530,8 +546,7 @@ def test_count_distinct_unit_of_the_null_side_is_refused(wide: Engine) -> None:
     # The released person count would count every prompts person, not those with a
     # ticket; the engine refuses rather than answer a different question.
     sql = (
-        "SELECT COUNT(DISTINCT t.user_id) FROM prompts p LEFT JOIN tickets t "
-        "ON p.user_id = t.user_id"
+        "SELECT COUNT(DISTINCT t.user_id) FROM users u LEFT JOIN tickets t ON u.user_id = t.user_id"
     )
     with pytest.raises(DPSQLError) as info:
         prepare(wide, sql)
