@@ -71,12 +71,25 @@ class InvalidRequest(LedgerError, ValueError):
 
 
 @dataclass(frozen=True)
+class Partitioning:
+    """How a root population may be split: by one column on which each person has
+    exactly one value, into the partitions ``root/column=value`` for ``value`` in
+    ``values`` (as :func:`partition_name` spells them). Partitions are disjoint only
+    because of that, so the ledger accepts no other partition names."""
+
+    column: str
+    values: frozenset[str]
+
+
+@dataclass(frozen=True)
 class PopulationSpec:
-    """A root population from the policy: ε cap over the life of the data, at δ."""
+    """A root population from the policy: ε cap over the life of the data, at δ, and its
+    partitioning, if any (without one, no partition of it is accepted)."""
 
     name: str
     epsilon_cap: float
     delta: float
+    partitioning: Partitioning | None = None
 
 
 @dataclass(frozen=True)
@@ -192,6 +205,37 @@ def check_population_name(name: str) -> str:
         if not seg or seg != seg.strip() or any(ord(c) < 32 or ord(c) == 127 for c in seg):
             raise InvalidRequest(f"malformed population name {name!r}")
     return name
+
+
+def partition_name(root: str, column: str, value: object) -> str:
+    """Ledger name of one partition, e.g. ``users/region=north``: the column as given,
+    the value as text with ``%`` and ``/`` percent-escaped, so that a value can never
+    name a deeper population."""
+    escaped = str(value).replace("%", "%25").replace("/", "%2F")
+    return f"{root}{SEPARATOR}{column}={escaped}"
+
+
+def check_partition(name: str, partitioning: Partitioning | None) -> None:
+    """Refuse a partition name the root's partitioning does not define.
+
+    Parallel composition charges sibling partitions independently, which is sound only
+    when they are disjoint sets of persons: one declared column with one value per
+    person, spelled exactly as :func:`partition_name` does, a value from its domain, and
+    one level deep. Preconditions: ``name`` is well formed. Raises InvalidRequest.
+    """
+    segs = name.split(SEPARATOR)
+    if len(segs) == 1:
+        return
+    root = segs[0]
+    if partitioning is None:
+        raise InvalidRequest(f"{name!r}: population {root!r} has no partitions in the policy")
+    allowed = sorted(partition_name(root, partitioning.column, v) for v in partitioning.values)
+    if len(segs) != 2 or name not in allowed:
+        shown = ", ".join(allowed[:6]) + (", …" if len(allowed) > 6 else "")
+        raise InvalidRequest(
+            f"{name!r} is not a partition the policy defines; {root!r} is partitioned "
+            f"by {partitioning.column!r} only: {shown}"
+        )
 
 
 def root_of(name: str) -> str:

@@ -201,7 +201,20 @@ def _width_factor(mechanism: str, confidence: float, m: int) -> float:
 # --- planning --------------------------------------------------------------------------
 
 
+# Noise scales an accuracy target may ask for, relative to the sensitivity: beyond them
+# the target is meaningless (ε below 1e-12 or above 1e12) and the arithmetic would
+# underflow or overflow.
+_SCALE_RANGE = (1e-12, 1e12)
+
+
 def _budget(mechanism: str, scale: float, sensitivity: float, delta: float) -> Budget:
+    ratio = scale / sensitivity if sensitivity > 0 else math.inf
+    if not (math.isfinite(ratio) and _SCALE_RANGE[0] <= ratio <= _SCALE_RANGE[1]):
+        raise ValueError(
+            f"the target needs a noise scale of {scale:.3g} for a sensitivity of "
+            f"{sensitivity:.3g}; only {_SCALE_RANGE[0]:g} to {_SCALE_RANGE[1]:g} times the "
+            "sensitivity can be planned"
+        )
     if mechanism == "gaussian":
         gaussian_rho = sensitivity * sensitivity / (2.0 * scale * scale)
         rho: float | None = gaussian_rho
@@ -273,7 +286,10 @@ def budget_for_accuracy(
     s = _positive("sensitivity", sensitivity)
     m = _cells(cells)
     d = _open_unit("delta", delta)
-    scale = r * c / _width_factor(mech, q, m)
+    width = _width_factor(mech, q, m)
+    if not (math.isfinite(width) and width > 0):
+        raise ValueError(f"confidence {q!r} is too close to 0 or 1 to plan for")
+    scale = r * c / width
     return _budget(mech, scale, s, d)
 
 

@@ -18,7 +18,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -32,6 +32,7 @@ from accounting.ledger import (
     InvalidRequest,
     Ledger,
     LedgerUnavailable,
+    Partitioning,
     PopulationSpec,
     Receipt,
     Spend,
@@ -41,6 +42,7 @@ from accounting.ledger import (
     admit,
     affected_populations,
     ancestors_or_self,
+    check_partition,
     check_population_name,
     check_request,
     composed_total,
@@ -164,6 +166,9 @@ class SQLiteLedger(Ledger):
         self._broken: str | None = None
         self._closed = False
         self._deltas: dict[str, float] = {}
+        # Partitionings of the roots registered by this process (from the policy):
+        # charges and verify accept only the partitions they define.
+        self._partitionings: dict[str, Partitioning | None] = {}
         try:
             self._conn = self._connect()
             self._open_store(self._conn)
@@ -407,6 +412,15 @@ class SQLiteLedger(Ledger):
 
     # --- the interface ---------------------------------------------------------------------
 
+    def _check_partition(self, name: str) -> None:
+        root = root_of(name)
+        if SEPARATOR in name and root not in self._partitionings:
+            raise InvalidRequest(
+                f"{name!r}: population {root!r} was not registered with its partitioning "
+                "by this process"
+            )
+        check_partition(name, self._partitionings.get(root))
+
     def register(self, spec: PopulationSpec) -> None:
         name = check_population_name(spec.name)
         if SEPARATOR in name:
@@ -415,6 +429,7 @@ class SQLiteLedger(Ledger):
         delta = float(spec.delta)
         if not 0.0 < delta < 1.0:
             raise InvalidRequest(f"delta must lie in (0, 1), got {spec.delta!r}")
+        self._partitionings[name] = spec.partitioning
         with self._transaction(write=True) as conn:
             row = conn.execute("SELECT root, delta FROM populations WHERE name = ?", (name,))
             found = row.fetchone()
@@ -496,6 +511,8 @@ class SQLiteLedger(Ledger):
         roots = sorted({root_of(t) for t in targets})
         with self._transaction(write=True) as conn:
             specs = {r: self._spec(conn, r) for r in roots}
+            for t in targets:
+                self._check_partition(t)
             known = self._known(conn, roots)
             known_set = set(known)
             affected = affected_populations(targets, known)
@@ -626,7 +643,7 @@ class SQLiteLedger(Ledger):
                     self._quick_check(conn)
                 except _Inconsistent as exc:
                     problems.append(str(exc))
-                n_events, n_pops = _recompute(conn, problems)
+                n_events, n_pops = _recompute(conn, problems, self._partitionings)
             except sqlite3.Error as exc:
                 problems.append(f"cannot read the store: {exc}")
                 n_events = n_pops = 0
@@ -670,10 +687,16 @@ def _event_from_row(r: Sequence[Any]) -> Event:
     )
 
 
-def _recompute(conn: sqlite3.Connection, problems: list[str]) -> tuple[int, int]:
+def _recompute(
+    conn: sqlite3.Connection,
+    problems: list[str],
+    partitionings: Mapping[str, Partitioning | None],
+) -> tuple[int, int]:
     """Replay every event from the start: hash chain, kinds, admission under the caps in
-    force at the time, own totals (bit-exact) and the populations they created. Appends
-    a message per problem; returns (events, populations) seen."""
+    force at the time, own totals (bit-exact), the populations they created, and — for
+    the roots whose partitioning this process registered — that every partition named
+    is one the policy defines. Appends a message per problem; returns (events,
+    populations) seen."""
     prev_hash, prev_id = GENESIS, 0
     own: dict[str, Total] = {}
     caps: dict[str, float] = {}
@@ -752,6 +775,12 @@ def _recompute(conn: sqlite3.Connection, problems: list[str]) -> tuple[int, int]
                 continue
             if targets != ev.populations:
                 problem(f"event {eid} names populations that are not normalized")
+            for t in targets:
+                if root_of(t) in partitionings:
+                    try:
+                        check_partition(t, partitionings[root_of(t)])
+                    except InvalidRequest as exc:
+                        problem(f"event {eid}: {exc}")
             known = [n for n, c in created.items() if c[0] in roots]
             specs = {x: PopulationSpec(x, caps[x], deltas[x]) for x in roots}
             try:

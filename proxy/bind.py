@@ -38,18 +38,14 @@ def _check_tables(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | No
                 position_of(table),
             )
         key = (db or DEFAULT_DB, name)
-        if catalog.get(*key) is None:
+        # A table the caller may not read is answered exactly like one that does not
+        # exist, so that refusals do not reveal the names of other analysts' tables.
+        if catalog.get(*key) is None or key not in visible:
             raise DPSQLError(
                 "not_found",
                 f"unknown table {table.sql()}",
-                "query the tables listed by `dpsql schema` / GET /v1/schema",
-                position_of(table),
-            )
-        if key not in visible:
-            raise DPSQLError(
-                "forbidden",
-                f"table {table.sql()} is not granted to this analyst",
-                "ask the operator to grant the table in the policy",
+                "query the tables listed by `dpsql schema` / GET /v1/schema; ask the "
+                "operator if a table you need is missing",
                 position_of(table),
             )
 

@@ -70,13 +70,19 @@ def _delta_split(
     request: QueryRequest, policy: Policy, population: str, needs_threshold: bool
 ) -> tuple[float, float]:
     delta = request.delta if request.delta is not None else policy.proxy.default_delta
-    pop_delta = policy.population(population).delta
-    if not (0 < delta < pop_delta):
+    ceiling = policy.population(population).max_query_delta
+    if not (isinstance(delta, float | int) and 0 < delta <= ceiling):
         raise bad_request(
-            f"delta must lie in (0, {pop_delta:g}), the population's delta",
-            f"send a smaller delta, e.g. {policy.proxy.default_delta:g}",
+            f"delta must lie in (0, {ceiling:g}], the most one query of population "
+            f"{population} may spend",
+            f"send a smaller delta, e.g. {min(policy.proxy.default_delta, ceiling):g}",
         )
     return (delta / 2, delta / 2) if needs_threshold else (delta, 0.0)
+
+
+# What a request may ask for: below, the noise is too large to describe; above, the
+# guarantee means nothing (and a cap that allows it should be questioned).
+BUDGET_RANGES = {"epsilon": (1e-6, 1e4), "rho": (1e-12, 1e6)}
 
 
 def _choose(request: QueryRequest) -> None:
@@ -94,15 +100,18 @@ def _choose(request: QueryRequest) -> None:
             f"give only one of epsilon, rho, accuracy (got {', '.join(given)})",
             "choose how to state the budget",
         )
-    for name in ("epsilon", "rho"):
+    for name, (low, high) in BUDGET_RANGES.items():
         value = getattr(request, name)
         if value is not None and (
             not isinstance(value, (int, float))
             or isinstance(value, bool)
             or not math.isfinite(value)
-            or value <= 0
+            or not low <= value <= high
         ):
-            raise bad_request(f"{name} must be a positive number", f"send e.g. {name}=0.5")
+            raise bad_request(
+                f"{name} must be a number between {low:g} and {high:g}",
+                f"send e.g. {name}=0.5",
+            )
 
 
 def _describe(

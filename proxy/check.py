@@ -318,3 +318,41 @@ def check_shape(select: exp.Select, catalog: Catalog) -> S.Shape:
         pins=pins,
         partition_column=partition_column,
     )
+
+
+# Key types the release step converts exactly and without fail. Others (128-bit integers
+# and wide decimals become lossy floats, intervals lose months, nested and binary values
+# have no stable order or rendering) are refused before the charge.
+_KEY_TYPE_PREFIXES = (
+    "BOOLEAN",
+    "TINYINT",
+    "SMALLINT",
+    "INTEGER",
+    "BIGINT",
+    "UTINYINT",
+    "USMALLINT",
+    "UINTEGER",
+    "UBIGINT",
+    "FLOAT",
+    "DOUBLE",
+    "VARCHAR",
+    "DATE",
+    "TIMESTAMP",
+    "TIME",
+    "UUID",
+)
+
+
+def check_key_types(keys: tuple[str, ...], types: tuple[str, ...]) -> None:
+    """Refuse GROUP BY keys of a type the release cannot hand over exactly."""
+    for key, type_ in zip(keys, types, strict=True):
+        t = type_.upper()
+        nested = any(mark in t for mark in ("[", "(", "STRUCT", "MAP", "UNION"))
+        decimal_ok = t.startswith("DECIMAL(") and int(t[8:].split(",")[0]) <= 18
+        if decimal_ok or (not nested and t.startswith(_KEY_TYPE_PREFIXES)):
+            continue
+        raise unsupported(
+            f"the GROUP BY key {key[:60]} has type {type_}, which dpsql cannot release "
+            "exactly",
+            "group by CAST(... AS VARCHAR) of it, or by a simpler expression",
+        )

@@ -71,22 +71,7 @@ def cmd_query(args: argparse.Namespace, out: Console) -> int:
     finally:
         engine.close()
     p = result.privacy
-    meta = {
-        "epsilon": p.epsilon,
-        "delta": p.delta,
-        "rho": p.rho,
-        "mechanism": p.mechanism,
-        "cached": p.cached,
-        "charge_id": p.charge_id,
-        "populations": list(p.populations),
-        "remaining": p.remaining,
-        "partition": p.partition,
-        "columns": [
-            {"name": c.name, "noise_scale": c.noise_scale, "half_width_95": c.half_width_95}
-            for c in p.columns
-        ],
-        "warnings": list(result.warnings),
-    }
+    meta = {**p.to_dict(), "warnings": list(result.warnings)}
     if args.format == "json":
         body = {
             "columns": list(result.columns),

@@ -31,7 +31,7 @@ from proxy import domains
 from proxy.bind import bind
 from proxy.cache import ReleaseCache
 from proxy.catalog import Catalog
-from proxy.check import check_shape, check_statement
+from proxy.check import check_key_types, check_shape, check_statement
 from proxy.errors import DPSQLError
 from proxy.execute import DuckDBExecutor
 from proxy.memo import Memo
@@ -145,7 +145,9 @@ class Engine:
         policy.ledger_path.parent.mkdir(parents=True, exist_ok=True)
         self.ledger = ledger or SQLiteLedger(policy.ledger_path)
         for pop in policy.populations:
-            self.ledger.register(PopulationSpec(pop.name, pop.epsilon_cap, pop.delta))
+            self.ledger.register(
+                PopulationSpec(pop.name, pop.epsilon_cap, pop.delta, policy.partitioning(pop.name))
+            )
         cache_path = policy.ledger_path.with_name(policy.ledger_path.stem + "-cache.sqlite")
         self.cache = cache or ReleaseCache(cache_path)
         self.post = PostProcessor()
@@ -215,6 +217,7 @@ class Engine:
         core = rewrite(shape, max_rows=max_rows, max_groups=max_groups, bounding=self._bounding)
         # Bind the core first: refuses what DuckDB cannot run, and gives the key types.
         key_types = self._key_types(core.sql, core.key_columns())
+        check_key_types(shape.key_sqls, key_types)
         where = shape.select.args.get("where")
         domain = (
             domains.public_domain(

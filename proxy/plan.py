@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from accounting.ledger import partition_name
 from accounting.partition import Threshold
 from accounting.rdp import Curve
 from proxy import shape as S
@@ -48,6 +49,7 @@ class Plan:
     # Output columns that are one AVG: (index, noise std of its centred sum, of its count).
     # The outer SQL carries two hidden columns per entry, __ci{index}_s and __ci{index}_n.
     avg_intervals: tuple[tuple[int, float, float], ...] = ()
+    data_version: str = ""  # the data this plan's releases describe (part of cache_key)
 
     @property
     def delta(self) -> float:
@@ -90,11 +92,9 @@ def cache_key(plan_facts: dict[str, Any]) -> str:
 
 
 def partition_population(population: str, partition_column: str, value: str) -> str:
-    """Ledger name of one partition, e.g. ``users/region=north``; '/' and '%' in the
-    value are percent-escaped so a value can never name a deeper population."""
-    column = partition_column.rpartition(".")[2]
-    escaped = str(value).replace("%", "%25").replace("/", "%2F")
-    return f"{population}/{column}={escaped}"
+    """Ledger name of one partition, e.g. ``users/region=north`` (see
+    :func:`accounting.ledger.partition_name`)."""
+    return partition_name(population, partition_column.rpartition(".")[2], value)
 
 
 def build_plan(
@@ -158,4 +158,5 @@ def build_plan(
         output_names=names,
         column_noise=column_noise(outer, names, noise, thr),
         avg_intervals=avg_intervals(outer, noise),
+        data_version=data_version,
     )

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from accounting.ledger import Partitioning
+
 Value = str | int | float
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -61,6 +63,9 @@ class PopulationPolicy:
     epsilon_cap: float
     delta: float
     partition: str | None  # "table.column", each person has exactly one value
+    # The most δ one query may spend: δ adds up over queries and partition selection,
+    # so without a ceiling one request could use up the population's δ for everyone.
+    max_query_delta: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -113,6 +118,18 @@ class Policy:
                 return pop
         raise KeyError(f"population {name!r} is not declared")
 
+    def partitioning(self, population: str) -> Partitioning | None:
+        """The ledger partitions of a population: its partition column and that column's
+        declared values (the only partitions the ledger will accept)."""
+        pop = self.population(population)
+        if pop.partition is None:
+            return None
+        table_name, _, column_name = pop.partition.rpartition(".")
+        table = next(t for t in self.tables if t.name == table_name)
+        column = table.column(column_name)
+        assert column is not None and column.values is not None  # checked at parse time
+        return Partitioning(column_name, frozenset(str(v) for v in column.values))
+
     def tables_of(self, population: str) -> tuple[TablePolicy, ...]:
         return tuple(t for t in self.tables if t.population == population)
 
@@ -146,6 +163,11 @@ def parse_policy(text: str, *, base_dir: Path) -> Policy:
     tables = _tables(_sub(doc, "", "tables"), pop_names)
     for pop in populations:
         _check_partition(pop, tables)
+        if proxy.default_delta > pop.max_query_delta:
+            raise PolicyError(
+                f"proxy.default_delta: {proxy.default_delta:g} is above "
+                f"{_key('populations', pop.name)}.max_query_delta ({pop.max_query_delta:g})"
+            )
     analysts = tuple(
         _analyst(name, _as_table(body, _key("analysts", name)), tables)
         for name, body in _sub(doc, "", "analysts").items()
@@ -154,9 +176,11 @@ def parse_policy(text: str, *, base_dir: Path) -> Policy:
     ledger = _sub(doc, "", "ledger")
     _only(ledger, "ledger", {"path"})
     ledger_path = _resolve(base_dir, _str(ledger, "ledger", "path", "state/ledger.sqlite"))
-    if version is None:
-        files = [duckdb_path] if duckdb_path is not None else [p for _, p in csv_tables]
-        version = _derived_version(files)
+    # The files' identity is always part of the version: an operator's version string
+    # that is not changed with the data would otherwise replay stale releases as current.
+    files = [duckdb_path] if duckdb_path is not None else [p for _, p in csv_tables]
+    derived = _derived_version(files)
+    version = derived if version is None else f"{version}+{derived}"
     return Policy(
         path=None,
         proxy=proxy,
@@ -168,16 +192,6 @@ def parse_policy(text: str, *, base_dir: Path) -> Policy:
         data_version=version,
         csv_tables=csv_tables,
     )
-
-
-def data_version_of(policy: Policy) -> str:
-    """Recompute the derived data version now (the file may have changed since loading)."""
-    files = (
-        [policy.duckdb_path]
-        if policy.duckdb_path is not None
-        else [p for _, p in policy.csv_tables]
-    )
-    return _derived_version(files)
 
 
 # --- sections -------------------------------------------------------------------------
@@ -207,12 +221,15 @@ def _proxy(body: Mapping[str, Any]) -> ProxySettings:
     )
 
 
+DEFAULT_QUERY_DELTA_SHARE = 0.01  # max_query_delta, as a share of the population's δ
+
+
 def _population(name: str, body: Mapping[str, Any]) -> PopulationPolicy:
     where = _key("populations", name)
     if not _IDENT.match(name):
         # "/" and "=" are reserved for partition names such as users/region=north
         raise PolicyError(f"{where}: population name must be an identifier")
-    _only(body, where, {"epsilon_cap", "delta", "partition"})
+    _only(body, where, {"epsilon_cap", "delta", "partition", "max_query_delta"})
     if "epsilon_cap" not in body:
         raise PolicyError(f"{where}.epsilon_cap: required")
     if "delta" not in body:
@@ -220,11 +237,16 @@ def _population(name: str, body: Mapping[str, Any]) -> PopulationPolicy:
     partition = body.get("partition")
     if partition is not None and not isinstance(partition, str):
         raise PolicyError(f"{where}.partition: must be a string 'table.column'")
+    delta = _delta(body, where, "delta", 0.0)
+    max_query_delta = _delta(body, where, "max_query_delta", delta * DEFAULT_QUERY_DELTA_SHARE)
+    if max_query_delta >= delta:
+        raise PolicyError(f"{where}.max_query_delta: must be below delta ({delta:g})")
     return PopulationPolicy(
         name=name,
         epsilon_cap=_positive(body, where, "epsilon_cap", 0.0),
-        delta=_delta(body, where, "delta", 0.0),
+        delta=delta,
         partition=partition.lower() if partition is not None else None,
+        max_query_delta=max_query_delta,
     )
 
 

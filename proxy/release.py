@@ -146,12 +146,18 @@ def release(plan: Plan, exact: Mapping[str, np.ndarray]) -> pa.Table:
         # The engine emits groups in the order it met them, which follows the data (e.g.
         # the first person's groups first): released rows are put in key order, so that
         # what an answer shows is a function of the released values alone.
-        order = pc.sort_indices(
-            table,
-            sort_keys=[(k, "ascending") for k in plan.key_columns],
-        )
-        table = table.take(order)
+        table = table.take(_key_order(table, plan.key_columns))
     return table
+
+
+def _key_order(table: pa.Table, keys: tuple[str, ...]) -> pa.Array:
+    """Row order by key; by the keys' text where Arrow cannot sort their type."""
+    try:
+        return pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys])
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+        rows = zip(*(table.column(k).to_pylist() for k in keys), strict=True)
+        text = [tuple("" if v is None else str(v) for v in row) for row in rows]
+        return pa.array(sorted(range(len(text)), key=text.__getitem__), type=pa.int64())
 
 
 class PostProcessor:
@@ -186,11 +192,14 @@ class PostProcessor:
             result = cursor.execute(outer_sql)
             names = [d[0] for d in result.description or []]
             rows = [tuple(r) for r in result.fetchall()]
-        except duckdb.Error as error:
+        except (duckdb.Error, ValueError, OverflowError) as error:
+            # Released values only: a failure here (e.g. a date beyond Python's range)
+            # says nothing the released table does not, and the release stays cached.
             raise DPSQLError(
                 "bad_request",
                 f"the outer layer (select list, HAVING, ORDER BY) failed: {type(error).__name__}",
-                "check arithmetic over aggregates; it runs on released values only",
+                "check arithmetic over aggregates; it runs on released values only, and the "
+                "release is cached: asking again with a fixed outer layer is free",
             ) from None
         return names, rows
 

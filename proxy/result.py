@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from accounting.mechanisms import Z_975
@@ -30,6 +30,24 @@ class PrivacyInfo:
     partition: dict[str, Any]
     columns: tuple[ColumnInfo, ...]
     query_epsilon: float  # what the release cost when it was first paid for
+    data_version: str = ""  # the data the release describes
+
+    def to_dict(self) -> dict[str, Any]:
+        """The one rendering of an answer's privacy metadata, shared by every door."""
+        return {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "rho": self.rho,
+            "mechanism": self.mechanism,
+            "cached": self.cached,
+            "charge_id": self.charge_id,
+            "populations": list(self.populations),
+            "remaining": dict(self.remaining),
+            "partition": dict(self.partition),
+            "columns": [asdict(c) for c in self.columns],
+            "query_epsilon": self.query_epsilon,
+            "data_version": self.data_version,
+        }
 
 
 @dataclass(frozen=True)
@@ -85,6 +103,7 @@ def build_result(
             partition=partition,
             columns=columns,
             query_epsilon=plan.epsilon,
+            data_version=plan.data_version,
         ),
         warnings=_warnings(columns, names, rows),
         cache_key=plan.cache_key,
@@ -113,7 +132,8 @@ def _intervals(
                 continue
             count = max(float(n), 1.0)
             mean = float(s) / count
-            widths[index] = Z_975 * math.sqrt(std_sum**2 + (mean * std_count) ** 2) / count
+            # hypot: no overflow for huge released means (an infinite width becomes null).
+            widths[index] = Z_975 * math.hypot(std_sum, mean * std_count) / count
         cells.append(tuple(widths))
     return names[:shown], [tuple(r[:shown]) for r in rows], tuple(cells)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
 from typing import Any
 
 from fastapi import Response
@@ -40,19 +39,7 @@ def to_request(body: QueryBody, caller: Caller) -> QueryRequest:
 
 
 def privacy_dict(p: PrivacyInfo) -> dict[str, Any]:
-    return {
-        "epsilon": p.epsilon,
-        "delta": p.delta,
-        "rho": p.rho,
-        "mechanism": p.mechanism,
-        "cached": p.cached,
-        "charge_id": p.charge_id,
-        "populations": list(p.populations),
-        "remaining": dict(p.remaining),
-        "partition": dict(p.partition),
-        "columns": [asdict(c) for c in p.columns],
-        "query_epsilon": p.query_epsilon,
-    }
+    return p.to_dict()
 
 
 def replayed(privacy: dict[str, Any], remaining: dict[str, float]) -> dict[str, Any]:

@@ -99,6 +99,8 @@ def headers(page: Page, media: str) -> dict[str, str]:
         "X-DPSQL-Remaining": ",".join(f"{k}={v!r}" for k, v in p["remaining"].items()),
         "X-DPSQL-Total-Rows": str(page.total_rows),
     }
+    if p.get("data_version"):
+        out["X-DPSQL-Data-Version"] = str(p["data_version"])
     if p.get("rho") is not None:
         out["X-DPSQL-Rho"] = repr(float(p["rho"]))
     if p.get("charge_id") is not None:
@@ -148,7 +150,8 @@ def _arrow(page: Page) -> bytes:
         values = [row[i] for row in page.rows]
         try:
             arrays.append(pa.array(values))
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            # Mixed kinds or integers beyond 64 bits (outer-layer arithmetic): as text.
             arrays.append(pa.array([None if v is None else str(v) for v in values]))
     schema_meta = {
         b"dpsql.privacy": json.dumps(page.privacy, separators=(",", ":")).encode(),

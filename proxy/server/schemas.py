@@ -57,6 +57,10 @@ class Privacy(BaseModel):
     partition: dict[str, Any] = Field(description="public_domain, threshold or none")
     columns: list[ColumnNoise]
     query_epsilon: float = Field(description="what the release cost when first paid for")
+    data_version: str = Field(
+        "", description="the data the release describes: the files' identity, after the "
+        "operator's [database] version string if one is set"
+    )
 
 
 class Page(BaseModel):

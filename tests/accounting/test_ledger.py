@@ -16,6 +16,7 @@ from accounting.ledger import (
     InvalidRequest,
     LedgerError,
     LedgerUnavailable,
+    Partitioning,
     PopulationSpec,
     Spend,
     Total,
@@ -23,6 +24,7 @@ from accounting.ledger import (
     admit,
     affected_populations,
     ancestors_or_self,
+    composed_total,
     normalize_targets,
 )
 from accounting.rdp import ORDERS, ZERO, zcdp_curve
@@ -31,6 +33,7 @@ from accounting.store_sqlite import SQLiteLedger
 ROOT = Path(__file__).resolve().parents[2]
 DELTA = 1e-6
 NORTH, SOUTH, EAST = "users/region=north", "users/region=south", "users/region=east"
+REGIONS = Partitioning("region", frozenset({"north", "south", "east", "west"}))
 
 
 def ref_eps(rho: float, delta: float = DELTA) -> float:
@@ -54,7 +57,7 @@ def path(tmp_path: Path) -> Path:
 @pytest.fixture
 def ledger(path: Path):
     lg = SQLiteLedger(path)
-    lg.register(PopulationSpec("users", 1.0, DELTA))
+    lg.register(PopulationSpec("users", 1.0, DELTA, REGIONS))
     yield lg
     lg.close()
 
@@ -170,19 +173,61 @@ def test_worked_partition_example(ledger: SQLiteLedger, path: Path):
     assert ledger.verify().ok
 
 
-def test_nesting_deeper_than_one_level(ledger: SQLiteLedger):
+def test_nesting_deeper_than_one_level_composes_along_the_ancestry():
+    # The arithmetic composes any depth; the store accepts only the policy's one level
+    # (see test_only_partitions_the_policy_defines_are_accepted).
     deep = NORTH + "/city=oslo"
-    charge(ledger, deep, 0.001)
-    charge(ledger, NORTH, 0.002)
-    charge(ledger, "users", 0.004)
-    assert ledger.spent(deep).epsilon == pytest.approx(ref_eps(0.007), rel=1e-12)
-    assert ledger.spent(NORTH).epsilon == pytest.approx(ref_eps(0.006), rel=1e-12)
+    specs = {"users": PopulationSpec("users", 1.0, DELTA)}
+    own = {
+        deep: Total(zcdp_curve(0.001), 0.0, 1),
+        NORTH: Total(zcdp_curve(0.002), 0.0, 1),
+        "users": Total(zcdp_curve(0.004), 0.0, 1),
+    }
+    assert composed_total(deep, own).curve.epsilon(DELTA) == pytest.approx(ref_eps(0.007))
     # A charge on north must fit under its child too: 0.0172 fits north (0.0232) but
     # not oslo (0.0242 > 0.02417).
     with pytest.raises(BudgetExhausted) as ei:
-        charge(ledger, NORTH, 0.0172)
+        admit((NORTH,), zcdp_curve(0.0172), 0.0, own, specs, [NORTH, deep])
     assert ei.value.population == deep
-    assert ledger.verify().ok
+
+
+def test_only_partitions_the_policy_defines_are_accepted(ledger: SQLiteLedger, path: Path):
+    # Siblings are composed in parallel, which holds only for disjoint sets of persons:
+    # plan=free and region=north share people (issue #19 §2).
+    before = n_events(path)
+    for bad in (
+        "users/plan=free",
+        "users/REGION=north",
+        "users/region=nowhere",
+        "users/region=north/plan=free",
+        "users/region=North",
+    ):
+        with pytest.raises(InvalidRequest, match="not a partition the policy defines"):
+            charge(ledger, bad, 0.001)
+        with pytest.raises(InvalidRequest):
+            ledger.external(bad, zcdp_curve(0.001), analyst="admin", note="x")
+    assert n_events(path) == before
+    charge(ledger, NORTH, 0.001)
+    other = SQLiteLedger(path)
+    other.register(PopulationSpec("users", 1.0, DELTA))  # a policy without partitions
+    with pytest.raises(InvalidRequest, match="no partitions"):
+        other.charge(NORTH, zcdp_curve(0.001), analyst="a", fingerprint="f")
+    other.close()
+
+
+def test_verify_names_an_event_on_an_undefined_partition(path: Path):
+    lg = SQLiteLedger(path)
+    lg.register(PopulationSpec("users", 1.0, DELTA, Partitioning("plan", frozenset({"free"}))))
+    lg.charge("users/plan=free", zcdp_curve(0.001), analyst="a", fingerprint="f")
+    lg.close()
+    fresh = SQLiteLedger(path)
+    fresh.register(PopulationSpec("users", 1.0, DELTA, REGIONS))  # the policy changed
+    report = fresh.verify()
+    assert not report.ok
+    assert any("users/plan=free" in p and "not a partition" in p for p in report.problems)
+    with pytest.raises(LedgerUnavailable):
+        fresh.charge("users", zcdp_curve(0.001), analyst="a", fingerprint="f")
+    fresh.close()
 
 
 # --- exhaustion ------------------------------------------------------------------------

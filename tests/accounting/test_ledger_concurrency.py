@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from accounting.ledger import BudgetExhausted, PopulationSpec
+from accounting.ledger import BudgetExhausted, Partitioning, PopulationSpec
 from accounting.rdp import ZERO, zcdp_curve
 from accounting.store_sqlite import SQLiteLedger
 
@@ -25,6 +25,7 @@ DELTA = 1e-6
 CAP = 1.0
 RHO = 0.0002  # about 120 charges fit under ε = 1 at δ = 1e-6
 NORTH, SOUTH = "users/region=north", "users/region=south"
+REGIONS = Partitioning("region", frozenset({"north", "south"}))
 
 
 def expected_admissions(rho: float = RHO, cap: float = CAP) -> int:
@@ -69,7 +70,7 @@ def _store_facts(path: Path) -> tuple[int, int]:
 
 def _processes_charge_until_refused(path: Path, rho: float) -> None:
     lg = SQLiteLedger(path)
-    lg.register(PopulationSpec("users", CAP, DELTA))
+    lg.register(PopulationSpec("users", CAP, DELTA, REGIONS))
     ctx = mp.get_context("spawn")
     start, out, ready = ctx.Event(), ctx.Queue(), ctx.Queue()
     procs = [
@@ -112,7 +113,7 @@ def test_eight_processes_larger_run(tmp_path: Path):
 def test_threads_mixing_root_and_partitions(tmp_path: Path):
     path = tmp_path / "ledger.sqlite"
     lg = SQLiteLedger(path)
-    lg.register(PopulationSpec("users", CAP, DELTA))
+    lg.register(PopulationSpec("users", CAP, DELTA, REGIONS))
     targets: list[Any] = ["users", NORTH, SOUTH, (NORTH, SOUTH)] * 2
     receipts: list[int] = []
     lock = threading.Lock()
@@ -154,9 +155,11 @@ def test_threads_mixing_root_and_partitions(tmp_path: Path):
 
 _CHILD = """
 import sys
+from accounting.ledger import Partitioning, PopulationSpec
 from accounting.rdp import zcdp_curve
 from accounting.store_sqlite import SQLiteLedger
 lg = SQLiteLedger(sys.argv[1])
+lg.register(PopulationSpec("users", 1e6, 1e-6, Partitioning("region", frozenset({"north", "south"}))))
 targets = ["users", "users/region=north", ("users/region=north", "users/region=south")]
 print("ready", flush=True)
 i = 0
@@ -187,7 +190,7 @@ def _kill_mid_charge(path: Path) -> None:
 def _crash_rounds(tmp_path: Path, rounds: int) -> None:
     path = tmp_path / "ledger.sqlite"
     lg = SQLiteLedger(path)
-    lg.register(PopulationSpec("users", 1e6, DELTA))
+    lg.register(PopulationSpec("users", 1e6, DELTA, REGIONS))
     lg.close()
     last = 0
     for _ in range(rounds):

@@ -23,7 +23,7 @@ from proxy.engine import Engine
 from proxy.errors import DPSQLError
 from proxy.plan import Plan
 from proxy.release import release
-from proxy.request import QueryRequest
+from proxy.request import AccuracyTarget, QueryRequest
 from sample_data.generate import generate
 from tests.proxy.conftest import demo_policy
 
@@ -104,7 +104,9 @@ def test_released_totals_stay_within_the_declared_sensitivity(
     sql = "SELECT region, SUM(age * 9000000000000000) AS s FROM users GROUP BY region"
     plan = a.prepare(QueryRequest(sql=sql))[1]
     # Planning reads no private data: the plans differ only in the data version.
-    assert replace(plan, cache_key="") == replace(b.prepare(QueryRequest(sql=sql))[1], cache_key="")
+    assert replace(plan, cache_key="", data_version="") == replace(
+        b.prepare(QueryRequest(sql=sql))[1], cache_key="", data_version=""
+    )
     full, minus = _core(a, plan), _core(b, plan)
     for noise in plan.noise:
         col = noise.statistic.column
@@ -170,3 +172,52 @@ def test_released_rows_are_in_key_order(neighbours: tuple[Engine, Engine, int]) 
     keys = table.column(plan.key_columns[0]).to_pylist()
     assert len(keys) > 5
     assert keys == sorted(keys)
+
+
+def test_one_query_cannot_spend_the_populations_delta(
+    neighbours: tuple[Engine, Engine, int],
+) -> None:
+    # δ adds up over queries and partition selection: a query asking for almost all of
+    # the population's δ would lock every other analyst out (issue #19 §3).
+    engine = neighbours[0]
+    ceiling = engine.policy.population("users").max_query_delta
+    before = engine.ledger.history()
+    with pytest.raises(DPSQLError) as info:
+        engine.run(
+            QueryRequest(
+                sql="SELECT model, COUNT(*) FROM prompts GROUP BY model", delta=ceiling * 5
+            )
+        )
+    assert info.value.code == "bad_request" and "the most one query" in info.value.message
+    assert engine.ledger.history() == before
+    engine.run(
+        QueryRequest(sql="SELECT model, COUNT(*) FROM prompts GROUP BY model", delta=ceiling)
+    )
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"epsilon": 1e300},
+        {"epsilon": 1e-300},
+        {"rho": 1e300},
+        {"rho": 1e-300},
+        {"delta": 1e-300},
+        {"accuracy": AccuracyTarget(1e-300, 1000)},
+        {"accuracy": AccuracyTarget(0.05, 1e300)},
+        {"accuracy": AccuracyTarget(1e300, 1)},
+        {"accuracy": AccuracyTarget(0.05, 1e-300)},
+        {"accuracy": AccuracyTarget(0.05, 100, 1e-300)},
+        {"accuracy": AccuracyTarget(0.05, 100, 1 - 1e-17)},
+    ],
+)
+def test_extreme_request_values_are_refused_before_the_charge(
+    neighbours: tuple[Engine, Engine, int], fields: dict[str, Any]
+) -> None:
+    # These raised ZeroDivisionError, MechanismError or CurveError: HTTP 500 (#19 §3).
+    engine = neighbours[0]
+    before = engine.ledger.history()
+    with pytest.raises(DPSQLError) as info:
+        engine.run(QueryRequest(sql="SELECT region, COUNT(*) FROM users GROUP BY region", **fields))
+    assert info.value.code == "bad_request", info.value
+    assert engine.ledger.history() == before

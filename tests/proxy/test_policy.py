@@ -189,9 +189,17 @@ def test_absolute_paths_are_kept_and_defaults_apply():
     assert p.ledger_path == Path("/cfg/state/ledger.sqlite")
 
 
-def test_explicit_data_version_wins():
+def test_explicit_data_version_carries_the_files_identity(tmp_path):
+    # A version string the operator forgets to change must not make a changed file's
+    # releases replay as current (issue #19 §3).
     text = mutated("[database]", '[database]\nversion = "2024-06-01"')
-    assert parse(text).data_version == "2024-06-01"
+    data = tmp_path / "data" / "usage.duckdb"
+    data.parent.mkdir()
+    data.write_bytes(b"one")
+    first = parse(text, base_dir=tmp_path).data_version
+    assert first.startswith("2024-06-01+")
+    data.write_bytes(b"one two")
+    assert parse(text, base_dir=tmp_path).data_version not in (first, "2024-06-01")
 
 
 def test_derived_data_version_follows_the_file(tmp_path):
@@ -551,3 +559,13 @@ def test_partition_table_of_another_population_is_refused():
     parse(text)
     bad = text.replace('partition = "users.region"', 'partition = "staff.region"')
     assert refused(bad) == "populations.users.partition: table 'staff' is not of population 'users'"
+
+
+def test_query_delta_ceiling_defaults_to_a_share_of_the_population_delta():
+    pop = parse().population("users")
+    assert pop.max_query_delta == pytest.approx(pop.delta / 100)
+    text = mutated("delta = 1e-6", "delta = 1e-6\nmax_query_delta = 1e-7")
+    assert parse(text).population("users").max_query_delta == 1e-7
+    for bad in ("max_query_delta = 1e-6", "max_query_delta = 2e-6", "max_query_delta = 1e-10"):
+        with pytest.raises(PolicyError, match="max_query_delta"):
+            parse(mutated("delta = 1e-6", f"delta = 1e-6\n{bad}"))

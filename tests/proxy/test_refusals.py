@@ -305,8 +305,10 @@ def test_public_tables_alone_are_not_served(demo: Engine) -> None:
 
 def test_forbidden_table(demo: Engine) -> None:
     request = QueryRequest("SELECT COUNT(*) FROM prompts", tables=frozenset({"users"}))
-    error = refused(demo, request, "forbidden")
-    assert "prompts" in error.message
+    error = refused(demo, request, "not_found")
+    unknown = refused(demo, QueryRequest("SELECT COUNT(*) FROM nosuch"), "not_found")
+    assert error.message.replace("prompts", "nosuch") == unknown.message
+    assert error.hint == unknown.hint
 
 
 def test_forbidden_table_inside_a_cte(demo: Engine) -> None:
@@ -314,7 +316,7 @@ def test_forbidden_table_inside_a_cte(demo: Engine) -> None:
         "WITH t AS (SELECT * FROM prompts) SELECT COUNT(*) FROM t",
         tables=frozenset({"users"}),
     )
-    refused(demo, request, "forbidden")
+    refused(demo, request, "not_found")
 
 
 def test_forbidden_table_in_a_join(demo: Engine) -> None:
@@ -322,7 +324,7 @@ def test_forbidden_table_in_a_join(demo: Engine) -> None:
         "SELECT COUNT(*) FROM users u JOIN prompts p ON u.user_id = p.user_id",
         tables=frozenset({"users"}),
     )
-    refused(demo, request, "forbidden")
+    refused(demo, request, "not_found")
 
 
 def test_granted_table_is_answered(demo: Engine) -> None:

@@ -71,12 +71,12 @@ ROUTES = (
     Route(
         "POST /v1/query",
         _post("/v1/query", {"sql": PROMPTS, "epsilon": 0.1}),
-        _expect(200, 200, 403, events=1),
+        _expect(200, 200, 404, events=1),
     ),
     Route(
         "POST /v1/explain",
         _post("/v1/explain", {"sql": PROMPTS, "epsilon": 0.1}),
-        _expect(200, 200, 403),
+        _expect(200, 200, 404),
     ),
     # A cursor belongs to the key that asked: any other key is told it does not exist.
     Route(
@@ -103,7 +103,7 @@ ROUTES = (
         _expect(403, 200, 403, events=1),
     ),
     Route("GET /healthz", _get("/healthz"), _expect(200, 200, 200, anonymous=200)),
-    Route("GET /metrics", _get("/metrics"), _expect(200, 200, 200, anonymous=200)),
+    Route("GET /metrics", _get("/metrics"), _expect(403, 200, 403)),
 )
 
 

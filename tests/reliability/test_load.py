@@ -61,7 +61,7 @@ REFUSED: list[tuple[dict[str, Any], str, str]] = [
         "unsupported_sql",
     ),
     ({"sql": "SELECT COUNT(*) AS n FROM nosuch"}, "analyst", "not_found"),
-    ({"sql": "SELECT COUNT(*) AS n FROM prompts"}, "narrow", "forbidden"),
+    ({"sql": "SELECT COUNT(*) AS n FROM prompts"}, "narrow", "not_found"),
     (
         {"sql": "SELECT COUNT(*) AS n FROM users", "epsilon": 0.1, "rho": 0.01},
         "analyst",

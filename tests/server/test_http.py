@@ -21,8 +21,9 @@ ARROW = "application/vnd.apache.arrow.stream"
 
 
 def ask(c: httpx.Client, body: dict, who: str = "ana", **kwargs) -> httpx.Response:
-    return c.post("/v1/query", json=body, headers={**auth(who), **kwargs.pop("headers", {})},
-                  **kwargs)
+    return c.post(
+        "/v1/query", json=body, headers={**auth(who), **kwargs.pop("headers", {})}, **kwargs
+    )
 
 
 def events(c: httpx.Client, kind: str | None = None) -> list[dict]:
@@ -76,7 +77,9 @@ def test_query_answers_with_privacy_metadata(c: httpx.Client) -> None:
     assert p["partition"] == {"strategy": "public_domain", "groups": 4}
     noise = {col["name"]: col for col in p["columns"]}
     assert noise["region"]["noise_scale"] is None
-    assert noise["n"]["half_width_95"] == pytest.approx(1.959964 * noise["n"]["noise_scale"], rel=1e-5)
+    assert noise["n"]["half_width_95"] == pytest.approx(
+        1.959964 * noise["n"]["noise_scale"], rel=1e-5
+    )
     assert isinstance(p["charge_id"], int)
     assert p["remaining"]["users"] == pytest.approx(spent(c)["remaining"])
     assert body["next"] is None and body["page"] == {"offset": 0, "size": 4, "total_rows": 4}
@@ -114,8 +117,13 @@ def test_budget_decreases_exactly_by_the_charges(c: httpx.Client) -> None:
     old = {e["id"] for e in events(c, "charge")}
     rhos = []
     for k, rho in enumerate((0.0021, 0.0034)):
-        r = ask(c, {"sql": f"SELECT plan, COUNT(*) AS n FROM users WHERE age > {20 + k} GROUP BY plan",
-                    "rho": rho})
+        r = ask(
+            c,
+            {
+                "sql": f"SELECT plan, COUNT(*) AS n FROM users WHERE age > {20 + k} GROUP BY plan",
+                "rho": rho,
+            },
+        )
         assert r.status_code == 200, r.text
         assert r.json()["privacy"]["rho"] == pytest.approx(rho, rel=1e-12)
         rhos.append(rho)
@@ -145,8 +153,11 @@ def test_exhaustion_is_402_with_numbers_and_charges_nothing(c: httpx.Client) -> 
     assert cached.status_code == 200
     now = spent(c)
     new_cap = round(now["epsilon_spent"] + 0.05, 6)
-    r = c.put("/v1/populations/users/cap", json={"epsilon_cap": new_cap, "reason": "test"},
-              headers=auth("adm"))
+    r = c.put(
+        "/v1/populations/users/cap",
+        json={"epsilon_cap": new_cap, "reason": "test"},
+        headers=auth("adm"),
+    )
     assert r.status_code == 200, r.text
     assert r.json()["epsilon_cap"] == new_cap
     charges = len(events(c, "charge"))
@@ -160,17 +171,30 @@ def test_exhaustion_is_402_with_numbers_and_charges_nothing(c: httpx.Client) -> 
     # A cached answer is still free to read, exhausted or not.
     assert ask(c, {"sql": SQL, "epsilon": 0.44}).json()["privacy"]["cached"] is True
     caps = [e for e in events(c, "cap_change")]
-    assert caps[-1]["cap"] == new_cap and caps[-1]["note"] == "test" and caps[-1]["analyst"] == "adm"
-    r = c.put("/v1/populations/users/cap", json={"epsilon_cap": 4.0, "reason": "restore"},
-              headers=auth("adm"))
+    assert (
+        caps[-1]["cap"] == new_cap and caps[-1]["note"] == "test" and caps[-1]["analyst"] == "adm"
+    )
+    r = c.put(
+        "/v1/populations/users/cap",
+        json={"epsilon_cap": 4.0, "reason": "restore"},
+        headers=auth("adm"),
+    )
     assert r.status_code == 200
-    assert ask(c, {"sql": "SELECT plan, COUNT(*) AS n FROM users GROUP BY plan", "epsilon": 0.5}
-               ).status_code == 200
+    assert (
+        ask(
+            c, {"sql": "SELECT plan, COUNT(*) AS n FROM users GROUP BY plan", "epsilon": 0.5}
+        ).status_code
+        == 200
+    )
 
 
 def test_401_without_a_valid_key(c: httpx.Client) -> None:
-    for headers in ({}, {"Authorization": "Basic abc"}, {"Authorization": "Bearer nope"},
-                    {"Authorization": "Bearer"}):
+    for headers in (
+        {},
+        {"Authorization": "Basic abc"},
+        {"Authorization": "Bearer nope"},
+        {"Authorization": "Bearer"},
+    ):
         r = c.post("/v1/query", json={"sql": SQL}, headers=headers)
         assert_error(r, "unauthorized")
         assert r.headers["WWW-Authenticate"] == "Bearer"
@@ -188,8 +212,13 @@ def test_403_for_wrong_role_or_table(c: httpx.Client) -> None:
         r = c.request(method, path, json=body, headers=auth("ana"))
         assert_error(r, "forbidden")
     r = ask(c, {"sql": "SELECT model, COUNT(*) AS n FROM prompts GROUP BY model"}, who="narrow")
-    err = assert_error(r, "forbidden")
-    assert "prompts" in err["message"]
+    err = assert_error(r, "not_found")
+    # Exactly the refusal of a table that does not exist (issue #19 §3).
+    other = assert_error(
+        ask(c, {"sql": "SELECT COUNT(*) AS n FROM nosuch"}, who="narrow"), "not_found"
+    )
+    assert err["message"].replace("prompts", "nosuch") == other["message"]
+    assert err["hint"] == other["hint"]
     tables = {t["name"] for t in c.get("/v1/schema", headers=auth("narrow")).json()["tables"]}
     assert tables == {"users", "regions"}
     assert ask(c, {"sql": SQL, "epsilon": 0.42}, who="narrow").status_code == 200
@@ -203,34 +232,47 @@ def test_sql_errors_have_the_one_shape(c: httpx.Client) -> None:
     assert_error(ask(c, {"sql": SQL, "epsilon": 0.3, "rho": 0.1}), "bad_request")
     assert_error(ask(c, {"sql": SQL, "epsilon": -1}), "validation_error")
     assert_error(ask(c, {"sql": SQL, "bogus": 1}), "validation_error")
-    assert_error(c.post("/v1/query", content=b"{", headers={**auth("ana"),
-                        "Content-Type": "application/json"}), "validation_error")
+    assert_error(
+        c.post(
+            "/v1/query", content=b"{", headers={**auth("ana"), "Content-Type": "application/json"}
+        ),
+        "validation_error",
+    )
     assert_error(c.get("/v1/nowhere"), "not_found")
     r = c.get("/v1/query", headers=auth("ana"))
     assert r.status_code == 405 and r.json()["error"]["code"] == "bad_request"
 
 
 def test_size_limits_are_413(c: httpx.Client) -> None:
-    err = assert_error(ask(c, {"sql": "SELECT COUNT(*) AS n FROM users WHERE " +
-                                      " OR ".join(["age = 30"] * 400)}), "too_large")
+    err = assert_error(
+        ask(c, {"sql": "SELECT COUNT(*) AS n FROM users WHERE " + " OR ".join(["age = 30"] * 400)}),
+        "too_large",
+    )
     assert "limit is 3000" in err["message"]
     big = json.dumps({"sql": "x" * 300_000}).encode()
-    assert_error(c.post("/v1/query", content=big, headers={**auth("ana"),
-                        "Content-Type": "application/json"}), "too_large")
+    assert_error(
+        c.post(
+            "/v1/query", content=big, headers={**auth("ana"), "Content-Type": "application/json"}
+        ),
+        "too_large",
+    )
 
     def chunks():
         for _ in range(300):
             yield b" " * 1024
 
-    r = c.post("/v1/query", content=chunks(), headers={**auth("ana"),
-               "Content-Type": "application/json"})
+    r = c.post(
+        "/v1/query", content=chunks(), headers={**auth("ana"), "Content-Type": "application/json"}
+    )
     assert_error(r, "too_large")
 
 
 # --- formats and paging ------------------------------------------------------------------
 
-FORMAT_SQL = ("SELECT model, COUNT(*) AS n, AVG(latency_ms) AS ms, SUM(tokens_in) AS t "
-              "FROM prompts GROUP BY model ORDER BY model")
+FORMAT_SQL = (
+    "SELECT model, COUNT(*) AS n, AVG(latency_ms) AS ms, SUM(tokens_in) AS t "
+    "FROM prompts GROUP BY model ORDER BY model"
+)
 
 
 def test_csv_and_arrow_parse_back_to_the_json_values(c: httpx.Client) -> None:
@@ -258,8 +300,10 @@ def test_csv_and_arrow_parse_back_to_the_json_values(c: httpx.Client) -> None:
 
 
 def test_paging_replays_the_stored_release(c: httpx.Client) -> None:
-    sql = ("SELECT region, plan, COUNT(*) AS n, AVG(age) AS a FROM users "
-           "GROUP BY region, plan ORDER BY region, plan")
+    sql = (
+        "SELECT region, plan, COUNT(*) AS n, AVG(age) AS a FROM users "
+        "GROUP BY region, plan ORDER BY region, plan"
+    )
     full = ask(c, {"sql": sql, "epsilon": 0.46}).json()
     assert len(full["rows"]) == 12 and full["columns"] == ["region", "plan", "n", "a"]
     assert len(full["intervals_95"]) == 12
@@ -295,8 +339,10 @@ def test_paging_replays_the_stored_release(c: httpx.Client) -> None:
 
 
 def test_idempotency_key_returns_the_first_answer_uncharged(c: httpx.Client) -> None:
-    body = {"sql": "SELECT plan, COUNT(*) AS n FROM users WHERE age < 60 GROUP BY plan",
-            "epsilon": 0.47}
+    body = {
+        "sql": "SELECT plan, COUNT(*) AS n FROM users WHERE age < 60 GROUP BY plan",
+        "epsilon": 0.47,
+    }
     charges = len(events(c, "charge"))
     key = {"Idempotency-Key": "retry-me-1"}
     results: list[httpx.Response] = []
@@ -352,31 +398,71 @@ def test_external_curve_charge_and_verify(c: httpx.Client) -> None:
     assert orders == list(ORDERS)
     before = spent(c)
     curve = zcdp_curve(0.0015)
-    r = c.post("/v1/charges", headers=auth("adm"), json={
-        "population": "users", "note": "dp-sgd run 7",
-        "curve": {"orders": orders, "values": list(curve.values)}})
+    r = c.post(
+        "/v1/charges",
+        headers=auth("adm"),
+        json={
+            "population": "users",
+            "note": "dp-sgd run 7",
+            "curve": {"orders": orders, "values": list(curve.values)},
+        },
+    )
     assert r.status_code == 200, r.text
     out = r.json()
     assert out["epsilon"] == pytest.approx(epsilon_at(curve, 1e-6, 0.0), rel=1e-12)
     ext = events(c, "external")[-1]
-    assert ext["id"] == out["event_id"] and ext["note"] == "dp-sgd run 7" and ext["analyst"] == "adm"
+    assert (
+        ext["id"] == out["event_id"] and ext["note"] == "dp-sgd run 7" and ext["analyst"] == "adm"
+    )
     assert spent(c)["epsilon_spent"] > before["epsilon_spent"]
-    assert c.post("/v1/charges", headers=auth("adm"), json={
-        "population": "users/region=north", "note": "per-region job", "rho": 0.001}
-    ).status_code == 200
+    assert (
+        c.post(
+            "/v1/charges",
+            headers=auth("adm"),
+            json={"population": "users/region=north", "note": "per-region job", "rho": 0.001},
+        ).status_code
+        == 200
+    )
     budget = spent(c)
     assert [p["name"] for p in budget["partitions"]] == ["users/region=north"]
     assert budget["remaining"] == pytest.approx(budget["partitions"][0]["remaining"])
-    assert_error(c.post("/v1/charges", headers=auth("adm"), json={
-        "population": "users", "note": "x", "curve": {"orders": [2.0], "values": [0.1]}}),
-        "bad_request")
-    assert_error(c.post("/v1/charges", headers=auth("adm"), json={
-        "population": "users", "note": "x", "rho": 0.1,
-        "curve": {"orders": orders, "values": list(curve.values)}}), "bad_request")
-    assert_error(c.post("/v1/charges", headers=auth("adm"), json={
-        "population": "nobody", "note": "x", "rho": 0.1}), "not_found")
-    err = assert_error(c.post("/v1/charges", headers=auth("adm"), json={
-        "population": "users", "note": "too much", "rho": 50.0}), "budget_exhausted")
+    assert_error(
+        c.post(
+            "/v1/charges",
+            headers=auth("adm"),
+            json={"population": "users", "note": "x", "curve": {"orders": [2.0], "values": [0.1]}},
+        ),
+        "bad_request",
+    )
+    assert_error(
+        c.post(
+            "/v1/charges",
+            headers=auth("adm"),
+            json={
+                "population": "users",
+                "note": "x",
+                "rho": 0.1,
+                "curve": {"orders": orders, "values": list(curve.values)},
+            },
+        ),
+        "bad_request",
+    )
+    assert_error(
+        c.post(
+            "/v1/charges",
+            headers=auth("adm"),
+            json={"population": "nobody", "note": "x", "rho": 0.1},
+        ),
+        "not_found",
+    )
+    err = assert_error(
+        c.post(
+            "/v1/charges",
+            headers=auth("adm"),
+            json={"population": "users", "note": "too much", "rho": 50.0},
+        ),
+        "budget_exhausted",
+    )
     assert err["cap"] == 4.0
     v = c.post("/v1/ledger/verify", headers=auth("adm"))
     assert v.status_code == 200 and v.json()["ok"] is True and v.json()["problems"] == []
@@ -385,7 +471,10 @@ def test_external_curve_charge_and_verify(c: httpx.Client) -> None:
 def test_health_and_metrics(c: httpx.Client) -> None:
     assert c.get("/healthz").json() == {"status": "ok"}
     ask(c, {"sql": SQL, "epsilon": 0.41})
-    text = c.get("/metrics").text
+    # ε charged per population says how much each is studied: admins only (#19 §3).
+    assert_error(c.get("/metrics"), "unauthorized")
+    assert_error(c.get("/metrics", headers=auth("ana")), "forbidden")
+    text = c.get("/metrics", headers=auth("adm")).text
     assert 'dpsql_queries_total{outcome="cached"}' in text
     assert 'dpsql_queries_total{outcome="charged"}' in text
     assert 'dpsql_refusals_total{code="unauthorized"}' in text
@@ -395,14 +484,31 @@ def test_health_and_metrics(c: httpx.Client) -> None:
 
 
 def test_logs_are_json_without_sql_or_values(server: Server, c: httpx.Client) -> None:
-    r = ask(c, {"sql": "SELECT plan, COUNT(*) AS secret_alias FROM users GROUP BY plan",
-                "epsilon": 0.5})
+    r = ask(
+        c, {"sql": "SELECT plan, COUNT(*) AS secret_alias FROM users GROUP BY plan", "epsilon": 0.5}
+    )
     assert r.status_code == 200
     text = server.log.read_text()
     lines = [json.loads(line) for line in text.splitlines() if line.strip()]
     requests = [line for line in lines if line["event"] == "request"]
     assert len(requests) > 20
     assert "secret_alias" not in text and "GROUP BY" not in text and "key-ana" not in text
-    allowed = {"ts", "level", "logger", "event", "method", "route", "status", "ms", "analyst",
-               "code", "query", "cached", "epsilon", "page", "event_id", "idempotent_replay"}
+    allowed = {
+        "ts",
+        "level",
+        "logger",
+        "event",
+        "method",
+        "route",
+        "status",
+        "ms",
+        "analyst",
+        "code",
+        "query",
+        "cached",
+        "epsilon",
+        "page",
+        "event_id",
+        "idempotent_replay",
+    }
     assert set().union(*(line.keys() for line in requests)) <= allowed

@@ -1,4 +1,5 @@
-"""GET /healthz and GET /metrics (no API key: operational facts only)."""
+"""GET /healthz (no API key: operational facts only) and GET /metrics (admin key: the
+counters include ε charged per population, which says how much each is being studied)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from starlette.concurrency import run_in_threadpool
 
 from accounting.ledger import LedgerError
 from proxy.errors import DPSQLError
-from proxy.server.context import get_context
+from proxy.server.context import AdminDep, get_context
 from proxy.server.routes import COMMON_ERRORS
 from proxy.server.schemas import Health
 
@@ -36,7 +37,8 @@ async def healthz(request: Request) -> Health:
     response_class=Response,
     responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}},
 )
-async def metrics(request: Request) -> Response:
-    """This worker's counters: queries, refusals by code, ε charged, cache hits, latency."""
+async def metrics(request: Request, caller: AdminDep) -> Response:
+    """This worker's counters: queries, refusals by code, ε charged, cache hits, latency.
+    Needs an admin key (Prometheus: ``authorization: {credentials: <key>}``)."""
     m = get_context(request).metrics
     return Response(m.render(), media_type=m.content_type)
