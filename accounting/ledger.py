@@ -58,6 +58,24 @@ class BudgetExhausted(LedgerError):
         return (type(self), (self.population, self.requested, self.spent, self.cap))
 
 
+class ShareExhausted(BudgetExhausted):
+    """A charge would take one analyst over their share of a population (``cap`` is the
+    share's ε, ``spent`` what that analyst's own events already cost)."""
+
+    def __init__(
+        self, population: str, requested: float, spent: float, cap: float, analyst: str = ""
+    ) -> None:
+        super().__init__(population, requested, spent, cap)
+        self.analyst = analyst
+        self.args = (
+            f"analyst {analyst!r}'s share of population {population!r} exhausted: spent "
+            f"ε={spent:.6g}, requested ε={requested:.6g}, share ε={cap:.6g}",
+        )
+
+    def __reduce__(self) -> tuple[type[ShareExhausted], tuple[str, float, float, float, str]]:  # type: ignore[override]
+        return (type(self), (self.population, self.requested, self.spent, self.cap, self.analyst))
+
+
 class LedgerUnavailable(LedgerError):
     """The store cannot be read, is inconsistent or failed verification: answer nothing."""
 
@@ -82,14 +100,29 @@ class Partitioning:
 
 
 @dataclass(frozen=True)
+class AnalystShare:
+    """The most one analyst may spend of a root population: ``share`` of its ε cap and
+    of its δ, for that analyst's own events alone (so that one analyst cannot lock the
+    others out). The population's cap still holds for everyone together."""
+
+    analyst: str
+    share: float
+
+
+@dataclass(frozen=True)
 class PopulationSpec:
-    """A root population from the policy: ε cap over the life of the data, at δ, and its
-    partitioning, if any (without one, no partition of it is accepted)."""
+    """A root population from the policy: ε cap over the life of the data, at δ, its
+    partitioning, if any (without one, no partition of it is accepted), and the shares
+    of analysts who are limited to part of it."""
 
     name: str
     epsilon_cap: float
     delta: float
     partitioning: Partitioning | None = None
+    shares: tuple[AnalystShare, ...] = ()
+
+    def share_of(self, analyst: str) -> float | None:
+        return next((s.share for s in self.shares if s.analyst == analyst), None)
 
 
 @dataclass(frozen=True)
@@ -343,6 +376,38 @@ def admit(
     return tuple(after)
 
 
+def admit_share(
+    analyst: str,
+    targets: Sequence[str],
+    curve: Curve,
+    delta_extra: float,
+    own: Mapping[str, Total],
+    spec: PopulationSpec,
+    share: float,
+    known: Iterable[str],
+) -> None:
+    """Admission rule of an analyst's share: the same rule as :func:`admit`, applied to
+    that analyst's own events alone, with ``share``·cap at ``share``·δ.
+
+    Preconditions: as :func:`admit`, with ``own`` the analyst's own totals and every
+    target under ``spec``'s root; 0 < share ≤ 1. Privacy claim: none beyond :func:`admit`
+    (which must also pass): this only keeps one analyst within their part of the budget.
+    Raises ShareExhausted for the population that overshoots most.
+    """
+    cap, delta = spec.epsilon_cap * share, spec.delta * share
+    worst: tuple[float, str, float, float] | None = None
+    for pop in affected_populations(tuple(targets), known):
+        before = composed_total(pop, own)
+        new = before.plus(curve, delta_extra)
+        eps = epsilon_at(new.curve, delta, new.delta_extra)
+        if not eps <= cap and (worst is None or eps - cap > worst[0]):
+            spent = epsilon_at(before.curve, delta, before.delta_extra)
+            worst = (eps - cap, pop, epsilon_at(curve, delta, delta_extra), spent)
+    if worst is not None:
+        _, pop, requested, spent = worst
+        raise ShareExhausted(pop, requested, spent, cap, analyst)
+
+
 # --- the interface ---------------------------------------------------------------------
 
 
@@ -418,6 +483,11 @@ class Ledger(ABC):
     def remaining(self, population: str) -> float:
         """ε still available to the persons of ``population`` (0 when over the cap)."""
         return self.spent(population).remaining
+
+    @abstractmethod
+    def share_spent(self, population: str, analyst: str) -> Spend | None:
+        """What ``analyst``'s own events cost the persons of ``population``, against the
+        analyst's share of its root (None when the analyst has no share there)."""
 
     @abstractmethod
     def populations(self) -> tuple[str, ...]:

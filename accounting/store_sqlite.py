@@ -40,6 +40,7 @@ from accounting.ledger import (
     UnknownPopulation,
     VerifyReport,
     admit,
+    admit_share,
     affected_populations,
     ancestors_or_self,
     check_partition,
@@ -169,6 +170,11 @@ class SQLiteLedger(Ledger):
         # Partitionings of the roots registered by this process (from the policy):
         # charges and verify accept only the partitions they define.
         self._partitionings: dict[str, Partitioning | None] = {}
+        # Roots registered by this process, with the analysts' shares of each.
+        self._registered: dict[str, PopulationSpec] = {}
+        # analyst -> (last event id read, own totals of their cost events): read forward
+        # from the committed events on each charge, so it is never ahead of the store.
+        self._analyst_totals: dict[str, tuple[int, dict[str, Total]]] = {}
         try:
             self._conn = self._connect()
             self._open_store(self._conn)
@@ -412,6 +418,34 @@ class SQLiteLedger(Ledger):
 
     # --- the interface ---------------------------------------------------------------------
 
+    def _own_totals_of(self, conn: sqlite3.Connection, analyst: str) -> dict[str, Total]:
+        """Own totals of one analyst's cost events, brought up to the committed store."""
+        last, totals = self._analyst_totals.get(analyst, (0, {}))
+        totals = dict(totals)
+        rows = conn.execute(
+            "SELECT id, populations, curve, delta_extra FROM events WHERE id > ? "
+            "AND analyst = ? AND kind IN ('charge', 'external') ORDER BY id",
+            (last, analyst),
+        ).fetchall()
+        for eid, names, curve, dx in rows:
+            for name in _parse_names(names):
+                totals[name] = totals.get(name, EMPTY_TOTAL).plus(_parse_curve(curve), float(dx))
+            last = int(eid)
+        self._analyst_totals[analyst] = (last, totals)
+        return totals
+
+    def share_spent(self, population: str, analyst: str) -> Spend | None:
+        """What ``analyst``'s own events cost the persons of ``population``, against
+        their share (None when the analyst has no share of its root)."""
+        registered = self._registered.get(root_of(population))
+        share = None if registered is None else registered.share_of(analyst)
+        if registered is None or share is None:
+            return None
+        with self._transaction(write=False) as conn:
+            mine = self._own_totals_of(conn, analyst)
+        total = composed_total(population, mine)
+        return Spend.of(population, total, registered.epsilon_cap * share, registered.delta * share)
+
     def _check_partition(self, name: str) -> None:
         root = root_of(name)
         if SEPARATOR in name and root not in self._partitionings:
@@ -430,6 +464,10 @@ class SQLiteLedger(Ledger):
         if not 0.0 < delta < 1.0:
             raise InvalidRequest(f"delta must lie in (0, 1), got {spec.delta!r}")
         self._partitionings[name] = spec.partitioning
+        for s in spec.shares:
+            if not (isinstance(s.share, float | int) and 0 < s.share <= 1):
+                raise InvalidRequest(f"share of {s.analyst!r} must lie in (0, 1], got {s.share!r}")
+        self._registered[name] = spec
         with self._transaction(write=True) as conn:
             row = conn.execute("SELECT root, delta FROM populations WHERE name = ?", (name,))
             found = row.fetchone()
@@ -521,6 +559,13 @@ class SQLiteLedger(Ledger):
             )
             own = {n: self._own_total(conn, n) for n in sorted(needed)}
             spends = admit(targets, curve, dx, own, specs, known)
+            for root in roots:
+                registered = self._registered.get(root)
+                share = None if registered is None else registered.share_of(analyst)
+                if registered is not None and share is not None:
+                    mine = self._own_totals_of(conn, analyst)
+                    under = [t for t in targets if root_of(t) == root]
+                    admit_share(analyst, under, curve, dx, mine, registered, share, known)
             event_id = self._append_event(
                 conn,
                 kind,

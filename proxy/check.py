@@ -352,7 +352,6 @@ def check_key_types(keys: tuple[str, ...], types: tuple[str, ...]) -> None:
         if decimal_ok or (not nested and t.startswith(_KEY_TYPE_PREFIXES)):
             continue
         raise unsupported(
-            f"the GROUP BY key {key[:60]} has type {type_}, which dpsql cannot release "
-            "exactly",
+            f"the GROUP BY key {key[:60]} has type {type_}, which dpsql cannot release exactly",
             "group by CAST(... AS VARCHAR) of it, or by a simpler expression",
         )

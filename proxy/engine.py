@@ -24,6 +24,7 @@ from accounting.ledger import (
     LedgerUnavailable,
     PopulationSpec,
     Receipt,
+    ShareExhausted,
 )
 from accounting.mechanisms import secret_seed
 from accounting.store_sqlite import SQLiteLedger
@@ -146,7 +147,13 @@ class Engine:
         self.ledger = ledger or SQLiteLedger(policy.ledger_path)
         for pop in policy.populations:
             self.ledger.register(
-                PopulationSpec(pop.name, pop.epsilon_cap, pop.delta, policy.partitioning(pop.name))
+                PopulationSpec(
+                    pop.name,
+                    pop.epsilon_cap,
+                    pop.delta,
+                    policy.partitioning(pop.name),
+                    policy.shares(pop.name),
+                )
             )
         cache_path = policy.ledger_path.with_name(policy.ledger_path.stem + "-cache.sqlite")
         self.cache = cache or ReleaseCache(cache_path)
@@ -289,6 +296,19 @@ class Engine:
                 fingerprint=plan.cache_key,
                 note=f"query {plan.cache_key[:12]}",
             )
+        except ShareExhausted as error:
+            raise DPSQLError(
+                "budget_exhausted",
+                f"your share of the privacy budget of {error.population} cannot pay for this query",
+                "ask a cached query, lower epsilon, or ask the operator for a larger share",
+                details={
+                    "population": error.population,
+                    "requested": error.requested,
+                    "spent": error.spent,
+                    "cap": error.cap,
+                    "share": True,
+                },
+            ) from None
         except BudgetExhausted as error:
             raise DPSQLError(
                 "budget_exhausted",

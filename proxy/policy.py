@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from accounting.ledger import Partitioning
+from accounting.ledger import AnalystShare, Partitioning
 
 Value = str | int | float
 
@@ -74,6 +74,8 @@ class AnalystPolicy:
     key_sha256: str  # lower-case hex
     role: str  # "analyst" | "admin"
     tables: tuple[str, ...] | None  # None: every table
+    # population -> the share (0, 1] of its ε cap and δ this analyst alone may spend
+    shares: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,15 @@ class Policy:
         column = table.column(column_name)
         assert column is not None and column.values is not None  # checked at parse time
         return Partitioning(column_name, frozenset(str(v) for v in column.values))
+
+    def shares(self, population: str) -> tuple[AnalystShare, ...]:
+        """The analysts limited to a share of ``population``, for the ledger."""
+        return tuple(
+            AnalystShare(a.name, share)
+            for a in self.analysts
+            for pop, share in a.shares
+            if pop == population
+        )
 
     def tables_of(self, population: str) -> tuple[TablePolicy, ...]:
         return tuple(t for t in self.tables if t.population == population)
@@ -397,7 +408,7 @@ def _check_partition(pop: PopulationPolicy, tables: tuple[TablePolicy, ...]) -> 
 
 def _analyst(name: str, body: Mapping[str, Any], tables: tuple[TablePolicy, ...]) -> AnalystPolicy:
     where = _key("analysts", name)
-    _only(body, where, {"key_sha256", "role", "tables"})
+    _only(body, where, {"key_sha256", "role", "tables", "shares"})
     key = _opt_str(body, where, "key_sha256")
     if key is None or not _SHA256_HEX.match(key):
         raise PolicyError(f"{where}.key_sha256: must be 64 hexadecimal characters")
@@ -411,7 +422,20 @@ def _analyst(name: str, body: Mapping[str, Any], tables: tuple[TablePolicy, ...]
         for t in allowed:
             if t not in declared:
                 raise PolicyError(f"{where}.tables: {t!r} is not declared in [tables]")
-    return AnalystPolicy(name=name, key_sha256=key.lower(), role=role, tables=allowed)
+    shares = _sub(body, where, "shares")
+    populations = {t.population for t in tables if t.population}
+    for pop, share in shares.items():
+        if pop not in populations:
+            raise PolicyError(f"{where}.shares: {pop!r} is not a declared population")
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
+            raise PolicyError(f"{where}.shares.{pop}: must be a number in (0, 1]")
+    return AnalystPolicy(
+        name=name,
+        key_sha256=key.lower(),
+        role=role,
+        tables=allowed,
+        shares=tuple(sorted((p, float(v)) for p, v in shares.items())),
+    )
 
 
 def _database(

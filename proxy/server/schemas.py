@@ -58,8 +58,9 @@ class Privacy(BaseModel):
     columns: list[ColumnNoise]
     query_epsilon: float = Field(description="what the release cost when first paid for")
     data_version: str = Field(
-        "", description="the data the release describes: the files' identity, after the "
-        "operator's [database] version string if one is set"
+        "",
+        description="the data the release describes: the files' identity, after the "
+        "operator's [database] version string if one is set",
     )
 
 

@@ -12,12 +12,14 @@ from pathlib import Path
 import pytest
 
 from accounting.ledger import (
+    AnalystShare,
     BudgetExhausted,
     InvalidRequest,
     LedgerError,
     LedgerUnavailable,
     Partitioning,
     PopulationSpec,
+    ShareExhausted,
     Spend,
     Total,
     UnknownPopulation,
@@ -577,3 +579,47 @@ def test_infinite_curve_values_round_trip(ledger: SQLiteLedger, path: Path):
     ledger.charge("users", Curve(tuple(vals)), analyst="a", fingerprint="f")
     assert ledger.history()[-1].curve.values == tuple(vals)
     assert ledger.verify().ok
+
+
+# --- analysts' shares ----------------------------------------------------------------------
+
+
+def test_an_analysts_share_limits_their_own_events_only(path: Path):
+    # One analyst must not be able to lock every other analyst out (issue #19 §3).
+    lg = SQLiteLedger(path)
+    lg.register(PopulationSpec("users", 1.0, DELTA, REGIONS, (AnalystShare("alice", 0.25),)))
+    spent = 0.0
+    while True:
+        try:
+            lg.charge(NORTH, zcdp_curve(0.0002), analyst="alice", fingerprint="a")
+        except ShareExhausted as exc:
+            assert exc.analyst == "alice" and exc.population == NORTH
+            assert exc.cap == pytest.approx(0.25)
+            assert isinstance(exc, BudgetExhausted)
+            break
+        spent += 0.0002
+    mine = lg.share_spent(NORTH, "alice")
+    assert mine is not None and mine.epsilon <= 0.25 and mine.cap == pytest.approx(0.25)
+    assert mine.delta == pytest.approx(DELTA * 0.25)
+    assert lg.share_spent(NORTH, "bob") is None
+    # Bob is not limited by alice's share, only by the population's cap.
+    lg.charge(NORTH, zcdp_curve(0.0002), analyst="bob", fingerprint="b")
+    # Alice's other partitions and the root see her root-level spending too.
+    with pytest.raises(ShareExhausted):
+        lg.charge("users", zcdp_curve(spent), analyst="alice", fingerprint="a")
+    lg.charge(SOUTH, zcdp_curve(0.0002), analyst="alice", fingerprint="a")
+    assert lg.verify().ok
+    lg.close()
+    # A fresh process reads alice's events back from the store.
+    fresh = SQLiteLedger(path)
+    fresh.register(PopulationSpec("users", 1.0, DELTA, REGIONS, (AnalystShare("alice", 0.25),)))
+    with pytest.raises(ShareExhausted):
+        fresh.charge(NORTH, zcdp_curve(0.0002), analyst="alice", fingerprint="a")
+    fresh.close()
+
+
+def test_a_share_outside_0_1_is_refused(path: Path):
+    lg = SQLiteLedger(path)
+    with pytest.raises(InvalidRequest):
+        lg.register(PopulationSpec("users", 1.0, DELTA, None, (AnalystShare("a", 1.5),)))
+    lg.close()

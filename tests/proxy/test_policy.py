@@ -569,3 +569,15 @@ def test_query_delta_ceiling_defaults_to_a_share_of_the_population_delta():
     for bad in ("max_query_delta = 1e-6", "max_query_delta = 2e-6", "max_query_delta = 1e-10"):
         with pytest.raises(PolicyError, match="max_query_delta"):
             parse(mutated("delta = 1e-6", f"delta = 1e-6\n{bad}"))
+
+
+def test_analyst_shares_of_a_population():
+    text = BASE.replace(
+        f'key_sha256 = "{KEY}"', f'key_sha256 = "{KEY}"\nshares = {{ users = 0.25 }}'
+    )
+    p = parse(text)
+    assert p.analyst("alice").shares == (("users", 0.25),)
+    assert [(s.analyst, s.share) for s in p.shares("users")] == [("alice", 0.25)]
+    for bad in ("{ users = 0 }", "{ users = 1.5 }", "{ nobody = 0.5 }", '{ users = "x" }'):
+        with pytest.raises(PolicyError, match="shares"):
+            parse(BASE.replace(f'key_sha256 = "{KEY}"', f'key_sha256 = "{KEY}"\nshares = {bad}'))
