@@ -117,6 +117,13 @@ class Browser:
         self._drain()
         return [Request(url, self._blocked.get(rid)) for rid, url in self._sent.items()]
 
+    def forget(self) -> None:
+        """Start a new record of requests and console messages."""
+        self._drain()
+        self._sent.clear()
+        self._blocked.clear()
+        self._console.clear()
+
     def console(self) -> list[str]:
         """Console messages of level SEVERE (errors, CSP violations) so far."""
         self._drain()
