@@ -89,7 +89,6 @@ def save(browser: Browser, tmp: Path, name: str) -> Path:
     return shot
 
 
-@pytest.mark.timeout(600)
 def test_the_console_and_dashboard_in_a_real_browser(
     browser: Browser,
     web_server: Server,
@@ -155,6 +154,17 @@ def test_the_console_and_dashboard_in_a_real_browser(
     facts = chart_facts(browser, "result-chart")
     assert facts["kind"] == "line-band" and facts["type"] == "line", facts
     assert int(facts["painted"]) > 1000, facts  # type: ignore[call-overload]
+    months = [r.find_element("css selector", "td").text for r in browser.all("#result-table tbody tr")]
+    assert len(months) >= 6 and all(m.startswith("20") for m in months), months
+    assert facts["points"] == [len(months)] * 3, facts  # the band's two edges and the line
+    save(browser, tmp_path, "console-time.png")
+
+    # An accuracy target instead of ε: explain states what it would cost.
+    browser.find("#budget-mode").send_keys("accuracy")
+    click_and_wait(browser, "#explain-btn", "#explain")
+    assert float(browser.find("#explain-cost").get_attribute("data-epsilon") or 0) > 0
+    assert browser.find("#explain-cache").get_attribute("data-cache") == "miss"
+    browser.find("#budget-mode").send_keys("ε")
 
     # The history lists both releases with what they cost; re-running the first is free.
     browser.wait("three history rows", lambda d: len(browser.all("#history-table tbody tr[data-fingerprint]")) == 3)

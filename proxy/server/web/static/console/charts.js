@@ -1,6 +1,8 @@
 // Charts with Chart.js and its error-bar plugin (both vendored under /static/vendor).
 // Each canvas records what it shows in data-chart-kind, so a test can tell.
 
+import { num } from "./dom.js";
+
 const Chart = window.Chart;
 const ErrorBars = window.ChartErrorBars;
 Chart.register(ErrorBars.BarWithErrorBarsController, ErrorBars.BarWithErrorBar);
@@ -30,7 +32,8 @@ function draw(canvas, kind, config) {
 export function planResultChart(columns, rows, intervals) {
   const measures = columns.map((_, j) => j).filter((j) => intervals.some((row) => row[j] !== null && row[j] !== undefined));
   const keys = columns.map((_, j) => j).filter((j) => !measures.includes(j));
-  if (!rows.length || !measures.length) return { kind: null, note: "no noisy numeric column to chart" };
+  if (!rows.length) return { kind: null, note: "no rows to chart" };
+  if (!measures.length) return { kind: null, note: "no noisy numeric column to chart" };
   if (keys.length > 1) return { kind: null, note: "a chart needs at most one group key" };
   if (keys.length === 0) return { kind: "bar-error", key: null, measures };
   const key = keys[0];
@@ -54,7 +57,7 @@ export function resultChart(canvas, columns, rows, intervals, measure) {
   const j = plan.measures.includes(measure) ? measure : plan.measures[0];
   const order = rows.map((_, i) => i);
   if (plan.kind === "line-band") order.sort((a, b) => (rows[a][plan.key] < rows[b][plan.key] ? -1 : 1));
-  const labels = order.map((i) => String(rows[i][plan.key]));
+  const labels = order.map((i) => num(rows[i][plan.key]));
   const value = order.map((i) => rows[i][j]);
   const half = order.map((i) => intervals[i][j]);
   if (plan.kind === "line-band") {

@@ -192,9 +192,12 @@ function renderResult(r) {
   fill($("warnings"), r.warnings.map((w) => h("li", {}, w)));
   const table = $("result-table");
   fill(table.tHead, h("tr", {}, r.columns.map((c) => h("th", {}, c))));
+  const empty = p.partition.strategy === "threshold"
+    ? "No group had enough people to be released (groups are chosen privately)."
+    : "No rows.";
   fill(
     table.tBodies[0],
-    r.rows.map((row, i) =>
+    r.rows.length === 0 ? [h("tr", {}, h("td", { colspan: r.columns.length, class: "muted" }, empty))] : r.rows.map((row, i) =>
       h("tr", {}, row.map((v, j) => {
         const half = r.intervals_95[i] ? r.intervals_95[i][j] : null;
         return h("td", { class: typeof v === "number" ? "n" : "" }, num(v), half !== null && half !== undefined ? h("span", { class: "pm" }, ` ± ${num(half)}`) : null);
@@ -274,6 +277,10 @@ async function loadHistory() {
 // --- wiring --------------------------------------------------------------------------
 export function initConsole() {
   $("budget-mode").addEventListener("change", syncMode);
+  // An explanation describes the request it was asked for: editing makes it stale.
+  for (const id of ["sql", "budget-mode", "epsilon", "rel-error", "at-count", "confidence"]) {
+    $(id).addEventListener("input", () => show($("explain"), false));
+  }
   $("explain-btn").addEventListener("click", () => explain());
   $("run-btn").addEventListener("click", () => run());
   $("sql").addEventListener("keydown", (e) => {

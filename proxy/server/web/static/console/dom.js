@@ -28,8 +28,11 @@ export function show(node, visible = true) {
   return node;
 }
 
+const MIDNIGHT = /^(\d{4}-\d{2}-\d{2})T00:00:00$/;
+
 export function num(x) {
   if (x === null || x === undefined) return "—";
+  if (typeof x === "string") return x.replace(MIDNIGHT, "$1"); // a date key, as a date
   if (typeof x !== "number") return String(x);
   if (!Number.isFinite(x)) return String(x);
   const a = Math.abs(x);
