@@ -34,6 +34,7 @@ from accounting.ledger import (
 
 PAGE = 1000  # events read per ledger call
 MAX_POINTS = 400  # per population series, after thinning
+KEEP_POINTS = 4000  # per population in memory: past this, every other point is dropped
 OTHERS = "(other analysts)"
 _ADMIN_KINDS = frozenset({"register", "cap_change", "external"})
 EXTERNAL = "(external charges)"
@@ -156,7 +157,6 @@ class _Fold:
     # (root, analyst, fingerprint, kind) -> ε, charges, replays
     tallies: dict[tuple[str, str, str, ConsumerKind], _Tally] = field(default_factory=dict)
     admin_events: list[AdminEvent] = field(default_factory=list)
-    charge_cost: dict[int, float] = field(default_factory=dict)  # charge id -> its ε
 
 
 def _thin(points: list[Point], limit: int) -> tuple[Point, ...]:
@@ -198,8 +198,9 @@ class LedgerViews:
         if e.cap is not None:
             fold.caps.setdefault(e.populations[0], []).append(Point(e.ts, e.cap))
         root = root_of(e.populations[0]) if e.populations else ""
+        alone = None
         if e.kind in COST_KINDS:
-            self._add_cost(fold, e, root)
+            alone = self._add_cost(fold, e, root)
         elif e.kind == "replay":
             key = (root, e.analyst, e.fingerprint, ConsumerKind.QUERY)
             fold.tallies.setdefault(key, _Tally()).replays += 1
@@ -214,13 +215,13 @@ class LedgerViews:
                     analyst=e.analyst,
                     note=e.note,
                     cap=e.cap,
-                    epsilon=fold.charge_cost.get(e.id),
+                    epsilon=alone,
                 )
             )
 
-    def _add_cost(self, fold: _Fold, e: Event, root: str) -> None:
+    def _add_cost(self, fold: _Fold, e: Event, root: str) -> float:
+        """Fold a charge or external event; returns its own ε at its population's δ."""
         alone = self._epsilon(fold, e.populations[0], Total().plus(e.curve, e.delta_extra))
-        fold.charge_cost[e.id] = alone
         kind = ConsumerKind.EXTERNAL if e.kind == "external" else ConsumerKind.QUERY
         tally = fold.tallies.setdefault((root, e.analyst, e.fingerprint, kind), _Tally())
         tally.epsilon += alone
@@ -232,10 +233,17 @@ class LedgerViews:
             fold.points.setdefault(name, [])
         # Every population whose persons this event reached gets a point: the named ones
         # and every known partition below them.
-        for name in fold.points:
+        for name, points in fold.points.items():
             if any(is_within(name, t) for t in e.populations):
                 total = composed_total(name, fold.own)
-                fold.points[name].append(Point(e.ts, self._epsilon(fold, name, total)))
+                points.append(Point(e.ts, self._epsilon(fold, name, total)))
+                if len(points) > KEEP_POINTS:
+                    # Memory stays bounded on a long ledger; the chart shows MAX_POINTS.
+                    last = points[-1]
+                    del points[1::2]
+                    if points[-1] is not last:
+                        points.append(last)
+        return alone
 
     @staticmethod
     def _asked(fold: _Fold, e: Event, charge_id: int, epsilon: float) -> None:

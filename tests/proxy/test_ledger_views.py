@@ -147,3 +147,19 @@ def test_long_series_are_thinned_keeping_the_ends(ledger: SQLiteLedger) -> None:
     assert series.epsilon[-1].value == pytest.approx(ledger.spent("users").epsilon)
     full = LedgerViews(ledger).usage(["users"], viewer="ana", admin=False, top=5).series[0]
     assert series.epsilon[0] == full.epsilon[0] and len(full.epsilon) == 30
+
+
+def test_memory_keeps_a_bounded_series_with_its_ends(
+    ledger: SQLiteLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ledger_views, "KEEP_POINTS", 8)
+    for i in range(20):
+        ledger.charge("users", zcdp_curve(0.0001), analyst="ana", fingerprint=f"f{i}")
+    views = LedgerViews(ledger)
+    (series,) = views.usage(["users"], viewer="ana", admin=False, top=5).series
+    assert 4 <= len(series.epsilon) <= 8
+    first = ledger.history("users", limit=10)
+    first_charge = next(e for e in first if e.kind == "charge")
+    assert series.epsilon[0].ts == first_charge.ts
+    assert series.epsilon[-1].value == pytest.approx(ledger.spent("users").epsilon)
+    assert [p.ts for p in series.epsilon] == sorted(p.ts for p in series.epsilon)
