@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-slow reliability lint demo bench clean
+.PHONY: install test test-slow reliability lint demo bench vendor-web clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,11 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
+# Refresh the console's vendored front-end files from the npm registry (npm pack) and
+# their manifest; serving and CI never need npm.
+vendor-web: $(STAMP)
+	$(BIN)/python -m proxy.server.web.vendor
 
 clean:
 	rm -rf $(VENV) build *.egg-info

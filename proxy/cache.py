@@ -81,6 +81,11 @@ class ReleaseCache:
             return None
         return int(row[0]), _from_ipc(row[1])
 
+    def has(self, key: str) -> bool:
+        """Whether a release is stored under ``key``, without loading it."""
+        found = self._conn().execute("SELECT 1 FROM released WHERE key = ?", (key,)).fetchone()
+        return found is not None
+
     def claim(self, key: str) -> bool:
         """Take the flight for ``key``; False if it is cached or another caller flies it."""
         conn = self._conn()

@@ -295,38 +295,17 @@ def demo_policy_text(sample_policy: Path, keys: dict[str, tuple[str, str]]) -> s
     return text
 
 
-def cmd_demo(args: argparse.Namespace, out: Console) -> int:
-    sample = _sample_dir()
-    sample_policy = sample / "policy.toml"
-    if not sample_policy.exists():
-        raise DPSQLError(
-            "policy_error", f"{sample_policy} is missing", "run `make demo` from a source checkout"
-        )
-    base = _policy(str(sample_policy))
-    assert base.duckdb_path is not None
-    if not base.duckdb_path.exists():
-        from sample_data.generate import generate
-
-        out.print(f"generating the sample data into {base.duckdb_path} ...")
-        generate(base.duckdb_path, people=5000, prompts=100000, seed=7, progress=True)
-    keys = {
-        "demo_analyst": ("analyst", "dpsql_" + secrets.token_urlsafe(32)),
-        "demo_admin": ("admin", "dpsql_" + secrets.token_urlsafe(32)),
-    }
-    state = base.ledger_path.parent
-    state.mkdir(parents=True, exist_ok=True)
-    policy_path = state / "demo-policy.toml"
-    policy_path.write_text(demo_policy_text(sample_policy, keys), encoding="utf-8")
-    policy_path.chmod(0o600)
-    _policy(str(policy_path))
-    url = f"http://127.0.0.1:{args.port}"
-    analyst_key, admin_key = keys["demo_analyst"][1], keys["demo_admin"][1]
+def demo_banner(url: str, policy_path: Path, analyst_key: str, admin_key: str) -> str:
+    """What `dpsql demo` prints: the keys, the console URL and curl examples."""
     sql = "SELECT region, COUNT(*) AS n FROM users GROUP BY region"
-    banner = f"""
+    return f"""
 dpsql demo: {policy_path}
 API keys (shown once; new keys each time the demo starts):
   analyst  {analyst_key}
   admin    {admin_key}
+
+Web console: open {url}/ in a browser and paste a key (the admin key also shows every
+analyst, cap changes and external charges on the Budget tab).
 
 Paste into another terminal:
 
@@ -356,8 +335,37 @@ curl -s "$DPSQL_URL/v1/query?format=csv" -H "Authorization: Bearer $DPSQL_KEY" \
   -H 'Content-Type: application/json' \\
   -d '{{"sql": "SELECT model, AVG(latency_ms) AS ms FROM prompts GROUP BY model"}}'
 
-Interactive API docs: {url}/docs   (Ctrl-C stops the server)
+Web console: {url}/   API docs: {url}/docs   (Ctrl-C stops the server)
 """
+
+
+def cmd_demo(args: argparse.Namespace, out: Console) -> int:
+    sample = _sample_dir()
+    sample_policy = sample / "policy.toml"
+    if not sample_policy.exists():
+        raise DPSQLError(
+            "policy_error", f"{sample_policy} is missing", "run `make demo` from a source checkout"
+        )
+    base = _policy(str(sample_policy))
+    assert base.duckdb_path is not None
+    if not base.duckdb_path.exists():
+        from sample_data.generate import generate
+
+        out.print(f"generating the sample data into {base.duckdb_path} ...")
+        generate(base.duckdb_path, people=5000, prompts=100000, seed=7, progress=True)
+    keys = {
+        "demo_analyst": ("analyst", "dpsql_" + secrets.token_urlsafe(32)),
+        "demo_admin": ("admin", "dpsql_" + secrets.token_urlsafe(32)),
+    }
+    state = base.ledger_path.parent
+    state.mkdir(parents=True, exist_ok=True)
+    policy_path = state / "demo-policy.toml"
+    policy_path.write_text(demo_policy_text(sample_policy, keys), encoding="utf-8")
+    policy_path.chmod(0o600)
+    _policy(str(policy_path))
+    url = f"http://127.0.0.1:{args.port}"
+    analyst_key, admin_key = keys["demo_analyst"][1], keys["demo_admin"][1]
+    banner = demo_banner(url, policy_path, analyst_key, admin_key)
     sys.stdout.write(banner)
     sys.stdout.flush()
     from dataclasses import replace

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -35,6 +35,7 @@ from proxy.catalog import Catalog
 from proxy.check import check_key_types, check_shape, check_statement
 from proxy.errors import DPSQLError
 from proxy.execute import DuckDBExecutor
+from proxy.ledger_views import HistoryEntry, LedgerViews, Usage
 from proxy.memo import Memo
 from proxy.outer import outer_sql
 from proxy.parse import parse
@@ -173,6 +174,8 @@ class Engine:
         self._answers: Memo[tuple[str, str], tuple[list[str], list[tuple[Any, ...]]]] = Memo(
             PLAN_MEMO_SIZE
         )
+        # Read-only folds of the ledger for the web console (see the end of the class).
+        self._views = LedgerViews(self.ledger)
 
     # --- planning (no private data is read) ----------------------------------------
     def prepare(self, request: QueryRequest) -> tuple[Shape, Plan]:
@@ -417,3 +420,21 @@ class Engine:
         self.cache.close()
         self.ledger.close()
         self.executor.close()
+
+    # --- console views (issue 17) ------------------------------------------------------
+    # Read-only: they read the ledger through its public history and never charge.
+
+    def query_history(self, analyst: str, limit: int = 50) -> tuple[HistoryEntry, ...]:
+        """The releases ``analyst`` asked for, most recent first, each with its cost to
+        this analyst and whether it is still stored (then asking again is free)."""
+        return tuple(
+            replace(e, cached=self.cache.has(e.fingerprint))
+            for e in self._views.history(analyst, limit)
+        )
+
+    def usage(
+        self, populations: Collection[str], *, viewer: str, admin: bool, top: int = 20
+    ) -> Usage:
+        """Composed ε over time, top consumers and cache hit rate for the root
+        ``populations``; only an admin view names other analysts and their queries."""
+        return self._views.usage(populations, viewer=viewer, admin=admin, top=top)

@@ -25,9 +25,20 @@ from proxy.server.auth import Authenticator, RateLimiter
 from proxy.server.context import Context
 from proxy.server.logs import log
 from proxy.server.metrics import Metrics
-from proxy.server.routes import budget, charges, health, ledger, populations, query, schema
+from proxy.server.routes import (
+    budget,
+    charges,
+    health,
+    ledger,
+    populations,
+    query,
+    schema,
+    views,
+)
 from proxy.server.settings import Settings
 from proxy.server.store import ServerStore
+from proxy.server.web import pages
+from proxy.server.web.headers import SecurityHeaders
 
 API_DESCRIPTION = """\
 Differentially private SQL over HTTP. Every answer carries its privacy metadata
@@ -35,6 +46,8 @@ Differentially private SQL over HTTP. Every answer carries its privacy metadata
 95% half-width; partition strategy; remaining budget). Authenticate with
 `Authorization: Bearer <key>`. Errors share one shape:
 `{"error": {"code", "message", "hint", "position"?}}`.
+
+A web console for analysts and a budget dashboard are served at `/`.
 """
 
 
@@ -176,11 +189,18 @@ def create_app(settings: Settings) -> FastAPI:
         version="0.1.0",
         description=API_DESCRIPTION,
         lifespan=lifespan,
+        # FastAPI's own docs pages load Swagger UI and Redoc from a CDN and initialise
+        # them with an inline script; pages.py serves local copies instead.
+        docs_url=None,
+        redoc_url=None,
+        swagger_ui_oauth2_redirect_url=None,
     )
     errors.install(app)
-    for module in (query, budget, schema, ledger, charges, populations, health):
+    for module in (query, budget, schema, ledger, charges, populations, views, health, pages):
         app.include_router(module.router)
     app.add_middleware(Observe, max_body_bytes=settings.max_body_bytes)
+    # Outermost, so that every response (a 413 from Observe too) carries the headers.
+    app.add_middleware(SecurityHeaders)
     logging.getLogger("dpsql.server").setLevel(settings.log_level.upper())
     return app
 

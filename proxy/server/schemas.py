@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from proxy.ledger_views import AdminKind, ConsumerKind
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -257,3 +259,75 @@ class ErrorBody(BaseModel):
 
 class ErrorResponse(BaseModel):
     error: ErrorBody
+
+
+# --- console views (issue 17) ------------------------------------------------------------
+
+
+class HistoryItem(BaseModel):
+    fingerprint: str = Field(description="the release's cache key (as in the ledger)")
+    charge_id: int = Field(description="the charge that paid for the release")
+    first_ts: float
+    last_ts: float
+    asks: int = Field(description="answers this analyst got for it (charge and replays)")
+    epsilon: float | None = Field(
+        description="ε this analyst's own charge cost; 0 when it only got replays"
+    )
+    populations: list[str]
+    cached: bool = Field(description="the release is stored: asking again costs nothing")
+
+
+class HistoryResponse(BaseModel):
+    analyst: str
+    queries: list[HistoryItem]
+
+
+class PointOut(BaseModel):
+    ts: float
+    value: float | None = Field(description="null when not finite")
+
+
+class SeriesOut(BaseModel):
+    population: str
+    epsilon: list[PointOut] = Field(
+        description="composed ε of the population's persons after each event reaching them"
+    )
+    caps: list[PointOut] = Field(description="ε cap set at each time (roots only)")
+
+
+class ConsumerOut(BaseModel):
+    analyst: str = Field(description="for analysts, other callers are summed up in one row")
+    fingerprint: str
+    kind: ConsumerKind
+    epsilon: float | None = Field(description="sum of the events' own ε (an upper bound)")
+    charges: int
+    replays: int
+
+
+class CacheOut(BaseModel):
+    charges: int
+    replays: int
+    hit_rate: float | None = Field(description="replays / (charges + replays)")
+
+
+class AdminEventOut(BaseModel):
+    id: int
+    ts: float
+    kind: AdminKind
+    population: str
+    analyst: str
+    note: str
+    cap: float | None
+    epsilon: float | None
+
+
+class UsageResponse(BaseModel):
+    viewer: str
+    role: Literal["analyst", "admin"]
+    populations: list[str] = Field(description="root populations in view")
+    series: list[SeriesOut]
+    consumers: list[ConsumerOut]
+    cache: CacheOut = Field(description="every query on the populations in view")
+    own_cache: CacheOut = Field(description="the caller's own queries")
+    cap_changes: list[AdminEventOut] = Field(description="admins only; empty for analysts")
+    externals: list[AdminEventOut] = Field(description="admins only; empty for analysts")

@@ -85,6 +85,9 @@ ROUTES = (
         _expect(200, 404, 404, events=1),
     ),
     Route("GET /v1/budget", _get("/v1/budget"), _expect(200, 200, 200)),
+    # Console views (issue 17): every key sees its own history and its populations' usage.
+    Route("GET /v1/history", _get("/v1/history"), _expect(200, 200, 200)),
+    Route("GET /v1/usage", _get("/v1/usage"), _expect(200, 200, 200)),
     Route("GET /v1/schema", _get("/v1/schema"), _expect(200, 200, 200)),
     Route("GET /v1/ledger", _get("/v1/ledger?limit=5"), _expect(403, 200, 403)),
     Route("POST /v1/ledger/verify", _post("/v1/ledger/verify", {}), _expect(403, 200, 403)),

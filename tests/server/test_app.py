@@ -90,3 +90,12 @@ def test_demo_policy_has_absolute_paths_and_working_keys(tmp_path: Path) -> None
     authenticate = Authenticator(policy)
     assert authenticate("Bearer k-admin").admin
     assert authenticate("Bearer k-analyst").name == "demo_analyst"
+
+
+def test_demo_banner_prints_the_console_url_and_the_keys() -> None:
+    from proxy.cli import demo_banner
+
+    text = demo_banner("http://127.0.0.1:8123", Path("state/demo-policy.toml"), "k-an", "k-ad")
+    assert "Web console: open http://127.0.0.1:8123/ in a browser" in text
+    assert "analyst  k-an" in text and "admin    k-ad" in text
+    assert "http://127.0.0.1:8123/docs" in text

@@ -1,0 +1,119 @@
+"""The vendored front-end libraries: which npm package and file each one is, its licence,
+and its SHA-256, so that a test can check the committed files are exactly those.
+
+``python -m proxy.server.web.vendor`` (``make vendor-web``) fetches the pinned packages
+with ``npm pack`` (the npm registry, no CDN), copies the files below into
+``static/vendor/`` and rewrites ``static/vendor/VENDORED.md``. Serving never needs npm.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+VENDOR = Path(__file__).resolve().parent / "static" / "vendor"
+MANIFEST = VENDOR / "VENDORED.md"
+
+
+@dataclass(frozen=True)
+class Asset:
+    package: str  # npm name@version
+    source: str  # path inside the package tarball (below package/)
+    target: str  # path below static/vendor/
+    licence: str  # SPDX id
+
+
+ASSETS: tuple[Asset, ...] = (
+    Asset("chart.js@4.5.1", "dist/chart.umd.min.js", "chart.js/chart.umd.min.js", "MIT"),
+    Asset("chart.js@4.5.1", "LICENSE.md", "chart.js/LICENSE.md", "MIT"),
+    Asset(
+        "chartjs-chart-error-bars@4.4.5",
+        "build/index.umd.min.js",
+        "chartjs-chart-error-bars/index.umd.min.js",
+        "MIT",
+    ),
+    Asset(
+        "chartjs-chart-error-bars@4.4.5", "LICENSE", "chartjs-chart-error-bars/LICENSE.txt", "MIT"
+    ),
+    Asset(
+        "swagger-ui-dist@5.35.0",
+        "swagger-ui-bundle.js",
+        "swagger-ui-dist/swagger-ui-bundle.js",
+        "Apache-2.0",
+    ),
+    Asset(
+        "swagger-ui-dist@5.35.0",
+        "swagger-ui-bundle.js.LICENSE.txt",
+        "swagger-ui-dist/swagger-ui-bundle.js.LICENSE.txt",
+        "Apache-2.0",
+    ),
+    Asset(
+        "swagger-ui-dist@5.35.0", "swagger-ui.css", "swagger-ui-dist/swagger-ui.css", "Apache-2.0"
+    ),
+    Asset("swagger-ui-dist@5.35.0", "LICENSE", "swagger-ui-dist/LICENSE.txt", "Apache-2.0"),
+    Asset("swagger-ui-dist@5.35.0", "NOTICE", "swagger-ui-dist/NOTICE.txt", "Apache-2.0"),
+    # Redoc 2 is the line FastAPI's own docs page targets; its standalone bundle is one file.
+    Asset("redoc@2.5.2", "bundles/redoc.standalone.js", "redoc/redoc.standalone.js", "MIT"),
+    Asset(
+        "redoc@2.5.2",
+        "bundles/redoc.standalone.js.LICENSE.txt",
+        "redoc/redoc.standalone.js.LICENSE.txt",
+        "MIT",
+    ),
+    Asset("redoc@2.5.2", "LICENSE", "redoc/LICENSE.txt", "MIT"),
+)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def manifest_text() -> str:
+    lines = [
+        "# Vendored front-end files",
+        "",
+        "Copied unchanged from the npm packages below by `make vendor-web`",
+        "(`proxy/server/web/vendor.py`); `tests/server/test_web.py` checks every hash.",
+        "",
+        "| file | npm package | file in the package | licence | sha256 |",
+        "|---|---|---|---|---|",
+    ]
+    for a in ASSETS:
+        lines.append(
+            f"| `{a.target}` | `{a.package}` | `{a.source}` | {a.licence} "
+            f"| `{sha256(VENDOR / a.target)}` |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def update() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for package in sorted({a.package for a in ASSETS}):
+            out = subprocess.run(
+                ["npm", "pack", "--silent", package],
+                cwd=work,
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            tarball = work / out.stdout.strip().splitlines()[-1]
+            folder = work / package.replace("/", "_")
+            with tarfile.open(tarball) as tar:
+                tar.extractall(folder, filter="data")
+            for a in (a for a in ASSETS if a.package == package):
+                target = VENDOR / a.target
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(folder / "package" / a.source, target)
+    MANIFEST.write_text(manifest_text(), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    update()
+    sys.stdout.write(MANIFEST.read_text(encoding="utf-8"))
