@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from accounting.ledger import PopulationSpec
+from accounting.ledger import Partitioning, PopulationSpec
 from accounting.rdp import zcdp_curve
 from accounting.store_sqlite import SQLiteLedger
 from proxy import ledger_views
@@ -22,7 +22,9 @@ SOUTH = "users/region=south"
 @pytest.fixture
 def ledger(tmp_path: Path):
     store = SQLiteLedger(tmp_path / "ledger.sqlite")
-    store.register(PopulationSpec("users", 10.0, 1e-6))
+    store.register(
+        PopulationSpec("users", 10.0, 1e-6, Partitioning("region", frozenset({"north", "south"})))
+    )
     store.register(PopulationSpec("orders", 5.0, 1e-5))
     yield store
     store.close()
