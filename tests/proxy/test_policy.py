@@ -551,3 +551,31 @@ def test_partition_table_of_another_population_is_refused():
     parse(text)
     bad = text.replace('partition = "users.region"', 'partition = "staff.region"')
     assert refused(bad) == "populations.users.partition: table 'staff' is not of population 'users'"
+
+
+def test_analyst_request_defaults_are_typed_and_sorted():
+    text = mutated(
+        'role = "analyst"',
+        'role = "analyst"\ndefaults = { max_groups = 2, epsilon = 0.25, intervals = true }',
+    )
+    alice = parse(text).analyst("alice")
+    assert alice is not None
+    assert alice.defaults == (("epsilon", 0.25), ("intervals", True), ("max_groups", 2))
+    assert parse().analyst("alice").defaults == ()
+
+
+@pytest.mark.parametrize(
+    ("defaults", "message"),
+    [
+        ("{ epsilon = -1 }", "analysts.alice.defaults.epsilon: must be > 0"),
+        ("{ max_groups = 0.5 }", "analysts.alice.defaults.max_groups: must be an integer"),
+        ('{ intervals = "yes" }', "analysts.alice.defaults.intervals: must be true or false"),
+        ("{ epsilon = 1, rho = 0.1 }", "analysts.alice.defaults: give at most one of"),
+        ("{ mechanism = 1 }", "analysts.alice.defaults.mechanism: unknown key"),
+        ("3", "analysts.alice.defaults: must be a table"),
+    ],
+)
+def test_bad_analyst_defaults_are_refused(defaults, message):
+    assert refused(mutated('role = "analyst"', f'role = "analyst"\ndefaults = {defaults}')).startswith(
+        message
+    )
