@@ -28,6 +28,7 @@ from proxy.server.metrics import Metrics
 from proxy.server.routes import budget, charges, health, ledger, populations, query, schema
 from proxy.server.settings import Settings
 from proxy.server.store import ServerStore
+from proxy.trino import routes as trino_routes
 
 API_DESCRIPTION = """\
 Differentially private SQL over HTTP. Every answer carries its privacy metadata
@@ -180,6 +181,8 @@ def create_app(settings: Settings) -> FastAPI:
     errors.install(app)
     for module in (query, budget, schema, ledger, charges, populations, health):
         app.include_router(module.router)
+    # The Trino client protocol (POST /v1/statement ...), for BI tools: not in OpenAPI.
+    app.include_router(trino_routes.router)
     app.add_middleware(Observe, max_body_bytes=settings.max_body_bytes)
     logging.getLogger("dpsql.server").setLevel(settings.log_level.upper())
     return app
