@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-slow reliability lint demo bench vendor-web clean
+.PHONY: install test test-slow reliability lint demo bench bi-check vendor-web clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -11,6 +11,8 @@ $(BIN)/python:
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# BI clients for the Trino door's tests (issue 14); not in the Docker image
+	$(BIN)/python -m pip install --quiet -e '.[bi]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -30,6 +32,11 @@ test-slow: $(STAMP)
 # the long runs get a longer per-test limit than the CI default.
 reliability: $(STAMP)
 	$(BIN)/python -m pytest -q -s -m "slow or not slow" --timeout 7200 tests/reliability
+
+# Apache Superset (its own venv in build/superset-venv, ~1 min to build) driven over its
+# REST API against dpsql's Trino door; prints every statement Superset sent.
+bi-check: $(STAMP)
+	$(BIN)/python -m pytest -q -s -m slow tests/trino/test_superset.py
 
 demo: $(STAMP)
 	$(BIN)/dpsql demo

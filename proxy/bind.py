@@ -15,6 +15,7 @@ from sqlglot.optimizer.qualify import qualify
 
 from proxy.catalog import DEFAULT_DB, Catalog, TableInfo
 from proxy.errors import DPSQLError, position_of, unsupported
+from proxy.literal_times import fold_literal_times
 
 
 def _check_tables(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> None:
@@ -53,6 +54,7 @@ def _check_tables(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | No
 def bind(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> exp.Select:
     """Qualify against the policy catalog and inline row-level CTEs and FROM-subqueries."""
     _check_tables(tree, catalog, allowed)
+    tree = fold_literal_times(tree)
     try:
         qualified = qualify(
             tree,

@@ -233,7 +233,9 @@ def _serve_settings(args: argparse.Namespace) -> Any:
         ) from None
 
 
-def _run_server(settings: Any, host: str, port: int, workers: int) -> None:
+def _run_server(
+    settings: Any, host: str, port: int, workers: int, tls: tuple[str, str] | None = None
+) -> None:
     import uvicorn
 
     from proxy.server.logs import uvicorn_log_config
@@ -251,6 +253,8 @@ def _run_server(settings: Any, host: str, port: int, workers: int) -> None:
         access_log=False,
         server_header=False,
         timeout_graceful_shutdown=5,
+        ssl_certfile=None if tls is None else tls[0],
+        ssl_keyfile=None if tls is None else tls[1],
     )
 
 
@@ -259,7 +263,17 @@ def cmd_serve(args: argparse.Namespace, out: Console) -> int:
     _policy(args.policy)  # refuse a broken policy before starting workers
     if args.workers < 1:
         raise DPSQLError("bad_request", "--workers must be >= 1", "e.g. --workers 2")
-    _run_server(settings, args.host, args.port, args.workers)
+    tls = None
+    if args.tls_cert or args.tls_key:
+        if not (args.tls_cert and args.tls_key):
+            raise DPSQLError(
+                "bad_request", "--tls-cert and --tls-key go together", "give both PEM files"
+            )
+        for path in (args.tls_cert, args.tls_key):
+            if not Path(path).is_file():
+                raise DPSQLError("bad_request", f"no such file: {path}", "give readable PEM files")
+        tls = (str(Path(args.tls_cert).resolve()), str(Path(args.tls_key).resolve()))
+    _run_server(settings, args.host, args.port, args.workers, tls)
     return 0
 
 
@@ -437,6 +451,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--port", type=int, default=8000)
     sv.add_argument("--workers", type=int, default=1)
     sv.add_argument("--rate-limit", help="per-key limit, e.g. '50/second;2000/minute'")
+    sv.add_argument("--tls-cert", help="PEM certificate: serve HTTPS (Trino clients send keys only over TLS)")
+    sv.add_argument("--tls-key", help="PEM private key of --tls-cert")
     sv.set_defaults(func=cmd_serve)
     dm = sub.add_parser(
         "demo",

@@ -26,6 +26,19 @@ _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _SHA256_HEX = re.compile(r"^[0-9a-fA-F]{64}$")
 _MEMORY = re.compile(r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
 _MAX_DELTA = 1e-3
+# [analysts.NAME] defaults = { ... }: what a door may use when a request names nothing.
+# Every value is only a request field: the engine still refuses what the policy forbids.
+ANALYST_DEFAULTS: dict[str, type] = {
+    "epsilon": float,
+    "delta": float,
+    "rho": float,
+    "accuracy": float,
+    "accuracy_at_count": float,
+    "accuracy_confidence": float,
+    "max_groups": int,
+    "max_rows_per_group": int,
+    "intervals": bool,
+}
 
 
 class PolicyError(ValueError):
@@ -76,6 +89,9 @@ class AnalystPolicy:
     tables: tuple[str, ...] | None  # None: every table
     # population -> the share (0, 1] of its ε cap and δ this analyst alone may spend
     shares: tuple[tuple[str, float], ...] = ()
+    # Request defaults for this analyst's sessions (e.g. the Trino door's session
+    # properties): (name, value) pairs from ANALYST_DEFAULTS, sorted by name.
+    defaults: tuple[tuple[str, float | int | bool], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -408,7 +424,7 @@ def _check_partition(pop: PopulationPolicy, tables: tuple[TablePolicy, ...]) -> 
 
 def _analyst(name: str, body: Mapping[str, Any], tables: tuple[TablePolicy, ...]) -> AnalystPolicy:
     where = _key("analysts", name)
-    _only(body, where, {"key_sha256", "role", "tables", "shares"})
+    _only(body, where, {"key_sha256", "role", "tables", "shares", "defaults"})
     key = _opt_str(body, where, "key_sha256")
     if key is None or not _SHA256_HEX.match(key):
         raise PolicyError(f"{where}.key_sha256: must be 64 hexadecimal characters")
@@ -435,7 +451,25 @@ def _analyst(name: str, body: Mapping[str, Any], tables: tuple[TablePolicy, ...]
         role=role,
         tables=allowed,
         shares=tuple(sorted((p, float(v)) for p, v in shares.items())),
+        defaults=_analyst_defaults(_sub(body, where, "defaults"), f"{where}.defaults"),
     )
+
+
+def _analyst_defaults(body: Mapping[str, Any], where: str) -> tuple[tuple[str, Any], ...]:
+    _only(body, where, set(ANALYST_DEFAULTS))
+    out: list[tuple[str, Any]] = []
+    for key in sorted(body):
+        kind = ANALYST_DEFAULTS[key]
+        if kind is bool:
+            out.append((key, _bool(body, where, key, False)))
+        elif kind is int:
+            out.append((key, _count(body, where, key, 1)))
+        else:
+            out.append((key, _positive(body, where, key, 1.0)))
+    budgets = [k for k, _ in out if k in ("epsilon", "rho", "accuracy")]
+    if len(budgets) > 1:
+        raise PolicyError(f"{where}: give at most one of epsilon, rho and accuracy")
+    return tuple(out)
 
 
 def _database(

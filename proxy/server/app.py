@@ -39,6 +39,7 @@ from proxy.server.settings import Settings
 from proxy.server.store import ServerStore
 from proxy.server.web import pages
 from proxy.server.web.headers import SecurityHeaders
+from proxy.trino import routes as trino_routes
 
 API_DESCRIPTION = """\
 Differentially private SQL over HTTP. Every answer carries its privacy metadata
@@ -198,6 +199,8 @@ def create_app(settings: Settings) -> FastAPI:
     errors.install(app)
     for module in (query, budget, schema, ledger, charges, populations, views, health, pages):
         app.include_router(module.router)
+    # The Trino client protocol (POST /v1/statement ...), for BI tools: not in OpenAPI.
+    app.include_router(trino_routes.router)
     app.add_middleware(Observe, max_body_bytes=settings.max_body_bytes)
     # Outermost, so that every response (a 413 from Observe too) carries the headers.
     app.add_middleware(SecurityHeaders)

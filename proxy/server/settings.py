@@ -24,6 +24,7 @@ class Settings:
     max_page_size: int = 100_000
     idempotency_ttl_s: float = 24 * 3600.0
     cursor_ttl_s: float = 24 * 3600.0
+    trino_page_rows: int = 1000  # rows per page of the Trino door's answers (nextUri)
     log_level: str = "INFO"
     json_logs: bool = True
 
@@ -32,6 +33,8 @@ class Settings:
             raise ValueError("max_body_bytes must be at least 1024")
         if not 1 <= self.page_size <= self.max_page_size:
             raise ValueError("page_size must lie in [1, max_page_size]")
+        if self.trino_page_rows < 1:
+            raise ValueError("trino_page_rows must be at least 1")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:

@@ -581,3 +581,29 @@ def test_analyst_shares_of_a_population():
     for bad in ("{ users = 0 }", "{ users = 1.5 }", "{ nobody = 0.5 }", '{ users = "x" }'):
         with pytest.raises(PolicyError, match="shares"):
             parse(BASE.replace(f'key_sha256 = "{KEY}"', f'key_sha256 = "{KEY}"\nshares = {bad}'))
+def test_analyst_request_defaults_are_typed_and_sorted():
+    text = mutated(
+        'role = "analyst"',
+        'role = "analyst"\ndefaults = { max_groups = 2, epsilon = 0.25, intervals = true }',
+    )
+    alice = parse(text).analyst("alice")
+    assert alice is not None
+    assert alice.defaults == (("epsilon", 0.25), ("intervals", True), ("max_groups", 2))
+    assert parse().analyst("alice").defaults == ()
+
+
+@pytest.mark.parametrize(
+    ("defaults", "message"),
+    [
+        ("{ epsilon = -1 }", "analysts.alice.defaults.epsilon: must be > 0"),
+        ("{ max_groups = 0.5 }", "analysts.alice.defaults.max_groups: must be an integer"),
+        ('{ intervals = "yes" }', "analysts.alice.defaults.intervals: must be true or false"),
+        ("{ epsilon = 1, rho = 0.1 }", "analysts.alice.defaults: give at most one of"),
+        ("{ mechanism = 1 }", "analysts.alice.defaults.mechanism: unknown key"),
+        ("3", "analysts.alice.defaults: must be a table"),
+    ],
+)
+def test_bad_analyst_defaults_are_refused(defaults, message):
+    assert refused(mutated('role = "analyst"', f'role = "analyst"\ndefaults = {defaults}')).startswith(
+        message
+    )

@@ -105,6 +105,12 @@ ROUTES = (
         ),
         _expect(403, 200, 403, events=1),
     ),
+    # The Trino door: same keys and grants; a refusal is a 200 carrying Trino's error.
+    Route(
+        "POST /v1/statement",
+        lambda c, h, _cursor: c.post("/v1/statement", content=PROMPTS, headers=h),
+        {**_expect(200, 200, 200, events=1), "analyst w/o table": (200, 0)},
+    ),
     Route("GET /healthz", _get("/healthz"), _expect(200, 200, 200, anonymous=200)),
     Route("GET /metrics", _get("/metrics"), _expect(403, 200, 403)),
 )
@@ -166,6 +172,11 @@ def test_every_route_and_caller_gets_the_documented_status(
                 cell = str(r.status_code)
                 if r.status_code >= 400:
                     cell += f" {error_code(r)}"
+                elif route.name == "POST /v1/statement":
+                    refused = (r.json().get("error") or {}).get("errorName")
+                    cell += f" {refused}" if refused else ""
+                    if (refused == "FORBIDDEN") != (caller == "analyst w/o table"):
+                        wrong.append(f"{route.name} as {caller}: {r.text[:200]}")
                 row.append(cell)
                 grew = len(after.events) - len(before.events)
                 if r.status_code != status:

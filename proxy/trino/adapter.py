@@ -1,0 +1,47 @@
+"""The Trino door's only way into the engine: every call it makes is in this module.
+
+Doors never re-implement a privacy rule or touch the ledger: answers come from
+``Engine.run`` (which refuses before any charge), and the catalog the shadow is built
+from is the engine's view of the policy (public, data-free facts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from proxy.engine import Engine
+from proxy.request import QueryRequest
+from proxy.result import Result
+from proxy.trino.shadow import ShadowTable
+
+
+class EngineAdapter:
+    def __init__(self, engine: Engine):
+        self._engine = engine
+
+    def run(self, request: QueryRequest) -> Result:
+        """A private answer: charged unless the same release is cached."""
+        return self._engine.run(request)
+
+    def visible_tables(self, tables: frozenset[str]) -> tuple[ShadowTable, ...]:
+        """The caller's readable tables with their columns and DuckDB types."""
+        return tuple(
+            ShadowTable(info.db, info.name, tuple(info.column_types.items()))
+            for info in self._engine.catalog.visible_to(tables)
+        )
+
+    def analyst_defaults(self, analyst: str) -> Mapping[str, float | int | bool]:
+        found = self._engine.policy.analyst(analyst)
+        return {} if found is None else dict(found.defaults)
+
+    @property
+    def sql_limits(self) -> tuple[int, int]:
+        """(max SQL length, max syntax nodes) of the policy, for parsing statements."""
+        settings = self._engine.policy.proxy
+        return settings.max_sql_length, settings.max_nodes
+
+    @property
+    def state_dir_file(self) -> str:
+        """Where the door keeps its paged results: beside the ledger."""
+        path = self._engine.policy.ledger_path
+        return str(path.with_name(path.stem + "-trino.sqlite"))

@@ -1,0 +1,95 @@
+"""Answers waiting to be fetched page by page through ``nextUri``.
+
+Stored already encoded (Trino JSON values) in a SQLite file beside the ledger, so every
+worker process can serve any page, and a page is served from what was released — never
+by asking again. A query belongs to the analyst who asked it; its URI carries a random
+slug; DELETE marks it cancelled; entries expire after a day.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from proxy.sqlite_files import ThreadConnections
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS trino_results (
+    id TEXT PRIMARY KEY,
+    slug TEXT NOT NULL,
+    analyst TEXT NOT NULL,
+    created REAL NOT NULL,
+    cancelled INTEGER NOT NULL DEFAULT 0,
+    document TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS trino_results_created ON trino_results(created);
+"""
+TTL_S = 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class Stored:
+    columns: list[dict[str, Any]]
+    data: list[list[Any]]
+    warnings: list[dict[str, Any]]
+    update_type: str | None
+    cancelled: bool
+
+
+class ResultStore:
+    def __init__(self, path: str):
+        self._connections = ThreadConnections(path)
+        self._connections.get().executescript(SCHEMA)
+
+    def put(
+        self,
+        query_id: str,
+        slug: str,
+        analyst: str,
+        *,
+        columns: list[dict[str, Any]],
+        data: list[list[Any]],
+        warnings: list[dict[str, Any]],
+        update_type: str | None,
+    ) -> None:
+        now = time.time()
+        conn = self._connections.get()
+        conn.execute("DELETE FROM trino_results WHERE created < ?", (now - TTL_S,))
+        document = json.dumps(
+            {"columns": columns, "data": data, "warnings": warnings, "update_type": update_type},
+            separators=(",", ":"),
+        )
+        conn.execute(
+            "INSERT INTO trino_results(id, slug, analyst, created, document) VALUES (?,?,?,?,?)",
+            (query_id, slug, analyst, now, document),
+        )
+
+    def get(self, query_id: str, slug: str, analyst: str) -> Stored | None:
+        """The stored answer, if it exists, the slug matches and it is the analyst's."""
+        row = (
+            self._connections.get()
+            .execute(
+                "SELECT cancelled, document FROM trino_results "
+                "WHERE id = ? AND slug = ? AND analyst = ? AND created >= ?",
+                (query_id, slug, analyst, time.time() - TTL_S),
+            )
+            .fetchone()
+        )
+        if row is None:
+            return None
+        doc = json.loads(row[1])
+        return Stored(
+            doc["columns"], doc["data"], doc["warnings"], doc["update_type"], bool(row[0])
+        )
+
+    def cancel(self, query_id: str, slug: str, analyst: str) -> bool:
+        cursor = self._connections.get().execute(
+            "UPDATE trino_results SET cancelled = 1 WHERE id = ? AND slug = ? AND analyst = ?",
+            (query_id, slug, analyst),
+        )
+        return cursor.rowcount > 0
+
+    def close(self) -> None:
+        self._connections.close()
