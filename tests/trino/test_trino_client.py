@@ -148,7 +148,7 @@ def test_refusals_are_trino_user_errors_with_dpsqls_code(
 def test_ungranted_tables_are_refused_like_on_v1_query(tls_server: TlsServer):
     with pytest.raises(TrinoUserError) as info:
         fetch(tls_server, "SELECT model, COUNT(*) AS n FROM prompts GROUP BY model", name="narrow")
-    assert info.value.error_name == "FORBIDDEN"
+    assert info.value.error_name == "NOT_FOUND"  # exactly like an unknown table (issue #19)
 
 
 def test_answers_are_paged_through_nexturi(tls_server: TlsServer):
