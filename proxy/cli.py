@@ -54,6 +54,7 @@ def _request(args: argparse.Namespace) -> QueryRequest:
         accuracy=accuracy,
         max_groups=args.max_groups,
         max_rows_per_group=args.max_rows_per_group,
+        raw_noise=getattr(args, "raw_noise", False),
         analyst=os.environ.get("USER", "cli"),
     )
 
@@ -390,16 +391,29 @@ def cmd_demo(args: argparse.Namespace, out: Console) -> int:
 
 
 def _add_request_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("sql")
-    p.add_argument("--dialect", default="duckdb")
-    p.add_argument("--epsilon", type=float)
-    p.add_argument("--delta", type=float)
-    p.add_argument("--rho", type=float)
-    p.add_argument("--rel-error", type=float)
-    p.add_argument("--at-count", type=float, default=1000.0)
-    p.add_argument("--confidence", type=float, default=0.95)
-    p.add_argument("--max-groups", type=int)
-    p.add_argument("--max-rows-per-group", type=int)
+    p.add_argument("sql", help="one SELECT over the tables `dpsql schema` lists")
+    p.add_argument(
+        "--dialect", default="duckdb", help="SQL dialect: duckdb, postgres, bigquery, trino, ..."
+    )
+    p.add_argument("--epsilon", type=float, help="ε to spend (default: the policy's)")
+    p.add_argument("--delta", type=float, help="δ of this query (default: the policy's)")
+    p.add_argument("--rho", type=float, help="zCDP ρ instead of ε (gaussian mechanism only)")
+    p.add_argument(
+        "--rel-error", type=float, help="spend what this relative error at --at-count needs"
+    )
+    p.add_argument("--at-count", type=float, default=1000.0, help="the count --rel-error refers to")
+    p.add_argument(
+        "--confidence", type=float, default=0.95, help="probability the error target holds"
+    )
+    p.add_argument("--max-groups", type=int, help="tighten the policy's groups per person (L0)")
+    p.add_argument(
+        "--max-rows-per-group", type=int, help="tighten the policy's rows per person per group"
+    )
+    p.add_argument(
+        "--raw-noise",
+        action="store_true",
+        help="show counts with their raw noise (by default a count below 0 shows as 0)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -451,7 +465,9 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--port", type=int, default=8000)
     sv.add_argument("--workers", type=int, default=1)
     sv.add_argument("--rate-limit", help="per-key limit, e.g. '50/second;2000/minute'")
-    sv.add_argument("--tls-cert", help="PEM certificate: serve HTTPS (Trino clients send keys only over TLS)")
+    sv.add_argument(
+        "--tls-cert", help="PEM certificate: serve HTTPS (Trino clients send keys only over TLS)"
+    )
     sv.add_argument("--tls-key", help="PEM private key of --tls-cert")
     sv.set_defaults(func=cmd_serve)
     dm = sub.add_parser(

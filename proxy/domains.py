@@ -1,7 +1,8 @@
 """Stage 6a: which group keys have a public domain, and what it is.
 
-A key's domain is public when it comes from the policy (`values`), from a public table,
-or is a closed expression over one such key (a CASE with literal outputs, or a function
+A key's domain is public when it comes from the policy (`values`, or the integers
+between an integer column's declared `lower` and `upper` when they are few enough), from
+a public table, or is a closed expression over one such key (a CASE with literal outputs, or a function
 of one domain column evaluated over its values). Public domains are released complete:
 every key appears, empty ones with a noisy zero, keys outside the domain are dropped.
 Any other key goes through DP partition selection.
@@ -10,6 +11,7 @@ Any other key goes through DP partition selection.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,6 +37,19 @@ def _column_domain(
     policy = info.column(col.name)
     if policy is not None and policy.values:
         return tuple(policy.values)
+    if (
+        policy is not None
+        and policy.lower is not None
+        and policy.upper is not None
+        and info.is_integer(col.name)
+        and info.column_types.get(col.name.lower(), "").upper() != "BOOLEAN"
+    ):
+        # Declared integer bounds are a public domain too when they are few enough:
+        # every value in [lower, upper] is released, so no partition selection drops
+        # small groups (rows outside the bounds are outside every released group).
+        low, high = math.ceil(policy.lower), math.floor(policy.upper)
+        if 0 <= high - low < limit:
+            return tuple(range(low, high + 1))
     return None
 
 

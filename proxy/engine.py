@@ -241,7 +241,7 @@ class Engine:
             if shape.keys
             else ((),)
         )
-        outer = outer_sql(core, names, domain is None)
+        outer = outer_sql(core, names, domain is None, request.raw_noise)
         self._validate_outer(core, outer, key_types)
         return Structure(core, names, domain, outer)
 

@@ -337,4 +337,3 @@ class LedgerViews:
                 ],
                 externals=tuple(e for e in admin_events if e.kind is AdminKind.EXTERNAL)[-top:],
             )
-

@@ -42,22 +42,29 @@ def _div(this: exp.Expr, other: exp.Expr) -> exp.Expr:
     return exp.Div(this=this, expression=other, typed=False, safe=False)
 
 
+def _count(column: exp.Expr, raw: bool) -> exp.Expr:
+    """A released count as shown: below zero only by noise, so shown as 0 unless the
+    caller asked for raw noise (post-processing: it reads the released value only)."""
+    return column if raw else _greatest(column, exp.Literal.number(0))
+
+
 def _post_expression(
-    call: S.AggregateCall, core: C.Core, arg_sql: dict[str, str], threshold: bool
+    call: S.AggregateCall, core: C.Core, arg_sql: dict[str, str], threshold: bool, raw: bool
 ) -> exp.Expr:
     def col(kind: str) -> exp.Expr:
         return exp.column(core.statistic(kind, arg_sql.get(call.sql)).column)
 
     if call.kind == S.COUNT_ROWS:
-        return exp.column(core.statistic(C.ROWS, None).column)
+        return _count(exp.column(core.statistic(C.ROWS, None).column), raw)
     if call.kind == S.COUNT_PERSONS:
-        return (
+        return _count(
             exp.column("__persons")
             if threshold
-            else exp.column(core.statistic(C.PERSONS, None).column)
+            else exp.column(core.statistic(C.PERSONS, None).column),
+            raw,
         )
     if call.kind == S.COUNT:
-        return col(C.COUNT)
+        return _count(col(C.COUNT), raw)
     if call.kind == S.SUM:
         return col(C.SUM)
     stat = core.statistic(C.CENTRED_SUM, arg_sql[call.sql])
@@ -86,8 +93,9 @@ def _post_expression(
     return exp.Sqrt(this=var) if call.kind.startswith("stddev") else var
 
 
-def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool) -> str:
-    """The post-processing query over the released table ``released``."""
+def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool, raw: bool = False) -> str:
+    """The post-processing query over the released table ``released`` (``raw``: counts
+    keep their raw noise instead of being shown as at least 0)."""
     # Only the clauses rewritten below are copied (and mutated); the rest is read.
     select = core.shape.select
     arg_sql = core.argument_sql
@@ -123,7 +131,7 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool) -> str:
         if text in keys:
             return exp.column(keys[text])
         if text in calls:
-            return _post_expression(calls[text], core, arg_sql, threshold)
+            return _post_expression(calls[text], core, arg_sql, threshold, raw)
         return node
 
     items = []
@@ -178,6 +186,13 @@ def _columns_of(outer: str) -> tuple[tuple[str | None, ...], tuple[tuple[int, st
             index, suffix = item.alias[4:].split("_")
             parts.setdefault(int(index), {})[suffix] = body.name
         else:
+            if (
+                isinstance(body, exp.Greatest)
+                and isinstance(body.this, exp.Column)
+                and len(body.expressions) == 1
+                and body.expressions[0] == exp.Literal.number(0)
+            ):
+                body = body.this  # a count shown as at least 0: the same noise width
             direct.append(body.name if isinstance(body, exp.Column) else None)
     return tuple(direct), tuple((i, p["s"], p["n"]) for i, p in sorted(parts.items()))
 

@@ -50,6 +50,7 @@ class Plan:
     # The outer SQL carries two hidden columns per entry, __ci{index}_s and __ci{index}_n.
     avg_intervals: tuple[tuple[int, float, float], ...] = ()
     data_version: str = ""  # the data this plan's releases describe (part of cache_key)
+    raw_noise: bool = False  # counts keep raw noise (else shown as at least 0)
 
     @property
     def delta(self) -> float:
@@ -135,7 +136,7 @@ def build_plan(
         "targets": targets,
     }
     if outer is None:
-        outer = outer_sql(core, names, needs_threshold)
+        outer = outer_sql(core, names, needs_threshold, request.raw_noise)
     return Plan(
         core_sql=core.sql,
         key_columns=core.key_columns(),
@@ -159,4 +160,5 @@ def build_plan(
         column_noise=column_noise(outer, names, noise, thr),
         avg_intervals=avg_intervals(outer, noise),
         data_version=data_version,
+        raw_noise=request.raw_noise,
     )

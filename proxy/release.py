@@ -23,6 +23,7 @@ from accounting.mechanisms import MAX_UNITS
 from proxy.budget import ColumnNoise
 from proxy.errors import DPSQLError
 from proxy.plan import Plan
+from proxy.rewrite import core as C
 
 _FLOAT_LIMIT = 1e300  # finite; the mechanism clamps to its own grid range below this
 
@@ -138,9 +139,14 @@ def release(plan: Plan, exact: Mapping[str, np.ndarray]) -> pa.Table:
         }
         columns["__persons"] = noisy_persons[keep]
     for noise in plan.noise:
-        columns[noise.statistic.column] = _noised(
-            noise, stats[noise.statistic.column], plan.max_groups
-        )
+        noisy = _noised(noise, stats[noise.statistic.column], plan.max_groups)
+        if noise.statistic.kind == C.SUM and noise.statistic.values_integer and not (
+            noise.statistic.integer
+        ):
+            # A sum of integers noised on a float grid (its per-person parts may be
+            # scaled): shown as a whole number, since the fraction is noise alone.
+            noisy = np.clip(np.rint(noisy), -MAX_UNITS, MAX_UNITS).astype(np.int64)
+        columns[noise.statistic.column] = noisy
     table = pa.table(columns)
     if plan.domain is None and plan.key_columns:
         # The engine emits groups in the order it met them, which follows the data (e.g.

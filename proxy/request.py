@@ -26,3 +26,6 @@ class QueryRequest:
     max_rows_per_group: int | None = None
     analyst: str = "local"
     tables: frozenset[str] | None = None  # tables this caller may read (None: all)
+    # Counts are shown as max(noisy count, 0) unless the caller asks for the raw noisy
+    # values (e.g. to average many answers without the clamp's bias).
+    raw_noise: bool = False

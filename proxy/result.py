@@ -31,6 +31,7 @@ class PrivacyInfo:
     columns: tuple[ColumnInfo, ...]
     query_epsilon: float  # what the release cost when it was first paid for
     data_version: str = ""  # the data the release describes
+    counts: str = "at_least_zero"  # how counts are shown: "at_least_zero" or "raw"
 
     def to_dict(self) -> dict[str, Any]:
         """The one rendering of an answer's privacy metadata, shared by every door."""
@@ -47,6 +48,7 @@ class PrivacyInfo:
             "columns": [asdict(c) for c in self.columns],
             "query_epsilon": self.query_epsilon,
             "data_version": self.data_version,
+            "counts": self.counts,
         }
 
 
@@ -72,7 +74,7 @@ def build_result(
     remaining: dict[str, float],
 ) -> Result:
     """The answer to a plan from its post-processed rows (hidden AVG parts included)."""
-    names, rows, intervals = _intervals(plan, names, rows)
+    names, rows, intervals, unreliable = _intervals(plan, names, rows)
     partition: dict[str, Any]
     if plan.threshold is None:
         partition = {
@@ -104,8 +106,9 @@ def build_result(
             columns=columns,
             query_epsilon=plan.epsilon,
             data_version=plan.data_version,
+            counts="raw" if plan.raw_noise else "at_least_zero",
         ),
-        warnings=_warnings(columns, names, rows),
+        warnings=_warnings(columns, names, rows) + unreliable,
         cache_key=plan.cache_key,
         intervals=intervals,
     )
@@ -117,25 +120,40 @@ def _column_infos(plan: Plan) -> tuple[ColumnInfo, ...]:
 
 def _intervals(
     plan: Plan, names: list[str], rows: list[tuple[Any, ...]]
-) -> tuple[list[str], list[tuple[Any, ...]], tuple[tuple[float | None, ...], ...]]:
-    """Strip the hidden AVG parts from the answer and turn them into half-widths."""
+) -> tuple[list[str], list[tuple[Any, ...]], tuple[tuple[float | None, ...], ...], tuple[str, ...]]:
+    """Strip the hidden AVG parts from the answer and turn them into half-widths; AVG
+    cells whose noisy count is within its own noise of 0 get no interval and a warning."""
     shown = len(plan.output_names)
     base = [half for _, _, half in plan.column_noise]
     position = {name: i for i, name in enumerate(names)}
     cells = []
+    tiny = dict.fromkeys((index for index, _, _ in plan.avg_intervals), 0)
     for row in rows:
-        widths = list(base)
+        widths: list[float | None] = list(base)
         for index, std_sum, std_count in plan.avg_intervals:
             s = row[position[f"__ci{index}_s"]]
             n = row[position[f"__ci{index}_n"]]
             if s is None or n is None:
+                continue
+            if float(n) < Z_975 * std_count:
+                # The mean divides by a count that may well be 0 or negative: no
+                # interval the delta method could state holds.
+                tiny[index] += 1
+                widths[index] = None
                 continue
             count = max(float(n), 1.0)
             mean = float(s) / count
             # hypot: no overflow for huge released means (an infinite width becomes null).
             widths[index] = Z_975 * math.hypot(std_sum, mean * std_count) / count
         cells.append(tuple(widths))
-    return names[:shown], [tuple(r[:shown]) for r in rows], tuple(cells)
+    warnings = tuple(
+        f"{k} of {len(rows)} values in column {plan.output_names[index]!r} average over a "
+        f"noisy count below its 95% noise half-width ({Z_975 * std:.3g}): they are unreliable "
+        "and have no interval"
+        for (index, _, std), k in zip(plan.avg_intervals, tiny.values(), strict=True)
+        if k
+    )
+    return names[:shown], [tuple(r[:shown]) for r in rows], tuple(cells), warnings
 
 
 def _warnings(

@@ -106,6 +106,9 @@ def rewrite(shape: Shape, *, max_rows: int, max_groups: int, bounding: bool = Tr
         max_rows=max_rows,
         max_groups=1 if one else max_groups,
         one_group_per_person=one,
+        one_row_per_person=all(
+            not t.public and t.policy.one_row_per_person for t in shape.tables.values()
+        ),
         bounding=bounding,
     )
     for rule in RULES:

@@ -95,8 +95,12 @@ def _check_magnitude(stat: C.Statistic, max_rows: int) -> None:
 MAX_INTEGER_PER_GROUP = 2**28
 
 
-def _integer_fits(stat: C.Statistic, max_rows: int) -> C.Statistic:
+def _integer_fits(stat: C.Statistic, max_rows: int, scaled: bool) -> C.Statistic:
     if stat.integer and stat.kind in (C.SUM, C.CENTRED_SUM, C.CENTRED_SQUARES):
+        if scaled:
+            # A person's sum may be scaled to C rows' worth (see per_person._scaled):
+            # not an integer any more, so it is noised on a float grid.
+            return replace(stat, integer=False)
         half = (stat.upper - stat.lower) / 2.0
         per_group = {
             C.SUM: max_rows * max(abs(stat.lower), abs(stat.upper)),
@@ -150,17 +154,41 @@ def apply(core: C.Core) -> C.Core:
         arguments[call.sql] = arg
         key = argument_sql[call.sql] = arg.sql(dialect="duckdb")
         if call.kind == S.SUM:
-            add(C.Statistic(C.SUM, key, rng.lower, rng.upper, rng.integer))
+            add(
+                C.Statistic(
+                    C.SUM, key, rng.lower, rng.upper, rng.integer, values_integer=rng.integer
+                )
+            )
             continue
         add(C.Statistic(C.COUNT, key))
         centred_integer = rng.integer and float(rng.lower + rng.upper) % 2 == 0
-        add(C.Statistic(C.CENTRED_SUM, key, rng.lower, rng.upper, centred_integer))
+        add(
+            C.Statistic(
+                C.CENTRED_SUM,
+                key,
+                rng.lower,
+                rng.upper,
+                centred_integer,
+                values_integer=rng.integer,
+            )
+        )
         if call.kind in S.VARIANCE_KINDS:
-            add(C.Statistic(C.CENTRED_SQUARES, key, rng.lower, rng.upper, centred_integer))
+            add(
+                C.Statistic(
+                    C.CENTRED_SQUARES,
+                    key,
+                    rng.lower,
+                    rng.upper,
+                    centred_integer,
+                    values_integer=rng.integer,
+                )
+            )
     for stat in stats.values():
         _check_magnitude(stat, core.max_rows)
+    scaled = core.bounding and not core.one_row_per_person
     ordered = sorted(
-        (_integer_fits(s, core.max_rows) for s in stats.values()), key=C.Statistic.sort_key
+        (_integer_fits(s, core.max_rows, scaled) for s in stats.values()),
+        key=C.Statistic.sort_key,
     )
     named = tuple(replace(s, column=f"__s{i}") for i, s in enumerate(ordered))
     return replace(core, arguments=arguments, argument_sql=argument_sql, statistics=named)

@@ -25,6 +25,7 @@ class Statistic:
     upper: float = 0.0
     integer: bool = True  # integer-valued per-person contributions (discrete noise)
     column: str = ""  # column name in the core result and the released table
+    values_integer: bool = False  # the argument's values are integers (summed exactly)
 
     @property
     def centre(self) -> float:
@@ -54,6 +55,9 @@ class Core:
     ctes: tuple[tuple[str, exp.Expr], ...] = ()
     sql: str = ""
     one_group_per_person: bool = False
+    # Every table is a one-row-per-person private table: a person has one row per group,
+    # never more than C, so no per-person sum is ever scaled and integer sums stay exact.
+    one_row_per_person: bool = False
     bounding: bool = True  # False only in audits that must show they catch a violation
 
     def statistic(self, kind: str, arg_sql: str | None) -> Statistic:

@@ -47,12 +47,42 @@ def _widened(core: C.Core, arg_sql: str, arg: exp.Expr) -> exp.Expr:
     stats = [s for s in core.statistics if s.arg_sql == arg_sql and s.kind != C.COUNT]
     if not stats:
         return arg  # only counted: its type does not matter
-    target = "BIGINT" if any(s.integer for s in stats) else "DOUBLE"
+    target = "BIGINT" if any(s.integer or s.values_integer for s in stats) else "DOUBLE"
     return exp.Cast(this=arg, to=_TYPES[target].copy())
 
 
-def raw_statistic(stat: C.Statistic, columns: dict[str, str]) -> exp.Expr | None:
-    """One person's statistic within one group, before clamping."""
+_DOUBLE = exp.DataType.build("DOUBLE")  # shared: insert copies only
+
+
+def _scaled(total: exp.Expr, col: str, max_rows: int | None) -> exp.Expr:
+    """A person's sum over their n values in a group, times min(n, C)/n: what C of their
+    rows would give at their own mean. Counts are capped at C (the Linf rule), so a sum
+    scaled this way keeps the person's mean (and mean square) in every ratio taken with
+    their count, instead of clamping the sum of all n rows into C rows' range, which
+    pulled heavy persons' means to a bound. |scaled| ≤ C·max|x| by construction; the
+    Linf rule still clamps it."""
+    if max_rows is None:
+        return total
+    n = exp.Count(this=exp.column(col))
+    factor = exp.Div(this=exp.Literal.number(max_rows), expression=n, typed=False, safe=False)
+    return exp.Case(
+        ifs=[
+            exp.If(
+                this=exp.GT(this=n.copy(), expression=exp.Literal.number(max_rows)),
+                true=exp.Mul(
+                    this=exp.Cast(this=total.copy(), to=_DOUBLE.copy()), expression=factor
+                ),
+            )
+        ],
+        default=total,
+    )
+
+
+def raw_statistic(
+    stat: C.Statistic, columns: dict[str, str], max_rows: int | None = None
+) -> exp.Expr | None:
+    """One person's statistic within one group, before clamping; with ``max_rows`` (C),
+    sums of a person with more than C values are scaled to C values' worth."""
     if stat.kind == C.ROWS:
         return exp.Count(this=exp.Star())
     if stat.kind == C.PERSONS:
@@ -61,11 +91,11 @@ def raw_statistic(stat: C.Statistic, columns: dict[str, str]) -> exp.Expr | None
     if stat.kind == C.COUNT:
         return exp.Count(this=exp.column(col))
     if stat.kind == C.SUM:
-        return exp.Sum(this=exp.column(col))
+        return _scaled(exp.Sum(this=exp.column(col)), col, max_rows)
     centred = _centred(col, stat.centre)
     if stat.kind == C.CENTRED_SUM:
-        return exp.Sum(this=centred)
-    return exp.Sum(this=exp.Mul(this=centred, expression=centred.copy()))
+        return _scaled(exp.Sum(this=centred), col, max_rows)
+    return _scaled(exp.Sum(this=exp.Mul(this=centred, expression=centred.copy())), col, max_rows)
 
 
 def apply(core: C.Core) -> C.Core:
@@ -105,8 +135,10 @@ def apply(core: C.Core) -> C.Core:
         group = [exp.column("__u"), *(exp.column(k) for k in core.key_columns())]
         keys = [exp.column(k) for k in core.key_columns()]
     pp_cols: list[exp.Expr] = [exp.column("__u"), *keys]
+    # Scaling needs the per-person cap; an audit run without bounding skips it too.
+    scale_to = core.max_rows if core.bounding and not core.one_row_per_person else None
     for stat in core.statistics:
-        raw = raw_statistic(stat, columns)
+        raw = raw_statistic(stat, columns, scale_to)
         if raw is not None:
             pp_cols.append(exp.alias_(raw, stat.column, copy=False))
     pp = exp.Select(

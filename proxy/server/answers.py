@@ -33,6 +33,7 @@ def to_request(body: QueryBody, caller: Caller) -> QueryRequest:
         accuracy=accuracy,
         max_groups=body.max_groups,
         max_rows_per_group=body.max_rows_per_group,
+        raw_noise=body.raw_noise,
         analyst=caller.name,
         tables=caller.tables,
     )

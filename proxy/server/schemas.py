@@ -30,6 +30,9 @@ class QueryBody(_Strict):
     accuracy: Accuracy | None = Field(None, description="spend what this accuracy needs")
     max_groups: int | None = Field(None, ge=1, description="tighten the policy's L0 bound")
     max_rows_per_group: int | None = Field(None, ge=1, description="tighten the L∞ bound")
+    raw_noise: bool = Field(
+        False, description="show counts with their raw noise (by default below 0 shows as 0)"
+    )
 
     model_config = ConfigDict(
         extra="forbid",

@@ -51,9 +51,11 @@ class SecurityHeaders:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
                 if "content-security-policy" not in headers:
-                    csp = CONSOLE_CSP if headers.get("content-type", "").startswith(
-                        "text/html"
-                    ) else API_CSP
+                    csp = (
+                        CONSOLE_CSP
+                        if headers.get("content-type", "").startswith("text/html")
+                        else API_CSP
+                    )
                     headers["Content-Security-Policy"] = csp
                 for name, value in _FIXED.items():
                     if name.decode() not in headers:
