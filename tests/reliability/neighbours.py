@@ -76,10 +76,12 @@ class Removal(StrEnum):
     EVERYWHERE: a person with rows in every private table, the one with the fewest rows
     (ties: smallest id) other than the HEAVIEST person when there is another — an
     ordinary person reached through every join path.
+    CHOSEN: the person the caller names, e.g. the target of a targeted attack.
     """
 
     HEAVIEST = "heaviest"
     EVERYWHERE = "everywhere"
+    CHOSEN = "chosen"  # the caller names the person (``build_neighbours(person=...)``)
 
 
 class ViolationKind(StrEnum):
@@ -195,9 +197,16 @@ def _population(policy: Policy, population: str | None) -> str:
 
 
 def _choose(
-    con: duckdb.DuckDBPyConnection, tables: Sequence[tuple[str, str]], removal: Removal
+    con: duckdb.DuckDBPyConnection,
+    tables: Sequence[tuple[str, str]],
+    removal: Removal,
+    person: Any = None,
 ) -> Any:
     """The person to remove, from per-table row counts (``tables``: (table, unit))."""
+    if removal is Removal.CHOSEN:
+        if person is None:
+            raise ValueError("Removal.CHOSEN needs person=")
+        return person
     counts: dict[Any, list[int]] = {}
     for i, (table, unit) in enumerate(tables):
         rows = con.execute(
@@ -261,6 +270,7 @@ def build_neighbours(
     population: str | None = None,
     timeout_s: float | None = None,
     ledgers: Path | None = None,
+    person: Any = None,
 ) -> Neighbours:
     """Copy ``policy``'s data into ``folder`` as D and D' (D minus every row of the
     person ``removal`` picks, in every private table of ``population``).
@@ -268,7 +278,7 @@ def build_neighbours(
     DuckDB sources are copied and the rows deleted; CSV sources are read as the engine
     reads them (``read_csv_auto``, header) and both D and D' are written back through
     DuckDB, so that the only difference between the files is the person's rows.
-    ``timeout_s`` overrides the policy's query time limit on both sides; ``ledgers`` is
+    ``person`` names the person for ``Removal.CHOSEN``. ``timeout_s`` overrides the policy's query time limit on both sides; ``ledgers`` is
     where the two ledgers and release caches go (default ``folder``; a tmpfs folder spares
     the fsync of every charge).
     """
@@ -283,7 +293,7 @@ def build_neighbours(
         shutil.copyfile(policy.duckdb_path, dp_file)
         con = duckdb.connect(str(dp_file))
         try:
-            person = _choose(con, tables, removal)
+            person = _choose(con, tables, removal, person)
             removed = _remove(con, tables, person)
             con.execute("CHECKPOINT")
         finally:
@@ -304,7 +314,7 @@ def build_neighbours(
                     "SELECT * FROM read_csv_auto(?, header = true)",
                     [str(source)],
                 )
-            person = _choose(con, tables, removal)
+            person = _choose(con, tables, removal, person)
             d_list, dp_list = [], []
             for name, _ in policy.csv_tables:
                 target = folder / f"d-{name}.csv"
