@@ -32,6 +32,7 @@ from tests.reliability import neighbour_corpus as corpus
 from tests.reliability.conftest import fz_demo_policy, fz_pums_policy
 from tests.reliability.neighbour_corpus import Entry
 from tests.reliability.neighbours import (
+    CHOICES,
     NeighbourPair,
     NeighbourReport,
     Removal,
@@ -132,31 +133,40 @@ _COMMON: dict[tuple[str, Removal], Known] = {
 # of tokens_in > 1000, so counting people along the chain catches them too.
 KNOWN_CI: dict[tuple[str, Removal], Known] = {**_COMMON, ("chain_count_distinct", E): CHAIN}
 # The 5,000-person demo: the issue's literal multipliers cross 2^63, and the 3-way
-# self-join reaches the time limit through the heaviest persons' rows.
+# self-join reaches the time limit through the heaviest persons' rows. (The 3-way join
+# pinned to the heaviest person answers in about 7 s on D and 5 ms on D': the timing
+# signal RELIABILITY.md reports, not a violation of the harness's checks.)
 KNOWN_FULL: dict[tuple[str, Removal], Known] = {
     **_COMMON,
     **{(name, r): CAST for name in ("sum_issue_multiplier", "var_issue_multiplier") for r in _BOTH},
     **{("self_join_3", r): FAN_OUT for r in _BOTH},
-    ("self_join_3_pinned", H): FAN_OUT,
 }
 KNOWN_PUMS: dict[tuple[str, Removal], Known] = {
     **{("pums_var_straddles", r): CAST for r in _BOTH},
 }
 
 
+# Two plannings of an expression key may list its public domain in different orders
+# (the new finding of test_expression_domains_are_canonical). It happens at random, so it
+# cannot be a strict xfail per query: tolerated here, and to be removed together with
+# that test's xfail mark once domains are canonical.
+TOLERATED = frozenset({ViolationKind.DOMAIN_ORDER})
+
+
 def assert_clean(report: NeighbourReport, known: Known | None) -> None:
     """No violation, or (for a known defect) only violations of its kinds."""
     allowed = known.kinds if known is not None else frozenset()
-    unexpected = report.kinds() - allowed
+    kinds = report.kinds() - TOLERATED
+    unexpected = kinds - allowed
     assert not unexpected, report.describe()
-    if report.violations:
+    if kinds:
         raise KnownViolation(report.describe())
 
 
 def _params(entries: tuple[Entry, ...], known: dict[tuple[str, Removal], Known]) -> list[Any]:
     out = []
     for entry in entries:
-        for removal in Removal:
+        for removal in CHOICES:
             found = known.get((entry.name, removal))
             marks = (
                 [pytest.mark.xfail(strict=True, raises=KnownViolation, reason=found.reason)]
@@ -206,7 +216,7 @@ def _sides(
     policy = fz_demo_policy(folder, db)
     sides: dict[Removal, Side] = {}
     try:
-        for removal in Removal:
+        for removal in CHOICES:
             neighbours = build_neighbours(
                 policy, folder / removal, removal, timeout_s=timeout_s, ledgers=ledgers
             )
@@ -226,7 +236,7 @@ def nb_pums(
     policy = fz_pums_policy(folder)
     sides: dict[Removal, Side] = {}
     try:
-        for removal in Removal:
+        for removal in CHOICES:
             neighbours = build_neighbours(
                 policy, folder / removal, removal, timeout_s=CI_TIMEOUT_S, ledgers=au_ledgers
             )
@@ -325,8 +335,9 @@ def test_harness_catches_an_error_after_planning(tmp_path: Path, fz_demo_db: Pat
 
 DOMAIN_ORDER = Known(
     "new finding: a function-of-one-column key's public domain comes out of SELECT "
-    "DISTINCT in hash order, so plans, cache keys and released row order vary by run",
-    frozenset({ViolationKind.PLAN_DIFFERS}),
+    "DISTINCT in hash order, so plans, cache keys and released row order vary by run "
+    "(when fixed, also remove TOLERATED)",
+    frozenset({ViolationKind.DOMAIN_ORDER}),
 )
 
 
@@ -413,8 +424,6 @@ class FuzzDefect:
 FUZZ_DEFECTS: tuple[FuzzDefect, ...] = (
     FuzzDefect("tuple_key", re.compile(r"\[escaped\].*ParseError: No expression was parsed")),
     FuzzDefect("outer_limit_overflow", re.compile(r"Engine.run: .*the outer layer .* failed")),
-    # Not in the corpus (it is not deterministic): test_expression_domains_are_canonical.
-    FuzzDefect("domain order", re.compile(r"only the order of the public domain")),
 )
 
 
@@ -467,7 +476,9 @@ def fuzz_through(pair: NeighbourPair, requests: list[tuple[str, str]]) -> FuzzTa
         tally.cases += 1
         tally.answered += report.answered
         tally.outcomes[report.outcome] += 1
-        if report.ok:
+        if ViolationKind.DOMAIN_ORDER in report.kinds():
+            tally.known["domain order (tolerated)"] += 1
+        if not report.kinds() - TOLERATED:
             continue
         text = report.describe()
         defect = next((d for d in FUZZ_DEFECTS if d.pattern.search(text)), None)
