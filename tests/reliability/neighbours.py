@@ -385,13 +385,12 @@ def _groups(
     """Per group, the exact statistics the release step would noise: a public domain is
     completed (missing keys as 0, keys outside it dropped) as ``release`` does."""
     keys = _key_rows(plan, exact)
-    found = {
-        key: {c: _number(np.asarray(exact[c], dtype=object)[i]) for c in columns}
-        for i, key in enumerate(keys)
-    }
+    values = {c: np.asarray(exact[c], dtype=object) for c in columns}
+    found = {key: {c: _number(values[c][i]) for c in columns} for i, key in enumerate(keys)}
     if plan.domain is None:
         return found
-    return {tuple(_python(v) for v in d): found.get(d, {}) for d in plan.domain}
+    domain = [tuple(_python(v) for v in d) for d in plan.domain]
+    return {d: found.get(d, {}) for d in domain}
 
 
 @dataclass(frozen=True)
