@@ -226,32 +226,41 @@ class Population:
 SCHEMA = """
 CREATE TABLE people (uid INTEGER, region VARCHAR);
 CREATE TABLE events (uid INTEGER, amount DOUBLE, kind VARCHAR, tag VARCHAR, team VARCHAR,
-                     spread VARCHAR);
+                     spread VARCHAR, seq INTEGER);
 CREATE TABLE kinds (kind VARCHAR, label VARCHAR);
 """
 
 
 def _rows(pop: Population) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     people: list[tuple[Any, ...]] = [(HEAVY_UID, "north")]
+    # ``seq`` numbers each person's rows: the join-chain query splits them on its bits.
     events: list[tuple[Any, ...]] = [
-        (HEAVY_UID, 100.0, "x", "solo", "t1", None) for _ in range(pop.heavy_rows)
+        (HEAVY_UID, 100.0, "x", "solo", "t1", None, i) for i in range(pop.heavy_rows)
     ]
     events += [
-        (HEAVY_UID, 100.0, "x", "solo", "t1", f"{SPREAD_PREFIX}{g}")
+        (HEAVY_UID, 100.0, "x", "solo", "t1", f"{SPREAD_PREFIX}{g}", pop.heavy_rows + g)
         for g in range(pop.spread_groups)
     ]
     uid = 1
     for i in range(pop.others):
         people.append((uid, REGIONS[i % 4]))
-        for _ in range(1 + i % 3):
+        for j in range(1 + i % 3):
             events.append(
-                (uid, float((i * 37) % 101), KINDS[i % 3], TAGS[i % 4], TEAMS[(i // 4) % 4], None)
+                (
+                    uid,
+                    float((i * 37) % 101),
+                    KINDS[i % 3],
+                    TAGS[i % 4],
+                    TEAMS[(i // 4) % 4],
+                    None,
+                    j,
+                )
             )
         uid += 1
     for g in range(pop.spread_groups):
         for _ in range(pop.spread_people):
             people.append((uid, REGIONS[uid % 4]))
-            events.append((uid, 50.0, "y", "g0", "t0", f"{SPREAD_PREFIX}{g}"))
+            events.append((uid, 50.0, "y", "g0", "t0", f"{SPREAD_PREFIX}{g}", 0))
             uid += 1
     return people, events
 
@@ -264,7 +273,8 @@ def build_database(path: Path, pop: Population, *, with_heavy: bool) -> Path:
         events = [r for r in events if r[0] != HEAVY_UID]
     people_t = pa.table(list(zip(*people, strict=True)), names=["uid", "region"])
     events_t = pa.table(
-        list(zip(*events, strict=True)), names=["uid", "amount", "kind", "tag", "team", "spread"]
+        list(zip(*events, strict=True)),
+        names=["uid", "amount", "kind", "tag", "team", "spread", "seq"],
     )
     kinds_t = pa.table({"kind": list(KINDS), "label": ["ex", "why", "zed"]})
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -379,6 +389,32 @@ def _spread_released(result: Result) -> float:
     return float(sum(1 for row in result.rows if str(row[0]).startswith(SPREAD_PREFIX)))
 
 
+def _total(result: Result) -> float:
+    """The sum of the last column over every released row."""
+    return float(sum(float(row[-1]) for row in result.rows))
+
+
+CHAIN_LINKS = 10
+
+
+def join_chain_sql(links: int = CHAIN_LINKS) -> str:
+    """Issue #10 §2 on the audit schema: each link LEFT JOINs people on the person id
+    plus a condition on one bit of the event's ``seq``, then joins people again through
+    it on the id alone; a CASE over the second copy is a public key. The heavy person's
+    500 rows (seq 0..499) have 500 distinct bit patterns, so with 10 links they sit in
+    500 of the 1024 groups while L0 = 1 is assumed: they move the sum of all cells by
+    500 and the column by L2 = √500 ≈ 22.4, where 1 is declared."""
+    joins, keys = [], []
+    for i in range(links):
+        joins.append(
+            f"LEFT JOIN people t{i} ON t{i}.uid = e.uid AND e.seq % {2 ** (i + 1)} < {2**i} "
+            f"LEFT JOIN people q{i} ON q{i}.uid = t{i}.uid"
+        )
+        keys.append(f"CASE WHEN q{i}.region IS NULL THEN 'a' ELSE 'b' END AS g{i}")
+    names = ", ".join(f"g{i}" for i in range(links))
+    return f"SELECT {', '.join(keys)}, COUNT(*) FROM events e {' '.join(joins)} GROUP BY {names}"
+
+
 @dataclass(frozen=True)
 class AuditQuery:
     name: str
@@ -420,6 +456,12 @@ QUERIES: tuple[AuditQuery, ...] = (
         "SELECT SUM(e.amount) FROM events e JOIN kinds k ON e.kind = k.kind WHERE k.label = 'ex'",
         _only_cell,
         "sum over events ⋈ public kinds",
+    ),
+    AuditQuery(
+        "join_chain",
+        join_chain_sql(),
+        _total,
+        f"sum of all {2**CHAIN_LINKS} cells of a {CHAIN_LINKS}-link LEFT JOIN chain",
     ),
 )
 

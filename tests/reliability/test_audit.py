@@ -33,9 +33,12 @@ from tests.reliability.audit import (
     cp_upper,
     epsilon_lower_bound,
     perfect_separation_bound,
+    query,
     spread_neighbours,
 )
 from tests.reliability.audit import audit as run_audit
+from tests.reliability.neighbours import NeighbourPair, Removal
+from tests.reliability.neighbours import build_neighbours as build_neighbours_for_harness
 
 ALPHA = 1e-8
 CI_EPSILON = 0.25
@@ -44,9 +47,23 @@ FULL_EPSILON = 1.0
 FULL_N = 1000
 
 ALL = [q.name for q in QUERIES]
+# The join chain (issue #10 §2) breaks its declared L2 of 1 with bounding on (√500):
+# at the CI size (ε = 0.25, N = 80, ~10 s) that is 0.7 noise standard deviations of the
+# 1024 summed cells, which 80 samples cannot show; the full audit shows it, and the
+# harness check below catches it exactly in CI.
+CHAIN = "join_chain"
+CHAIN_REASON = "issue #10 §2: a LEFT JOIN chain puts the heavy person in 500 groups at L0 = 1"
+CI_ALL = [name for name in ALL if name != CHAIN]
+FULL_ALL = [
+    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=CHAIN_REASON))
+    if name == CHAIN
+    else name
+    for name in ALL
+]
 # The heavy person's own group holds one person whatever bounding does, so its presence
-# cannot tell bounded from unbounded (see the spread case for partition selection).
-TEETH = [name for name in ALL if name != "group_private_solo"]
+# cannot tell bounded from unbounded (see the spread case for partition selection); the
+# join chain is unsound with bounding on, so switching bounding off shows nothing more.
+TEETH = [name for name in ALL if name not in ("group_private_solo", CHAIN)]
 # CI shows teeth on the shapes the issue names; the full audit on every one of TEETH.
 CI_TEETH = ["count", "sum", "group_public", "group_private_existing"]
 
@@ -170,10 +187,27 @@ def test_neighbours_differ_by_exactly_the_heavy_person(au_neighbours: Neighbours
     assert events is not None and (events.max_rows_per_group, events.max_groups) == (1, 1)
 
 
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=CHAIN_REASON)
+def test_join_chain_shape_on_the_audit_neighbours(
+    au_neighbours: Neighbours, tmp_path: Path, au_ledgers: Path
+):
+    """The audit's chain query through the neighbour harness, on the audit's own data:
+    exact where 80 noisy samples cannot see it. The harness's heaviest person is the
+    audit's heavy person."""
+    neighbours = build_neighbours_for_harness(
+        au_neighbours.policy("D", "nb-chain"), tmp_path, Removal.HEAVIEST, ledgers=au_ledgers
+    )
+    assert neighbours.person == HEAVY_UID
+    with NeighbourPair(neighbours) as pair:
+        report = pair.check(query(CHAIN).sql, run_engine=False)
+    assert report.answered, report.describe()
+    assert report.ok, report.describe()
+
+
 # --- CI-size audits -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", CI_ALL)
 def test_audit_holds_ci(name: str, au_neighbours: Neighbours, au_pool: Executor):
     result = run_audit(au_neighbours, name, n=CI_N, epsilon=CI_EPSILON, alpha=ALPHA, pool=au_pool)
     assert_charged(result.epsilon_charged, CI_EPSILON)
@@ -204,7 +238,7 @@ def test_audit_has_teeth_ci(name: str, au_neighbours: Neighbours, au_pool: Execu
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", FULL_ALL)
 def test_audit_holds_full(name: str, au_neighbours: Neighbours, au_pool: Executor):
     result = run_audit(
         au_neighbours, name, n=FULL_N, epsilon=FULL_EPSILON, alpha=ALPHA, pool=au_pool

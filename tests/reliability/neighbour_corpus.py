@@ -1,0 +1,456 @@
+"""Adversarial queries for the neighbour harness (issue #10 §4), with what each attacks.
+
+Each entry is a (name, SQL template) pair. Templates may use placeholders the test fills
+from the neighbouring databases (:func:`demo_facts`, :func:`pums_facts`):
+
+* ``{pid}`` — the person D' lacks (filters that single one person out), ``{region}``
+  their region (queries pinned to their partition);
+* ``{sum_mult}`` — a multiplier M that puts an exact integer sum on one side of 2^63 on
+  D and on the other on D' (so a cast to int64 after the charge fails on one only);
+* ``{var_mult}`` — the same for the centred sum of squares of a variance.
+
+The classes map to issue #10: §1 failures after the charge (huge multipliers, extreme
+literals, divisions, float edges), §2 a person in more groups than the sensitivity
+assumes (join chains, NULL tricks, CASE/COALESCE keys), §3 self-joins that turn one
+person's rows into run time. Queries that must be answered soundly (regressions and
+controls) are mixed in: a corpus that only holds failing queries proves nothing about
+false alarms.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+INT64_LIMIT = 2**63
+EXACT_INTEGER = 2**53  # above this the engine treats an integer argument as a float
+PROMPTS_MAX_ROWS = 10  # the demo policy's max_rows_per_group for prompts
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    sql: str  # a template: see the module docstring for its placeholders
+    attacks: str  # what it attacks (and the issue section), or "control"
+
+    def render(self, facts: dict[str, Any]) -> str:
+        return self.sql.format(**facts)
+
+
+def _chain(m: int) -> str:
+    """Issue #10 §2, chained m times: each LEFT JOIN with an extra ON condition makes the
+    matched users row the person's on some of their rows and NULL on others; the second
+    join, on the person id alone, is then trusted as 'one row per person', and the
+    CASE key over it puts one person into 2^m groups of a public domain."""
+    conditions = (
+        "p.tokens_in > 250",
+        "p.tokens_out > 400",
+        "p.latency_ms > 4000",
+        "p.model = 'small'",
+        "p.prompt_id % 2 = 0",
+        "p.ts > TIMESTAMP '2024-06-01'",
+    )
+    joins, keys = [], []
+    for i in range(m):
+        joins.append(
+            f"LEFT JOIN users t{i} ON t{i}.user_id = p.user_id AND {conditions[i]} "
+            f"LEFT JOIN users u{i} ON u{i}.user_id = t{i}.user_id"
+        )
+        keys.append(f"CASE WHEN u{i}.region IS NULL THEN 'a' ELSE 'b' END AS g{i}")
+    names = ", ".join(f"g{i}" for i in range(m))
+    return (
+        f"SELECT {', '.join(keys)}, COUNT(*) AS n FROM prompts p {' '.join(joins)} GROUP BY {names}"
+    )
+
+
+def _self_join(k: int, *, pinned: bool, mix: str = "tokens_in") -> str:
+    """Issue #10 §3: a k-way self-join of prompts on the person id multiplies one
+    person's n rows into n^k before the per-person row cap; an expression mixing the
+    copies keeps DuckDB from aggregating before the join."""
+    joins = " ".join(f"JOIN prompts p{i} ON p{i}.user_id = p1.user_id" for i in range(2, k + 1))
+    mixed = " + ".join(f"p{i}.{mix}" for i in range(1, k + 1))
+    where = f"p1.user_id = {{pid}} AND {mixed} > 10" if pinned else f"{mixed} > 10"
+    return f"SELECT COUNT(*) AS n FROM prompts p1 {joins} WHERE {where}"
+
+
+DEMO: tuple[Entry, ...] = (
+    # --- §2: join chains and groups made by joins --------------------------------------
+    Entry("chain_1", _chain(1), "§2 the issue's query: one person in 2 CASE groups"),
+    Entry("chain_2", _chain(2), "§2 chained twice: 4 groups"),
+    Entry("chain_3", _chain(3), "§2 chained 3 times: 8 groups"),
+    Entry("chain_4", _chain(4), "§2 chained 4 times: 16 groups"),
+    Entry("chain_5", _chain(5), "§2 chained 5 times: 32 groups"),
+    Entry("chain_6", _chain(6), "§2 chained 6 times: 64 groups"),
+    Entry(
+        "chain_sum",
+        "SELECT CASE WHEN u.region IS NULL THEN 'a' ELSE 'b' END AS g, SUM(p.tokens_in) AS s, "
+        "AVG(p.latency_ms) AS l FROM prompts p "
+        "LEFT JOIN users t ON t.user_id = p.user_id AND p.tokens_in > 1000 "
+        "LEFT JOIN users u ON u.user_id = t.user_id GROUP BY g",
+        "§2 the chain with SUM and AVG: the sensitivity of sums splits the same way",
+    ),
+    Entry(
+        "chain_coalesce_plan",
+        "SELECT COALESCE(u.plan, 'nobody') AS g, COUNT(*) AS n FROM prompts p "
+        "LEFT JOIN users t ON t.user_id = p.user_id AND p.tokens_in > 300 "
+        "LEFT JOIN users u ON u.user_id = t.user_id GROUP BY g",
+        "§2 COALESCE over the NULL-producing chain: the person's plan and 'nobody'",
+    ),
+    Entry(
+        "chain_plain_key",
+        "SELECT u.plan AS g, COUNT(*) AS n FROM prompts p "
+        "LEFT JOIN users t ON t.user_id = p.user_id AND p.tokens_out > 400 "
+        "LEFT JOIN users u ON u.user_id = t.user_id GROUP BY u.plan",
+        "§2 the chain with the joined column itself as key (NULL is a group)",
+    ),
+    Entry(
+        "chain_region_pinned",
+        "SELECT CASE WHEN u.plan IS NULL THEN 'a' ELSE 'b' END AS g, COUNT(*) AS n "
+        "FROM prompts p JOIN users r ON r.user_id = p.user_id "
+        "LEFT JOIN users t ON t.user_id = p.user_id AND p.tokens_in > 1000 "
+        "LEFT JOIN users u ON u.user_id = t.user_id WHERE r.region = '{region}' GROUP BY g",
+        "§2 the chain inside a partition-pinned query",
+    ),
+    Entry(
+        "chain_via_inner",
+        "SELECT CASE WHEN v.region IS NULL THEN 'a' ELSE 'b' END AS g, COUNT(*) AS n "
+        "FROM prompts p JOIN users u ON u.user_id = p.user_id "
+        "LEFT JOIN users t ON t.user_id = u.user_id AND p.tokens_in > 1000 "
+        "LEFT JOIN users v ON v.user_id = t.user_id GROUP BY g",
+        "§2 the chain reached through an INNER join to users first",
+    ),
+    Entry(
+        "chain_key_on_conditional",
+        "SELECT CASE WHEN t.region IS NULL THEN 'a' ELSE 'b' END AS g, COUNT(*) AS n "
+        "FROM prompts p LEFT JOIN users t ON t.user_id = p.user_id AND p.tokens_in > 1000 "
+        "GROUP BY g",
+        "§2 control (former defect): the key on the conditional LEFT JOIN itself gets K",
+    ),
+    Entry(
+        "chain_condition_on_users",
+        "SELECT CASE WHEN u.region IS NULL THEN 'a' ELSE 'b' END AS g, COUNT(*) AS n "
+        "FROM prompts p LEFT JOIN users t ON t.user_id = p.user_id AND t.age > 40 "
+        "LEFT JOIN users u ON u.user_id = t.user_id GROUP BY g",
+        "§2 control: a condition on the users side is per person, so no split",
+    ),
+    Entry(
+        "chain_from_users",
+        "SELECT CASE WHEN v.region IS NULL THEN 'a' ELSE 'b' END AS g, COUNT(*) AS n "
+        "FROM users u LEFT JOIN prompts p ON p.user_id = u.user_id AND p.tokens_in > 1000 "
+        "LEFT JOIN users v ON v.user_id = p.user_id GROUP BY g",
+        "§2 the chain with the one-row table first: a person with no big prompt is NULL",
+    ),
+    Entry(
+        "chain_through_tickets",
+        "SELECT CASE WHEN u.region IS NULL THEN 'a' ELSE 'b' END AS g, COUNT(*) AS n "
+        "FROM prompts p LEFT JOIN tickets k ON k.user_id = p.user_id AND p.tokens_in > 500 "
+        "LEFT JOIN users u ON u.user_id = k.user_id GROUP BY g",
+        "§2 the chain through a multi-row table (tickets) instead of users",
+    ),
+    Entry(
+        "chain_count_distinct",
+        "SELECT CASE WHEN u.region IS NULL THEN 'a' ELSE 'b' END AS g, "
+        "COUNT(DISTINCT p.user_id) AS people FROM prompts p "
+        "LEFT JOIN users t ON t.user_id = p.user_id AND p.tokens_in > 1000 "
+        "LEFT JOIN users u ON u.user_id = t.user_id GROUP BY g",
+        "§2 counting people along the chain: one person counted in both groups",
+    ),
+    Entry(
+        "null_count_joined",
+        "SELECT COUNT(u.age) AS n, SUM(COALESCE(u.age, 100)) AS s FROM prompts p "
+        "LEFT JOIN users u ON u.user_id = p.user_id AND p.tokens_in > 1000",
+        "NULL trick: COUNT and COALESCE over a conditionally joined column (no keys)",
+    ),
+    Entry(
+        "null_key_case",
+        "SELECT CASE WHEN u.region = 'north' THEN NULL ELSE u.region END AS g, "
+        "COUNT(*) AS n FROM prompts p JOIN users u ON u.user_id = p.user_id GROUP BY g",
+        "NULL trick: a CASE makes a NULL group out of a public domain value",
+    ),
+    Entry(
+        "case_key_multirow",
+        "SELECT CASE WHEN tokens_in > 1000 THEN 'big' ELSE 'small' END AS g, COUNT(*) AS n, "
+        "SUM(tokens_out) AS s FROM prompts GROUP BY g",
+        "CASE-created groups from a multi-row table: one person in both (K = 4)",
+    ),
+    Entry(
+        "case_key_two_tables",
+        "SELECT CASE WHEN u.age > 50 THEN 'old' ELSE 'young' END AS a, p.model, COUNT(*) AS n "
+        "FROM prompts p JOIN users u ON u.user_id = p.user_id GROUP BY a, p.model",
+        "control: a per-person key crossed with a per-row key",
+    ),
+    Entry(
+        "coalesce_tickets_key",
+        "SELECT COALESCE(k.category, 'none') AS g, COUNT(*) AS n FROM prompts p "
+        "LEFT JOIN tickets k ON k.user_id = p.user_id GROUP BY g",
+        "COALESCE key over a LEFT JOIN to a multi-row table (fan-out of prompts x tickets)",
+    ),
+    Entry(
+        "tickets_categories",
+        "SELECT category, COUNT(*) AS n, AVG(resolution_minutes) AS m FROM tickets "
+        "GROUP BY category",
+        "control: K = 2, C = 3 on tickets",
+    ),
+    # --- §3: self-joins -------------------------------------------------------------------
+    Entry(
+        "self_join_2",
+        "SELECT COUNT(*) AS n, SUM(p1.tokens_in) AS s FROM prompts p1 "
+        "JOIN prompts p2 ON p2.user_id = p1.user_id WHERE p1.tokens_in + p2.tokens_out > 500",
+        "§3 2-way self-join, copies mixed in WHERE",
+    ),
+    Entry(
+        "self_join_2_keys",
+        "SELECT p1.model AS a, p2.model AS b, COUNT(*) AS n FROM prompts p1 "
+        "JOIN prompts p2 ON p2.user_id = p1.user_id GROUP BY a, b",
+        "§2/§3 keys taken from both copies: one person in up to 9 groups",
+    ),
+    Entry(
+        "self_join_2_product",
+        "SELECT SUM(p1.tokens_in * p2.tokens_out) AS s FROM prompts p1 "
+        "JOIN prompts p2 ON p2.user_id = p1.user_id",
+        "§3 a product of the copies: bounds multiply",
+    ),
+    Entry("self_join_3", _self_join(3, pinned=False), "§3 3-way self-join, whole table"),
+    Entry("self_join_3_pinned", _self_join(3, pinned=True), "§3 the issue's k = 3 on one person"),
+    Entry("self_join_4_pinned", _self_join(4, pinned=True), "§3 the issue's k = 4: a timeout"),
+    Entry(
+        "self_join_5_pinned",
+        _self_join(5, pinned=True, mix="latency_ms"),
+        "§3 k = 5 on one person",
+    ),
+    Entry(
+        "self_join_users",
+        "SELECT a.region, COUNT(*) AS n FROM users a JOIN users b ON b.user_id = a.user_id "
+        "GROUP BY a.region",
+        "control: a self-join of the one-row table",
+    ),
+    # --- §1: huge multipliers, extreme literals, divisions, float edges --------------------
+    Entry(
+        "sum_issue_multiplier",
+        "SELECT SUM(age * 45950061461170) AS s FROM users",
+        "§1 the issue's multiplier (crosses 2^63 on the 5,000-person demo)",
+    ),
+    Entry(
+        "sum_straddles_int64",
+        "SELECT SUM(LEAST(tokens_in, 1) * {sum_mult}) AS s FROM prompts",
+        "§1 an exact integer sum at 2^63 on D and below it on D'",
+    ),
+    Entry(
+        "sum_overflows_both",
+        "SELECT SUM(LEAST(tokens_in, 1) * 9000000000000000) AS s FROM prompts",
+        "§1 an exact integer sum far above 2^63 on both sides",
+    ),
+    Entry(
+        "var_issue_multiplier",
+        "SELECT VAR_POP(age * 2000000) AS v FROM users",
+        "§1 the issue's variance (centred squares cross 2^63 on the 5,000-person demo)",
+    ),
+    Entry(
+        "var_straddles_int64",
+        "SELECT VAR_POP(age * {var_mult}) AS v FROM users",
+        "§1 centred squares at 2^63 on D and below it on D'",
+    ),
+    Entry(
+        "stddev_huge_both",
+        "SELECT STDDEV(age * 24000000) AS v, AVG(age * 24000000) AS m FROM users",
+        "§1 centred squares above 2^63 on both sides",
+    ),
+    Entry(
+        "avg_times_1e300",
+        "SELECT AVG(tokens_in * 1e300) AS a FROM prompts",
+        "§1 float overflow in a centred sum",
+    ),
+    Entry(
+        "var_float_huge",
+        "SELECT VAR_SAMP(latency_ms * 1e12) AS v FROM prompts",
+        "§1 float squares near the supported limit",
+    ),
+    Entry(
+        "sum_max_bigint_literal",
+        "SELECT SUM(9223372036854775807) AS s FROM users",
+        "§1 an extreme literal as the argument",
+    ),
+    Entry(
+        "count_times_max_bigint",
+        "SELECT COUNT(*) * 9223372036854775807 AS n FROM users",
+        "§1 the outer layer overflows on the released value",
+    ),
+    Entry(
+        "sum_negative_shift",
+        "SELECT SUM(age - 1000000000000000) AS s, SUM(-age) AS t FROM users",
+        "§1 negative sums far from zero",
+    ),
+    Entry(
+        "divisions",
+        "SELECT SUM(tokens_in / 3) AS a, AVG(tokens_in / 7.0) AS b, "
+        "VAR_POP(latency_ms / -1000) AS c FROM prompts",
+        "divisions by literals: integer, float and negative divisors",
+    ),
+    Entry(
+        "float_edges",
+        "SELECT SUM(0.1 * age) AS a, STDDEV_POP(ROUND(age * 0.001, 3)) AS b, "
+        "AVG(age * 1e-300) AS c FROM users",
+        "float edges: non-representable steps, rounding, subnormal-scale values",
+    ),
+    Entry(
+        "outer_divides_by_noise",
+        "SELECT SUM(tokens_in) / COUNT(*) AS mean, COUNT(*) / (COUNT(*) - COUNT(*)) AS z "
+        "FROM prompts",
+        "§1 the outer layer divides by zero and by a noisy value",
+    ),
+    Entry(
+        "outer_limit_overflow",
+        "SELECT model AS m, COUNT(*) AS n FROM prompts GROUP BY model HAVING n > 5 "
+        "ORDER BY n DESC LIMIT 9223372036854775808",
+        "§1 (found by the neighbour fuzz) a LIMIT beyond BIGINT fails in the outer layer "
+        "after the charge",
+    ),
+    Entry(
+        "tuple_key",
+        "SELECT (model, 1, 1) AS initial, COUNT(*) FROM prompts GROUP BY 1",
+        "(found by the neighbour fuzz) a row-constructor key: must be refused, not crash",
+    ),
+    # --- partition-pinned WHERE clauses ----------------------------------------------------
+    Entry(
+        "pinned_region",
+        "SELECT plan, COUNT(*) AS n, AVG(age) AS a FROM users WHERE region = '{region}' "
+        "GROUP BY plan",
+        "a query pinned to the removed person's partition",
+    ),
+    Entry(
+        "pinned_join",
+        "SELECT p.model, COUNT(*) AS n FROM prompts p JOIN users u ON u.user_id = p.user_id "
+        "WHERE u.region IN ('north', 'south') GROUP BY p.model",
+        "a pinned join over two partitions",
+    ),
+    Entry(
+        "pinned_private_keys",
+        "SELECT date_trunc('month', p.ts) AS m, COUNT(*) AS n FROM prompts p "
+        "JOIN users u ON u.user_id = p.user_id WHERE u.region = '{region}' GROUP BY m",
+        "partition selection inside a pinned partition",
+    ),
+    # --- filters that single out one person ------------------------------------------------
+    Entry(
+        "single_out_count",
+        "SELECT COUNT(*) AS n, SUM(tokens_in) AS s FROM prompts WHERE user_id = {pid}",
+        "a filter on exactly the removed person",
+    ),
+    Entry(
+        "single_out_from",
+        "SELECT model, COUNT(*) AS n FROM prompts WHERE user_id >= {pid} GROUP BY model",
+        "a target-first filter with a public key",
+    ),
+    Entry(
+        "single_out_weeks",
+        "SELECT date_trunc('week', ts) AS d, COUNT(*) AS n FROM prompts "
+        "WHERE user_id = {pid} GROUP BY d",
+        "partition selection over one person's own groups",
+    ),
+    Entry(
+        "single_out_var",
+        "SELECT VAR_POP(u.age) AS v, COUNT(*) AS n FROM prompts p "
+        "JOIN users u ON u.user_id = p.user_id WHERE p.user_id <= {pid}",
+        "a variance over a prefix ending at the removed person",
+    ),
+)
+
+
+PUMS: tuple[Entry, ...] = (
+    Entry(
+        "pums_sex_income",
+        "SELECT sex, COUNT(*) AS n, AVG(income) AS i FROM PUMS.PUMS GROUP BY sex",
+        "control: public key, float AVG",
+    ),
+    Entry(
+        "pums_race_private",
+        "SELECT race, COUNT(*) AS n, SUM(age) AS a FROM PUMS.PUMS GROUP BY race",
+        "partition selection on a column with no public domain",
+    ),
+    Entry(
+        "pums_educ_var",
+        "SELECT educ, VAR_POP(income) AS v FROM PUMS.PUMS GROUP BY educ",
+        "public domain of 16 groups, float variance",
+    ),
+    Entry(
+        "pums_var_straddles",
+        "SELECT VAR_POP(age * {var_mult}) AS v FROM PUMS.PUMS",
+        "§1 centred squares at 2^63 on D and below it on D'",
+    ),
+    Entry(
+        "pums_income_huge",
+        "SELECT SUM(income * 1e12) AS s, AVG(income * 1e300) AS a FROM PUMS.PUMS",
+        "§1 float sums near and beyond the supported range",
+    ),
+    Entry(
+        "pums_chain",
+        "SELECT CASE WHEN b.age IS NULL THEN 'a' ELSE 'b' END AS g, COUNT(*) AS n "
+        "FROM PUMS.PUMS p LEFT JOIN PUMS.PUMS t ON t.pid = p.pid AND p.income > 50000 "
+        "LEFT JOIN PUMS.PUMS b ON b.pid = t.pid GROUP BY g",
+        "§2 the chain on a one-row-per-person table (no split: one row per person)",
+    ),
+    Entry(
+        "pums_self_join",
+        "SELECT a.married, COUNT(*) AS n FROM PUMS.PUMS a JOIN PUMS.PUMS b ON b.pid = a.pid "
+        "WHERE a.income + b.age > 100 GROUP BY a.married",
+        "self-join on the person id",
+    ),
+    Entry(
+        "pums_single_out",
+        "SELECT COUNT(*) AS n, SUM(income) AS s FROM PUMS.PUMS WHERE pid = {pid}",
+        "a filter on exactly the removed person",
+    ),
+    Entry(
+        "pums_case_key",
+        "SELECT CASE WHEN income > 100000 THEN 'rich' WHEN income IS NULL THEN 'none' "
+        "ELSE 'other' END AS g, COUNT(*) AS n FROM PUMS.PUMS GROUP BY g",
+        "CASE-created public domain with a NULL branch",
+    ),
+)
+
+
+# --- facts the templates need -------------------------------------------------------------
+
+Rows = list[tuple[Any, ...]]
+Fetch = Callable[[str], tuple[Rows, Rows]]
+
+
+def _scalar(rows: Rows) -> float:
+    return float(rows[0][0] or 0)
+
+
+def _straddle(on_d: float, limit: int, *, square: bool) -> int:
+    """The smallest integer M with on_d·M ≥ limit (on_d·M² when ``square``): removing a
+    person lowers these non-negative totals, so D' lands below the limit unless the
+    person's share is smaller than one step of M."""
+    total = int(on_d)
+    if total <= 0:
+        return 1
+    if not square:
+        return -(-limit // total)
+    m = math.isqrt(-(-limit // total))
+    while m * m * total < limit:
+        m += 1
+    return m
+
+
+def demo_facts(fetch: Fetch, pid: Any) -> dict[str, Any]:
+    """Placeholders of :data:`DEMO` (``fetch`` runs trusted SQL on D and on D')."""
+    rows_d, _ = fetch(
+        "SELECT SUM(LEAST(n, "
+        f"{PROMPTS_MAX_ROWS})) FROM (SELECT user_id, COUNT(*) AS n FROM prompts GROUP BY 1)"
+    )
+    squares_d, _ = fetch("SELECT SUM((age - 59) * (age - 59)) FROM users")
+    sum_mult = min(_straddle(_scalar(rows_d), INT64_LIMIT, square=False), EXACT_INTEGER)
+    var_mult = _straddle(_scalar(squares_d), INT64_LIMIT, square=True)
+    region_d, _ = fetch(f"SELECT MIN(region) FROM users WHERE user_id = {int(pid)}")
+    region = str(region_d[0][0] or "north")
+    return {"pid": pid, "region": region, "sum_mult": sum_mult, "var_mult": var_mult}
+
+
+def pums_facts(fetch: Fetch, pid: Any) -> dict[str, Any]:
+    """Placeholders of :data:`PUMS`."""
+    squares_d, _ = fetch('SELECT SUM((age - 50) * (age - 50)) FROM "pums"."pums"')
+    var_mult = _straddle(_scalar(squares_d), INT64_LIMIT, square=True)
+    return {"pid": pid, "var_mult": var_mult}
