@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 
 from accounting.rdp import ZERO, Curve
@@ -166,6 +166,7 @@ class Spend:
     epsilon: float
     cap: float
     delta: float
+    moved: float = 0.0  # on a receipt: how much this charge raised ``epsilon``
 
     @property
     def remaining(self) -> float:
@@ -363,11 +364,11 @@ def admit(
         before = composed_total(pop, own)
         new = before.plus(curve, delta_extra)
         spend = Spend.of(pop, new, spec.epsilon_cap, spec.delta)
-        after.append(spend)
+        spent = epsilon_at(before.curve, spec.delta, before.delta_extra)
+        after.append(replace(spend, moved=spend.epsilon - spent))
         if not spend.epsilon <= spec.epsilon_cap:
             over = spend.epsilon - spec.epsilon_cap
             if worst is None or over > worst[0]:
-                spent = epsilon_at(before.curve, spec.delta, before.delta_extra)
                 requested = epsilon_at(curve, spec.delta, delta_extra)
                 worst = (over, pop, requested, spent, spec.epsilon_cap)
     if worst is not None:

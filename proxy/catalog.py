@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from proxy.errors import DPSQLError
 from proxy.policy import ColumnPolicy, Policy, TablePolicy
@@ -57,6 +58,73 @@ class TableInfo:
         return t in _INTEGER_TYPES or t.startswith(_NUMERIC_PREFIXES)
 
 
+@dataclass(frozen=True)
+class ColumnView:
+    """What an analyst may know of a column: policy facts and its type, no data."""
+
+    name: str
+    type: str
+    lower: float | None
+    upper: float | None
+    values: tuple[str | int | float | bool, ...] | None
+    unit: bool  # the column that identifies a person
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "type": self.type,
+            "lower": self.lower,
+            "upper": self.upper,
+            "values": None if self.values is None else list(self.values),
+            "unit": self.unit,
+        }
+
+
+@dataclass(frozen=True)
+class TableView:
+    name: str
+    public: bool
+    population: str | None
+    max_groups: int | None
+    max_rows_per_group: int | None
+    columns: tuple[ColumnView, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "public": self.public,
+            "population": self.population,
+            "max_groups": self.max_groups,
+            "max_rows_per_group": self.max_rows_per_group,
+            "columns": [c.to_dict() for c in self.columns],
+        }
+
+
+def table_view(info: TableInfo) -> TableView:
+    t = info.policy
+    columns = []
+    for name, type_ in info.column_types.items():
+        rule = t.column(name)
+        columns.append(
+            ColumnView(
+                name=name,
+                type=type_,
+                lower=None if rule is None else rule.lower,
+                upper=None if rule is None else rule.upper,
+                values=None if rule is None or rule.values is None else tuple(rule.values),
+                unit=name == t.unit,
+            )
+        )
+    return TableView(
+        name=t.name,
+        public=t.public,
+        population=t.population,
+        max_groups=t.max_groups,
+        max_rows_per_group=t.max_rows_per_group,
+        columns=tuple(columns),
+    )
+
+
 class Catalog:
     """Policy tables that exist in the database, with their column types."""
 
@@ -85,6 +153,13 @@ class Catalog:
         if allowed is None:
             return self.tables()
         return tuple(t for t in self._tables.values() if t.policy.name.lower() in allowed)
+
+    def views(self, allowed: frozenset[str] | None) -> tuple[TableView, ...]:
+        """The schema a caller may see (GET /v1/schema, `dpsql schema`, the doors'
+        catalogs), sorted by table name."""
+        return tuple(
+            sorted((table_view(t) for t in self.visible_to(allowed)), key=lambda v: v.name)
+        )
 
     def sqlglot_schema(
         self, allowed: frozenset[str] | None

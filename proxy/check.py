@@ -15,6 +15,8 @@ from proxy.errors import DPSQLError, position_of, unsupported
 from proxy.joins import check_from, tables_of, unit_columns
 from proxy.pins import pinned_values
 
+MAX_LIMIT = 2**62  # LIMIT/OFFSET: beyond any table, and within the outer layer's BIGINT
+
 
 def check_statement(tree: exp.Expr) -> None:
     """Refuse anything that is not a single plain SELECT, before binding touches it."""
@@ -297,9 +299,11 @@ def check_shape(select: exp.Select, catalog: Catalog) -> S.Shape:
             value = node.expression if isinstance(node, exp.Limit) else node.this
             if node.expression is not None and isinstance(node, exp.Offset):
                 value = node.expression
-            if not (isinstance(value, exp.Literal) and value.is_int):
+            if not (isinstance(value, exp.Literal) and value.is_int) or not (
+                0 <= int(value.this) <= MAX_LIMIT
+            ):
                 raise unsupported(
-                    f"{clause.upper()} must be an integer literal",
+                    f"{clause.upper()} must be an integer literal between 0 and {MAX_LIMIT}",
                     f"write {clause.upper()} 10",
                     position_of(node),
                 )

@@ -10,6 +10,7 @@ import json
 import os
 import secrets
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -116,38 +117,40 @@ def cmd_explain(args: argparse.Namespace, out: Console) -> int:
     return 0
 
 
-def cmd_budget(args: argparse.Namespace, out: Console) -> int:
-    from accounting.store_sqlite import SQLiteLedger
+def _budgets(args: argparse.Namespace) -> Any:
+    from proxy.budgets import Budgets
 
-    policy = _policy(args.policy)
-    ledger = SQLiteLedger(policy.ledger_path)
+    return Budgets(_policy(args.policy))
+
+
+def cmd_budget(args: argparse.Namespace, out: Console) -> int:
+    budgets = _budgets(args)
     try:
-        table = Table("population", "spent ε", "cap ε", "remaining ε", "")
-        names = set(ledger.populations()) | {p.name for p in policy.populations}
-        for name in sorted(names):
-            try:
-                s = ledger.spent(name)
-            except Exception:  # a policy population not yet registered: nothing spent
-                pop = policy.population(name)
-                table.add_row(name, "0", f"{pop.epsilon_cap:g}", f"{pop.epsilon_cap:g}", "")
-                continue
-            frac = 0.0 if s.cap <= 0 else min(1.0, s.epsilon / s.cap)
-            bar = "█" * round(frac * 20) + "░" * (20 - round(frac * 20))
-            table.add_row(name, f"{s.epsilon:.4f}", f"{s.cap:g}", f"{s.remaining:.4f}", bar)
-        out.print(table)
+        views = budgets.views(sorted(p.name for p in budgets.policy.populations))
     finally:
-        ledger.close()
+        budgets.close()
+    table = Table("population", "spent ε", "cap ε", "remaining ε", "")
+    for view in views:
+        for v in (view, *view.partitions):
+            frac = 0.0 if v.epsilon_cap <= 0 else min(1.0, v.epsilon_spent / v.epsilon_cap)
+            bar = "█" * round(frac * 20) + "░" * (20 - round(frac * 20))
+            name = v.name if v is view else "  " + v.name
+            table.add_row(
+                name, f"{v.epsilon_spent:.4f}", f"{v.epsilon_cap:g}", f"{v.remaining:.4f}", bar
+            )
+    out.print(table)
+    out.print(
+        "[dim]spent: what the population's persons who have spent the most have borne "
+        "(composed over all queries, so less than the sum of the queries' ε)[/dim]"
+    )
     return 0
 
 
 def cmd_ledger(args: argparse.Namespace, out: Console) -> int:
-    from accounting.store_sqlite import SQLiteLedger
-
-    policy = _policy(args.policy)
-    ledger = SQLiteLedger(policy.ledger_path)
+    budgets = _budgets(args)
     try:
         if args.action == "verify":
-            report = ledger.verify()
+            report = budgets.verify()
             out.print(
                 f"{'ok' if report.ok else 'FAILED'}: {report.events} events, "
                 f"{report.populations} populations"
@@ -155,12 +158,15 @@ def cmd_ledger(args: argparse.Namespace, out: Console) -> int:
             for problem in report.problems:
                 out.print(f"  - {problem}")
             return 0 if report.ok else 1
-        table = Table("id", "kind", "populations", "analyst", "note", "parent")
-        for e in ledger.history(limit=args.limit):
+        table = Table("id", "time (UTC)", "kind", "populations", "ε", "analyst", "note", "parent")
+        for view in budgets.events(limit=args.limit):
+            e = view.event
             table.add_row(
                 str(e.id),
+                time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e.ts)),
                 e.kind,
                 ",".join(e.populations),
+                "" if view.epsilon is None else f"{view.epsilon:.4g}",
                 e.analyst,
                 e.note,
                 "" if e.parent_id is None else str(e.parent_id),
@@ -168,7 +174,29 @@ def cmd_ledger(args: argparse.Namespace, out: Console) -> int:
         out.print(table)
         return 0
     finally:
-        ledger.close()
+        budgets.close()
+
+
+def cmd_schema(args: argparse.Namespace, out: Console) -> int:
+    engine = _engine(args)
+    try:
+        tables = engine.schema(None)
+    finally:
+        engine.close()
+    if args.format == "json":
+        sys.stdout.write(json.dumps([t.to_dict() for t in tables], indent=2) + "\n")
+        return 0
+    for t in tables:
+        kind = "public" if t.public else f"population {t.population}"
+        out.print(f"[bold]{t.name}[/bold] ({kind})")
+        table = Table("column", "type", "bounds", "values")
+        for c in t.columns:
+            bounds = "" if c.lower is None else f"[{c.lower:g}, {c.upper:g}]"
+            values = "" if c.values is None else ", ".join(map(str, c.values))
+            name = f"{c.name} (person id)" if c.unit else c.name
+            table.add_row(name, c.type, bounds, values)
+        out.print(table)
+    return 0
 
 
 def cmd_plan(args: argparse.Namespace, out: Console) -> int:
@@ -437,9 +465,18 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("budget", parents=[common], help="spent, cap and remaining ε per population")
     b.set_defaults(func=cmd_budget)
     lg = sub.add_parser("ledger", parents=[common], help="verify or list the budget ledger")
-    lg.add_argument("action", choices=("verify", "history"))
-    lg.add_argument("--limit", type=int, default=50)
+    lg.add_argument(
+        "action",
+        choices=("verify", "history"),
+        help="verify: recompute every total from the events; history: list the events",
+    )
+    lg.add_argument("--limit", type=int, default=50, help="events to list")
     lg.set_defaults(func=cmd_ledger)
+    sc = sub.add_parser(
+        "schema", parents=[common], help="tables, columns, bounds and public domains"
+    )
+    sc.add_argument("--format", choices=("table", "json"), default="table")
+    sc.set_defaults(func=cmd_schema)
     pl = sub.add_parser("plan", parents=[common], help="budget needed for an accuracy target")
     pl.add_argument("--rel-error", type=float, required=True)
     pl.add_argument("--at-count", type=float, required=True)

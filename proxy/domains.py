@@ -81,17 +81,24 @@ def _expression_domain(
     for col in list(probe.find_all(exp.Column)):
         col.replace(exp.column("v", table="__d"))
     values = exp.Values(
-        expressions=[exp.Tuple(expressions=[exp.convert(v)]) for v in base],
-        alias=exp.TableAlias(this=exp.to_identifier("__d"), columns=[exp.to_identifier("v")]),
+        expressions=[
+            exp.Tuple(expressions=[exp.Literal.number(i), exp.convert(v)])
+            for i, v in enumerate(base)
+        ],
+        alias=exp.TableAlias(
+            this=exp.to_identifier("__d"), columns=[exp.to_identifier("i"), exp.to_identifier("v")]
+        ),
     )
-    query = exp.select(exp.alias_(probe, "k")).distinct().from_(values)
+    # In the base domain's order, first occurrence kept: SELECT DISTINCT alone returned
+    # hash order, which varied between runs (and so did plans and cache keys).
+    query = exp.select(exp.alias_(probe, "k")).from_(values).order_by("i")
     try:
         rows = executor.evaluate(query.sql(dialect="duckdb"))
     except duckdb.Error:
         # The expression fails on some domain value: no public domain, so the key goes
         # through partition selection (where the rewrite makes it total).
         return None
-    return tuple(r[0] for r in rows)
+    return tuple(dict.fromkeys(r[0] for r in rows))
 
 
 def key_domain(

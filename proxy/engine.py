@@ -16,22 +16,15 @@ from typing import Any
 
 import pyarrow as pa
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
-from accounting.ledger import (
-    BudgetExhausted,
-    Ledger,
-    LedgerError,
-    LedgerUnavailable,
-    PopulationSpec,
-    Receipt,
-    ShareExhausted,
-)
+from accounting.ledger import Ledger, LedgerError, Receipt
 from accounting.mechanisms import secret_seed
-from accounting.store_sqlite import SQLiteLedger
 from proxy import domains
 from proxy.bind import bind
+from proxy.budgets import Budgets, ledger_error
 from proxy.cache import ReleaseCache
-from proxy.catalog import Catalog
+from proxy.catalog import Catalog, TableView
 from proxy.check import check_key_types, check_shape, check_statement
 from proxy.errors import DPSQLError
 from proxy.execute import DuckDBExecutor
@@ -123,11 +116,6 @@ def output_names(tree: exp.Expr) -> tuple[str, ...] | None:
     return tuple(names)
 
 
-def _within(name: str, population: str) -> bool:
-    """``name`` is ``population`` or a partition below it."""
-    return name == population or name.startswith(population + "/")
-
-
 class Engine:
     def __init__(
         self,
@@ -144,18 +132,8 @@ class Engine:
         self.policy = policy
         self.executor = executor or DuckDBExecutor(policy)
         self.catalog = Catalog(policy, self.executor.column_types())
-        policy.ledger_path.parent.mkdir(parents=True, exist_ok=True)
-        self.ledger = ledger or SQLiteLedger(policy.ledger_path)
-        for pop in policy.populations:
-            self.ledger.register(
-                PopulationSpec(
-                    pop.name,
-                    pop.epsilon_cap,
-                    pop.delta,
-                    policy.partitioning(pop.name),
-                    policy.shares(pop.name),
-                )
-            )
+        # The only way to the ledger: registration, charges, replays and budget views.
+        self.budgets = Budgets(policy, ledger)
         cache_path = policy.ledger_path.with_name(policy.ledger_path.stem + "-cache.sqlite")
         self.cache = cache or ReleaseCache(cache_path)
         self.post = PostProcessor()
@@ -175,7 +153,7 @@ class Engine:
             PLAN_MEMO_SIZE
         )
         # Read-only folds of the ledger for the web console (see the end of the class).
-        self._views = LedgerViews(self.ledger)
+        self._views = LedgerViews(self.budgets.ledger)
 
     # --- planning (no private data is read) ----------------------------------------
     def prepare(self, request: QueryRequest) -> tuple[Shape, Plan]:
@@ -195,7 +173,16 @@ class Engine:
         key = replace(request, analyst="", epsilon=None, delta=None, rho=None, accuracy=None)
         found = self._structures.get(key)
         if found is None:
-            found = self._structure(request)
+            try:
+                found = self._structure(request)
+            except SqlglotError as error:
+                # sqlglot raised outside parsing (e.g. rendering an unusual tree): still
+                # a refusal of the query text, before any charge, never an HTTP 500.
+                raise DPSQLError(
+                    "unsupported_sql",
+                    f"dpsql cannot plan this query ({type(error).__name__})",
+                    "simplify the expression named in GROUP BY or the select list",
+                ) from None
             self._structures.put(key, found)
         plan = build_plan(
             found.core,
@@ -284,69 +271,27 @@ class Engine:
             )
             table = release(plan, exact)
             self.cache.put(plan.cache_key, receipt.event_id, table)
-        remaining = self._remaining_after(receipt, plan.charge_targets)
         return self._answer(
-            plan, table, charge_id=receipt.event_id, cached=False, remaining=remaining
+            plan,
+            table,
+            charge_id=receipt.event_id,
+            cached=False,
+            remaining=self.budgets.remaining_after(receipt, plan.charge_targets),
+            moved=self.budgets.moved(receipt, plan.charge_targets),
         )
 
     def _charge(self, plan: Plan, request: QueryRequest) -> Receipt:
-        try:
-            receipt = self.ledger.charge(
-                plan.charge_targets,
-                plan.curve,
-                plan.delta_threshold,
-                analyst=request.analyst,
-                fingerprint=plan.cache_key,
-                note=f"query {plan.cache_key[:12]}",
-            )
-        except ShareExhausted as error:
-            raise DPSQLError(
-                "budget_exhausted",
-                f"your share of the privacy budget of {error.population} cannot pay for this query",
-                "ask a cached query, lower epsilon, or ask the operator for a larger share",
-                details={
-                    "population": error.population,
-                    "requested": error.requested,
-                    "spent": error.spent,
-                    "cap": error.cap,
-                    "share": True,
-                },
-            ) from None
-        except BudgetExhausted as error:
-            raise DPSQLError(
-                "budget_exhausted",
-                f"the privacy budget of {error.population} cannot pay for this query",
-                "ask a cached query, lower epsilon, or ask the operator for a larger cap",
-                details={
-                    "population": error.population,
-                    "requested": error.requested,
-                    "spent": error.spent,
-                    "cap": error.cap,
-                },
-            ) from None
-        except LedgerUnavailable as error:
-            raise DPSQLError(
-                "ledger_unavailable",
-                f"the budget ledger is unavailable: {error}",
-                "the operator must repair or verify the ledger",
-            ) from None
-        except LedgerError as error:
-            raise DPSQLError(
-                "internal",
-                f"the ledger refused the charge: {type(error).__name__}",
-                "report this to the operator",
-            ) from None
-        return receipt
+        return self.budgets.charge(
+            plan.charge_targets,
+            plan.curve,
+            plan.delta_threshold,
+            analyst=request.analyst,
+            fingerprint=plan.cache_key,
+            note=f"query {plan.cache_key[:12]}",
+        )
 
     def _replay(self, plan: Plan, request: QueryRequest, charge_id: int, table: pa.Table) -> Result:
-        try:
-            self.ledger.replay(charge_id, analyst=request.analyst, fingerprint=plan.cache_key)
-        except LedgerError:
-            raise DPSQLError(
-                "ledger_unavailable",
-                "the ledger could not record a replay, so nothing is answered",
-                "the operator must repair the ledger",
-            ) from None
+        self.budgets.replay(charge_id, analyst=request.analyst, fingerprint=plan.cache_key)
         return self._answer(plan, table, charge_id=charge_id, cached=True)
 
     @contextmanager
@@ -380,12 +325,19 @@ class Engine:
         charge_id: int,
         cached: bool,
         remaining: dict[str, float] | None = None,
+        moved: dict[str, float] | None = None,
     ) -> Result:
         names, rows = self._post_process(plan, table)
         if remaining is None:
-            remaining = {t: self.remaining(t) for t in plan.charge_targets}
+            remaining = {t: self.budgets.remaining(t) for t in plan.charge_targets}
         return build_result(
-            plan, names, rows, charge_id=charge_id, cached=cached, remaining=remaining
+            plan,
+            names,
+            rows,
+            charge_id=charge_id,
+            cached=cached,
+            remaining=remaining,
+            moved=moved or dict.fromkeys(plan.charge_targets, 0.0),
         )
 
     def _post_process(self, plan: Plan, table: pa.Table) -> tuple[list[str], list[tuple[Any, ...]]]:
@@ -397,44 +349,45 @@ class Engine:
         self._answers.put(key, answer)
         return answer
 
-    def remaining(self, population: str) -> float:
-        """ε left for the persons of ``population`` who have spent the most: a root's
-        persons include those of every partition below it."""
-        try:
-            names = {population, *(p for p in self.ledger.populations() if _within(p, population))}
-            return min(self.ledger.remaining(n) for n in names)
-        except LedgerError:
-            return 0.0
+    def schema(self, tables: frozenset[str] | None) -> tuple[TableView, ...]:
+        """The tables a caller may query (None: all), with columns, bounds and domains."""
+        return self.catalog.views(tables)
 
-    def _remaining_after(self, receipt: Receipt, targets: tuple[str, ...]) -> dict[str, float]:
-        """What :meth:`remaining` gives, read off a charge's receipt (it holds the spend of
-        every population the charge touched) instead of the ledger."""
-        out: dict[str, float] = {}
-        for target in targets:
-            left = [s.remaining for s in receipt.spends if _within(s.population, target)]
-            out[target] = min(left) if left else self.remaining(target)
-        return out
+    def remaining(self, population: str) -> float:
+        """ε left to the persons of ``population`` who have spent the most (see
+        proxy/budgets.py for the one rule every door shows)."""
+        return self.budgets.remaining(population)
+
+    @property
+    def ledger(self) -> Ledger:
+        """The ledger store, for tests and the engine's own views; doors go through
+        :attr:`budgets`."""
+        return self.budgets.ledger
 
     def close(self) -> None:
         self.post.close()
         self.cache.close()
-        self.ledger.close()
+        self.budgets.close()
         self.executor.close()
 
-    # --- console views (issue 17) ------------------------------------------------------
+    # --- console views ------------------------------------------------------------------
     # Read-only: they read the ledger through its public history and never charge.
 
     def query_history(self, analyst: str, limit: int = 50) -> tuple[HistoryEntry, ...]:
         """The releases ``analyst`` asked for, most recent first, each with its cost to
         this analyst and whether it is still stored (then asking again is free)."""
-        return tuple(
-            replace(e, cached=self.cache.has(e.fingerprint))
-            for e in self._views.history(analyst, limit)
-        )
+        try:
+            entries = self._views.history(analyst, limit)
+        except LedgerError as error:
+            raise ledger_error(error, "read the query history") from None
+        return tuple(replace(e, cached=self.cache.has(e.fingerprint)) for e in entries)
 
     def usage(
         self, populations: Collection[str], *, viewer: str, admin: bool, top: int = 20
     ) -> Usage:
         """Composed ε over time, top consumers and cache hit rate for the root
         ``populations``; only an admin view names other analysts and their queries."""
-        return self._views.usage(populations, viewer=viewer, admin=admin, top=top)
+        try:
+            return self._views.usage(populations, viewer=viewer, admin=admin, top=top)
+        except LedgerError as error:
+            raise ledger_error(error, "read the budget usage") from None

@@ -231,12 +231,16 @@ class LedgerViews:
         for name in e.populations:
             fold.own[name] = fold.own.get(name, Total()).plus(e.curve, e.delta_extra)
             fold.points.setdefault(name, [])
-        # Every population whose persons this event reached gets a point: the named ones
-        # and every known partition below them.
+        # Every population whose spent this event may move gets a point: the named ones,
+        # the partitions below them, and the populations above them (whose spent is that
+        # of their persons who have spent the most, as GET /v1/budget reports it).
+        spent = {
+            name: self._epsilon(fold, name, composed_total(name, fold.own)) for name in fold.points
+        }
         for name, points in fold.points.items():
-            if any(is_within(name, t) for t in e.populations):
-                total = composed_total(name, fold.own)
-                points.append(Point(e.ts, self._epsilon(fold, name, total)))
+            if any(is_within(name, t) or is_within(t, name) for t in e.populations):
+                worst = max(v for q, v in spent.items() if is_within(q, name))
+                points.append(Point(e.ts, worst))
                 if len(points) > KEEP_POINTS:
                     # Memory stays bounded on a long ledger; the chart shows MAX_POINTS.
                     last = points[-1]

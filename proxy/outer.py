@@ -93,6 +93,23 @@ def _post_expression(
     return exp.Sqrt(this=var) if call.kind.startswith("stddev") else var
 
 
+def _is_count_shown(node: exp.Expr) -> bool:
+    return (
+        isinstance(node, exp.Greatest)
+        and isinstance(node.this, exp.Column)
+        and len(node.expressions) == 1
+        and node.expressions[0] == exp.Literal.number(0)
+    )
+
+
+def _total(node: exp.Expr) -> exp.Expr:
+    """``TRY(node)``: arithmetic over released values (an overflow, say) yields NULL
+    instead of failing after the charge. Bare columns and shown counts cannot fail."""
+    if isinstance(node, exp.Column) or _is_count_shown(node):
+        return node
+    return exp.Try(this=node)
+
+
 def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool, raw: bool = False) -> str:
     """The post-processing query over the released table ``released`` (``raw``: counts
     keep their raw noise instead of being shown as at least 0)."""
@@ -151,15 +168,18 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool, raw: bool =
             for suffix, kind in (("s", C.CENTRED_SUM), ("n", C.COUNT)):
                 column = exp.column(core.statistic(kind, arg).column)
                 hidden.append(exp.alias_(column, f"__ci{index}_{suffix}", copy=False))
-        body = copied.transform(visit, copy=False)
+        body = _total(copied.transform(visit, copy=False))
         items.append(exp.alias_(body, name, quoted=True, copy=False))
     out = exp.Select(expressions=[*items, *hidden], from_=C.from_table("released"))
     having = select.args.get("having")
     if having is not None:
-        out = out.where(having.this.copy().transform(visit, copy=False), copy=False)
+        out = out.where(_total(having.this.copy().transform(visit, copy=False)), copy=False)
     order = select.args.get("order")
     if order is not None:
-        out.set("order", order.copy().transform(visit, copy=False))
+        ordered = order.copy().transform(visit, copy=False)
+        for o in ordered.expressions:
+            o.set("this", _total(o.this))
+        out.set("order", ordered)
     for clause in ("limit", "offset"):
         if select.args.get(clause) is not None:
             out.set(clause, select.args[clause].copy())
@@ -186,12 +206,7 @@ def _columns_of(outer: str) -> tuple[tuple[str | None, ...], tuple[tuple[int, st
             index, suffix = item.alias[4:].split("_")
             parts.setdefault(int(index), {})[suffix] = body.name
         else:
-            if (
-                isinstance(body, exp.Greatest)
-                and isinstance(body.this, exp.Column)
-                and len(body.expressions) == 1
-                and body.expressions[0] == exp.Literal.number(0)
-            ):
+            if _is_count_shown(body):
                 body = body.this  # a count shown as at least 0: the same noise width
             direct.append(body.name if isinstance(body, exp.Column) else None)
     return tuple(direct), tuple((i, p["s"], p["n"]) for i, p in sorted(parts.items()))

@@ -140,8 +140,10 @@ def release(plan: Plan, exact: Mapping[str, np.ndarray]) -> pa.Table:
         columns["__persons"] = noisy_persons[keep]
     for noise in plan.noise:
         noisy = _noised(noise, stats[noise.statistic.column], plan.max_groups)
-        if noise.statistic.kind == C.SUM and noise.statistic.values_integer and not (
-            noise.statistic.integer
+        if (
+            noise.statistic.kind == C.SUM
+            and noise.statistic.values_integer
+            and not (noise.statistic.integer)
         ):
             # A sum of integers noised on a float grid (its per-person parts may be
             # scaled): shown as a whole number, since the fraction is noise alone.

@@ -32,6 +32,10 @@ class PrivacyInfo:
     query_epsilon: float  # what the release cost when it was first paid for
     data_version: str = ""  # the data the release describes
     counts: str = "at_least_zero"  # how counts are shown: "at_least_zero" or "raw"
+    # How much this answer raised the composed ε of each charged population's persons
+    # who have spent the most (0 on a replay). Composition makes it smaller than
+    # ``epsilon`` once a population has spent something.
+    population_epsilon_moved: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The one rendering of an answer's privacy metadata, shared by every door."""
@@ -49,6 +53,7 @@ class PrivacyInfo:
             "query_epsilon": self.query_epsilon,
             "data_version": self.data_version,
             "counts": self.counts,
+            "population_epsilon_moved": dict(self.population_epsilon_moved or {}),
         }
 
 
@@ -72,6 +77,7 @@ def build_result(
     charge_id: int,
     cached: bool,
     remaining: dict[str, float],
+    moved: dict[str, float] | None = None,
 ) -> Result:
     """The answer to a plan from its post-processed rows (hidden AVG parts included)."""
     names, rows, intervals, unreliable = _intervals(plan, names, rows)
@@ -107,6 +113,7 @@ def build_result(
             query_epsilon=plan.epsilon,
             data_version=plan.data_version,
             counts="raw" if plan.raw_noise else "at_least_zero",
+            population_epsilon_moved=dict(moved or {}),
         ),
         warnings=_warnings(columns, names, rows) + unreliable,
         cache_key=plan.cache_key,

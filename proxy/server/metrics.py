@@ -3,7 +3,7 @@ two apps in one process never share counters. Each worker counts its own request
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 _LATENCY_BUCKETS = (
@@ -40,8 +40,23 @@ class Metrics:
             "dpsql_refusals", "Error responses by error code", ["code"], registry=self.registry
         )
         self.epsilon = Counter(
-            "dpsql_epsilon_charged",
-            "Epsilon charged by answered queries, by population",
+            "dpsql_query_epsilon",
+            "Sum of the epsilon of each charge this worker made, by population: a plain sum "
+            "of per-query figures, larger than the composed spend (see "
+            "dpsql_population_epsilon_spent)",
+            ["population"],
+            registry=self.registry,
+        )
+        self.spent = Gauge(
+            "dpsql_population_epsilon_spent",
+            "Composed epsilon borne by the persons of a population (or partition) who have "
+            "spent the most, as GET /v1/budget reports it; read from the ledger at scrape time",
+            ["population"],
+            registry=self.registry,
+        )
+        self.remaining = Gauge(
+            "dpsql_population_epsilon_remaining",
+            "Epsilon cap minus dpsql_population_epsilon_spent, as GET /v1/budget reports it",
             ["population"],
             registry=self.registry,
         )

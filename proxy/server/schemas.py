@@ -143,13 +143,24 @@ class PartitionBudget(BaseModel):
     remaining: float
 
 
+class ShareBudget(BaseModel):
+    analyst: str
+    epsilon_cap: float = Field(description="this analyst's share of the population's cap")
+    epsilon_spent: float = Field(description="what this analyst's own queries cost")
+    remaining: float
+
+
 class PopulationBudget(BaseModel):
     name: str
     epsilon_cap: float
     delta: float
-    epsilon_spent: float
-    remaining: float = Field(description="ε left for the persons who have spent the most")
+    epsilon_spent: float = Field(
+        description="composed ε borne by the population's persons who have spent the most "
+        "(the largest over the population and its partitions)"
+    )
+    remaining: float = Field(description="epsilon_cap − epsilon_spent, at least 0")
     partitions: list[PartitionBudget]
+    share: ShareBudget | None = Field(None, description="the caller's share, if limited")
 
 
 class BudgetResponse(BaseModel):

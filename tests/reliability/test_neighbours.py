@@ -60,97 +60,13 @@ class Known:
     kinds: frozenset[ViolationKind]
 
 
-_AFTER = frozenset({ViolationKind.ERROR_AFTER_PLANNING, ViolationKind.NON_FINITE})
-_GROUPS = frozenset(
-    {
-        ViolationKind.CELL,
-        ViolationKind.L1,
-        ViolationKind.L2,
-        ViolationKind.PERSONS_CELL,
-        ViolationKind.PERSONS_GROUPS,
-    }
-)
-CAST = Known(
-    "issue #10 §1: an exact sum cast to int64 in the release step fails after the charge "
-    "(OverflowError, HTTP 500) on one side or both",
-    _AFTER,
-)
-OUTER = Known(
-    "issue #10 §1: the outer layer fails after the charge on the released values",
-    _AFTER,
-)
-CHAIN = Known(
-    "issue #10 §2: a LEFT JOIN chain puts one person in more groups than L0 = 1 assumes",
-    _GROUPS,
-)
-FAN_OUT = Known(
-    "issue #10 §3: a self-join fans one person's rows out into a timeout after the charge",
-    frozenset({ViolationKind.ERROR_AFTER_PLANNING}),
-)
-TUPLE_KEY = Known(
-    "new finding: a row-constructor key makes sqlglot raise ParseError out of planning "
-    "(an exception other than DPSQLError: HTTP 500 before any charge)",
-    frozenset({ViolationKind.ESCAPED}),
-)
-
 H, E = Removal.HEAVIEST, Removal.EVERYWHERE
-_CHAINS = (
-    "chain_1",
-    "chain_2",
-    "chain_3",
-    "chain_4",
-    "chain_5",
-    "chain_6",
-    "chain_sum",
-    "chain_region_pinned",
-    "chain_via_inner",
-    "chain_through_tickets",
-    "chain_count_distinct",
-)
-_BOTH = (H, E)
-_COMMON: dict[tuple[str, Removal], Known] = {
-    **{(name, H): CHAIN for name in _CHAINS},
-    **{
-        (name, r): CAST
-        for name in (
-            "sum_straddles_int64",
-            "sum_overflows_both",
-            "var_straddles_int64",
-            "stddev_huge_both",
-        )
-        for r in _BOTH
-    },
-    **{
-        (name, r): OUTER
-        for name in ("count_times_max_bigint", "outer_limit_overflow")
-        for r in _BOTH
-    },
-    **{("tuple_key", r): TUPLE_KEY for r in _BOTH},
-    ("self_join_4_pinned", H): FAN_OUT,
-    ("self_join_5_pinned", H): FAN_OUT,
-}
-# The small database: the lightest person with rows everywhere has prompts on both sides
-# of tokens_in > 1000, so counting people along the chain catches them too.
-KNOWN_CI: dict[tuple[str, Removal], Known] = {**_COMMON, ("chain_count_distinct", E): CHAIN}
-# The 5,000-person demo: the issue's literal multipliers cross 2^63, and the 3-way
-# self-join reaches the time limit through the heaviest persons' rows. (The 3-way join
-# pinned to the heaviest person answers in about 7 s on D and 5 ms on D': the timing
-# signal RELIABILITY.md reports, not a violation of the harness's checks.)
-KNOWN_FULL: dict[tuple[str, Removal], Known] = {
-    **_COMMON,
-    **{(name, r): CAST for name in ("sum_issue_multiplier", "var_issue_multiplier") for r in _BOTH},
-    **{("self_join_3", r): FAN_OUT for r in _BOTH},
-}
-KNOWN_PUMS: dict[tuple[str, Removal], Known] = {
-    **{("pums_var_straddles", r): CAST for r in _BOTH},
-}
-
-
-# Two plannings of an expression key may list its public domain in different orders
-# (the new finding of test_expression_domains_are_canonical). It happens at random, so it
-# cannot be a strict xfail per query: tolerated here, and to be removed together with
-# that test's xfail mark once domains are canonical.
-TOLERATED = frozenset({ViolationKind.DOMAIN_ORDER})
+# Every defect the corpus found is fixed (issue #10 §1–§3 and the new findings): no
+# known violation remains. A future defect gets an entry here, with its own kinds.
+KNOWN_CI: dict[tuple[str, Removal], Known] = {}
+KNOWN_FULL: dict[tuple[str, Removal], Known] = {}
+KNOWN_PUMS: dict[tuple[str, Removal], Known] = {}
+TOLERATED: frozenset[ViolationKind] = frozenset()
 
 
 def assert_clean(report: NeighbourReport, known: Known | None) -> None:
@@ -322,26 +238,19 @@ def test_harness_catches_an_error_after_planning(tmp_path: Path, fz_demo_db: Pat
     """A time limit far below the query's run time: the core fails on both sides after
     planning, which the harness reports (and refusals at planning it does not)."""
     neighbours = build_neighbours(
-        fz_demo_policy(tmp_path, fz_demo_db), tmp_path / "nb", Removal.EVERYWHERE, timeout_s=0.005
+        fz_demo_policy(tmp_path, fz_demo_db), tmp_path / "nb", Removal.EVERYWHERE, timeout_s=1e-4
     )
-    entry = next(e for e in corpus.DEMO if e.name == "self_join_3")
     with NeighbourPair(neighbours) as pair:
-        report = pair.check(entry.sql)
+        report = pair.check(
+            "SELECT date_trunc('week', ts) AS d, COUNT(*) AS n, AVG(tokens_in) AS a, "
+            "VAR_POP(latency_ms) AS v FROM prompts JOIN users USING (user_id) GROUP BY d"
+        )
         assert report.kinds() == {ViolationKind.ERROR_AFTER_PLANNING}, report.describe()
         assert "timeout" in report.violations[0].detail
         refused = pair.check("SELECT user_id, age FROM users")
         assert refused.ok and refused.outcome == "unsupported_sql", refused.describe()
 
 
-DOMAIN_ORDER = Known(
-    "new finding: a function-of-one-column key's public domain comes out of SELECT "
-    "DISTINCT in hash order, so plans, cache keys and released row order vary by run "
-    "(when fixed, also remove TOLERATED)",
-    frozenset({ViolationKind.DOMAIN_ORDER}),
-)
-
-
-@pytest.mark.xfail(strict=True, raises=KnownViolation, reason=DOMAIN_ORDER.reason)
 @pytest.mark.parametrize(
     ("key", "table", "base"),
     [
@@ -365,8 +274,9 @@ def test_expression_domains_are_canonical(
         domains.add(tuple(d[0] for d in plan.domain))
     [found] = domains if len(domains) == 1 else [None]
     mapped = tuple(dict.fromkeys(_evaluate(engine, key, v) for v in base))
-    if found is None or (found != tuple(sorted(found)) and found != mapped):
-        raise KnownViolation(f"orders seen: {sorted(domains)}; policy order {mapped}")
+    assert found is not None and (found == tuple(sorted(found)) or found == mapped), (
+        f"orders seen: {sorted(domains)}; policy order {mapped}"
+    )
 
 
 def _evaluate(engine: Any, key: str, value: str) -> Any:

@@ -165,13 +165,11 @@ def _run(pair: NeighbourPair, n: int) -> None:
     assert_within_dp_bound(sum(on_d), sum(on_d_prime), n)
 
 
-@pytest.mark.xfail(strict=True, raises=OrderLeak, reason=REASON)
 def test_first_released_row_ci(ro_pair_ci: NeighbourPair):
     _run(ro_pair_ci, CI_N)
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=OrderLeak, reason=REASON)
 def test_first_released_row_full(ro_pair_full: NeighbourPair):
     _run(ro_pair_full, FULL_N)
 
@@ -184,7 +182,6 @@ def _is_canonical(keys: list[Any]) -> bool:
     return values == sorted(values) and at_an_end
 
 
-@pytest.mark.xfail(strict=True, raises=OrderLeak, reason=REASON)
 def test_stored_release_is_sorted_by_key(ro_pair_ci: NeighbourPair):
     """The release stored in the cache (which every free replay, page and format reads)
     is in canonical key order, whatever order the engine produced it in."""

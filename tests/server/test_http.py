@@ -482,7 +482,8 @@ def test_health_and_metrics(c: httpx.Client) -> None:
     assert 'dpsql_queries_total{outcome="cached"}' in text
     assert 'dpsql_queries_total{outcome="charged"}' in text
     assert 'dpsql_refusals_total{code="unauthorized"}' in text
-    assert 'dpsql_epsilon_charged_total{population="users"}' in text
+    assert 'dpsql_query_epsilon_total{population="users"}' in text
+    assert 'dpsql_population_epsilon_spent{population="users"}' in text
     assert "dpsql_cache_hits_total" in text
     assert 'dpsql_request_seconds_bucket{le="0.005",method="POST",route="/v1/query"}' in text
 

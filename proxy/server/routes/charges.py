@@ -5,15 +5,6 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
-from accounting.ledger import (
-    BudgetExhausted,
-    InvalidRequest,
-    LedgerError,
-    LedgerUnavailable,
-    UnknownPopulation,
-)
-from accounting.rdp import Curve, CurveError, curve_from_orders, zcdp_curve
-from proxy.errors import DPSQLError, bad_request
 from proxy.server.auth import Caller
 from proxy.server.context import AdminDep, Context, get_context, log_fields
 from proxy.server.routes import COMMON_ERRORS
@@ -22,48 +13,15 @@ from proxy.server.schemas import ChargeBody, ChargeResponse, ErrorResponse, Spen
 router = APIRouter(prefix="/v1", tags=["admin"], responses=COMMON_ERRORS)
 
 
-def _curve(body: ChargeBody) -> Curve:
-    if (body.curve is None) == (body.rho is None):
-        raise bad_request("give exactly one of curve and rho", "send an RDP curve or a zCDP rho")
-    try:
-        if body.rho is not None:
-            return zcdp_curve(body.rho)
-        assert body.curve is not None
-        return curve_from_orders(body.curve.orders, body.curve.values)
-    except (CurveError, ValueError) as error:
-        raise bad_request(
-            f"bad curve: {error}", "values at exactly the orders of GET /v1/ledger, each >= 0"
-        ) from None
-
-
 def _charge(ctx: Context, body: ChargeBody, caller: Caller) -> ChargeResponse:
-    curve = _curve(body)
-    try:
-        receipt = ctx.engine.ledger.external(
-            body.population, curve, body.delta_extra, analyst=caller.name, note=body.note
-        )
-    except BudgetExhausted as error:
-        raise DPSQLError(
-            "budget_exhausted",
-            f"the privacy budget of {error.population} cannot pay for this charge",
-            "charge less or raise the cap (PUT /v1/populations/{name}/cap)",
-            details={
-                "population": error.population,
-                "requested": error.requested,
-                "spent": error.spent,
-                "cap": error.cap,
-            },
-        ) from None
-    except UnknownPopulation:
-        raise DPSQLError(
-            "not_found", f"unknown population {body.population!r}", "see GET /v1/budget"
-        ) from None
-    except InvalidRequest as error:
-        raise bad_request(f"the ledger refused the charge: {error}", "check the body") from None
-    except (LedgerUnavailable, LedgerError) as error:
-        raise DPSQLError(
-            "ledger_unavailable", f"the ledger is unavailable: {type(error).__name__}", ""
-        ) from None
+    receipt = ctx.engine.budgets.external(
+        body.population,
+        rho=body.rho,
+        curve=None if body.curve is None else (body.curve.orders, body.curve.values),
+        delta_extra=body.delta_extra,
+        analyst=caller.name,
+        note=body.note,
+    )
     return ChargeResponse(
         event_id=receipt.event_id,
         population=body.population,

@@ -6,8 +6,6 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from accounting.ledger import LedgerError
-from proxy.errors import DPSQLError
 from proxy.server.context import AdminDep, get_context
 from proxy.server.routes import COMMON_ERRORS
 from proxy.server.schemas import Health
@@ -20,15 +18,7 @@ async def healthz(request: Request) -> Health:
     """ok when the worker can read the ledger."""
     ctx = get_context(request)
     roots = [p.name for p in ctx.engine.policy.populations]
-    try:
-        for root in roots:
-            await run_in_threadpool(ctx.engine.ledger.spent, root)
-    except LedgerError as error:
-        raise DPSQLError(
-            "ledger_unavailable",
-            f"the ledger is unavailable: {type(error).__name__}",
-            "run `dpsql ledger verify`",
-        ) from None
+    await run_in_threadpool(ctx.engine.budgets.views, roots)  # raises when unreadable
     return Health(status="ok")
 
 
@@ -40,5 +30,11 @@ async def healthz(request: Request) -> Health:
 async def metrics(request: Request, caller: AdminDep) -> Response:
     """This worker's counters: queries, refusals by code, ε charged, cache hits, latency.
     Needs an admin key (Prometheus: ``authorization: {credentials: <key>}``)."""
-    m = get_context(request).metrics
+    ctx = get_context(request)
+    m = ctx.metrics
+    roots = [p.name for p in ctx.engine.policy.populations]
+    for view in await run_in_threadpool(ctx.engine.budgets.views, roots):
+        for v in (view, *view.partitions):
+            m.spent.labels(v.name).set(v.epsilon_spent)
+            m.remaining.labels(v.name).set(v.remaining)
     return Response(m.render(), media_type=m.content_type)

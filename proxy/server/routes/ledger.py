@@ -8,9 +8,6 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from accounting.ledger import COST_KINDS, LedgerError, UnknownPopulation, epsilon_at, root_of
-from accounting.rdp import ORDERS
-from proxy.errors import DPSQLError
 from proxy.server.context import AdminDep, Context, get_context
 from proxy.server.routes import COMMON_ERRORS
 from proxy.server.schemas import EventOut, LedgerResponse, VerifyResponse
@@ -23,46 +20,28 @@ def _finite(x: float) -> float | None:
 
 
 def _history(ctx: Context, population: str | None, limit: int, after_id: int) -> LedgerResponse:
-    policy = ctx.engine.policy
-    deltas = {p.name: p.delta for p in policy.populations}
-    try:
-        events = ctx.engine.ledger.history(population, limit=limit, after_id=after_id)
-    except UnknownPopulation:
-        raise DPSQLError(
-            "not_found", f"unknown population {population!r}", "see GET /v1/budget"
-        ) from None
-    except LedgerError as error:
-        raise DPSQLError(
-            "bad_request", f"cannot list the ledger: {error}", "check the population name"
-        ) from None
-    out = []
-    for e in events:
-        delta = deltas.get(root_of(e.populations[0])) if e.populations else None
-        eps = (
-            epsilon_at(e.curve, delta, e.delta_extra)
-            if e.kind in COST_KINDS and delta is not None
-            else None
+    out = [
+        EventOut(
+            id=e.id,
+            ts=e.ts,
+            kind=e.kind,
+            populations=list(e.populations),
+            epsilon=None if view.epsilon is None else _finite(view.epsilon),
+            rdp=[_finite(v) for v in e.curve.values] if view.epsilon is not None else None,
+            delta_extra=e.delta_extra,
+            analyst=e.analyst,
+            fingerprint=e.fingerprint,
+            note=e.note,
+            parent_id=e.parent_id,
+            cap=e.cap,
         )
-        out.append(
-            EventOut(
-                id=e.id,
-                ts=e.ts,
-                kind=e.kind,
-                populations=list(e.populations),
-                epsilon=None if eps is None else _finite(eps),
-                rdp=[_finite(v) for v in e.curve.values] if e.kind in COST_KINDS else None,
-                delta_extra=e.delta_extra,
-                analyst=e.analyst,
-                fingerprint=e.fingerprint,
-                note=e.note,
-                parent_id=e.parent_id,
-                cap=e.cap,
-            )
-        )
+        for view in ctx.engine.budgets.events(population, limit=limit, after_id=after_id)
+        for e in (view.event,)
+    ]
     return LedgerResponse(
         events=out,
         next_after_id=out[-1].id if len(out) == limit else None,
-        orders=list(ORDERS),
+        orders=list(ctx.engine.budgets.orders),
     )
 
 
@@ -81,7 +60,7 @@ async def ledger(
 @router.post("/verify", response_model=VerifyResponse)
 async def verify(request: Request, caller: AdminDep) -> VerifyResponse:
     """Recompute every total from the raw events and compare with the stored ones."""
-    report = await run_in_threadpool(get_context(request).engine.ledger.verify)
+    report = await run_in_threadpool(get_context(request).engine.budgets.verify)
     return VerifyResponse(
         ok=report.ok,
         events=report.events,

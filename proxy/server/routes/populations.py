@@ -5,8 +5,6 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
-from accounting.ledger import InvalidRequest, LedgerError, UnknownPopulation
-from proxy.errors import DPSQLError, bad_request
 from proxy.server.auth import Caller
 from proxy.server.context import AdminDep, Context, get_context, log_fields
 from proxy.server.routes import COMMON_ERRORS
@@ -16,26 +14,15 @@ router = APIRouter(prefix="/v1/populations", tags=["admin"], responses=COMMON_ER
 
 
 def _set_cap(ctx: Context, name: str, body: CapBody, caller: Caller) -> CapResponse:
-    ledger = ctx.engine.ledger
-    try:
-        event_id = ledger.set_cap(name, body.epsilon_cap, reason=body.reason, analyst=caller.name)
-        spend = ledger.spent(name)
-    except UnknownPopulation:
-        raise DPSQLError(
-            "not_found", f"unknown population {name!r}", "see GET /v1/budget"
-        ) from None
-    except InvalidRequest as error:
-        raise bad_request(f"the ledger refused the cap: {error}", "caps are set on roots") from None
-    except LedgerError as error:
-        raise DPSQLError(
-            "ledger_unavailable", f"the ledger is unavailable: {type(error).__name__}", ""
-        ) from None
+    budgets = ctx.engine.budgets
+    event_id = budgets.set_cap(name, body.epsilon_cap, reason=body.reason, analyst=caller.name)
+    view = budgets.view(name)
     return CapResponse(
         event_id=event_id,
         population=name,
-        epsilon_cap=spend.cap,
-        epsilon_spent=spend.epsilon,
-        remaining=ctx.engine.remaining(name),
+        epsilon_cap=view.epsilon_cap,
+        epsilon_spent=view.epsilon_spent,
+        remaining=view.remaining,
     )
 
 

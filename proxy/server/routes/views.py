@@ -14,8 +14,6 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from accounting.ledger import LedgerError
-from proxy.errors import DPSQLError
 from proxy.ledger_views import CacheStats, Point
 from proxy.server.auth import Caller
 from proxy.server.context import CallerDep, Context, get_context
@@ -47,19 +45,8 @@ def _cache(c: CacheStats) -> CacheOut:
     return CacheOut(charges=c.charges, replays=c.replays, hit_rate=c.hit_rate)
 
 
-def _unavailable(error: LedgerError) -> DPSQLError:
-    return DPSQLError(
-        "ledger_unavailable",
-        f"the budget ledger cannot be read: {type(error).__name__}",
-        "the operator must verify the ledger",
-    )
-
-
 def _history(ctx: Context, caller: Caller, limit: int) -> HistoryResponse:
-    try:
-        entries = ctx.engine.query_history(caller.name, limit)
-    except LedgerError as error:
-        raise _unavailable(error) from None
+    entries = ctx.engine.query_history(caller.name, limit)
     return HistoryResponse(
         analyst=caller.name,
         queries=[
@@ -80,10 +67,7 @@ def _history(ctx: Context, caller: Caller, limit: int) -> HistoryResponse:
 
 def _usage(ctx: Context, caller: Caller, top: int) -> UsageResponse:
     roots = reachable_populations(ctx, caller)
-    try:
-        usage = ctx.engine.usage(roots, viewer=caller.name, admin=caller.admin, top=top)
-    except LedgerError as error:
-        raise _unavailable(error) from None
+    usage = ctx.engine.usage(roots, viewer=caller.name, admin=caller.admin, top=top)
     events = [
         [
             AdminEventOut(
