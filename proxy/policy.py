@@ -22,6 +22,7 @@ Value = str | int | float
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _SHA256_HEX = re.compile(r"^[0-9a-fA-F]{64}$")
+_SCRAM = re.compile(r"^SCRAM-SHA-256\$\d+:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+$")
 _MEMORY = re.compile(r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
 _MAX_DELTA = 1e-3
 
@@ -64,11 +65,23 @@ class PopulationPolicy:
 
 
 @dataclass(frozen=True)
+class AnalystDefaults:
+    """What an analyst's queries spend when the request names no budget."""
+
+    epsilon: float | None = None
+    delta: float | None = None
+
+
+@dataclass(frozen=True)
 class AnalystPolicy:
     name: str
     key_sha256: str  # lower-case hex
     role: str  # "analyst" | "admin"
     tables: tuple[str, ...] | None  # None: every table
+    defaults: AnalystDefaults = AnalystDefaults()
+    # PostgreSQL's SCRAM verifier of the API key ("SCRAM-SHA-256$<iter>:<salt>$<stored>:
+    # <server>"), from `dpsql keys create`: lets the PG door offer SCRAM-SHA-256.
+    scram_sha256: str | None = None
 
 
 @dataclass(frozen=True)
@@ -375,7 +388,7 @@ def _check_partition(pop: PopulationPolicy, tables: tuple[TablePolicy, ...]) -> 
 
 def _analyst(name: str, body: Mapping[str, Any], tables: tuple[TablePolicy, ...]) -> AnalystPolicy:
     where = _key("analysts", name)
-    _only(body, where, {"key_sha256", "role", "tables"})
+    _only(body, where, {"key_sha256", "role", "tables", "defaults", "scram_sha256"})
     key = _opt_str(body, where, "key_sha256")
     if key is None or not _SHA256_HEX.match(key):
         raise PolicyError(f"{where}.key_sha256: must be 64 hexadecimal characters")
@@ -389,7 +402,27 @@ def _analyst(name: str, body: Mapping[str, Any], tables: tuple[TablePolicy, ...]
         for t in allowed:
             if t not in declared:
                 raise PolicyError(f"{where}.tables: {t!r} is not declared in [tables]")
-    return AnalystPolicy(name=name, key_sha256=key.lower(), role=role, tables=allowed)
+    defaults = _sub(body, where, "defaults")
+    _only(defaults, f"{where}.defaults", {"epsilon", "delta"})
+    epsilon = _number(defaults, f"{where}.defaults", "epsilon")
+    if epsilon is not None and epsilon <= 0:
+        raise PolicyError(f"{where}.defaults.epsilon: must be > 0")
+    delta = None
+    if "delta" in defaults:
+        delta = _delta(defaults, f"{where}.defaults", "delta", 0.0)
+    scram = _opt_str(body, where, "scram_sha256")
+    if scram is not None and not _SCRAM.match(scram):
+        raise PolicyError(
+            f"{where}.scram_sha256: must be 'SCRAM-SHA-256$<iterations>:<salt>$<stored>:<server>'"
+        )
+    return AnalystPolicy(
+        name=name,
+        key_sha256=key.lower(),
+        role=role,
+        tables=allowed,
+        defaults=AnalystDefaults(epsilon=epsilon, delta=delta),
+        scram_sha256=scram,
+    )
 
 
 def _database(
