@@ -150,6 +150,8 @@ class Connection:
                 self._error(WireError(QUERY_CANCELED, "canceling statement due to user request"))
                 if tag == codec.Tags.QUERY:
                     self._ready()
+                else:
+                    self.skipping = True  # the rest of the extended batch, up to Sync
             finally:
                 self._task = None
             await self.stream.drain()
