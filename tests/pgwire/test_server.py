@@ -139,9 +139,11 @@ def test_tls(slow_door: SlowDoor, tmp_path: Path) -> None:
             assert conn.execute("SELECT 1").fetchone() == (1,)
         with psycopg.connect(dsn(server, sslmode="disable")) as conn:
             assert not conn.pgconn.ssl_in_use  # loopback: cleartext is still allowed
-    with in_process(slow_door, PgSettings(port=0, rate_limit="off")) as server:
-        with pytest.raises(psycopg.OperationalError):
-            psycopg.connect(dsn(server, sslmode="require"))  # no certificate: SSL refused
+    with (
+        in_process(slow_door, PgSettings(port=0, rate_limit="off")) as server,
+        pytest.raises(psycopg.OperationalError),
+    ):
+        psycopg.connect(dsn(server, sslmode="require"))  # no certificate: SSL refused
 
 
 def test_cleartext_password_refused_off_loopback(slow_door: SlowDoor) -> None:
