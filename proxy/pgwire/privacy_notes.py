@@ -41,7 +41,8 @@ def notices(result: Result) -> list[Notice]:
     else:
         message = (
             f"dpsql: charged ε={p.epsilon:.4g} δ={p.delta:.3g} ({p.mechanism}) to "
-            f"{', '.join(p.populations)}; remaining ε {_remaining(p.remaining)}"
+            f"{', '.join(p.populations)} as charge #{p.charge_id}; remaining ε "
+            f"{_remaining(p.remaining)}"
         )
     detail = "; ".join(
         f"{c.name}: noise scale {c.noise_scale:.4g}, ±{c.half_width_95:.4g} at 95%"
