@@ -501,7 +501,6 @@ class Connection:
         assert statement.tree is not None
         values = catalog_params(params, oids)
         found = await self._off_loop(self.shadow.answer, statement.tree, values, self.facts())
-        self.server.record_catalog(self.settings.get("application_name") or "", statement.sql)
         columns = [Column(n, _duckdb_oid(t)) for n, t in zip(found.names, found.types, strict=True)]
         return Answer(columns, found.rows, "SELECT")
 

@@ -39,7 +39,6 @@ log = logging.getLogger("dpsql.pgwire")
 
 PROTOCOL_3 = 3 << 16
 DEFAULT_PORT = 5433
-CATALOG_LOG_SIZE = 2000
 
 
 @dataclass(frozen=True)
@@ -88,8 +87,6 @@ class PgServer:
         self._handlers: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
         self._next_pid = 1000 + secrets.randbelow(30000)
-        # (application_name, catalog SQL) as received, for the README's client table
-        self.catalog_log: list[tuple[str, str]] = []
 
     # --- shared state ---------------------------------------------------------------
     def shadow_for(self, caller: Caller) -> ShadowCatalog:
@@ -101,10 +98,6 @@ class PgServer:
                 )
                 self._shadows[caller.tables] = shadow
             return shadow
-
-    def record_catalog(self, application: str, sql: str) -> None:
-        if len(self.catalog_log) < CATALOG_LOG_SIZE:
-            self.catalog_log.append((application, sql))
 
     def limiter_check(self, analyst: str) -> None:
         try:
