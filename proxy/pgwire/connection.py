@@ -78,6 +78,7 @@ class Answer:
 class Prepared:
     statement: Statement
     param_oids: list[int]
+    described: list[Column] | None = None  # what a statement-level Describe told the client
 
 
 @dataclass
@@ -262,6 +263,7 @@ class Connection:
                 )
             self.stream.write(codec.m.make_parameter_description(self._param_oids(prepared)))
             columns = await self._statement_columns(prepared)
+            prepared.described = columns
             formats: list[int] = []
         else:
             portal = self._portal(parsed.name)
@@ -339,7 +341,11 @@ class Connection:
             else:
                 self.stream.write(m.make_empty_query_response())
             return
-        columns = portal.described if described and portal.described else answer.columns
+        # rows are encoded as the client was told: by the portal's Describe, else by the
+        # statement's (a user query's statement Describe says text, without running it)
+        columns = answer.columns
+        if described:
+            columns = portal.described or portal.prepared.described or answer.columns
         formats = portal.formats if described else answer.formats
         if not described:
             self.stream.write(m.make_row_description(_fields(columns, formats)))

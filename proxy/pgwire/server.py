@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
-import secrets
+import os
 import signal
 import ssl
 import threading
@@ -86,7 +86,7 @@ class PgServer:
         self._connections: dict[int, Connection] = {}
         self._handlers: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
-        self._next_pid = 1000 + secrets.randbelow(30000)
+        self._next_pid = 1000
 
     # --- shared state ---------------------------------------------------------------
     def shadow_for(self, caller: Caller) -> ShadowCatalog:
@@ -188,9 +188,9 @@ class PgServer:
         try:
             caller = await self.gate.authenticate(stream, user, secure=secure)
             pid = self._pid()
-            connection = Connection(
-                self, stream, caller, startup, pid, secrets.randbits(31)
-            )
+            # the cancel key: opaque random bytes, never part of a released value
+            secret = int.from_bytes(os.urandom(4), "big") & 0x7FFFFFFF
+            connection = Connection(self, stream, caller, startup, pid, secret)
         except WireError as error:
             if error.severity != "FATAL":
                 error = WireError(error.sqlstate, error.message, hint=error.hint, severity="FATAL")
