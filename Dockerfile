@@ -18,8 +18,9 @@ COPY pyproject.toml README.md ./
 COPY accounting ./accounting
 COPY proxy ./proxy
 COPY sample_data ./sample_data
-# The same install command as CI (Makefile: $(BIN)/python -m pip install ...).
-RUN python -m pip install --quiet -e '.[dev]'
+# Only what the server needs: a regular (not editable) install of the package, without
+# the dev, BI-client or benchmark extras.
+RUN python -m pip install --quiet .
 
 USER dpsql
 VOLUME ["/var/lib/dpsql"]

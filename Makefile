@@ -10,9 +10,8 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	# BI clients for the Trino door's tests (issue 14); not in the Docker image
-	$(BIN)/python -m pip install --quiet -e '.[bi]'
+	# dev: test and lint tools; bi and pg: the real clients the doors' tests drive
+	$(BIN)/python -m pip install --quiet -e '.[dev,bi,pg]'
 	touch $(STAMP)
 
 install: $(STAMP)

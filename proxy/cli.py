@@ -232,8 +232,12 @@ def cmd_keys(args: argparse.Namespace, out: Console) -> int:
     key = "dpsql_" + secrets.token_urlsafe(32)
     digest = hashlib.sha256(key.encode()).hexdigest()
     sys.stdout.write(f"API key for {args.name} (shown once, store it now):\n  {key}\n\n")
+    from proxy.pgwire.auth import scram_verifier
+
     sys.stdout.write("Add to the policy:\n")
     sys.stdout.write(f'[analysts.{args.name}]\nkey_sha256 = "{digest}"\nrole = "{args.role}"\n')
+    # lets the PostgreSQL door use SCRAM-SHA-256 (the key never crosses the wire)
+    sys.stdout.write(f'scram_sha256 = "{scram_verifier(key)}"\n')
     return 0
 
 
@@ -287,6 +291,21 @@ def _run_server(
     )
 
 
+def _pg_settings(args: argparse.Namespace, host: str, port: int) -> Any:
+    from proxy.pgwire.server import PgSettings
+
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise DPSQLError("bad_request", "give --tls-cert and --tls-key together", "")
+    rate = args.rate_limit or os.environ.get("DPSQL_RATE_LIMIT") or PgSettings.rate_limit
+    return PgSettings(
+        host=host,
+        port=port,
+        tls_cert=None if args.tls_cert is None else Path(args.tls_cert),
+        tls_key=None if args.tls_key is None else Path(args.tls_key),
+        rate_limit=rate,
+    )
+
+
 def cmd_serve(args: argparse.Namespace, out: Console) -> int:
     settings = _serve_settings(args)
     _policy(args.policy)  # refuse a broken policy before starting workers
@@ -302,7 +321,38 @@ def cmd_serve(args: argparse.Namespace, out: Console) -> int:
             if not Path(path).is_file():
                 raise DPSQLError("bad_request", f"no such file: {path}", "give readable PEM files")
         tls = (str(Path(args.tls_cert).resolve()), str(Path(args.tls_key).resolve()))
-    _run_server(settings, args.host, args.port, args.workers, tls)
+    if args.pg_port is None:
+        _run_server(settings, args.host, args.port, args.workers, tls)
+        return 0
+    import threading
+
+    from proxy.pgwire import server as pg
+
+    pg_settings = _pg_settings(args, args.pg_host or args.host, args.pg_port)
+    ready = threading.Event()
+    door = threading.Thread(
+        target=pg.run,
+        args=(str(Path(args.policy).resolve()), pg_settings),
+        kwargs={"ready": ready, "stop_signals": ()},
+        name="dpsql-pg",
+        daemon=True,
+    )
+    door.start()
+    ready.wait(timeout=120)
+    try:
+        _run_server(settings, args.host, args.port, args.workers, tls)
+    finally:
+        pg.stop_pg()
+        door.join(timeout=10)
+    return 0
+
+
+def cmd_pg(args: argparse.Namespace, out: Console) -> int:
+    """The PostgreSQL door alone."""
+    from proxy.pgwire import server as pg
+
+    _policy(args.policy)
+    pg.run(str(Path(args.policy).resolve()), _pg_settings(args, args.host, args.port))
     return 0
 
 
@@ -444,6 +494,15 @@ def _add_request_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_tls_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tls-cert",
+        help="PEM certificate: serve HTTPS, and TLS on the PostgreSQL door (Trino clients "
+        "send keys only over TLS)",
+    )
+    p.add_argument("--tls-key", help="PEM private key of --tls-cert")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dpsql", description="Differentially private SQL proxy")
     parser.add_argument("--policy", default=DEFAULT_POLICY, help="policy TOML file")
@@ -502,11 +561,18 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--port", type=int, default=8000)
     sv.add_argument("--workers", type=int, default=1)
     sv.add_argument("--rate-limit", help="per-key limit, e.g. '50/second;2000/minute'")
-    sv.add_argument(
-        "--tls-cert", help="PEM certificate: serve HTTPS (Trino clients send keys only over TLS)"
-    )
-    sv.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    sv.add_argument("--pg-port", type=int, help="also serve the PostgreSQL protocol here")
+    sv.add_argument("--pg-host", help="address of the PostgreSQL door (default: --host)")
+    _add_tls_args(sv)
     sv.set_defaults(func=cmd_serve)
+    pgp = sub.add_parser(
+        "pg", parents=[common], help="serve the PostgreSQL wire protocol (psql, JDBC, BI tools)"
+    )
+    pgp.add_argument("--host", default="127.0.0.1")
+    pgp.add_argument("--port", type=int, default=5433)
+    pgp.add_argument("--rate-limit", help="per-analyst limit, e.g. '50/second;2000/minute'")
+    _add_tls_args(pgp)
+    pgp.set_defaults(func=cmd_pg)
     dm = sub.add_parser(
         "demo",
         parents=[common],

@@ -156,7 +156,28 @@ class Engine:
         self._views = LedgerViews(self.budgets.ledger)
 
     # --- planning (no private data is read) ----------------------------------------
+    def _with_defaults(self, request: QueryRequest) -> QueryRequest:
+        """The request with the analyst's policy defaults filled in where it names
+        nothing (every door alike): a budget only when it names none of epsilon, rho and
+        accuracy; delta and the limits field by field."""
+        analyst = self.policy.analyst(request.analyst)
+        if analyst is None or not analyst.defaults:
+            return request
+        fill: dict[str, Any] = {}
+        no_budget = request.epsilon is None and request.rho is None and request.accuracy is None
+        for name in ("epsilon", "rho") if no_budget else ():
+            value = analyst.default(name)
+            if value is not None:
+                fill[name] = float(value)
+                break
+        for name in ("delta", "max_groups", "max_rows_per_group"):
+            value = analyst.default(name)
+            if value is not None and getattr(request, name) is None:
+                fill[name] = value
+        return replace(request, **fill) if fill else request
+
     def prepare(self, request: QueryRequest) -> tuple[Shape, Plan]:
+        request = self._with_defaults(request)
         key = replace(request, analyst="")
         found = self._plans.get(key)
         if found is not None:

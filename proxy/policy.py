@@ -24,6 +24,7 @@ Value = str | int | float
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _SHA256_HEX = re.compile(r"^[0-9a-fA-F]{64}$")
+_SCRAM = re.compile(r"^SCRAM-SHA-256\$\d+:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+$")
 _MEMORY = re.compile(r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
 _MAX_DELTA = 1e-3
 # [analysts.NAME] defaults = { ... }: what a door may use when a request names nothing.
@@ -92,6 +93,13 @@ class AnalystPolicy:
     # Request defaults for this analyst's sessions (e.g. the Trino door's session
     # properties): (name, value) pairs from ANALYST_DEFAULTS, sorted by name.
     defaults: tuple[tuple[str, float | int | bool], ...] = ()
+    # PostgreSQL's SCRAM verifier of the API key ("SCRAM-SHA-256$<iter>:<salt>$<stored>:
+    # <server>"), from `dpsql keys create`: lets the PG door offer SCRAM-SHA-256.
+    scram_sha256: str | None = None
+
+    def default(self, name: str) -> float | int | bool | None:
+        """The analyst's default for request field ``name`` (see ANALYST_DEFAULTS)."""
+        return next((v for k, v in self.defaults if k == name), None)
 
 
 @dataclass(frozen=True)
@@ -424,7 +432,7 @@ def _check_partition(pop: PopulationPolicy, tables: tuple[TablePolicy, ...]) -> 
 
 def _analyst(name: str, body: Mapping[str, Any], tables: tuple[TablePolicy, ...]) -> AnalystPolicy:
     where = _key("analysts", name)
-    _only(body, where, {"key_sha256", "role", "tables", "shares", "defaults"})
+    _only(body, where, {"key_sha256", "role", "tables", "shares", "defaults", "scram_sha256"})
     key = _opt_str(body, where, "key_sha256")
     if key is None or not _SHA256_HEX.match(key):
         raise PolicyError(f"{where}.key_sha256: must be 64 hexadecimal characters")
@@ -445,6 +453,11 @@ def _analyst(name: str, body: Mapping[str, Any], tables: tuple[TablePolicy, ...]
             raise PolicyError(f"{where}.shares: {pop!r} is not a declared population")
         if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
             raise PolicyError(f"{where}.shares.{pop}: must be a number in (0, 1]")
+    scram = _opt_str(body, where, "scram_sha256")
+    if scram is not None and not _SCRAM.match(scram):
+        raise PolicyError(
+            f"{where}.scram_sha256: must be 'SCRAM-SHA-256$<iterations>:<salt>$<stored>:<server>'"
+        )
     return AnalystPolicy(
         name=name,
         key_sha256=key.lower(),
@@ -452,6 +465,7 @@ def _analyst(name: str, body: Mapping[str, Any], tables: tuple[TablePolicy, ...]
         tables=allowed,
         shares=tuple(sorted((p, float(v)) for p, v in shares.items())),
         defaults=_analyst_defaults(_sub(body, where, "defaults"), f"{where}.defaults"),
+        scram_sha256=scram,
     )
 
 

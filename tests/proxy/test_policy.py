@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from proxy.policy import (
+    AnalystDefaults,
     AnalystPolicy,
     ColumnPolicy,
     PolicyError,
@@ -171,6 +172,21 @@ def test_analysts_grants_and_csv_sources(tmp_path):
     assert p.analyst("bob") is bob and p.analyst("carol") is None
     prompts = p.table("main.prompts")
     assert prompts is not None and prompts.grants == ("alice", "bob")
+
+
+SCRAM = "SCRAM-SHA-256$4096:c2FsdA==$c3RvcmVk:c2VydmVy"
+
+
+def test_analyst_defaults_and_scram_verifier():
+    text = mutated(
+        'role = "analyst"',
+        'role = "analyst"\ndefaults = { epsilon = 0.25, delta = 1e-8 }\n'
+        f'scram_sha256 = "{SCRAM}"',
+    )
+    alice = parse(text).analysts[0]
+    assert alice.defaults == AnalystDefaults(epsilon=0.25, delta=1e-8)
+    assert alice.scram_sha256 == SCRAM
+    assert parse().analysts[0].defaults == AnalystDefaults()  # none declared: engine's
 
 
 def test_schema_qualified_partition():
@@ -474,6 +490,26 @@ REFUSALS = [
         'role = "analyst"',
         'role = "analyst"\ntables = "prompts"',
         "analysts.alice.tables: must be a list of names",
+    ),
+    (
+        'role = "analyst"',
+        'role = "analyst"\ndefaults = { epsilon = 0 }',
+        "analysts.alice.defaults.epsilon: must be > 0",
+    ),
+    (
+        'role = "analyst"',
+        'role = "analyst"\ndefaults = { delta = 0.5 }',
+        "analysts.alice.defaults.delta: 0.5 must be > 0 and < 0.001",
+    ),
+    (
+        'role = "analyst"',
+        'role = "analyst"\ndefaults = { rho = 0.1 }',
+        "analysts.alice.defaults.rho: unknown key",
+    ),
+    (
+        'role = "analyst"',
+        'role = "analyst"\nscram_sha256 = "md5abc"',
+        "analysts.alice.scram_sha256: must be",
     ),
     # proxy settings
     (

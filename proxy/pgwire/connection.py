@@ -1,0 +1,620 @@
+"""One authenticated client: the simple and extended query protocols.
+
+Answers are materialised once per portal (the engine releases a whole noisy table at
+a time), then streamed in the sizes the client asks for; a portal's Describe and its
+Executes share that one answer, so describing and fetching in pages never runs (or
+charges) a query twice. Engine and catalog work runs in the server's thread pool, so
+a slow query holds up only its own connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from proxy.errors import DPSQLError
+from proxy.pgwire import codec, pgtypes
+from proxy.pgwire.adapter import Ask
+from proxy.pgwire.privacy_notes import Notice, notices, release_json
+from proxy.pgwire.session_settings import (
+    DISPLAY,
+    PRIVACY,
+    STANDARD,
+    STARTUP,
+    SessionSettings,
+    canonical,
+    unknown,
+)
+from proxy.pgwire.shadow import SessionFacts
+from proxy.pgwire.sqlstate import (
+    IN_FAILED_TRANSACTION,
+    INTERNAL_ERROR,
+    INVALID_CURSOR_NAME,
+    INVALID_STATEMENT_NAME,
+    PROTOCOL_VIOLATION,
+    QUERY_CANCELED,
+    WireError,
+    from_dpsql,
+)
+from proxy.pgwire.sqltext import parameter_numbers as outside_literals_numbers
+from proxy.pgwire.sqltext import split_statements
+from proxy.pgwire.statements import (
+    Kind,
+    Statement,
+    catalog_params,
+    classify,
+    engine_sql,
+)
+from proxy.server.auth import Caller
+
+if TYPE_CHECKING:
+    from proxy.pgwire.server import PgServer
+
+log = logging.getLogger("dpsql.pgwire")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    oid: int
+
+
+@dataclass
+class Answer:
+    """A statement's complete answer: columns (None: no rows), rows, notices, tag."""
+
+    columns: list[Column] | None
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    tag: str = ""
+    notices: list[Notice] = field(default_factory=list)
+    formats: list[int] = field(default_factory=list)  # simple protocol: a binary cursor's
+
+
+@dataclass
+class Prepared:
+    statement: Statement
+    param_oids: list[int]
+    described: list[Column] | None = None  # what a statement-level Describe told the client
+
+
+@dataclass
+class Portal:
+    prepared: Prepared
+    params: list[Any]
+    formats: list[int]
+    answer: Answer | None = None
+    described: list[Column] | None = None
+    sent: int = 0
+
+
+def _duckdb_oid(type_name: str) -> int:
+    return pgtypes.from_duckdb(type_name).oid
+
+
+class Connection:
+    def __init__(
+        self,
+        server: PgServer,
+        stream: codec.PgStream,
+        caller: Caller,
+        startup: dict[str, str],
+        pid: int,
+        secret: int,
+    ):
+        self.server = server
+        self.stream = stream
+        self.caller = caller
+        self.pid = pid
+        self.secret = secret
+        self.database = startup.get("database") or caller.name
+        self.settings = SessionSettings()
+        self.settings.set("application_name", startup.get("application_name", ""))
+        self.settings.set("session_authorization", caller.name)
+        for name, value in _startup_options(startup.get("options", "")):
+            self.settings.set(name, value)
+        self.tx = b"I"
+        self.prepared: dict[str, Prepared] = {}
+        self.portals: dict[str, Portal] = {}
+        self.skipping = False
+        self.last_release: str | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.user_tables = server.user_table_keys
+        self.shadow = server.shadow_for(caller)
+        self.shadow.set_database(self.database)
+
+    # --- lifecycle ------------------------------------------------------------------
+    async def greet(self) -> None:
+        m = codec.m
+        self.stream.write(m.make_authentication_ok())
+        for name in STARTUP:
+            value = self.settings.get(name)
+            self.stream.write(m.make_parameter_status(DISPLAY.get(name, name), value or ""))
+        self.stream.write(m.make_backend_key_data(self.pid, self.secret))
+        self.stream.write(m.make_ready_for_query(self.tx))
+        await self.stream.drain()
+
+    async def serve(self) -> None:
+        while True:
+            tag, payload = await self.stream.read_message()
+            if tag == codec.Tags.TERMINATE:
+                return
+            self._task = asyncio.ensure_future(self._handle(tag, payload))
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                if self.server.closing:
+                    raise
+                self._error(WireError(QUERY_CANCELED, "canceling statement due to user request"))
+                if tag == codec.Tags.QUERY:
+                    self._ready()
+                else:
+                    self.skipping = True  # the rest of the extended batch, up to Sync
+            finally:
+                self._task = None
+            await self.stream.drain()
+
+    def cancel(self) -> None:
+        """A CancelRequest for this connection: stop waiting for the current statement.
+        A query already charged keeps its charge and its cached release (the engine
+        finishes in its thread), so asking again costs nothing."""
+        if self._task is not None:
+            self._task.cancel()
+
+    # --- dispatch -------------------------------------------------------------------
+    async def _handle(self, tag: bytes, payload: bytes) -> None:
+        t = codec.Tags
+        if tag == t.QUERY:
+            await self._simple(codec.m.parse_query(payload))
+            self._ready()
+            return
+        if tag == t.SYNC:
+            self.skipping = False
+            self._ready()
+            return
+        if self.skipping:
+            return
+        try:
+            if tag == t.PARSE:
+                await self._parse(codec.m.parse_parse(payload))
+            elif tag == t.BIND:
+                self._bind(codec.m.parse_bind(payload))
+            elif tag == t.DESCRIBE:
+                await self._describe(codec.m.parse_describe(payload))
+            elif tag == t.EXECUTE:
+                await self._execute(codec.m.parse_execute(payload))
+            elif tag == t.CLOSE:
+                self._close(codec.m.parse_close(payload))
+            elif tag == t.FLUSH:
+                await self.stream.drain()
+            else:
+                raise WireError(PROTOCOL_VIOLATION, f"unexpected message type {tag!r}")
+        except WireError as error:
+            self._error(error)
+            self.skipping = True
+
+    def _ready(self) -> None:
+        self.stream.write(codec.m.make_ready_for_query(self.tx))
+
+    def _error(self, error: WireError) -> None:
+        if self.tx == b"T":
+            self.tx = b"E"
+        self.stream.write(codec.m.make_error_response(error.fields()))
+
+    def _notice(self, notice: Notice) -> None:
+        self.stream.write(codec.m.make_notice_response(notice.fields()))
+
+    # --- simple query ---------------------------------------------------------------
+    async def _simple(self, sql: str) -> None:
+        parts = split_statements(sql)
+        if not parts:
+            self.stream.write(codec.m.make_empty_query_response())
+            return
+        for text in parts:
+            try:
+                statement = classify(text, self.user_tables)
+                answer = await self._run(statement, [], [])
+            except WireError as error:
+                self._error(error)
+                return
+            self._send_answer(answer, Portal(Prepared(statement, []), [], []), 0)
+
+    # --- extended query -------------------------------------------------------------
+    async def _parse(self, parsed: Any) -> None:
+        statement = classify(parsed.sql, self.user_tables)
+        self.prepared[parsed.statement_name] = Prepared(statement, list(parsed.param_oids))
+        self.stream.write(codec.m.make_parse_complete())
+
+    def _bind(self, parsed: Any) -> None:
+        prepared = self.prepared.get(parsed.statement_name)
+        if prepared is None:
+            raise WireError(
+                INVALID_STATEMENT_NAME, f'prepared statement "{parsed.statement_name}" does not exist'
+            )
+        params = [
+            self._param(value, parsed.param_format_codes, prepared.param_oids, i)
+            for i, value in enumerate(parsed.params)
+        ]
+        self.portals[parsed.portal_name] = Portal(prepared, params, parsed.result_format_codes)
+        self.stream.write(codec.m.make_bind_complete())
+
+    @staticmethod
+    def _param(value: bytes | None, formats: list[int], oids: list[int], index: int) -> Any:
+        if value is None:
+            return None
+        code = formats[0] if len(formats) == 1 else (formats[index] if formats else 0)
+        if code == 0:
+            return value.decode("utf-8")
+        oid = oids[index] if index < len(oids) else 0
+        try:
+            return codec.decode_binary_param(oid, value)
+        except ValueError as error:
+            raise WireError("22P03", f"binary parameter ${index + 1}: {error}") from None
+
+    async def _describe(self, parsed: Any) -> None:
+        if parsed.kind == codec.Tags.TARGET_STATEMENT:
+            prepared = self.prepared.get(parsed.name)
+            if prepared is None:
+                raise WireError(
+                    INVALID_STATEMENT_NAME, f'prepared statement "{parsed.name}" does not exist'
+                )
+            self.stream.write(codec.m.make_parameter_description(self._param_oids(prepared)))
+            columns = await self._statement_columns(prepared)
+            prepared.described = columns
+            formats: list[int] = []
+        else:
+            portal = self._portal(parsed.name)
+            if portal.prepared.statement.returns_rows:
+                answer = await self._materialise(portal)
+                columns = answer.columns
+            else:
+                columns = None
+            portal.described = columns
+            formats = portal.formats
+        if columns is None:
+            self.stream.write(codec.m.make_no_data())
+        else:
+            self.stream.write(codec.m.make_row_description(_fields(columns, formats)))
+
+    @staticmethod
+    def _param_oids(prepared: Prepared) -> list[int]:
+        """The declared parameter types, text for those the client left open."""
+        declared = list(prepared.param_oids)
+        numbers = outside_literals_numbers(prepared.statement.sql)
+        count = max(numbers, default=0)
+        return declared + [codec.TEXT] * max(0, count - len(declared))
+
+    async def _statement_columns(self, prepared: Prepared) -> list[Column] | None:
+        statement = prepared.statement
+        if not statement.returns_rows:
+            return None
+        if statement.kind == Kind.FETCH:
+            cursor = self.portals.get(statement.name)
+            return None if cursor is None or cursor.answer is None else cursor.answer.columns
+        if statement.kind == Kind.ENGINE:
+            # Describing must not run (or charge) the query: name the columns as text.
+            # Clients that Bind then describe the portal get the exact types.
+            return [Column(name, codec.TEXT) for name in _projection_names(statement.sql)]
+        params = [None] * len(self._param_oids(prepared))
+        answer = await self._run(statement, params, self._param_oids(prepared), notify=False)
+        return answer.columns
+
+    async def _execute(self, parsed: Any) -> None:
+        portal = self._portal(parsed.portal_name)
+        answer = await self._materialise(portal)
+        self._send_answer(answer, portal, parsed.max_rows, described=True)
+
+    def _close(self, parsed: Any) -> None:
+        if parsed.kind == codec.Tags.TARGET_STATEMENT:
+            self.prepared.pop(parsed.name, None)
+        else:
+            self.portals.pop(parsed.name, None)
+        self.stream.write(codec.m.make_close_complete())
+
+    def _portal(self, name: str) -> Portal:
+        portal = self.portals.get(name)
+        if portal is None:
+            raise WireError(INVALID_CURSOR_NAME, f'portal "{name}" does not exist')
+        return portal
+
+    async def _materialise(self, portal: Portal) -> Answer:
+        if portal.answer is None:
+            portal.answer = await self._run(
+                portal.prepared.statement, portal.params, portal.prepared.param_oids
+            )
+        return portal.answer
+
+    # --- sending --------------------------------------------------------------------
+    def _send_answer(
+        self, answer: Answer, portal: Portal, max_rows: int, *, described: bool = False
+    ) -> None:
+        m = codec.m
+        for notice in answer.notices:
+            self._notice(notice)
+        answer.notices = []  # once per answer, however many Executes fetch it
+        if answer.columns is None:
+            if answer.tag:
+                self.stream.write(m.make_command_complete(answer.tag))
+            else:
+                self.stream.write(m.make_empty_query_response())
+            return
+        # rows are encoded as the client was told: by the portal's Describe, else by the
+        # statement's (a user query's statement Describe says text, without running it)
+        columns = answer.columns
+        if described:
+            columns = portal.described or portal.prepared.described or answer.columns
+        formats = portal.formats if described else answer.formats
+        if not described:
+            self.stream.write(m.make_row_description(_fields(columns, formats)))
+        end = len(answer.rows) if max_rows <= 0 else min(len(answer.rows), portal.sent + max_rows)
+        for row in answer.rows[portal.sent : end]:
+            self.stream.write(m.make_data_row(_encode(row, columns, formats)))
+        portal.sent = end
+        if end < len(answer.rows):
+            self.stream.write(m.make_portal_suspended())
+        else:
+            self.stream.write(m.make_command_complete(f"{answer.tag} {end}"))
+
+    # --- running statements ---------------------------------------------------------
+    async def _off_loop(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        future: Awaitable[T] = loop.run_in_executor(self.server.pool, fn, *args)
+        return await future
+
+    async def _run(
+        self,
+        statement: Statement,
+        params: Sequence[Any],
+        param_oids: Sequence[int],
+        *,
+        notify: bool = True,
+    ) -> Answer:
+        kind = statement.kind
+        if self.tx == b"E" and kind not in (Kind.COMMIT, Kind.ROLLBACK, Kind.SAVEPOINT):
+            raise WireError(
+                IN_FAILED_TRANSACTION,
+                "current transaction is aborted, commands ignored until end of transaction block",
+            )
+        if kind == Kind.EMPTY:
+            return Answer(None)
+        if kind in (Kind.BEGIN, Kind.COMMIT, Kind.ROLLBACK, Kind.SAVEPOINT):
+            return self._transaction(statement)
+        if kind in (Kind.SET, Kind.RESET, Kind.RESET_ALL, Kind.DISCARD, Kind.NOOP):
+            return self._set(statement)
+        if kind in (Kind.DECLARE, Kind.FETCH, Kind.MOVE, Kind.CLOSE):
+            return await self._cursor(statement, params, param_oids)
+        if kind == Kind.DEALLOCATE:
+            self.prepared.pop(statement.name, None)
+            return Answer(None, tag=statement.tag)
+        if kind == Kind.SHOW:
+            return self._show(statement.name)
+        if kind == Kind.SHOW_ALL:
+            rows = [(k, self.settings.values[k], "") for k in sorted(self.settings.values)]
+            rows += [(f"dpsql.{k}", self.settings.privacy.show(k), "") for k in PRIVACY]
+            cols = [Column(n, codec.TEXT) for n in ("name", "setting", "description")]
+            return Answer(cols, rows, "SHOW")
+        if kind == Kind.CATALOG:
+            return await self._catalog(statement, params, param_oids)
+        return await self._engine(statement, params, param_oids, notify=notify)
+
+    async def _cursor(
+        self, statement: Statement, params: Sequence[Any], oids: Sequence[int]
+    ) -> Answer:
+        """DECLARE runs its query once (one charge at most) into a portal of the cursor's
+        name, as PostgreSQL does; FETCH and MOVE page through it; CLOSE drops it."""
+        if statement.kind == Kind.DECLARE:
+            assert statement.inner is not None
+            answer = await self._run(statement.inner, params, oids)
+            self.portals[statement.name] = Portal(
+                Prepared(statement.inner, list(oids)),
+                list(params),
+                [1] if statement.binary else [],
+                answer=answer,
+            )
+            return Answer(None, tag=statement.tag, notices=answer.notices)
+        if statement.kind == Kind.CLOSE:
+            if statement.name:
+                self.portals.pop(statement.name, None)
+            else:
+                self.portals.clear()
+            return Answer(None, tag=statement.tag)
+        cursor = self.portals.get(statement.name)
+        if cursor is None or cursor.answer is None:
+            raise WireError(INVALID_CURSOR_NAME, f'cursor "{statement.name}" does not exist')
+        rows = cursor.answer.rows
+        end = len(rows) if statement.count < 0 else min(len(rows), cursor.sent + statement.count)
+        page = rows[cursor.sent : end]
+        cursor.sent = end
+        if statement.kind == Kind.MOVE:
+            return Answer(None, tag=f"MOVE {len(page)}")
+        binary = [1] if statement.inner is None and _is_binary(self, statement.name) else []
+        return Answer(cursor.answer.columns, page, "FETCH", formats=binary)
+
+    def _transaction(self, statement: Statement) -> Answer:
+        kind, tag = statement.kind, statement.tag
+        notes: list[Notice] = []
+        if kind == Kind.BEGIN:
+            if self.tx != b"I":
+                notes.append(
+                    Notice("WARNING", "25001", "there is already a transaction in progress")
+                )
+            self.tx = b"T"
+        elif kind in (Kind.COMMIT, Kind.ROLLBACK):
+            if self.tx == b"I":
+                notes.append(Notice("WARNING", "25P01", "there is no transaction in progress"))
+            if self.tx == b"E":
+                tag = "ROLLBACK"
+            self.tx = b"I"
+        elif tag == "ROLLBACK" and self.tx == b"E":  # ROLLBACK TO SAVEPOINT
+            self.tx = b"T"
+        return Answer(None, tag=tag, notices=notes)
+
+    def _set(self, statement: Statement) -> Answer:
+        kind = statement.kind
+        if kind == Kind.SET:
+            self.settings.set(statement.name, statement.value)
+            self._report(canonical(statement.name))
+        elif kind == Kind.RESET:
+            self.settings.set(statement.name, None)
+            self._report(canonical(statement.name))
+        elif kind in (Kind.RESET_ALL, Kind.DISCARD):
+            self.settings.reset_all()
+            if statement.tag == "DISCARD ALL":
+                self.prepared.clear()
+                self.portals.clear()
+        return Answer(None, tag=statement.tag)
+
+    def _report(self, name: str) -> None:
+        if name in STARTUP:
+            value = self.settings.get(name) or ""
+            self.stream.write(codec.m.make_parameter_status(DISPLAY.get(name, name), value))
+
+    def _show(self, name: str) -> Answer:
+        key = canonical(name)
+        column = DISPLAY.get(key, key)
+        if key.startswith("dpsql."):
+            short = key[len("dpsql.") :]
+            if short in PRIVACY:
+                value = self.settings.privacy.show(short)
+            elif short == "remaining":
+                left = self.server.door.remaining(self.caller)
+                value = ", ".join(f"{k}={v:.6g}" for k, v in left.items()) or "n/a"
+            elif short == "last_release":
+                value = self.last_release or ""
+            else:
+                raise unknown(key)
+            return Answer([Column(column, codec.TEXT)], [(value,)], "SHOW")
+        standard = self.settings.get(key)
+        if standard is None:
+            raise unknown(key)
+        return Answer([Column(column, codec.TEXT)], [(standard,)], "SHOW")
+
+    def facts(self) -> SessionFacts:
+        return SessionFacts(
+            user=self.caller.name,
+            database=self.database,
+            version=self.server.version,
+            pid=self.pid,
+            settings=dict(self.settings.values),
+        )
+
+    async def _catalog(
+        self, statement: Statement, params: Sequence[Any], oids: Sequence[int]
+    ) -> Answer:
+        assert statement.tree is not None
+        values = catalog_params(params, oids)
+        found = await self._off_loop(self.shadow.answer, statement.tree, values, self.facts())
+        columns = [Column(n, _duckdb_oid(t)) for n, t in zip(found.names, found.types, strict=True)]
+        return Answer(columns, found.rows, "SELECT")
+
+    async def _engine(
+        self,
+        statement: Statement,
+        params: Sequence[Any],
+        oids: Sequence[int],
+        *,
+        notify: bool,
+    ) -> Answer:
+        search_path = [
+            s.strip().strip('"')
+            for s in (self.settings.get("search_path") or "").split(",")
+            if s.strip().strip('"') not in ("$user", "")
+        ]
+        sql = engine_sql(
+            statement.sql,
+            params,
+            oids,
+            database=self.database,
+            search_path=search_path,
+            user_tables=self.user_tables,
+        )
+        self.server.limiter_check(self.caller.name)
+        ask = Ask(sql, self.settings.privacy, self.caller)
+        try:
+            result = await self._off_loop(self.server.door.run, ask)
+        except DPSQLError as error:
+            raise from_dpsql(error, sql) from None
+        except Exception:  # an engine bug: no details to the client, the log has them
+            log.exception("engine failure")
+            raise WireError(
+                INTERNAL_ERROR, "internal error", hint="report this to the operator"
+            ) from None
+        self.last_release = release_json(result)
+        oids_out = pgtypes.infer_oids(len(result.columns), result.rows)
+        columns = [Column(n, o) for n, o in zip(result.columns, oids_out, strict=True)]
+        return Answer(columns, list(result.rows), "SELECT", notices(result) if notify else [])
+
+
+def _is_binary(connection: Connection, name: str) -> bool:
+    cursor = connection.portals.get(name)
+    return bool(cursor and cursor.formats == [1])
+
+
+def _fields(columns: list[Column], formats: list[int]) -> list[codec.FieldSpec]:
+    return [
+        codec.FieldSpec(name=c.name, oid=c.oid, format_code=_format(formats, i))
+        for i, c in enumerate(columns)
+    ]
+
+
+def _format(formats: list[int], index: int) -> int:
+    if not formats:
+        return 0
+    return formats[0] if len(formats) == 1 else formats[index]
+
+
+def _encode(row: Sequence[Any], columns: list[Column], formats: list[int]) -> list[bytes | None]:
+    out: list[bytes | None] = []
+    for i, value in enumerate(row):
+        if value is None:
+            out.append(None)
+            continue
+        oid = columns[i].oid if i < len(columns) else codec.TEXT
+        if _format(formats, i) == 1:
+            try:
+                out.append(codec.encode_binary(oid, value))
+            except (ValueError, TypeError, OverflowError) as error:
+                raise WireError("22P03", f"cannot send column {i + 1} in binary: {error}") from None
+        else:
+            out.append(codec.encode_text(oid, value).encode("utf-8"))
+    return out
+
+
+def _projection_names(sql: str) -> list[str]:
+    """Output column names of a SELECT, as PostgreSQL would name them (no execution)."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, dialect="postgres")
+    except sqlglot.errors.ParseError:
+        return ["?column?"]
+    if not isinstance(tree, exp.Query):
+        return ["?column?"]
+    names = []
+    for item in tree.selects:
+        if isinstance(item, exp.Alias):
+            names.append(item.alias)
+        elif isinstance(item, exp.Column):
+            names.append(item.name)
+        elif isinstance(item, exp.Func):
+            names.append(item.sql_name().lower())
+        else:
+            names.append("?column?")
+    return names
+
+
+def _startup_options(options: str) -> list[tuple[str, str]]:
+    """``options=-c name=value -c ...`` from the startup packet (libpq's PGOPTIONS)."""
+    out = []
+    tokens = options.replace("--", "-c ").split()
+    for i, token in enumerate(tokens):
+        if token == "-c" and i + 1 < len(tokens) and "=" in tokens[i + 1]:
+            name, _, value = tokens[i + 1].partition("=")
+            if canonical(name) in STANDARD or canonical(name).startswith("dpsql."):
+                out.append((name, value))
+    return out
+
