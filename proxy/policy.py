@@ -478,6 +478,8 @@ def _analyst_defaults(body: Mapping[str, Any], where: str) -> tuple[tuple[str, A
             out.append((key, _bool(body, where, key, False)))
         elif kind is int:
             out.append((key, _count(body, where, key, 1)))
+        elif key == "delta":
+            out.append((key, _delta(body, where, key, 0.0)))
         else:
             out.append((key, _positive(body, where, key, 1.0)))
     budgets = [k for k, _ in out if k in ("epsilon", "rho", "accuracy")]

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from proxy.policy import (
-    AnalystDefaults,
     AnalystPolicy,
     ColumnPolicy,
     PolicyError,
@@ -184,9 +183,10 @@ def test_analyst_defaults_and_scram_verifier():
         f'scram_sha256 = "{SCRAM}"',
     )
     alice = parse(text).analysts[0]
-    assert alice.defaults == AnalystDefaults(epsilon=0.25, delta=1e-8)
+    assert alice.defaults == (("delta", 1e-8), ("epsilon", 0.25))
+    assert alice.default("epsilon") == 0.25 and alice.default("rho") is None
     assert alice.scram_sha256 == SCRAM
-    assert parse().analysts[0].defaults == AnalystDefaults()  # none declared: engine's
+    assert parse().analysts[0].defaults == ()  # none declared: the engine's apply
 
 
 def test_schema_qualified_partition():
@@ -503,8 +503,8 @@ REFUSALS = [
     ),
     (
         'role = "analyst"',
-        'role = "analyst"\ndefaults = { rho = 0.1 }',
-        "analysts.alice.defaults.rho: unknown key",
+        'role = "analyst"\ndefaults = { sigma = 0.1 }',
+        "analysts.alice.defaults.sigma: unknown key",
     ),
     (
         'role = "analyst"',
