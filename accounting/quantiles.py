@@ -58,7 +58,7 @@ that half a count (MIN/MAX's cap at n/2) is a whole number of units."""
 
 DEFAULT_MAX_BINS = 1024
 """Default grid size: the binning error is 1/2048 of the range while the rank error grows
-only like ln B; one draw over 1024 bins takes about 0.2–2 ms in OpenDP."""
+only like ln B; one draw over 1024 bins takes about 1–2.5 ms in OpenDP."""
 
 MAX_BINS = 1 << 16
 
