@@ -175,6 +175,12 @@ def _laplace_half_width(scale_units: float, integer: bool) -> float:
     return float(h)
 
 
+def laplace_half_width_95(scale: float) -> float:
+    """Exact two-sided 95% half-width of discrete Laplace noise of scale ``scale`` (in
+    integer units). Preconditions: scale within the supported range."""
+    return _laplace_half_width(_scale("scale", scale), integer=True)
+
+
 def describe_gaussian(
     *,
     l2_sensitivity: float,

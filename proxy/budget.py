@@ -1,23 +1,29 @@
-"""Stage 5a: the budget of one query — sensitivities, the equal ρ (or ε) split over the
-released statistics and partition selection, and the noise each column gets.
-
-Privacy arithmetic comes from ``accounting``: sensitivities from
-``accounting.sensitivity``, noise scales and exact costs from ``accounting.mechanisms``
-and ``accounting.partition``, calibration from ``accounting.rdp`` and ``planning``.
+"""The budget of one query as the proxy states it: which statistics are released, with
+which sensitivity (from ``accounting.sensitivity``) and weight, and the request's budget
+checked and tagged. All arithmetic — the split, noise scales, the threshold, the exact
+curve — is ``accounting.calibrate``'s.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
-from accounting import mechanisms, partition, planning
+from accounting.calibrate import (
+    AccuracyBudget,
+    CalibrationError,
+    ColumnSpec,
+    EpsilonBudget,
+    Mechanism,
+    QueryBudget,
+    RhoBudget,
+    calibrate,
+)
 from accounting.mechanisms import NoiseDescriptor
 from accounting.partition import Threshold
-from accounting.rdp import ZERO, Curve, CurveError, max_rho_within
+from accounting.rdp import Curve
 from accounting.sensitivity import AggregateKind, Sensitivity, SensitivityError, sensitivity
-from proxy.errors import DPSQLError, bad_request
+from proxy.errors import bad_request
 from proxy.policy import Policy
 from proxy.request import QueryRequest
 from proxy.rewrite import core as C
@@ -114,195 +120,72 @@ def _choose(request: QueryRequest) -> None:
             )
 
 
-def _describe(
-    mechanism: str, integer: bool, sens: Sensitivity, scale: float, k: int
-) -> NoiseDescriptor:
-    if mechanism == "gaussian":
-        return mechanisms.describe_gaussian(
-            l2_sensitivity=sens.l2,
-            sigma=scale,
-            integer=integer,
-            length=k,
-            changed_coordinates=k,
-        )
-    return mechanisms.describe_laplace(
-        l1_sensitivity=sens.l1, scale=scale, integer=integer, length=k, changed_coordinates=k
+def _request_budget(request: QueryRequest, policy: Policy) -> QueryBudget:
+    if request.accuracy is not None:
+        a = request.accuracy
+        return AccuracyBudget(a.rel_error, a.at_count, a.confidence)
+    if request.rho is not None:
+        return RhoBudget(request.rho)
+    return EpsilonBudget(
+        request.epsilon if request.epsilon is not None else policy.proxy.default_epsilon
     )
 
 
-# What the noise search needs to know of one released column.
-Spec = tuple[bool, Sensitivity]  # (integer-valued, sensitivity)
+@dataclass(frozen=True)
+class QueryNoise:
+    """The calibrated noise of one query: per released column, the threshold (private
+    keys), the curve the ledger is charged and its ε at the conversion δ."""
 
-
-def _noise_for_share(
-    mechanism: str,
-    share: float,
-    specs: tuple[Spec, ...],
-    k: int,
-    delta_thr: float,
-    threshold: bool,
-) -> tuple[tuple[NoiseDescriptor, ...], Threshold | None]:
-    descriptors: list[NoiseDescriptor] = []
-    for integer, sens in specs:
-        if mechanism == "gaussian":
-            scale = mechanisms.gaussian_sigma_for_rho(sens.l2, share)
-        else:
-            scale = mechanisms.laplace_scale_for_epsilon(sens.l1, share)
-        descriptors.append(_describe(mechanism, integer, sens, scale, k))
-    thr: Threshold | None = None
-    if threshold:
-        if mechanism == "gaussian":
-            sigma = mechanisms.gaussian_sigma_for_rho(math.sqrt(k), share)
-            thr = partition.gaussian_threshold(sigma, k, delta_thr)
-        else:
-            thr = partition.laplace_threshold(share, k, delta_thr)
-    return tuple(descriptors), thr
-
-
-def _total(noise: tuple[NoiseDescriptor, ...], thr: Threshold | None) -> Curve:
-    total = ZERO
-    for n in noise:
-        total = total + n.curve
-    if thr is not None:
-        total = total + thr.curve
-    return total
-
-
-def _accuracy_share(
-    request: QueryRequest,
-    mechanism: str,
-    stats: list[tuple[C.Statistic, Sensitivity]],
-    k: int,
-    delta_conv: float,
-) -> float:
-    target = request.accuracy
-    assert target is not None
-    counts = [s for s in stats if s[0].kind in (C.ROWS, C.COUNT, C.PERSONS)]
-    if not counts:
-        raise bad_request(
-            "an accuracy target needs a COUNT in the query", "add COUNT(*) or state epsilon instead"
-        )
-    sens = max((s[1] for s in counts), key=lambda s: s.l2)
-    try:
-        budget = planning.budget_for_accuracy(
-            rel_error=target.rel_error,
-            at_count=target.at_count,
-            confidence=target.confidence,
-            sensitivity=sens.l2 if mechanism == "gaussian" else sens.l1,
-            mechanism=mechanism,
-            delta=delta_conv,
-        )
-    except ValueError as error:
-        raise bad_request(
-            f"bad accuracy target: {error}", "rel_error > 0, at_count > 0, 0 < confidence < 1"
-        ) from None
-    if budget.absurd:
-        raise bad_request(
-            f"that accuracy needs epsilon {budget.epsilon:.3g} per released column, "
-            "which is not a meaningful privacy guarantee",
-            "relax rel_error or ask about larger counts (at_count)",
-        )
-    if mechanism == "gaussian":
-        assert budget.rho is not None
-        return budget.rho
-    return budget.epsilon
+    columns: tuple[ColumnNoise, ...]
+    threshold: Threshold | None
+    curve: Curve
+    epsilon: float
+    delta_conversion: float
+    delta_threshold: float
+    rho: float | None
 
 
 def budget_noise(
     core: C.Core, request: QueryRequest, policy: Policy, needs_threshold: bool
-) -> tuple[list[ColumnNoise], Threshold | None, Curve, float, float, float, float | None]:
-    """Split the query's budget equally over its noised columns (and the threshold)."""
+) -> QueryNoise:
+    """Split the query's budget over its noised columns (and the threshold) by weight:
+    every statistic the analyst asked for weighs 1 (the equal split)."""
     _choose(request)
-    mechanism = policy.proxy.mechanism
+    mechanism = Mechanism(policy.proxy.mechanism)
     delta_conv, delta_thr = _delta_split(request, policy, core.shape.population, needs_threshold)
     stats = [
         (s, _sensitivity(s, core))
         for s in core.statistics
         if not (needs_threshold and s.kind == C.PERSONS)
     ]
-    shares = len(stats) + (1 if needs_threshold else 0)
-    k = core.max_groups
-    target_eps: float | None = None
-    if request.accuracy is not None:
-        share = _accuracy_share(request, mechanism, stats, k, delta_conv)
-    elif request.rho is not None:
-        if mechanism != "gaussian":
-            raise bad_request("rho applies to the gaussian mechanism only", "send epsilon")
-        share = request.rho / shares
-    else:
-        target_eps = (
-            request.epsilon if request.epsilon is not None else policy.proxy.default_epsilon
+    specs = tuple(
+        ColumnSpec(
+            integer=stat.integer,
+            sensitivity=sens,
+            weight=1.0,
+            count=stat.kind in (C.ROWS, C.COUNT, C.PERSONS),
         )
-        if mechanism == "gaussian":
-            try:
-                share = max_rho_within(target_eps, delta_conv) / shares
-            except CurveError as error:
-                raise bad_request(str(error), "send a larger epsilon or a larger delta") from None
-        else:
-            share = target_eps / shares
-
-    specs = tuple((stat.integer, sens) for stat, sens in stats)
-    descriptors, thr, curve, eps, share = _fit(
-        mechanism, share, target_eps, specs, k, delta_conv, delta_thr, needs_threshold
+        for stat, sens in stats
     )
-    noise = [ColumnNoise(stat, sens, d) for (stat, sens), d in zip(stats, descriptors, strict=True)]
-    rho = share * shares if mechanism == "gaussian" else None
-    return noise, thr, curve, eps, delta_conv, delta_thr, rho
-
-
-@functools.lru_cache(maxsize=4096)
-def _fit(
-    mechanism: str,
-    share: float,
-    target_eps: float | None,
-    specs: tuple[Spec, ...],
-    k: int,
-    delta_conv: float,
-    delta_thr: float,
-    threshold: bool,
-) -> tuple[tuple[NoiseDescriptor, ...], Threshold | None, Curve, float, float]:
-    """The noise of every column at the largest share that fits ``target_eps``.
-
-    A pure function of numbers (memoised: queries of the same statistics at the same
-    budget share one search). Returns descriptors, threshold, total curve, its ε and the
-    share used.
-    """
-
-    def attempt(
-        share: float,
-    ) -> tuple[tuple[NoiseDescriptor, ...], Threshold | None, Curve, float]:
-        noise, thr = _noise_for_share(mechanism, share, specs, k, delta_thr, threshold)
-        curve = _total(noise, thr)
-        eps = curve.epsilon(delta_conv)
-        if mechanism == "laplace":
-            # Pure ε by basic composition is also a valid statement; report the smaller.
-            pure = sum(n.pure_epsilon or math.inf for n in noise)
-            if thr is not None:
-                pure += thr.max_groups / thr.scale
-            eps = min(eps, pure)
-        return noise, thr, curve, eps
-
-    noise, thr, curve, eps = attempt(share)
-    if target_eps is not None and eps > target_eps:
-        # The float grid's rounding slack (and the discrete Laplace's whole units) sit on
-        # top of the share: find the largest share that fits, by halving an interval.
-        fits, too_big = share, share
-        while eps > target_eps and fits > share * 1e-3:
-            # ε grows about like √share: this step usually fits at the first try.
-            too_big, fits = fits, fits * min(0.999, (target_eps / eps) ** 2)
-            noise, thr, curve, eps = attempt(fits)
-        if eps > target_eps:  # pragma: no cover - guards against a logic error
-            raise DPSQLError("internal", "could not fit the noise within the budget", "")
-        best = (noise, thr, curve, eps)
-        for _ in range(30):  # until the share is within 1e-6 of the largest that fits
-            if too_big - fits <= 1e-6 * fits:
-                break
-            middle = (fits + too_big) / 2
-            trial = attempt(middle)
-            if trial[3] <= target_eps:
-                fits, best = middle, trial
-            else:
-                too_big = middle
-        noise, thr, curve, eps = best
-        share = fits
-    return noise, thr, curve, eps, share
+    try:
+        cal = calibrate(
+            mechanism,
+            specs,
+            _request_budget(request, policy),
+            threshold_weight=1.0 if needs_threshold else None,
+            max_groups=core.max_groups,
+            delta_conversion=delta_conv,
+            delta_threshold=delta_thr,
+        )
+    except CalibrationError as error:
+        raise bad_request(
+            str(error),
+            "send a larger epsilon or delta, or relax the accuracy target "
+            "(rel_error > 0, at_count > 0, 0 < confidence < 1)",
+        ) from None
+    columns = tuple(
+        ColumnNoise(stat, sens, d) for (stat, sens), d in zip(stats, cal.descriptors, strict=True)
+    )
+    return QueryNoise(
+        columns, cal.threshold, cal.curve, cal.epsilon, delta_conv, delta_thr, cal.rho
+    )

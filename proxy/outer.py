@@ -12,6 +12,7 @@ import sqlglot
 from sqlglot import exp
 
 from accounting import mechanisms
+from accounting.calibrate import Mechanism
 from accounting.partition import Threshold
 from proxy import shape as S
 from proxy.budget import ColumnNoise
@@ -188,9 +189,7 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool, raw: bool =
 
 
 def _noise_std(descriptor: mechanisms.NoiseDescriptor) -> float:
-    if descriptor.mechanism == "gaussian":
-        return descriptor.scale
-    return math.sqrt(2.0) * descriptor.scale
+    return Mechanism(descriptor.mechanism).std(descriptor.scale)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -225,8 +224,8 @@ def column_noise(
     by_column: dict[str, tuple[float | None, float | None]] = {
         n.statistic.column: (n.descriptor.scale, n.descriptor.half_width_95) for n in noise
     }
-    if thr is not None and thr.mechanism == "gaussian":
-        by_column["__persons"] = (thr.scale, mechanisms.Z_975 * thr.scale)
+    if thr is not None:
+        by_column["__persons"] = (thr.scale, Mechanism(thr.mechanism).half_width_95(thr.scale))
     direct = _columns_of(outer)[0]
     return tuple(
         (name, *by_column.get(column or "", (None, None)))

@@ -111,9 +111,8 @@ def build_plan(
     """The plan of a rewritten query for one request's budget (``outer``: the outer SQL
     if already made for this structure)."""
     needs_threshold = domain is None
-    noise, thr, curve, eps, d_conv, _d_thr, rho = budget_noise(
-        core, request, policy, needs_threshold
-    )
+    calibrated = budget_noise(core, request, policy, needs_threshold)
+    noise, thr = list(calibrated.columns), calibrated.threshold
     shape = core.shape
     targets = (
         tuple(partition_population(shape.population, shape.partition_column, v) for v in shape.pins)
@@ -145,11 +144,11 @@ def build_plan(
         threshold=thr,
         domain=domain,
         mechanism=policy.proxy.mechanism,
-        curve=curve,
-        epsilon=eps,
-        delta_conversion=d_conv,
+        curve=calibrated.curve,
+        epsilon=calibrated.epsilon,
+        delta_conversion=calibrated.delta_conversion,
         delta_threshold=thr.delta if thr is not None else 0.0,
-        rho=rho,
+        rho=calibrated.rho,
         population=shape.population,
         charge_targets=targets,
         max_rows=core.max_rows,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from accounting.calibrate import Mechanism
 from accounting.ledger import AnalystShare, Partitioning
 
 Value = str | int | float
@@ -236,7 +237,7 @@ def _proxy(body: Mapping[str, Any]) -> ProxySettings:
     d = ProxySettings()
     _only(body, "proxy", set(ProxySettings.__dataclass_fields__))
     mechanism = _str(body, "proxy", "mechanism", d.mechanism)
-    if mechanism not in ("gaussian", "laplace"):
+    if mechanism not in {m.value for m in Mechanism}:
         raise PolicyError(f"proxy.mechanism: {mechanism!r} is not gaussian or laplace")
     memory = _str(body, "proxy", "memory_limit", d.memory_limit)
     if not _MEMORY.match(memory):

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from accounting import mechanisms
+from accounting.calibrate import Mechanism
 from accounting.mechanisms import MAX_UNITS
 from proxy.budget import ColumnNoise
 from proxy.errors import DPSQLError
@@ -77,12 +78,12 @@ def _numbers(values: np.ndarray, integer: bool) -> np.ndarray:
 def _noised(noise: ColumnNoise, values: np.ndarray, k: int) -> np.ndarray:
     integer = noise.statistic.integer
     data = _numbers(values, integer)
-    gaussian = noise.descriptor.mechanism == "gaussian"
+    mechanism = Mechanism(noise.descriptor.mechanism)
     return np.asarray(
         _planned(
             data,
             mechanism=noise.descriptor.mechanism,
-            sensitivity=noise.sensitivity.l2 if gaussian else noise.sensitivity.l1,
+            sensitivity=mechanism.sensitivity_of(noise.sensitivity),
             scale=noise.descriptor.scale,
             integer=integer,
             changed_coordinates=k,
@@ -110,7 +111,7 @@ def _select_partitions(
         _planned(
             persons,
             mechanism=thr.mechanism,
-            sensitivity=float(np.sqrt(k)) if thr.mechanism == "gaussian" else float(k),
+            sensitivity=Mechanism(thr.mechanism).threshold_sensitivity(k),
             scale=thr.scale,
             integer=True,
             changed_coordinates=k,

@@ -58,6 +58,17 @@ def scan(source: str, name: str) -> list[str]:
     return findings
 
 
+def test_no_module_outside_accounting_compares_mechanism_names() -> None:
+    findings = []
+    for path in sorted((ROOT / "proxy").rglob("*.py")):
+        findings += [
+            f
+            for f in scan(path.read_text(), str(path.relative_to(ROOT)))
+            if "compares a mechanism name" in f
+        ]
+    assert findings == [], "\n".join(findings)
+
+
 def test_the_doors_reach_the_ledger_only_through_the_engine() -> None:
     findings = []
     files = _door_files()

@@ -1,0 +1,327 @@
+"""Calibration: a query's budget → the noise of each released column, the partition-
+selection threshold, and the exact curve to charge.
+
+The proxy hands over what the rewrite knows (each column's sensitivity and whether its
+values are integers, a weight per column, whether keys need partition selection, K and
+the δ split) and the request's budget as a tagged type; this module returns a typed
+:class:`Calibration`. Every comparison of mechanism names happens here (through
+:class:`Mechanism`), so no module outside ``accounting/`` needs one.
+
+The budget is split in proportion to the weights: in ρ (zCDP) for the Gaussian, in pure ε
+for the Laplace. Equal weights give the equal split; a small declared share (e.g. the
+clipping estimate) is a small weight. Float columns add rounding slack to their curves
+(see :mod:`accounting.mechanisms`), so for an ε target the share is then shrunk by an
+interval search until the whole curve converts to at most the requested ε.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+
+from accounting import mechanisms, partition, planning
+from accounting.mechanisms import NoiseDescriptor
+from accounting.partition import Threshold
+from accounting.rdp import ZERO, Curve, CurveError, max_rho_within
+from accounting.sensitivity import Sensitivity
+
+
+class CalibrationError(ValueError):
+    """A budget that cannot be calibrated (too small for the order grid, accuracy out of
+    range, ρ with the Laplace mechanism, ...). The message says which."""
+
+
+class Mechanism(StrEnum):
+    """The noise a policy uses: the discrete Gaussian (zCDP, composes in ρ) or the
+    discrete Laplace (pure DP)."""
+
+    GAUSSIAN = "gaussian"
+    LAPLACE = "laplace"
+
+    @property
+    def composes_in_rho(self) -> bool:
+        return self is Mechanism.GAUSSIAN
+
+    def sensitivity_of(self, sens: Sensitivity) -> float:
+        """The norm this mechanism is calibrated to: Δ2 (Gaussian) or Δ1 (Laplace)."""
+        return sens.l2 if self is Mechanism.GAUSSIAN else sens.l1
+
+    def threshold_sensitivity(self, max_groups: int) -> float:
+        """Of the person counts used for partition selection: √K or K."""
+        return math.sqrt(max_groups) if self is Mechanism.GAUSSIAN else float(max_groups)
+
+    def std(self, scale: float) -> float:
+        """Standard deviation of noise of this scale (σ, or √2·b for the Laplace)."""
+        return scale if self is Mechanism.GAUSSIAN else math.sqrt(2.0) * scale
+
+    def half_width_95(self, scale: float) -> float:
+        """Two-sided 95% half-width of integer noise of this scale."""
+        if self is Mechanism.GAUSSIAN:
+            return mechanisms.Z_975 * scale
+        return mechanisms.laplace_half_width_95(scale)
+
+    def scale_for_share(self, sens: Sensitivity, share: float) -> float:
+        """σ for a ρ share, or b for an ε share. Preconditions: share > 0."""
+        if self is Mechanism.GAUSSIAN:
+            return mechanisms.gaussian_sigma_for_rho(sens.l2, share)
+        return mechanisms.laplace_scale_for_epsilon(sens.l1, share)
+
+    def describe(
+        self, integer: bool, sens: Sensitivity, scale: float, max_groups: int
+    ) -> NoiseDescriptor:
+        """The descriptor (and exact curve) of one column noised at ``scale``, for a
+        person who changes up to ``max_groups`` coordinates."""
+        if self is Mechanism.GAUSSIAN:
+            return mechanisms.describe_gaussian(
+                l2_sensitivity=sens.l2,
+                sigma=scale,
+                integer=integer,
+                length=max_groups,
+                changed_coordinates=max_groups,
+            )
+        return mechanisms.describe_laplace(
+            l1_sensitivity=sens.l1,
+            scale=scale,
+            integer=integer,
+            length=max_groups,
+            changed_coordinates=max_groups,
+        )
+
+    def threshold(self, share: float, max_groups: int, delta: float) -> Threshold:
+        """Partition selection on person counts (sensitivity 1 per group, K groups) for a
+        share of the budget, costing at most ``delta``."""
+        if self is Mechanism.GAUSSIAN:
+            sigma = mechanisms.gaussian_sigma_for_rho(math.sqrt(max_groups), share)
+            return partition.gaussian_threshold(sigma, max_groups, delta)
+        return partition.laplace_threshold(share, max_groups, delta)
+
+
+@dataclass(frozen=True)
+class EpsilonBudget:
+    """Spend at most ``epsilon`` at the query's conversion δ."""
+
+    epsilon: float
+
+
+@dataclass(frozen=True)
+class RhoBudget:
+    """Spend ``rho`` (zCDP), split by weight; the Gaussian mechanism only."""
+
+    rho: float
+
+
+@dataclass(frozen=True)
+class AccuracyBudget:
+    """Spend what a count of ``at_count`` needs for relative error ``rel_error`` with
+    probability ``confidence`` (applied to the weight-1 columns)."""
+
+    rel_error: float
+    at_count: float
+    confidence: float = 0.95
+
+
+QueryBudget = EpsilonBudget | RhoBudget | AccuracyBudget
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """One released column as calibration needs it: its sensitivity, whether its values
+    are integers (discrete noise, no grid), its weight in the split, and whether it is a
+    count (accuracy targets are stated for counts)."""
+
+    integer: bool
+    sensitivity: Sensitivity
+    weight: float = 1.0
+    count: bool = False
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Noise per column (same order as the specs), the threshold if any, the curve the
+    ledger is charged, its ε at the conversion δ, and ρ for the Gaussian."""
+
+    descriptors: tuple[NoiseDescriptor, ...]
+    threshold: Threshold | None
+    curve: Curve
+    epsilon: float
+    rho: float | None
+
+
+def _noise_for(
+    mechanism: Mechanism,
+    unit: float,
+    columns: tuple[ColumnSpec, ...],
+    threshold_weight: float | None,
+    k: int,
+    delta_threshold: float,
+) -> tuple[tuple[NoiseDescriptor, ...], Threshold | None]:
+    descriptors = tuple(
+        mechanism.describe(
+            c.integer, c.sensitivity, mechanism.scale_for_share(c.sensitivity, unit * c.weight), k
+        )
+        for c in columns
+    )
+    thr = (
+        None
+        if threshold_weight is None
+        else mechanism.threshold(unit * threshold_weight, k, delta_threshold)
+    )
+    return descriptors, thr
+
+
+def _curve(descriptors: tuple[NoiseDescriptor, ...], thr: Threshold | None) -> Curve:
+    total = ZERO
+    for d in descriptors:
+        total = total + d.curve
+    return total + thr.curve if thr is not None else total
+
+
+def _epsilon(
+    mechanism: Mechanism,
+    descriptors: tuple[NoiseDescriptor, ...],
+    thr: Threshold | None,
+    curve: Curve,
+    delta_conversion: float,
+) -> float:
+    eps = curve.epsilon(delta_conversion)
+    if mechanism is Mechanism.LAPLACE:
+        # Pure ε by basic composition is also a valid statement; report the smaller.
+        pure = sum(d.pure_epsilon or math.inf for d in descriptors)
+        if thr is not None:
+            pure += thr.max_groups / thr.scale
+        eps = min(eps, pure)
+    return eps
+
+
+def _unit_share(
+    mechanism: Mechanism,
+    budget: QueryBudget,
+    columns: tuple[ColumnSpec, ...],
+    total_weight: float,
+    delta_conversion: float,
+) -> float:
+    """The budget per unit of weight, before the rounding slack is fitted."""
+    if isinstance(budget, RhoBudget):
+        if not mechanism.composes_in_rho:
+            raise CalibrationError("rho applies to the gaussian mechanism only")
+        return budget.rho / total_weight
+    if isinstance(budget, EpsilonBudget):
+        if mechanism is Mechanism.GAUSSIAN:
+            try:
+                return max_rho_within(budget.epsilon, delta_conversion) / total_weight
+            except CurveError as error:
+                raise CalibrationError(str(error)) from None
+        return budget.epsilon / total_weight
+    counts = [c for c in columns if c.count]
+    if not counts:
+        raise CalibrationError("an accuracy target needs a COUNT in the query")
+    widest = max(counts, key=lambda c: mechanism.sensitivity_of(c.sensitivity))
+    try:
+        planned = planning.budget_for_accuracy(
+            rel_error=budget.rel_error,
+            at_count=budget.at_count,
+            confidence=budget.confidence,
+            sensitivity=mechanism.sensitivity_of(widest.sensitivity),
+            mechanism=mechanism.value,
+            delta=delta_conversion,
+        )
+    except ValueError as error:
+        raise CalibrationError(f"bad accuracy target: {error}") from None
+    if planned.absurd:
+        raise CalibrationError(
+            f"that accuracy needs epsilon {planned.epsilon:.3g} per released column, "
+            "which is not a meaningful privacy guarantee"
+        )
+    share = planned.rho if mechanism.composes_in_rho else planned.epsilon
+    assert share is not None
+    return share / widest.weight
+
+
+def calibrate(
+    mechanism: Mechanism,
+    columns: tuple[ColumnSpec, ...],
+    budget: QueryBudget,
+    *,
+    threshold_weight: float | None,
+    max_groups: int,
+    delta_conversion: float,
+    delta_threshold: float,
+) -> Calibration:
+    """The noise of every column and the threshold, for ``budget``.
+
+    Preconditions: every weight > 0; sensitivities finite; K ≥ 1; 0 < δ's < 1.
+    Privacy claim: releasing every column with its descriptor's noise, and partition
+    selection with the threshold, costs exactly ``curve`` (composition of the parts'
+    exact curves) for neighbours within the stated sensitivities; for an ε budget,
+    ``curve`` converts to at most that ε at ``delta_conversion``. Raises
+    CalibrationError for budgets that cannot be met.
+    """
+    total_weight = sum(c.weight for c in columns) + (threshold_weight or 0.0)
+    if not total_weight > 0:
+        raise CalibrationError("nothing to release")
+    unit = _unit_share(mechanism, budget, columns, total_weight, delta_conversion)
+    target = budget.epsilon if isinstance(budget, EpsilonBudget) else None
+    try:
+        return _fit(
+            mechanism,
+            unit,
+            target,
+            columns,
+            threshold_weight,
+            max_groups,
+            delta_conversion,
+            delta_threshold,
+        )
+    except (mechanisms.MechanismError, partition.ThresholdError, CurveError) as error:
+        raise CalibrationError(f"the budget cannot be calibrated: {error}") from None
+
+
+@functools.lru_cache(maxsize=4096)
+def _fit(
+    mechanism: Mechanism,
+    unit: float,
+    target_eps: float | None,
+    columns: tuple[ColumnSpec, ...],
+    threshold_weight: float | None,
+    k: int,
+    delta_conversion: float,
+    delta_threshold: float,
+) -> Calibration:
+    """The calibration at the largest unit share that fits ``target_eps`` (if any).
+
+    A pure function of numbers, memoised: queries of the same statistics at the same
+    budget share one search."""
+
+    def attempt(u: float) -> Calibration:
+        descriptors, thr = _noise_for(mechanism, u, columns, threshold_weight, k, delta_threshold)
+        curve = _curve(descriptors, thr)
+        eps = _epsilon(mechanism, descriptors, thr, curve, delta_conversion)
+        total = u * (sum(c.weight for c in columns) + (threshold_weight or 0.0))
+        return Calibration(
+            descriptors, thr, curve, eps, total if mechanism.composes_in_rho else None
+        )
+
+    best = attempt(unit)
+    if target_eps is None or best.epsilon <= target_eps:
+        return best
+    # The float grid's rounding slack (and the discrete Laplace's whole units) sit on top
+    # of the share: find the largest share that fits, by shrinking then bisecting.
+    fits, too_big = unit, unit
+    while best.epsilon > target_eps and fits > unit * 1e-3:
+        # ε grows about like √share: this step usually fits at the first try.
+        too_big, fits = fits, fits * min(0.999, (target_eps / best.epsilon) ** 2)
+        best = attempt(fits)
+    if best.epsilon > target_eps:
+        raise CalibrationError("could not fit the noise within the budget")
+    for _ in range(30):  # until the share is within 1e-6 of the largest that fits
+        if too_big - fits <= 1e-6 * fits:
+            break
+        middle = (fits + too_big) / 2
+        trial = attempt(middle)
+        if trial.epsilon <= target_eps:
+            fits, best = middle, trial
+        else:
+            too_big = middle
+    return best
