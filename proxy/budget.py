@@ -23,6 +23,7 @@ from accounting.mechanisms import NoiseDescriptor
 from accounting.partition import Threshold
 from accounting.rdp import Curve
 from accounting.sensitivity import AggregateKind, Sensitivity, SensitivityError, sensitivity
+from proxy import shape as S
 from proxy.errors import bad_request
 from proxy.policy import Policy
 from proxy.request import QueryRequest
@@ -33,6 +34,7 @@ _KINDS = {
     C.ROWS: AggregateKind.ROW_COUNT,
     C.COUNT: AggregateKind.ROW_COUNT,
     C.PERSONS: AggregateKind.PERSON_COUNT,
+    C.CLIPPED: AggregateKind.PERSON_COUNT,
     C.SUM: AggregateKind.SUM,
     C.CENTRED_SUM: AggregateKind.CENTRED_SUM,
     C.CENTRED_SQUARES: AggregateKind.SUM_SQUARES,
@@ -158,14 +160,24 @@ def budget_noise(
         for s in core.statistics
         if not (needs_threshold and s.kind == C.PERSONS)
     ]
+    asked_persons = any(a.kind == S.COUNT_PERSONS for a in core.shape.aggregates)
+    clip = [
+        stat.kind == C.CLIPPED or (stat.kind == C.PERSONS and not asked_persons)
+        for stat, _ in stats
+    ]
+    # The clipping estimate gets its declared share of the whole budget; everything the
+    # analyst asked for (and the threshold) splits the rest equally.
+    main = len(stats) - sum(clip) + (1 if needs_threshold else 0)
+    share = policy.proxy.clipping_share
+    clip_weight = share / (1 - share) * main / max(1, sum(clip)) if share > 0 else 0.0
     specs = tuple(
         ColumnSpec(
             integer=stat.integer,
             sensitivity=sens,
-            weight=1.0,
-            count=stat.kind in (C.ROWS, C.COUNT, C.PERSONS),
+            weight=clip_weight if is_clip else 1.0,
+            count=stat.kind in (C.ROWS, C.COUNT, C.PERSONS) and not is_clip,
         )
-        for stat, sens in stats
+        for (stat, sens), is_clip in zip(stats, clip, strict=True)
     )
     try:
         cal = calibrate(

@@ -232,7 +232,13 @@ class Engine:
         if names is None or len(names) != len(select.expressions):
             names = tuple(e.alias_or_name for e in select.expressions)
         max_rows, max_groups = limits(request, shape, self.policy)
-        core = rewrite(shape, max_rows=max_rows, max_groups=max_groups, bounding=self._bounding)
+        core = rewrite(
+            shape,
+            max_rows=max_rows,
+            max_groups=max_groups,
+            bounding=self._bounding,
+            clipping=settings.clipping_share > 0,
+        )
         # Bind the core first: refuses what DuckDB cannot run, and gives the key types.
         key_types = self._key_types(core.sql, core.key_columns())
         check_key_types(shape.key_sqls, key_types)

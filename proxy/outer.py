@@ -94,6 +94,10 @@ def _post_expression(
     return exp.Sqrt(this=var) if call.kind.startswith("stddev") else var
 
 
+CLIP_CUT = "__clip_cut"  # hidden: noisy number of people bounding cut in the row's group
+CLIP_PEOPLE = "__clip_people"  # hidden: noisy number of people in the row's group
+
+
 def _is_count_shown(node: exp.Expr) -> bool:
     return (
         isinstance(node, exp.Greatest)
@@ -171,6 +175,18 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool, raw: bool =
                 hidden.append(exp.alias_(column, f"__ci{index}_{suffix}", copy=False))
         body = _total(copied.transform(visit, copy=False))
         items.append(exp.alias_(body, name, quoted=True, copy=False))
+    if core.clipping:
+        # The clipping estimate of each released row travels with it through HAVING,
+        # ORDER BY and LIMIT.
+        people = (
+            exp.column("__persons")
+            if threshold
+            else exp.column(core.statistic(C.PERSONS, None).column)
+        )
+        hidden.append(
+            exp.alias_(exp.column(core.statistic(C.CLIPPED, None).column), CLIP_CUT, copy=False)
+        )
+        hidden.append(exp.alias_(people, CLIP_PEOPLE, copy=False))
     out = exp.Select(expressions=[*items, *hidden], from_=C.from_table("released"))
     having = select.args.get("having")
     if having is not None:
@@ -204,6 +220,8 @@ def _columns_of(outer: str) -> tuple[tuple[str | None, ...], tuple[tuple[int, st
         if isinstance(item, exp.Alias) and item.alias.startswith("__ci"):
             index, suffix = item.alias[4:].split("_")
             parts.setdefault(int(index), {})[suffix] = body.name
+        elif isinstance(item, exp.Alias) and item.alias in (CLIP_CUT, CLIP_PEOPLE):
+            continue
         else:
             if _is_count_shown(body):
                 body = body.this  # a count shown as at least 0: the same noise width

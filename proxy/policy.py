@@ -116,6 +116,9 @@ class ProxySettings:
     threads: int = 2
     memory_limit: str = "2GB"
     max_partition_groups: int = 10000
+    # Share of each query's budget spent on the clipping estimate (how many people
+    # bounding cut per group, and how many people there are); 0 turns it off.
+    clipping_share: float = 0.05
 
 
 @dataclass(frozen=True)
@@ -254,7 +257,16 @@ def _proxy(body: Mapping[str, Any]) -> ProxySettings:
         threads=_count(body, "proxy", "threads", d.threads),
         memory_limit=memory,
         max_partition_groups=_count(body, "proxy", "max_partition_groups", d.max_partition_groups),
+        clipping_share=_share(body, "proxy", "clipping_share", d.clipping_share),
     )
+
+
+def _share(body: Mapping[str, Any], where: str, key: str, default: float) -> float:
+    v = _number(body, where, key)
+    v = default if v is None else v
+    if not 0 <= v <= 0.5:
+        raise PolicyError(f"{where}.{key}: {v!r} must lie in [0, 0.5]")
+    return v
 
 
 DEFAULT_QUERY_DELTA_SHARE = 0.01  # max_query_delta, as a share of the population's δ

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from accounting.mechanisms import Z_975
+from proxy.outer import CLIP_CUT, CLIP_PEOPLE
 from proxy.plan import Plan
 
 
@@ -15,6 +16,39 @@ class ColumnInfo:
     name: str
     noise_scale: float | None  # σ or b of the column's noise, when it is one statistic
     half_width_95: float | None  # 95% two-sided half-width of that noise
+
+
+@dataclass(frozen=True)
+class Clipping:
+    """A DP estimate of how much per-person bounding changed the answer: per shown row,
+    the noisy number of people whose rows the caps cut (more than C rows in the group,
+    or more than K groups) and the noisy number of people; their totals and ratio."""
+
+    max_rows_per_group: int
+    max_groups: int
+    people_cut: tuple[float, ...]  # per shown row
+    people: tuple[float, ...]  # per shown row
+    total_cut: float
+    total_people: float
+
+    @property
+    def fraction(self) -> float:
+        return max(0.0, self.total_cut) / max(1.0, self.total_people)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_rows_per_group": self.max_rows_per_group,
+            "max_groups": self.max_groups,
+            "people_cut": list(self.people_cut),
+            "people": list(self.people),
+            "total_people_cut": self.total_cut,
+            "total_people": self.total_people,
+            "fraction_cut": self.fraction,
+        }
+
+
+# Above this share of people cut, an answer says in words what bounding did to it.
+CLIPPING_WARNING = 0.05
 
 
 @dataclass(frozen=True)
@@ -36,6 +70,7 @@ class PrivacyInfo:
     # who have spent the most (0 on a replay). Composition makes it smaller than
     # ``epsilon`` once a population has spent something.
     population_epsilon_moved: dict[str, float] | None = None
+    clipping: Clipping | None = None  # how much bounding cut (None: not estimated)
 
     def to_dict(self) -> dict[str, Any]:
         """The one rendering of an answer's privacy metadata, shared by every door."""
@@ -54,6 +89,7 @@ class PrivacyInfo:
             "data_version": self.data_version,
             "counts": self.counts,
             "population_epsilon_moved": dict(self.population_epsilon_moved or {}),
+            "clipping": None if self.clipping is None else self.clipping.to_dict(),
         }
 
 
@@ -80,6 +116,7 @@ def build_result(
     moved: dict[str, float] | None = None,
 ) -> Result:
     """The answer to a plan from its post-processed rows (hidden AVG parts included)."""
+    clipping, clip_warnings = _clipping(plan, names, rows)
     names, rows, intervals, unreliable = _intervals(plan, names, rows)
     partition: dict[str, Any]
     if plan.threshold is None:
@@ -114,8 +151,9 @@ def build_result(
             data_version=plan.data_version,
             counts="raw" if plan.raw_noise else "at_least_zero",
             population_epsilon_moved=dict(moved or {}),
+            clipping=clipping,
         ),
-        warnings=_warnings(columns, names, rows) + unreliable,
+        warnings=_warnings(columns, names, rows) + unreliable + clip_warnings,
         cache_key=plan.cache_key,
         intervals=intervals,
     )
@@ -123,6 +161,27 @@ def build_result(
 
 def _column_infos(plan: Plan) -> tuple[ColumnInfo, ...]:
     return tuple(ColumnInfo(name, scale, half) for name, scale, half in plan.column_noise)
+
+
+def _clipping(
+    plan: Plan, names: list[str], rows: list[tuple[Any, ...]]
+) -> tuple[Clipping | None, tuple[str, ...]]:
+    if CLIP_CUT not in names:
+        return None, ()
+    cut_at, people_at = names.index(CLIP_CUT), names.index(CLIP_PEOPLE)
+    cut = tuple(max(0.0, float(r[cut_at] or 0)) for r in rows)
+    people = tuple(max(0.0, float(r[people_at] or 0)) for r in rows)
+    clip = Clipping(plan.max_rows, plan.max_groups, cut, people, sum(cut), sum(people))
+    if clip.fraction <= CLIPPING_WARNING or clip.total_people < 1:
+        return clip, ()
+    groups = f" or rows in more than {plan.max_groups} groups" if plan.max_groups > 1 else ""
+    return clip, (
+        f"about {clip.fraction:.0%} of the people in these groups had more than "
+        f"{plan.max_rows} rows in a group{groups}: dpsql counted at most that much of each "
+        "of them, so counts and sums are lower than the true totals (averages keep each "
+        "person's own mean). Ask with a larger max_rows_per_group (up to the policy's "
+        "limit) to see more of them, at the cost of more noise.",
+    )
 
 
 def _intervals(

@@ -96,7 +96,9 @@ def _one_group_per_person(shape: Shape) -> bool:
     )
 
 
-def rewrite(shape: Shape, *, max_rows: int, max_groups: int, bounding: bool = True) -> Core:
+def rewrite(
+    shape: Shape, *, max_rows: int, max_groups: int, bounding: bool = True, clipping: bool = False
+) -> Core:
     """The bounded core of a checked query. ``bounding=False`` skips the Linf and L0
     rules while the sensitivities stay as if they ran: it breaks the privacy promise and
     exists only so that empirical audits can show they detect a violation."""
@@ -110,6 +112,7 @@ def rewrite(shape: Shape, *, max_rows: int, max_groups: int, bounding: bool = Tr
             not t.public and t.policy.one_row_per_person for t in shape.tables.values()
         ),
         bounding=bounding,
+        clipping=clipping and bounding,
     )
     for rule in RULES:
         core = rule(core)

@@ -183,6 +183,10 @@ def apply(core: C.Core) -> C.Core:
                     values_integer=rng.integer,
                 )
             )
+    if core.clipping:
+        # How many people bounding cut, per group, and how many people there are.
+        add(C.Statistic(C.CLIPPED, None))
+        add(C.Statistic(C.PERSONS, None))
     for stat in stats.values():
         _check_magnitude(stat, core.max_rows)
     scaled = core.bounding and not core.one_row_per_person

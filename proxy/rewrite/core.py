@@ -15,6 +15,9 @@ PERSONS = "persons"  # number of distinct people
 SUM = "sum"  # clamped sum
 CENTRED_SUM = "centred_sum"  # clamped sum of (x − m), m the midpoint of [L, U]
 CENTRED_SQUARES = "centred_squares"  # clamped sum of (x − m)²
+# Number of people whose contribution to the group bounding cut: more than C rows in
+# it, or more than K groups (some dropped). Each person counts at most once per group.
+CLIPPED = "clipped"
 
 
 @dataclass(frozen=True)
@@ -31,8 +34,9 @@ class Statistic:
     def centre(self) -> float:
         return (self.lower + self.upper) / 2.0
 
-    def sort_key(self) -> tuple[str, str]:
-        return (self.kind, self.arg_sql or "")
+    def sort_key(self) -> tuple[bool, str, str]:
+        # People counts and the clipping estimate come after the analyst's statistics.
+        return (self.kind in (PERSONS, CLIPPED), self.kind, self.arg_sql or "")
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,6 +63,8 @@ class Core:
     # never more than C, so no per-person sum is ever scaled and integer sums stay exact.
     one_row_per_person: bool = False
     bounding: bool = True  # False only in audits that must show they catch a violation
+    # Release the clipping estimate: the CLIPPED statistic and the people per group.
+    clipping: bool = False
 
     def statistic(self, kind: str, arg_sql: str | None) -> Statistic:
         for s in self.statistics:

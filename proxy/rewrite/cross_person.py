@@ -23,12 +23,18 @@ _BIGINT = exp.DataType.build("BIGINT")  # shared: insert copies only
 _DOUBLE = exp.DataType.build("DOUBLE")
 
 
-def _total(stat: C.Statistic) -> exp.Expr:
+def _total(stat: C.Statistic, l0_cut: bool = False) -> exp.Expr:
     """The cross-person total of one statistic, in a type that cannot fail to convert."""
+    per_person: exp.Expr = exp.column(stat.column)
+    if stat.kind == C.CLIPPED and l0_cut:
+        # Cut by the row cap here, or by the group cap elsewhere: counted once.
+        per_person = exp.Greatest(
+            this=per_person, expressions=[exp.column("__l0cut")], ignore_nulls=True
+        )
     # COALESCE: the sum of no rows is NULL, and DuckDB's LEAST/GREATEST would skip it
     # and return the saturation bound.
     total: exp.Expr = exp.Coalesce(
-        this=exp.Sum(this=exp.column(stat.column)), expressions=[exp.Literal.number(0)]
+        this=exp.Sum(this=per_person), expressions=[exp.Literal.number(0)]
     )
     if not stat.integer:
         return exp.Cast(this=total, to=_DOUBLE.copy())
@@ -45,11 +51,12 @@ def _total(stat: C.Statistic) -> exp.Expr:
 def apply(core: C.Core) -> C.Core:
     # Every node below is fresh, so no builder needs to copy it.
     cols: list[exp.Expr] = [exp.column(k) for k in core.key_columns()]
+    l0_cut = any(name == "heavy" for name, _ in core.ctes)
     for stat in core.statistics:
         if stat.kind == C.PERSONS:
             cols.append(exp.alias_(exp.Count(this=exp.Star()), stat.column, copy=False))
         else:
-            cols.append(exp.alias_(_total(stat), stat.column, copy=False))
+            cols.append(exp.alias_(_total(stat, l0_cut), stat.column, copy=False))
     cols.append(exp.alias_(exp.Count(this=exp.Star()), "__persons", copy=False))
     final = exp.Select(expressions=cols, from_=C.from_table("bounded"))
     if core.keys:

@@ -32,8 +32,11 @@ from proxy.rewrite import core as C
 HEAP_K = 8
 
 # The template is parsed once; every use inserts a copy, never the shared tree.
+# __l0cut: 1 on the kept rows of persons who had more than K groups (the clipping
+# estimate counts them; each person keeps at most K rows, so at most once per group).
 _CUT = sqlglot.parse_one(
-    "SELECT pph.* EXCLUDE (__h) FROM pph LEFT JOIN heavy ON pph.__u = heavy.__u "
+    "SELECT pph.* EXCLUDE (__h), CAST(heavy.__u IS NOT NULL AS INTEGER) AS __l0cut "
+    "FROM pph LEFT JOIN heavy ON pph.__u = heavy.__u "
     "WHERE heavy.__u IS NULL OR pph.__h < heavy.__t "
     "OR (pph.__h = heavy.__t AND NOT heavy.__tie)",
     read="duckdb",

@@ -40,7 +40,7 @@ def _raw_bounds(stat: C.Statistic, max_rows: int) -> tuple[Decimal, Decimal]:
     half = (upper - lower) / 2
     if stat.kind in (C.ROWS, C.COUNT):
         return Decimal(0), c
-    if stat.kind == C.PERSONS:
+    if stat.kind in (C.PERSONS, C.CLIPPED):
         return Decimal(0), Decimal(1)
     if stat.kind == C.SUM:
         return c * min(lower, Decimal(0)), c * max(upper, Decimal(0))
@@ -73,7 +73,7 @@ def statistic_bounds(stat: C.Statistic, max_rows: int) -> tuple[Decimal, Decimal
     cross-person sum respect them.
     """
     lo, hi = _raw_bounds(stat, max_rows)
-    if stat.kind in (C.ROWS, C.COUNT, C.PERSONS):
+    if stat.kind in (C.ROWS, C.COUNT, C.PERSONS, C.CLIPPED):
         return lo, hi
     if stat.integer:
         return lo.to_integral_value(ROUND_FLOOR), hi.to_integral_value(ROUND_CEILING)
@@ -97,9 +97,9 @@ def _number(value: Decimal, integer: bool, scale: int) -> exp.Expr:
 
 def clamped(stat: C.Statistic, expression: exp.Expr, max_rows: int) -> exp.Expr:
     lo, hi = statistic_bounds(stat, max_rows)
-    if stat.kind in (C.ROWS, C.COUNT):
+    if stat.kind in (C.ROWS, C.COUNT, C.CLIPPED):
         return exp.Least(
-            this=expression, expressions=[exp.Literal.number(max_rows)], ignore_nulls=True
+            this=expression, expressions=[exp.Literal.number(int(hi))], ignore_nulls=True
         )
     value: exp.Expr = exp.Coalesce(this=expression, expressions=[exp.Literal.number(0)])
     scale = 0 if stat.integer else decimal_scale(stat, max_rows)

@@ -87,6 +87,22 @@ def raw_statistic(
         return exp.Count(this=exp.Star())
     if stat.kind == C.PERSONS:
         return None
+    if stat.kind == C.CLIPPED:
+        if max_rows is None:
+            return exp.Literal.number(0)
+        # 1 when the row cap cuts this person's rows in this group (the L0 rule adds
+        # the people it cut to other groups).
+        return exp.Case(
+            ifs=[
+                exp.If(
+                    this=exp.GT(
+                        this=exp.Count(this=exp.Star()), expression=exp.Literal.number(max_rows)
+                    ),
+                    true=exp.Literal.number(1),
+                )
+            ],
+            default=exp.Literal.number(0),
+        )
     col = columns[str(stat.arg_sql)]
     if stat.kind == C.COUNT:
         return exp.Count(this=exp.column(col))
@@ -138,7 +154,9 @@ def apply(core: C.Core) -> C.Core:
     # Scaling needs the per-person cap; an audit run without bounding skips it too.
     scale_to = core.max_rows if core.bounding and not core.one_row_per_person else None
     for stat in core.statistics:
-        raw = raw_statistic(stat, columns, scale_to)
+        raw = raw_statistic(
+            stat, columns, core.max_rows if stat.kind == C.CLIPPED and core.bounding else scale_to
+        )
         if raw is not None:
             pp_cols.append(exp.alias_(raw, stat.column, copy=False))
     pp = exp.Select(

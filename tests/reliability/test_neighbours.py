@@ -248,7 +248,9 @@ def test_harness_catches_an_error_after_planning(tmp_path: Path, fz_demo_db: Pat
             + " ".join(f"JOIN regions r{i} ON r{i}.region <> p.model" for i in range(5))
         )
         assert report.kinds() == {ViolationKind.ERROR_AFTER_PLANNING}, report.describe()
-        assert "timeout" in report.violations[0].detail
+        # The interrupt surfaces as a timeout (or, if it lands in the fetch, an engine
+        # error): either way an error after planning, which is what is checked here.
+        assert any(w in report.violations[0].detail for w in ("timeout", "internal"))
         refused = pair.check("SELECT user_id, age FROM users")
         assert refused.ok and refused.outcome == "unsupported_sql", refused.describe()
 
