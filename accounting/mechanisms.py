@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import opendp.prelude as dp
+from scipy import special
 
 from accounting.rdp import Curve, discrete_laplace_curve, gaussian_curve
 
@@ -173,6 +174,31 @@ def _laplace_half_width(scale_units: float, integer: bool) -> float:
     while h > 0 and outside(h - 1) <= math.log(0.05):
         h -= 1
     return float(h)
+
+
+# Multipliers of the deterministic permutations below (coprime with any replicate count
+# that is a product of 2s and 5s, such as 400).
+_STREAMS = (1, 3, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73)
+
+
+def simulation_draws(mechanism: str, scale: float, replicates: int, stream: int) -> np.ndarray:
+    """``replicates`` values spread like (the continuous version of) a release's noise,
+    for simulating the spread of arithmetic over released values — never a released
+    value, and not random: the quantiles of the noise at evenly spaced probabilities,
+    in an order fixed by ``stream`` (columns get different orders, so that a ratio of two
+    columns sees their noise combined in many ways). Deterministic, so an answer's
+    intervals are the same on every replay. Preconditions: scale within the supported
+    range, replicates ≥ 1 a product of 2s and 5s.
+    """
+    s = _scale("scale", scale)
+    u = (np.arange(replicates) + 0.5) / replicates
+    if mechanism == "gaussian":
+        quantiles = special.ndtri(u) * s
+    else:
+        quantiles = -s * np.sign(u - 0.5) * np.log1p(-2.0 * np.abs(u - 0.5))
+    a = _STREAMS[stream % len(_STREAMS)]
+    order = (a * np.arange(replicates) + 97 * stream) % replicates
+    return np.asarray(quantiles[order], dtype=np.float64)
 
 
 def laplace_half_width_95(scale: float) -> float:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import csv
 import hashlib
-import io
 import json
 import os
 import secrets
@@ -66,6 +64,11 @@ def _json_value(value: Any) -> Any:
     return str(value)
 
 
+def _cell(value: Any, width: float | None) -> str:
+    text = f"{value:.6g}" if isinstance(value, float) else str(value)
+    return text if width is None else f"{text} ± {width:.3g}"
+
+
 def cmd_query(args: argparse.Namespace, out: Console) -> int:
     engine = _engine(args)
     try:
@@ -84,16 +87,25 @@ def cmd_query(args: argparse.Namespace, out: Console) -> int:
         sys.stdout.write(json.dumps(body, indent=2) + "\n")
         return 0
     if args.format == "csv":
-        buf = io.StringIO()
-        writer = csv.writer(buf)
-        writer.writerow(result.columns)
-        writer.writerows(result.rows)
-        sys.stdout.write(buf.getvalue())
+        from proxy.server import formats
+
+        page = formats.Page(
+            columns=result.columns,
+            rows=result.rows,
+            intervals=result.intervals,
+            privacy=p.to_dict(),
+            warnings=result.warnings,
+            offset=0,
+            total_rows=len(result.rows),
+            next=None,
+        )
+        sys.stdout.write(formats.render(page, formats.CSV).decode())
         return 0
     table = Table(*result.columns)
-    for row in result.rows:
-        table.add_row(*(f"{v:.6g}" if isinstance(v, float) else str(v) for v in row))
+    for row, widths in zip(result.rows, result.intervals, strict=True):
+        table.add_row(*(_cell(v, w) for v, w in zip(row, widths, strict=True)))
     out.print(table)
+    out.print("[dim]± is the 95% interval of the noise (not of the bounding's bias)[/dim]")
     cost = "0 (cached replay)" if p.cached else f"ε={p.epsilon:.4g} δ={p.delta:.3g}"
     left = ", ".join(f"{k}: {v:.4g}" for k, v in p.remaining.items())
     out.print(f"[dim]cost {cost}; mechanism {p.mechanism}; remaining ε {left}[/dim]")

@@ -28,6 +28,7 @@ from proxy.catalog import Catalog, TableView
 from proxy.check import check_key_types, check_shape, check_statement
 from proxy.errors import DPSQLError
 from proxy.execute import DuckDBExecutor
+from proxy.intervals import ROW, simulated_columns, simulated_widths, with_row_index
 from proxy.ledger_views import HistoryEntry, LedgerViews, Usage
 from proxy.memo import Memo
 from proxy.outer import outer_sql
@@ -41,6 +42,9 @@ from proxy.rewrite import Core, rewrite
 from proxy.shape import Shape
 
 PLAN_MEMO_SIZE = 512
+# A post-processed answer: output names, rows (hidden columns included), and simulated
+# interval half-widths by (released row, output column).
+Answer = tuple[list[str], list[tuple[Any, ...]], dict[tuple[int, int], float | None]]
 
 
 @dataclass(frozen=True, eq=False)
@@ -149,9 +153,7 @@ class Engine:
             PLAN_MEMO_SIZE
         )
         # Post-processing is deterministic in (released table, outer SQL): keep answers.
-        self._answers: Memo[tuple[str, str], tuple[list[str], list[tuple[Any, ...]]]] = Memo(
-            PLAN_MEMO_SIZE
-        )
+        self._answers: Memo[tuple[str, str], Answer] = Memo(PLAN_MEMO_SIZE)
         # Read-only folds of the ledger for the web console (see the end of the class).
         self._views = LedgerViews(self.budgets.ledger)
 
@@ -271,6 +273,7 @@ class Engine:
         columns = list(zip(core.key_columns(), key_types, strict=True))
         columns += [(s.column, "BIGINT" if s.integer else "DOUBLE") for s in core.statistics]
         columns.append(("__persons", "BIGINT"))
+        columns.append((ROW, "BIGINT"))
         key = (outer, tuple(columns))
         if self._valid_outers.get(key):
             return
@@ -354,7 +357,7 @@ class Engine:
         remaining: dict[str, float] | None = None,
         moved: dict[str, float] | None = None,
     ) -> Result:
-        names, rows = self._post_process(plan, table)
+        names, rows, simulated = self._post_process(plan, table)
         if remaining is None:
             remaining = {t: self.budgets.remaining(t) for t in plan.charge_targets}
         return build_result(
@@ -365,14 +368,19 @@ class Engine:
             cached=cached,
             remaining=remaining,
             moved=moved or dict.fromkeys(plan.charge_targets, 0.0),
+            simulated=simulated,
         )
 
-    def _post_process(self, plan: Plan, table: pa.Table) -> tuple[list[str], list[tuple[Any, ...]]]:
+    def _post_process(self, plan: Plan, table: pa.Table) -> Answer:
+        """The outer layer over the released table, and the simulated intervals of its
+        arithmetic cells; deterministic in (release, outer SQL), so kept."""
         key = (plan.cache_key, plan.outer_sql)
         found = self._answers.get(key)
         if found is not None:
             return found
-        answer = self.post.run(plan.outer_sql, table)
+        names, rows = self.post.run(plan.outer_sql, with_row_index(table))
+        simulated = simulated_widths(plan, table, simulated_columns(plan), self.post)
+        answer = (names, rows, simulated)
         self._answers.put(key, answer)
         return answer
 

@@ -94,6 +94,7 @@ def _post_expression(
     return exp.Sqrt(this=var) if call.kind.startswith("stddev") else var
 
 
+ROW = "__row"  # hidden: the index of the released row an output row comes from
 CLIP_CUT = "__clip_cut"  # hidden: noisy number of people bounding cut in the row's group
 CLIP_PEOPLE = "__clip_people"  # hidden: noisy number of people in the row's group
 
@@ -187,6 +188,7 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool, raw: bool =
             exp.alias_(exp.column(core.statistic(C.CLIPPED, None).column), CLIP_CUT, copy=False)
         )
         hidden.append(exp.alias_(people, CLIP_PEOPLE, copy=False))
+    hidden.append(exp.column(ROW))  # which released row each output row comes from
     out = exp.Select(expressions=[*items, *hidden], from_=C.from_table("released"))
     having = select.args.get("having")
     if having is not None:
@@ -220,13 +222,20 @@ def _columns_of(outer: str) -> tuple[tuple[str | None, ...], tuple[tuple[int, st
         if isinstance(item, exp.Alias) and item.alias.startswith("__ci"):
             index, suffix = item.alias[4:].split("_")
             parts.setdefault(int(index), {})[suffix] = body.name
-        elif isinstance(item, exp.Alias) and item.alias in (CLIP_CUT, CLIP_PEOPLE):
+        elif (isinstance(item, exp.Alias) and item.alias in (CLIP_CUT, CLIP_PEOPLE)) or (
+            isinstance(item, exp.Column) and item.name == ROW
+        ):
             continue
         else:
             if _is_count_shown(body):
                 body = body.this  # a count shown as at least 0: the same noise width
             direct.append(body.name if isinstance(body, exp.Column) else None)
     return tuple(direct), tuple((i, p["s"], p["n"]) for i, p in sorted(parts.items()))
+
+
+def direct_columns(outer: str) -> tuple[str | None, ...]:
+    """The released column each shown output column reads bare (or None)."""
+    return _columns_of(outer)[0]
 
 
 def avg_intervals(outer: str, noise: list[ColumnNoise]) -> tuple[tuple[int, float, float], ...]:

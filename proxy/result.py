@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from accounting.mechanisms import Z_975
-from proxy.outer import CLIP_CUT, CLIP_PEOPLE
+from proxy.outer import CLIP_CUT, CLIP_PEOPLE, ROW
 from proxy.plan import Plan
 
 
@@ -114,10 +114,12 @@ def build_result(
     cached: bool,
     remaining: dict[str, float],
     moved: dict[str, float] | None = None,
+    simulated: dict[tuple[int, int], float | None] | None = None,
 ) -> Result:
-    """The answer to a plan from its post-processed rows (hidden AVG parts included)."""
+    """The answer to a plan from its post-processed rows (hidden parts included) and the
+    simulated widths of its arithmetic cells, by (released row, output column)."""
     clipping, clip_warnings = _clipping(plan, names, rows)
-    names, rows, intervals, unreliable = _intervals(plan, names, rows)
+    names, rows, intervals, unreliable = _intervals(plan, names, rows, simulated or {})
     partition: dict[str, Any]
     if plan.threshold is None:
         partition = {
@@ -185,7 +187,10 @@ def _clipping(
 
 
 def _intervals(
-    plan: Plan, names: list[str], rows: list[tuple[Any, ...]]
+    plan: Plan,
+    names: list[str],
+    rows: list[tuple[Any, ...]],
+    simulated: dict[tuple[int, int], float | None],
 ) -> tuple[list[str], list[tuple[Any, ...]], tuple[tuple[float | None, ...], ...], tuple[str, ...]]:
     """Strip the hidden AVG parts from the answer and turn them into half-widths; AVG
     cells whose noisy count is within its own noise of 0 get no interval and a warning."""
@@ -194,8 +199,13 @@ def _intervals(
     position = {name: i for i, name in enumerate(names)}
     cells = []
     tiny = dict.fromkeys((index for index, _, _ in plan.avg_intervals), 0)
+    at = position.get(ROW)
+    sim_columns = {c for _, c in simulated}
     for row in rows:
         widths: list[float | None] = list(base)
+        if at is not None:
+            for c in sim_columns:
+                widths[c] = simulated.get((int(row[at]), c))
         for index, std_sum, std_count in plan.avg_intervals:
             s = row[position[f"__ci{index}_s"]]
             n = row[position[f"__ci{index}_n"]]

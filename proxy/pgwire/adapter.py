@@ -112,4 +112,3 @@ class EngineDoor:
 
     def close(self) -> None:
         self._engine.close()
-

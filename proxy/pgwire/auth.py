@@ -47,7 +47,9 @@ class ScramVerifier:
         iterations, salt = head.split(":", 1)
         stored, server = keys.split(":", 1)
         return cls(
-            int(iterations), base64.b64decode(salt), base64.b64decode(stored),
+            int(iterations),
+            base64.b64decode(salt),
+            base64.b64decode(stored),
             base64.b64decode(server),
         )
 

@@ -232,7 +232,8 @@ class Connection:
         prepared = self.prepared.get(parsed.statement_name)
         if prepared is None:
             raise WireError(
-                INVALID_STATEMENT_NAME, f'prepared statement "{parsed.statement_name}" does not exist'
+                INVALID_STATEMENT_NAME,
+                f'prepared statement "{parsed.statement_name}" does not exist',
             )
         params = [
             self._param(value, parsed.param_format_codes, prepared.param_oids, i)
@@ -617,4 +618,3 @@ def _startup_options(options: str) -> list[tuple[str, str]]:
             if canonical(name) in STANDARD or canonical(name).startswith("dpsql."):
                 out.append((name, value))
     return out
-

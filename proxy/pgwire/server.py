@@ -178,9 +178,14 @@ class PgServer:
                 target.cancel()
             return
         if code >> 16 != 3:
-            await self._fatal(stream, WireError(
-                PROTOCOL_VIOLATION, f"unsupported frontend protocol {code >> 16}.{code & 0xFFFF}",
-                severity="FATAL"))
+            await self._fatal(
+                stream,
+                WireError(
+                    PROTOCOL_VIOLATION,
+                    f"unsupported frontend protocol {code >> 16}.{code & 0xFFFF}",
+                    severity="FATAL",
+                ),
+            )
             return
         startup = codec.m.parse_startup_message(payload)
         user = startup.get("user", "")
@@ -213,8 +218,13 @@ class PgServer:
         await stream.drain()
 
 
-def run(policy_path: str, settings: PgSettings, *, ready: threading.Event | None = None,
-        stop_signals: Iterable[int] = (signal.SIGINT, signal.SIGTERM)) -> None:
+def run(
+    policy_path: str,
+    settings: PgSettings,
+    *,
+    ready: threading.Event | None = None,
+    stop_signals: Iterable[int] = (signal.SIGINT, signal.SIGTERM),
+) -> None:
     """Serve until a stop signal (or until ``stop_pg`` is called from another thread)."""
     door = EngineDoor.open(policy_path)
     try:
@@ -259,4 +269,3 @@ def stop_pg() -> None:
     if found is not None:
         loop, event = found
         loop.call_soon_threadsafe(event.set)
-

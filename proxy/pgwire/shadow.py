@@ -288,7 +288,11 @@ class ShadowCatalog:
         db.execute(_TABLES.format(owner=OWNER))
         db.execute(_MACROS.format(owner=OWNER))
         schemas = sorted({t.schema for t in self.tables} | {PUBLIC})
-        namespace_oid = {"pg_catalog": _NS_CATALOG, PUBLIC: _NS_PUBLIC, "information_schema": _NS_INFO}
+        namespace_oid = {
+            "pg_catalog": _NS_CATALOG,
+            PUBLIC: _NS_PUBLIC,
+            "information_schema": _NS_INFO,
+        }
         for i, name in enumerate(s for s in schemas if s not in namespace_oid):
             namespace_oid[name] = _FIRST_OID - 100 + i
         db.executemany(
@@ -304,17 +308,26 @@ class ShadowCatalog:
             "NULL, 0, ?, ?, NULL, NULL, NULL, NULL, NULL, NULL, 'i', 'p', false, 0, -1, 0, "
             "?, NULL, NULL, NULL)",
             [
-                (t.oid, t.name, t.length, t.length > 0, t.category, t.array_oid, t.input,
-                 100 if t.category == "S" else 0)
+                (
+                    t.oid,
+                    t.name,
+                    t.length,
+                    t.length > 0,
+                    t.category,
+                    t.array_oid,
+                    t.input,
+                    100 if t.category == "S" else 0,
+                )
                 for t in pgtypes.TYPES
             ]
             + [
-                (t.array_oid, "_" + t.name, -1, False, "A", 0, "array_in", 0)
-                for t in pgtypes.TYPES
+                (t.array_oid, "_" + t.name, -1, False, "A", 0, "array_in", 0) for t in pgtypes.TYPES
             ],
         )
-        db.execute("UPDATE pgc.pg_type SET typelem = e.oid FROM pgc.pg_type e "
-                   "WHERE pg_type.typname = '_' || e.typname")
+        db.execute(
+            "UPDATE pgc.pg_type SET typelem = e.oid FROM pgc.pg_type e "
+            "WHERE pg_type.typname = '_' || e.typname"
+        )
         db.executemany(
             "INSERT INTO pgc.dpsql_formats VALUES (?, ?)",
             [(t.oid, t.formatted) for t in pgtypes.TYPES]
@@ -382,9 +395,7 @@ class ShadowCatalog:
             "NULL, NULL, NULL, 'NO', 'NO', NULL)",
             [table.schema, table.name],
         )
-        db.execute(
-            "INSERT INTO pgc.pg_description VALUES (?, 1259, 0, ?)", [oid, table.note]
-        )
+        db.execute("INSERT INTO pgc.pg_description VALUES (?, 1259, 0, ?)", [oid, table.note])
         for number, column in enumerate(table.columns, start=1):
             kind = pgtypes.from_duckdb(column.duckdb_type)
             known = pgtypes.BY_OID.get(kind.oid)
@@ -393,8 +404,15 @@ class ShadowCatalog:
                 "INSERT INTO pgc.pg_attribute VALUES (?, ?, ?, -1, ?, ?, 0, -1, ?, false, 'i', "
                 "'p', '', false, false, false, '', '', false, true, 0, ?, NULL, NULL, NULL, "
                 "NULL)",
-                [oid, column.name, kind.oid, known.length if known else -1, number,
-                 kind.typmod, collation],
+                [
+                    oid,
+                    column.name,
+                    kind.oid,
+                    known.length if known else -1,
+                    number,
+                    kind.typmod,
+                    collation,
+                ],
             )
             formatted = pgtypes.formatted(kind)
             precision, scale = _numeric_shape(kind)
@@ -404,8 +422,17 @@ class ShadowCatalog:
                 "numeric_scale, udt_catalog, udt_schema, udt_name, is_identity, is_generated, "
                 "is_updatable, comment) VALUES ('dpsql', ?, ?, ?, ?, 'YES', ?, ?, ?, 'dpsql', "
                 "'pg_catalog', ?, 'NO', 'NEVER', 'NO', ?)",
-                [table.schema, table.name, column.name, number, formatted, precision, scale,
-                 known.name if known else "text", column.note or None],
+                [
+                    table.schema,
+                    table.name,
+                    column.name,
+                    number,
+                    formatted,
+                    precision,
+                    scale,
+                    known.name if known else "text",
+                    column.note or None,
+                ],
             )
             if column.note:
                 db.execute(
@@ -433,9 +460,7 @@ class ShadowCatalog:
                 cursor.close()
 
     # --- answering ------------------------------------------------------------------
-    def answer(
-        self, tree: exp.Expr, params: Sequence[Any], facts: SessionFacts
-    ) -> CatalogAnswer:
+    def answer(self, tree: exp.Expr, params: Sequence[Any], facts: SessionFacts) -> CatalogAnswer:
         sql = rewrite(tree, facts)
         cursor = self._db.cursor()
         try:
@@ -536,8 +561,10 @@ def _cast(node: exp.Cast) -> exp.Expr | None:
     inner = node.this
     text = inner.name if isinstance(inner, exp.Literal) and inner.is_string else None
     # a name given as a bound parameter or a text cast: looked up like a literal name
-    named = text is not None or isinstance(inner, exp.Parameter | exp.Placeholder) or (
-        isinstance(inner, exp.Cast) and _type_name(inner.to) in ("TEXT", "VARCHAR", "NAME")
+    named = (
+        text is not None
+        or isinstance(inner, exp.Parameter | exp.Placeholder)
+        or (isinstance(inner, exp.Cast) and _type_name(inner.to) in ("TEXT", "VARCHAR", "NAME"))
     )
     if target == "OID":
         return exp.cast(inner, exp.DataType.build("BIGINT"))
@@ -545,7 +572,9 @@ def _cast(node: exp.Cast) -> exp.Expr | None:
         if text is not None:
             return exp.func("dpsql_reloid", _literal(text.rsplit(".", 1)[-1].strip('"')))
         if named:
-            return exp.func("dpsql_reloid", exp.func("regexp_replace", inner, _literal(r"^.*\."), _literal("")))
+            return exp.func(
+                "dpsql_reloid", exp.func("regexp_replace", inner, _literal(r"^.*\."), _literal(""))
+            )
         return inner
     if target == "REGTYPE":
         if text is not None:

@@ -103,6 +103,5 @@ def parameter_numbers(sql: str) -> list[int]:
 def strip_comments(sql: str) -> str:
     """The statement without comments (for keyword matching on its first word)."""
     return "".join(
-        text if code or not text.startswith(("--", "/*")) else " "
-        for code, text in _segments(sql)
+        text if code or not text.startswith(("--", "/*")) else " " for code, text in _segments(sql)
     ).strip()

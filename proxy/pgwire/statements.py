@@ -69,8 +69,11 @@ class Statement:
 _TX = (
     (re.compile(r"^(BEGIN|START\s+TRANSACTION)\b", re.I), Kind.BEGIN, "BEGIN"),
     (re.compile(r"^(COMMIT|END)\b(?!\s+PREPARED)", re.I), Kind.COMMIT, "COMMIT"),
-    (re.compile(r"^(ROLLBACK|ABORT)(\s+(WORK|TRANSACTION))?\s+TO\b", re.I), Kind.SAVEPOINT,
-     "ROLLBACK"),
+    (
+        re.compile(r"^(ROLLBACK|ABORT)(\s+(WORK|TRANSACTION))?\s+TO\b", re.I),
+        Kind.SAVEPOINT,
+        "ROLLBACK",
+    ),
     (re.compile(r"^(ROLLBACK|ABORT)\b(?!\s+PREPARED)", re.I), Kind.ROLLBACK, "ROLLBACK"),
     (re.compile(r"^SAVEPOINT\b", re.I), Kind.SAVEPOINT, "SAVEPOINT"),
     (re.compile(r"^RELEASE\b", re.I), Kind.SAVEPOINT, "RELEASE"),
@@ -145,7 +148,11 @@ def classify(sql: str, user_tables: frozenset[tuple[str, str]]) -> Statement:
         if inner.kind not in (Kind.ENGINE, Kind.CATALOG):
             raise WireError(FEATURE_NOT_SUPPORTED, "a cursor must be declared for a SELECT")
         return Statement(
-            Kind.DECLARE, sql, "DECLARE CURSOR", match.group(1).strip('"'), inner=inner,
+            Kind.DECLARE,
+            sql,
+            "DECLARE CURSOR",
+            match.group(1).strip('"'),
+            inner=inner,
             binary=bool(match.group(2)),
         )
     match = _FETCH.match(text)

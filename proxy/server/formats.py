@@ -120,8 +120,16 @@ def render(page: Page, media: str, *, objects: bool = False) -> bytes:
     if media == CSV:
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(page.columns)
-        writer.writerows([_csv_value(v) for v in row] for row in page.rows)
+        # Each column that has intervals gets a "<name>_ci95" column after the values:
+        # the 95% half-width of each cell (empty where none can be stated).
+        widths = [
+            i for i in range(len(page.columns)) if any(w[i] is not None for w in page.intervals)
+        ]
+        writer.writerow([*page.columns, *(f"{page.columns[i]}_ci95" for i in widths)])
+        writer.writerows(
+            [*(_csv_value(v) for v in row), *(_csv_value(w[i]) for i in widths)]
+            for row, w in zip(page.rows, page.intervals, strict=True)
+        )
         return buf.getvalue().encode()
     if media == ARROW:
         return _arrow(page)
@@ -156,6 +164,10 @@ def _arrow(page: Page) -> bytes:
     schema_meta = {
         b"dpsql.privacy": json.dumps(page.privacy, separators=(",", ":")).encode(),
         b"dpsql.warnings": json.dumps(list(page.warnings)).encode(),
+        # Per cell, the 95% half-width (null where none can be stated), row by row.
+        b"dpsql.intervals_95": json.dumps(
+            [[json_value(w) for w in row] for row in page.intervals]
+        ).encode(),
     }
     table = pa.Table.from_arrays(arrays, names=list(page.columns)).replace_schema_metadata(
         schema_meta

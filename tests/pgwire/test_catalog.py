@@ -9,9 +9,13 @@ from proxy.pgwire.sqlstate import WireError
 from proxy.pgwire.statements import Kind, classify
 
 USERS = VisibleTable(
-    "public", "users",
-    (VisibleColumn("user_id", "BIGINT", "person id"), VisibleColumn("age", "INTEGER", ""),
-     VisibleColumn("score", "DECIMAL(10,2)", "")),
+    "public",
+    "users",
+    (
+        VisibleColumn("user_id", "BIGINT", "person id"),
+        VisibleColumn("age", "INTEGER", ""),
+        VisibleColumn("score", "DECIMAL(10,2)", ""),
+    ),
     "private",
 )
 PROMPTS = VisibleTable("public", "prompts", (VisibleColumn("ts", "TIMESTAMP", ""),), "private")
@@ -33,8 +37,11 @@ def ask(shadow: ShadowCatalog, sql: str, params: list[object] | None = None) -> 
 
 
 def test_tables_columns_and_types(full: ShadowCatalog) -> None:
-    rows = ask(full, "SELECT n.nspname, c.relname, c.reltuples FROM pg_catalog.pg_class c "
-                     "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace ORDER BY 1, 2")
+    rows = ask(
+        full,
+        "SELECT n.nspname, c.relname, c.reltuples FROM pg_catalog.pg_class c "
+        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace ORDER BY 1, 2",
+    )
     # reltuples -1: the catalog states no statistics of the data
     assert rows == [("public", "prompts", -1.0), ("public", "users", -1.0), ("pums", "pums", -1.0)]
     columns = ask(
@@ -43,9 +50,12 @@ def test_tables_columns_and_types(full: ShadowCatalog) -> None:
         "WHERE a.attrelid = 'users'::regclass ORDER BY a.attnum",
     )
     assert columns == [("user_id", "bigint"), ("age", "integer"), ("score", "numeric(10,2)")]
-    info = ask(full, "SELECT column_name, data_type FROM information_schema.columns "
-                     "WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position",
-               ["pums", "pums"])
+    info = ask(
+        full,
+        "SELECT column_name, data_type FROM information_schema.columns "
+        "WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position",
+        ["pums", "pums"],
+    )
     assert info == [("income", "double precision")]
     assert ask(full, "SELECT oid::regtype::text FROM pg_type WHERE typname = 'int8'") == [("int8",)]
     assert ask(full, "SELECT version(), current_user, current_schema()") == [

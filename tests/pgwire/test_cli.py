@@ -26,10 +26,20 @@ def test_serve_with_pg_port_shares_ledger_and_cache(tmp_path: Path, pg_dataset: 
     http_port, pg_port = free_port(), free_port()
     log = tmp_path / "serve.log"
     process = subprocess.Popen(
-        [str(DPSQL), "serve", "--policy", str(policy), "--port", str(http_port),
-         "--pg-port", str(pg_port)],
-        stdout=log.open("wb"), stderr=subprocess.STDOUT,
-        env={**os.environ, "DPSQL_RATE_LIMIT": "off"}, start_new_session=True,
+        [
+            str(DPSQL),
+            "serve",
+            "--policy",
+            str(policy),
+            "--port",
+            str(http_port),
+            "--pg-port",
+            str(pg_port),
+        ],
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "DPSQL_RATE_LIMIT": "off"},
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 60
@@ -41,8 +51,10 @@ def test_serve_with_pg_port_shares_ledger_and_cache(tmp_path: Path, pg_dataset: 
         with psycopg.connect(dsn, autocommit=True) as conn:
             over_pg = conn.execute(sql).fetchall()
         answer = httpx.post(
-            f"http://127.0.0.1:{http_port}/v1/query", headers=auth("ana"),
-            json={"sql": sql, "dialect": "postgres"}, timeout=60,
+            f"http://127.0.0.1:{http_port}/v1/query",
+            headers=auth("ana"),
+            json={"sql": sql, "dialect": "postgres"},
+            timeout=60,
         ).json()
         assert answer["privacy"]["cached"] is True  # paid once, through the PG door
         assert [tuple(r) for r in answer["rows"]] == over_pg
@@ -53,7 +65,10 @@ def test_serve_with_pg_port_shares_ledger_and_cache(tmp_path: Path, pg_dataset: 
 
 def test_keys_create_prints_a_scram_verifier() -> None:
     out = subprocess.run(
-        [str(DPSQL), "keys", "create", "carol"], capture_output=True, text=True, timeout=60,
+        [str(DPSQL), "keys", "create", "carol"],
+        capture_output=True,
+        text=True,
+        timeout=60,
         check=True,
     ).stdout
     lines = out.split("Add to the policy:\n", 1)[1]

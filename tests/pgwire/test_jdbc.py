@@ -37,10 +37,16 @@ def test_database_metadata_query_prepared_fetch_and_refusal(door: PgDoor) -> Non
     assert seen["product"] == ["PostgreSQL 15.0 (dpsql)"]
     assert seen["schema"] == ["information_schema", "pg_catalog", "public"]
     assert seen["table"] == [
-        "public.prompts:TABLE", "public.regions:TABLE", "public.tickets:TABLE", "public.users:TABLE",
+        "public.prompts:TABLE",
+        "public.regions:TABLE",
+        "public.tickets:TABLE",
+        "public.users:TABLE",
     ]
     assert seen["column"][:4] == [
-        "prompt_id:-5:int8", "user_id:-5:int8", "ts:93:timestamp", "model:12:text",
+        "prompt_id:-5:int8",
+        "user_id:-5:int8",
+        "ts:93:timestamp",
+        "model:12:text",
     ]
     assert "flagged:-7:bool" in seen["column"]
     assert seen["primary_keys"] == ["0"]

@@ -115,8 +115,7 @@ def run_load(
     tally = Tally()
     deadline = time.monotonic() + 60 + 2 * per_client
     threads = [
-        threading.Thread(target=_client, args=(door.dsn(), plan, tally, deadline))
-        for plan in plans
+        threading.Thread(target=_client, args=(door.dsn(), plan, tally, deadline)) for plan in plans
     ]
     start = time.monotonic()
     try:

@@ -14,7 +14,9 @@ PSQL = shutil.which("psql")
 pytestmark = pytest.mark.skipif(PSQL is None, reason="psql (postgresql-client) is not installed")
 
 
-def psql(door: PgDoor, *commands: str, who: tuple[str, str] = ANA) -> subprocess.CompletedProcess[str]:
+def psql(
+    door: PgDoor, *commands: str, who: tuple[str, str] = ANA
+) -> subprocess.CompletedProcess[str]:
     args = [str(PSQL), "-X", "-h", door.host, "-p", str(door.port), "-U", who[0], "-d", "dpsql"]
     for command in commands:
         args += ["-c", command]
@@ -84,7 +86,10 @@ def test_syntax_error_position(door: PgDoor) -> None:
 def test_unknown_privacy_setting_is_refused(door: PgDoor) -> None:
     out = psql(door, r"\set VERBOSITY verbose", "SET dpsql.epsilo = 1")
     assert out.returncode == 1
-    assert "42704" in out.stderr and 'unrecognized configuration parameter "dpsql.epsilo"' in out.stderr
+    assert (
+        "42704" in out.stderr
+        and 'unrecognized configuration parameter "dpsql.epsilo"' in out.stderr
+    )
 
 
 def test_wrong_key_is_refused(door: PgDoor) -> None:

@@ -71,8 +71,15 @@ def slow_door(tmp_path_factory: pytest.TempPathFactory, pg_dataset: Path) -> Ite
 
 
 def dsn(server: PgServer, **extra: str) -> str:
-    parts = {"host": "127.0.0.1", "port": str(server.port), "dbname": "dpsql", "user": ANA[0],
-             "password": ANA[1], "sslmode": "disable", **extra}
+    parts = {
+        "host": "127.0.0.1",
+        "port": str(server.port),
+        "dbname": "dpsql",
+        "user": ANA[0],
+        "password": ANA[1],
+        "sslmode": "disable",
+        **extra,
+    }
     return " ".join(f"{k}={v}" for k, v in parts.items())
 
 
@@ -121,15 +128,33 @@ def test_slow_query_blocks_no_other_connection_and_cancel(slow_door: SlowDoor) -
 def _self_signed(folder: Path) -> tuple[Path, Path]:
     cert, key = folder / "cert.pem", folder / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=60,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
     )
     return cert, key
 
 
-@pytest.mark.skipif(subprocess.run(["which", "openssl"], capture_output=True).returncode != 0,
-                    reason="openssl is needed to make a test certificate")
+@pytest.mark.skipif(
+    subprocess.run(["which", "openssl"], capture_output=True).returncode != 0,
+    reason="openssl is needed to make a test certificate",
+)
 def test_tls(slow_door: SlowDoor, tmp_path: Path) -> None:
     cert, key = _self_signed(tmp_path)
     settings = PgSettings(port=0, tls_cert=cert, tls_key=key, rate_limit="off")

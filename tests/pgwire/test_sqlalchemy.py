@@ -27,7 +27,14 @@ def test_inspector_and_read_sql(door: PgDoor, driver: str) -> None:
     assert inspector.get_table_names() == ["prompts", "regions", "tickets", "users"]
     columns = {c["name"]: c for c in inspector.get_columns("prompts")}
     assert list(columns) == [
-        "prompt_id", "user_id", "ts", "model", "tokens_in", "tokens_out", "latency_ms", "flagged",
+        "prompt_id",
+        "user_id",
+        "ts",
+        "model",
+        "tokens_in",
+        "tokens_out",
+        "latency_ms",
+        "flagged",
     ]
     assert isinstance(columns["prompt_id"]["type"], sa.BigInteger)
     assert isinstance(columns["ts"]["type"], sa.TIMESTAMP)
@@ -83,7 +90,9 @@ def test_superset_preamble_catalog_and_chart(door: PgDoor) -> None:
         cur.execute("show standard_conforming_strings")
         assert cur.fetchone() == ("on",)
         conn.rollback()
-        cur.execute("SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg_%' ORDER BY nspname")
+        cur.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg_%' ORDER BY nspname"
+        )
         assert cur.fetchall() == [("information_schema",), ("public",)]
         queries = _superset_queries("prompts", 0)
         cur.execute(queries["C5"])
@@ -99,7 +108,9 @@ def test_superset_preamble_catalog_and_chart(door: PgDoor) -> None:
         assert answers["C3"] == answers["C4"] == []
         columns = [(r[0], r[1]) for r in answers["C6"]]
         assert columns[:3] == [
-            ("prompt_id", "bigint"), ("user_id", "bigint"), ("ts", "timestamp without time zone"),
+            ("prompt_id", "bigint"),
+            ("user_id", "bigint"),
+            ("ts", "timestamp without time zone"),
         ]
         assert answers["C16"] == [("prompts",)]
         for empty in ("C7", "C8", "C9", "C10", "C11", "C12", "C14", "C15"):

@@ -40,8 +40,11 @@ def test_split_keeps_literals_comments_and_dollar_quotes() -> None:
         ("SHOW ALL", Kind.SHOW_ALL, "SHOW"),
         ("RESET ALL", Kind.RESET_ALL, "RESET"),
         ("DISCARD ALL", Kind.DISCARD, "DISCARD ALL"),
-        ('DECLARE "c" CURSOR WITHOUT HOLD FOR SELECT COUNT(*) FROM users', Kind.DECLARE,
-         "DECLARE CURSOR"),
+        (
+            'DECLARE "c" CURSOR WITHOUT HOLD FOR SELECT COUNT(*) FROM users',
+            Kind.DECLARE,
+            "DECLARE CURSOR",
+        ),
         ('FETCH FORWARD 5 FROM "c"', Kind.FETCH, "FETCH"),
         ('CLOSE "c"', Kind.CLOSE, "CLOSE CURSOR"),
         ("select pg_catalog.version()", Kind.CATALOG, "SELECT"),
@@ -73,7 +76,11 @@ def test_fetch_counts() -> None:
 def test_engine_sql_public_schema_search_path_and_literals() -> None:
     def rewrite(sql: str, params: list[object] = (), oids: list[int] = ()) -> str:
         return engine_sql(
-            sql, list(params), list(oids), database="dpsql", search_path=["public", "pums"],
+            sql,
+            list(params),
+            list(oids),
+            database="dpsql",
+            search_path=["public", "pums"],
             user_tables=USER,
         )
 

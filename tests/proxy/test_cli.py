@@ -61,9 +61,12 @@ def test_csv_and_table_formats(policy_file: Path) -> None:
     out = run(policy_file, "query", SQL, "--format", "csv")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
-    assert lines[0] == "sex,n" and len(lines) == 3
+    # The count's 95% half-width rides along as an extra column (issue #12 §6).
+    assert lines[0] == "sex,n,n_ci95" and len(lines) == 3
+    assert all(float(line.split(",")[2]) > 0 for line in lines[1:])
     table = run(policy_file, "query", SQL)
     assert table.returncode == 0 and "sex" in table.stdout and "cached replay" in table.stdout
+    assert "±" in table.stdout
 
 
 def test_refusal_exit_code_and_no_charge(policy_file: Path) -> None:

@@ -617,6 +617,8 @@ def test_analyst_shares_of_a_population():
     for bad in ("{ users = 0 }", "{ users = 1.5 }", "{ nobody = 0.5 }", '{ users = "x" }'):
         with pytest.raises(PolicyError, match="shares"):
             parse(BASE.replace(f'key_sha256 = "{KEY}"', f'key_sha256 = "{KEY}"\nshares = {bad}'))
+
+
 def test_analyst_request_defaults_are_typed_and_sorted():
     text = mutated(
         'role = "analyst"',
@@ -640,6 +642,6 @@ def test_analyst_request_defaults_are_typed_and_sorted():
     ],
 )
 def test_bad_analyst_defaults_are_refused(defaults, message):
-    assert refused(mutated('role = "analyst"', f'role = "analyst"\ndefaults = {defaults}')).startswith(
-        message
-    )
+    assert refused(
+        mutated('role = "analyst"', f'role = "analyst"\ndefaults = {defaults}')
+    ).startswith(message)

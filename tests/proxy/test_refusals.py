@@ -179,8 +179,11 @@ def test_not_found_for_unknown_table(pums: Engine) -> None:
 
 
 def test_huge_positional_group_by_is_a_bad_request(pums: Engine) -> None:
-    refused(pums, QueryRequest(f"SELECT sex, COUNT(*) FROM {P} GROUP BY 9223372036854775808"),
-            "bad_request")
+    refused(
+        pums,
+        QueryRequest(f"SELECT sex, COUNT(*) FROM {P} GROUP BY 9223372036854775808"),
+        "bad_request",
+    )
 
 
 def test_bad_request_for_unknown_column(pums: Engine) -> None:

@@ -607,8 +607,7 @@ FORMER_DEFECTS = (
     # a key domain value beyond BIGINT, and one mixing text and numbers
     "SELECT CASE WHEN age < 30 THEN 9223372036854775808 ELSE 0 END AS band, COUNT(*) "
     "FROM users GROUP BY band",
-    "SELECT CASE WHEN age < 30 THEN 'young' ELSE 0 END AS band, COUNT(*) FROM users "
-    "GROUP BY band",
+    "SELECT CASE WHEN age < 30 THEN 'young' ELSE 0 END AS band, COUNT(*) FROM users GROUP BY band",
     "SELECT STDDEV_POP(ROUND(1e308, 1)) FROM users",  # bounds beyond float range
     "SELECT COUNT(*) FROM tickets WHERE category",  # text predicate cast outside TRY
     "SELECT plan, COUNT(*) + '' FROM users GROUP BY plan",  # outer layer fails late

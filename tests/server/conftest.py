@@ -75,8 +75,16 @@ def start_server(policy: Path, *, workers: int = 1, env: dict[str, str] | None =
     port = free_port()
     log = policy.with_name(f"server-{port}.log")
     process = subprocess.Popen(
-        [str(DPSQL), "serve", "--policy", str(policy), "--port", str(port),
-         "--workers", str(workers)],
+        [
+            str(DPSQL),
+            "serve",
+            "--policy",
+            str(policy),
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+        ],
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
         env={**os.environ, **(env or {})},

@@ -24,7 +24,10 @@ def test_rate_limit_is_per_key_and_429(tmp_path: Path, dataset: Path) -> None:
         assert client.get("/v1/budget", headers=auth("bob")).status_code == 200
         # Invalid keys are refused before they could use anyone's allowance.
         assert client.get("/v1/budget", headers={"Authorization": "Bearer x"}).status_code == 401
-        assert 'dpsql_refusals_total{code="rate_limited"} 2.0' in client.get("/metrics", headers=auth("adm")).text
+        assert (
+            'dpsql_refusals_total{code="rate_limited"} 2.0'
+            in client.get("/metrics", headers=auth("adm")).text
+        )
 
 
 def test_apps_do_not_share_metrics(tmp_path: Path, dataset: Path) -> None:
@@ -34,8 +37,14 @@ def test_apps_do_not_share_metrics(tmp_path: Path, dataset: Path) -> None:
     b = create_app(Settings(policy=write_policy(tmp_path / "b", dataset)))
     with TestClient(a) as ca, TestClient(b) as cb:
         assert ca.post("/v1/query", json={"sql": SQL}, headers=auth("ana")).status_code == 200
-        assert 'dpsql_queries_total{outcome="charged"} 1.0' in ca.get("/metrics", headers=auth("adm")).text
-        assert 'dpsql_queries_total{outcome="charged"}' not in cb.get("/metrics", headers=auth("adm")).text
+        assert (
+            'dpsql_queries_total{outcome="charged"} 1.0'
+            in ca.get("/metrics", headers=auth("adm")).text
+        )
+        assert (
+            'dpsql_queries_total{outcome="charged"}'
+            not in cb.get("/metrics", headers=auth("adm")).text
+        )
 
 
 def test_settings_round_trip_through_the_environment(tmp_path: Path) -> None:

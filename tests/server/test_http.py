@@ -281,9 +281,12 @@ def test_csv_and_arrow_parse_back_to_the_json_values(c: httpx.Client) -> None:
     r_csv = ask(c, body, params={"format": "csv"})
     assert r_csv.headers["content-type"].startswith("text/csv")
     rows = list(csv.reader(io.StringIO(r_csv.text)))
-    assert rows[0] == js["columns"]
-    parsed = [[m, int(n), float(ms), int(t)] for m, n, ms, t in rows[1:]]
+    # Values first, then a "<name>_ci95" column per column with intervals.
+    assert rows[0] == [*js["columns"], "n_ci95", "ms_ci95", "t_ci95"]
+    parsed = [[m, int(n), float(ms), int(t)] for m, n, ms, t, *_ in rows[1:]]
     assert parsed == js["rows"]
+    widths = [[float(w) if w else None for w in r[4:]] for r in rows[1:]]
+    assert widths == [w[1:] for w in js["intervals_95"]]
     privacy = json.loads(r_csv.headers["X-DPSQL-Privacy"])
     assert privacy["cached"] is True and privacy["charge_id"] == js["privacy"]["charge_id"]
     assert r_csv.headers["X-DPSQL-Cached"] == "true" and r_csv.headers["X-DPSQL-Epsilon"] == "0.0"
@@ -332,7 +335,8 @@ def test_paging_replays_the_stored_release(c: httpx.Client) -> None:
     assert r.headers["Link"] == f'</v1/pages/{cursor}>; rel="next"'
     tail = c.get(f"/v1/pages/{cursor}", params={"format": "csv"}, headers=auth("ana"))
     tail_rows = list(csv.reader(io.StringIO(tail.text)))
-    assert tail_rows[0] == full["columns"] and len(tail_rows) == 1 + 2
+    assert tail_rows[0][: len(full["columns"])] == full["columns"] and len(tail_rows) == 1 + 2
+    assert all(name.endswith("_ci95") for name in tail_rows[0][len(full["columns"]) :])
     assert "X-DPSQL-Next" not in tail.headers
     # A cursor is bound to its key and cannot be forged.
     assert_error(c.get(f"/v1/pages/{cursor}", headers=auth("bob")), "not_found")

@@ -44,10 +44,19 @@ def test_generated_requests_match_the_schema(fuzz_server: Server) -> None:
     schema = schemathesis.openapi.from_url(fuzz_server.url + "/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
     labels = {op.label for op in operations}
-    assert {"POST /v1/query", "POST /v1/explain", "GET /v1/budget", "GET /v1/schema",
-            "GET /v1/ledger", "POST /v1/ledger/verify", "POST /v1/charges",
-            "PUT /v1/populations/{name}/cap", "GET /v1/pages/{cursor}", "GET /healthz",
-            "GET /metrics"} <= labels
+    assert {
+        "POST /v1/query",
+        "POST /v1/explain",
+        "GET /v1/budget",
+        "GET /v1/schema",
+        "GET /v1/ledger",
+        "POST /v1/ledger/verify",
+        "POST /v1/charges",
+        "PUT /v1/populations/{name}/cap",
+        "GET /v1/pages/{cursor}",
+        "GET /healthz",
+        "GET /metrics",
+    } <= labels
     headers = auth("adm")
     for op in operations:
 

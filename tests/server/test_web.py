@@ -192,7 +192,9 @@ def test_vendored_files_are_the_npm_files_of_the_manifest() -> None:
         assert sha256(VENDOR / asset.target).isalnum()
     packages = {a.package.rsplit("@", 1)[0] for a in ASSETS}
     for package in packages:
-        licences = [a for a in ASSETS if a.package.startswith(package + "@") and "LICENSE" in a.target]
+        licences = [
+            a for a in ASSETS if a.package.startswith(package + "@") and "LICENSE" in a.target
+        ]
         assert licences, f"{package} is vendored without its licence"
     listed = {a.target for a in ASSETS}
     on_disk = {

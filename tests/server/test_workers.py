@@ -26,8 +26,10 @@ def test_concurrent_clients_on_two_workers_never_exceed_the_cap(
         # 12 distinct queries at ε=0.5 each (about four fit under the cap by composition),
         # every one asked by two clients at once.
         bodies = [
-            {"sql": f"SELECT plan, COUNT(*) AS n FROM users WHERE age > {20 + i} GROUP BY plan",
-             "epsilon": 0.5}
+            {
+                "sql": f"SELECT plan, COUNT(*) AS n FROM users WHERE age > {20 + i} GROUP BY plan",
+                "epsilon": 0.5,
+            }
             for i in range(12)
         ]
         results: list[tuple[int, dict]] = []

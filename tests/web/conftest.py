@@ -22,7 +22,9 @@ CAP = 4.0
 
 @pytest.fixture(scope="session")
 def web_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return generate(tmp_path_factory.mktemp("web-data") / "usage.duckdb", people=2000, prompts=20000, seed=5)
+    return generate(
+        tmp_path_factory.mktemp("web-data") / "usage.duckdb", people=2000, prompts=20000, seed=5
+    )
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,9 @@ from tests.web.conftest import CAP, sign_in
 from tests.web.test_console_smoke import chart_facts
 
 BAR_SQL = "SELECT region, COUNT(*) AS n, AVG(age) AS avg_age FROM users GROUP BY region"
-TIME_SQL = "SELECT date_trunc('month', ts) AS month, COUNT(*) AS prompts FROM prompts GROUP BY month"
+TIME_SQL = (
+    "SELECT date_trunc('month', ts) AS month, COUNT(*) AS prompts FROM prompts GROUP BY month"
+)
 REFUSED_SQL = "SELECT user_id, age FROM users"
 SHOTS = REPO / "bench" / "out" / "console"
 
@@ -54,16 +56,22 @@ def click_and_wait(browser: Browser, button: str, panel: str) -> None:
     and ``panel`` is shown."""
     browser.js("document.body.dataset.seen = String(Date.now())")
     browser.find(button).click()
-    browser.wait("the request to finish", lambda d: not browser.find("#run-btn").get_attribute("disabled"))
+    browser.wait(
+        "the request to finish", lambda d: not browser.find("#run-btn").get_attribute("disabled")
+    )
     browser.wait_visible(panel)
 
 
 def run(browser: Browser) -> None:
-    browser.js("document.getElementById('result').hidden = true; document.getElementById('error-box').hidden = true;")
+    browser.js(
+        "document.getElementById('result').hidden = true; document.getElementById('error-box').hidden = true;"
+    )
     browser.find("#run-btn").click()
     browser.wait(
         "an answer or a refusal",
-        lambda d: browser.find("#result").is_displayed() or browser.find("#error-box").is_displayed(),
+        lambda d: (
+            browser.find("#result").is_displayed() or browser.find("#error-box").is_displayed()
+        ),
     )
 
 
@@ -114,11 +122,15 @@ def test_the_console_and_dashboard_in_a_real_browser(
     type_sql(browser, BAR_SQL)
     click_and_wait(browser, "#explain-btn", "#explain")
     assert browser.find("#explain-cache").get_attribute("data-cache") == "miss"
-    assert float(browser.find("#explain-cost").get_attribute("data-epsilon") or 0) == pytest.approx(0.5)
+    assert float(browser.find("#explain-cost").get_attribute("data-epsilon") or 0) == pytest.approx(
+        0.5
+    )
     assert browser.find("#explain-charges").text == "users"
     assert len(browser.all("#explain-noise tbody tr")) >= 2  # COUNT and the AVG's parts
     assert "±" in browser.find("#explain-noise tbody").text
-    assert "GROUP BY" in browser.js("return document.getElementById('explain-core-sql').textContent")
+    assert "GROUP BY" in browser.js(
+        "return document.getElementById('explain-core-sql').textContent"
+    )
     assert ledger(client, admin) == events, "explain changed the ledger"
 
     # Run: charged once; the table has intervals and the chart has error bars.
@@ -154,7 +166,9 @@ def test_the_console_and_dashboard_in_a_real_browser(
     facts = chart_facts(browser, "result-chart")
     assert facts["kind"] == "line-band" and facts["type"] == "line", facts
     assert int(facts["painted"]) > 1000, facts  # type: ignore[call-overload]
-    months = [r.find_element("css selector", "td").text for r in browser.all("#result-table tbody tr")]
+    months = [
+        r.find_element("css selector", "td").text for r in browser.all("#result-table tbody tr")
+    ]
     assert len(months) >= 6 and all(m.startswith("20") for m in months), months
     assert facts["points"] == [len(months)] * 3, facts  # the band's two edges and the line
     save(browser, tmp_path, "console-time.png")
@@ -167,7 +181,10 @@ def test_the_console_and_dashboard_in_a_real_browser(
     browser.find("#budget-mode").send_keys("ε")
 
     # The history lists both releases with what they cost; re-running the first is free.
-    browser.wait("three history rows", lambda d: len(browser.all("#history-table tbody tr[data-fingerprint]")) == 3)
+    browser.wait(
+        "three history rows",
+        lambda d: len(browser.all("#history-table tbody tr[data-fingerprint]")) == 3,
+    )
     history = browser.all("#history-table tbody tr[data-fingerprint]")
     assert TIME_SQL in history[0].text and BAR_SQL in history[2].text
     assert "Re-run (free)" in history[2].text
@@ -175,8 +192,10 @@ def test_the_console_and_dashboard_in_a_real_browser(
     history[2].find_element("css selector", "button.rerun").click()
     browser.wait(
         "the replayed answer",
-        lambda d: browser.find("#result-badge").get_attribute("data-cached") == "true"
-        and "avg_age" in browser.find("#result-table thead").text,
+        lambda d: (
+            browser.find("#result-badge").get_attribute("data-cached") == "true"
+            and "avg_age" in browser.find("#result-table thead").text
+        ),
     )
     assert [e for e in ledger(client, admin) if e["kind"] == "charge"] == charges
 
@@ -213,7 +232,10 @@ def test_the_console_and_dashboard_in_a_real_browser(
     assert browser.js("return sessionStorage.getItem('dpsql.apiKey')") is None
     sign_in(browser, admin)
     show_budget(browser)
-    browser.wait("the ledger verify status", lambda d: browser.find("#verify-status").get_attribute("data-ok") == "true")
+    browser.wait(
+        "the ledger verify status",
+        lambda d: browser.find("#verify-status").get_attribute("data-ok") == "true",
+    )
     assert analyst.name in browser.find("#consumers tbody").text
     browser.find("#cap-value").send_keys(str(CAP + 1))
     browser.find("#cap-reason").send_keys("browser test")
@@ -225,7 +247,10 @@ def test_the_console_and_dashboard_in_a_real_browser(
     browser.wait("the external charge", lambda d: "training run" in browser.find("#externals").text)
     kinds = [e["kind"] for e in ledger(client, admin)]
     assert kinds[-2:] == ["cap_change", "external"]
-    browser.wait("the ledger verify status", lambda d: browser.find("#verify-status").get_attribute("data-ok") == "true")
+    browser.wait(
+        "the ledger verify status",
+        lambda d: browser.find("#verify-status").get_attribute("data-ok") == "true",
+    )
     save(browser, tmp_path, "dashboard.png")
 
     # Nothing left this machine, and no page broke its Content-Security-Policy.
@@ -235,5 +260,8 @@ def test_the_console_and_dashboard_in_a_real_browser(
     assert not violations, violations
     for path in ("/", "/docs", "/redoc"):
         csp = client.get(path).headers["content-security-policy"]
-        assert "script-src 'self'" in csp and "'unsafe-inline'" not in csp.split("script-src")[1].split(";")[0]
+        assert (
+            "script-src 'self'" in csp
+            and "'unsafe-inline'" not in csp.split("script-src")[1].split(";")[0]
+        )
     client.close()

@@ -32,7 +32,9 @@ def chart_facts(browser: Browser, canvas_id: str) -> dict[str, object]:
     return facts
 
 
-def test_sign_in_run_and_see_a_chart(browser: Browser, web_server: Server, web_keys: dict[str, Key]):
+def test_sign_in_run_and_see_a_chart(
+    browser: Browser, web_server: Server, web_keys: dict[str, Key]
+):
     sign_in(browser, web_keys["analyst"])
     assert browser.js("return sessionStorage.getItem('dpsql.apiKey')") == web_keys["analyst"].secret
     assert web_keys["analyst"].secret not in browser.driver.current_url
