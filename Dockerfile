@@ -20,6 +20,8 @@ COPY proxy ./proxy
 COPY sample_data ./sample_data
 # The same install command as CI (Makefile: $(BIN)/python -m pip install ...).
 RUN python -m pip install --quiet -e '.[dev]'
+# The PostgreSQL client, for several hosts on one ledger ([ledger] url, issue 16).
+RUN python -m pip install --quiet -e '.[postgres]'
 
 USER dpsql
 VOLUME ["/var/lib/dpsql"]

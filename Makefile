@@ -13,6 +13,8 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	# BI clients for the Trino door's tests (issue 14); not in the Docker image
 	$(BIN)/python -m pip install --quiet -e '.[bi]'
+	# PostgreSQL client for the shared ledger store and its tests (issue 16)
+	$(BIN)/python -m pip install --quiet -e '.[postgres]'
 	touch $(STAMP)
 
 install: $(STAMP)

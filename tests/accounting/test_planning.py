@@ -85,7 +85,11 @@ def _gil_pelaez_two_sided(u: float, m: int) -> float:
     # sin(us)/s is regular at 0, so the head is a plain integral; the tail uses QAWF.
     head, _ = integrate.quad(
         lambda s: u * float(np.sinc(u * s / math.pi)) * (1 + s * s) ** (-m),
-        0, 1, epsabs=1e-14, epsrel=1e-12, limit=200,
+        0,
+        1,
+        epsabs=1e-14,
+        epsrel=1e-12,
+        limit=200,
     )
     tail, _ = integrate.quad(lambda s: (1 + s * s) ** (-m) / s, 1, math.inf, weight="sin", wvar=u)
     return 1 - 2 / math.pi * (head + tail)
@@ -94,9 +98,7 @@ def _gil_pelaez_two_sided(u: float, m: int) -> float:
 @pytest.mark.parametrize("m", [2, 3, 7, 20, 60])
 @pytest.mark.parametrize("u", [0.5, 2.0, 6.0, 15.0])
 def test_laplace_sum_tail_matches_characteristic_function(m, u):
-    assert laplace_sum_tail(u, m) == pytest.approx(
-        _gil_pelaez_two_sided(u, m), rel=1e-6, abs=1e-9
-    )
+    assert laplace_sum_tail(u, m) == pytest.approx(_gil_pelaez_two_sided(u, m), rel=1e-6, abs=1e-9)
 
 
 def test_laplace_sum_tail_single_and_large():
@@ -111,8 +113,12 @@ def test_laplace_sum_tail_single_and_large():
 def test_laplace_quantile_is_conservative_and_tight():
     for m in (1, 2, 9, 400, 50000):
         b = budget_for_accuracy(
-            rel_error=0.1, at_count=500, confidence=0.99, sensitivity=1,
-            mechanism="laplace", cells=m,
+            rel_error=0.1,
+            at_count=500,
+            confidence=0.99,
+            sensitivity=1,
+            mechanism="laplace",
+            cells=m,
         )
         u = 50.0 / b.scale
         assert laplace_sum_tail(u, m) <= 0.01 * (1 + 1e-12)  # b = t/u loses an ulp
@@ -126,8 +132,14 @@ def test_laplace_quantile_is_conservative_and_tight():
 @pytest.mark.parametrize("cells", [1, 5, 300])
 @pytest.mark.parametrize("confidence", [0.5, 0.95, 0.999])
 def test_round_trip_budget_accuracy_budget(mechanism, cells, confidence):
-    kw = dict(at_count=250.0, confidence=confidence, sensitivity=2.0,
-              mechanism=mechanism, cells=cells, delta=1e-7)
+    kw = dict(
+        at_count=250.0,
+        confidence=confidence,
+        sensitivity=2.0,
+        mechanism=mechanism,
+        cells=cells,
+        delta=1e-7,
+    )
     b = budget_for_accuracy(rel_error=0.07, **kw)
     a = accuracy_for_budget(epsilon=b.epsilon, **kw)
     assert isinstance(a, Accuracy)
@@ -180,9 +192,10 @@ def test_tighter_error_costs_more(r1, factor, count, q, m, mechanism):
 )
 def test_more_confidence_costs_more(r, q1, q2, m, mechanism):
     kw = dict(rel_error=r, at_count=100.0, sensitivity=1.0, mechanism=mechanism, cells=m)
-    assert budget_for_accuracy(confidence=q2, **kw).epsilon > budget_for_accuracy(
-        confidence=q1, **kw
-    ).epsilon
+    assert (
+        budget_for_accuracy(confidence=q2, **kw).epsilon
+        > budget_for_accuracy(confidence=q1, **kw).epsilon
+    )
 
 
 # --- absurd budgets and refusals ----------------------------------------------------
@@ -203,11 +216,23 @@ def test_absurd_flag():
 @pytest.mark.parametrize(
     ("arg", "value"),
     [
-        ("rel_error", 0.0), ("rel_error", -0.1), ("rel_error", math.nan),
-        ("rel_error", math.inf), ("at_count", 0.0), ("at_count", -5.0),
-        ("confidence", 0.0), ("confidence", 1.0), ("confidence", 1.5),
-        ("confidence", math.nan), ("sensitivity", 0.0), ("sensitivity", -1.0),
-        ("cells", 0), ("cells", 1.5), ("cells", True), ("delta", 0.0), ("delta", 1.0),
+        ("rel_error", 0.0),
+        ("rel_error", -0.1),
+        ("rel_error", math.nan),
+        ("rel_error", math.inf),
+        ("at_count", 0.0),
+        ("at_count", -5.0),
+        ("confidence", 0.0),
+        ("confidence", 1.0),
+        ("confidence", 1.5),
+        ("confidence", math.nan),
+        ("sensitivity", 0.0),
+        ("sensitivity", -1.0),
+        ("cells", 0),
+        ("cells", 1.5),
+        ("cells", True),
+        ("delta", 0.0),
+        ("delta", 1.0),
         ("mechanism", "exponential"),
     ],
 )

@@ -197,9 +197,7 @@ def test_max_rho_within_below_grid_floor_refuses(eps, delta):
 
 # --- properties of curves and conversion ---------------------------------------------
 
-curve_values = st.lists(st.floats(0.0, 50.0), min_size=N, max_size=N).map(
-    lambda v: Curve(tuple(v))
-)
+curve_values = st.lists(st.floats(0.0, 50.0), min_size=N, max_size=N).map(lambda v: Curve(tuple(v)))
 deltas = st.floats(1e-14, 0.5)
 
 
@@ -342,7 +340,7 @@ def test_dp_accounting_uses_the_cks_conversion():
 
     acc = RdpAccountant(orders=list(ORDERS))
     acc.compose(dpa.GaussianDpEvent(10.0), 50)
-    ours = (gaussian_curve(1.0, 10.0) * 50)
+    ours = gaussian_curve(1.0, 10.0) * 50
     assert acc.get_epsilon(1e-6) == pytest.approx(ours.epsilon(1e-6), rel=1e-9)
     assert acc.get_epsilon(1e-6) < ours.epsilon_textbook(1e-6) * 0.95
 
