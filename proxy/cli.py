@@ -116,10 +116,10 @@ def cmd_explain(args: argparse.Namespace, out: Console) -> int:
 
 
 def cmd_budget(args: argparse.Namespace, out: Console) -> int:
-    from accounting.store_sqlite import SQLiteLedger
+    from proxy.ledger_store import open_ledger
 
     policy = _policy(args.policy)
-    ledger = SQLiteLedger(policy.ledger_path)
+    ledger = open_ledger(policy)
     try:
         table = Table("population", "spent ε", "cap ε", "remaining ε", "")
         names = set(ledger.populations()) | {p.name for p in policy.populations}
@@ -140,10 +140,10 @@ def cmd_budget(args: argparse.Namespace, out: Console) -> int:
 
 
 def cmd_ledger(args: argparse.Namespace, out: Console) -> int:
-    from accounting.store_sqlite import SQLiteLedger
+    from proxy.ledger_store import open_ledger
 
     policy = _policy(args.policy)
-    ledger = SQLiteLedger(policy.ledger_path)
+    ledger = open_ledger(policy)
     try:
         if args.action == "verify":
             report = ledger.verify()

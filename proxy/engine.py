@@ -27,14 +27,14 @@ from accounting.ledger import (
     ShareExhausted,
 )
 from accounting.mechanisms import secret_seed
-from accounting.store_sqlite import SQLiteLedger
 from proxy import domains
 from proxy.bind import bind
-from proxy.cache import ReleaseCache
+from proxy.cache import ReleaseStore, open_release_cache
 from proxy.catalog import Catalog
 from proxy.check import check_key_types, check_shape, check_statement
 from proxy.errors import DPSQLError
 from proxy.execute import DuckDBExecutor
+from proxy.ledger_store import open_ledger
 from proxy.ledger_views import HistoryEntry, LedgerViews, Usage
 from proxy.memo import Memo
 from proxy.outer import outer_sql
@@ -135,7 +135,7 @@ class Engine:
         *,
         ledger: Ledger | None = None,
         executor: DuckDBExecutor | None = None,
-        cache: ReleaseCache | None = None,
+        cache: ReleaseStore | None = None,
         _unsafe_disable_bounding_for_audit: bool = False,
     ):
         # The flag above skips per-person bounding while charging as if it ran: only the
@@ -144,8 +144,8 @@ class Engine:
         self.policy = policy
         self.executor = executor or DuckDBExecutor(policy)
         self.catalog = Catalog(policy, self.executor.column_types())
-        policy.ledger_path.parent.mkdir(parents=True, exist_ok=True)
-        self.ledger = ledger or SQLiteLedger(policy.ledger_path)
+        # Shared state (issue 16): SQLite files beside the ledger, or PostgreSQL.
+        self.ledger = ledger or open_ledger(policy)
         for pop in policy.populations:
             self.ledger.register(
                 PopulationSpec(
@@ -156,8 +156,7 @@ class Engine:
                     policy.shares(pop.name),
                 )
             )
-        cache_path = policy.ledger_path.with_name(policy.ledger_path.stem + "-cache.sqlite")
-        self.cache = cache or ReleaseCache(cache_path)
+        self.cache = cache or open_release_cache(policy)
         self.post = PostProcessor()
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()

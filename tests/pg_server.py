@@ -79,8 +79,16 @@ def _os_user() -> str | None:
         pwd.getpwnam(OS_USER)
     except KeyError:
         subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-             "--shell", "/usr/sbin/nologin", OS_USER],
+            [
+                "useradd",
+                "--system",
+                "--no-create-home",
+                "--home-dir",
+                "/nonexistent",
+                "--shell",
+                "/usr/sbin/nologin",
+                OS_USER,
+            ],
             check=False,
             capture_output=True,
         )
@@ -149,8 +157,16 @@ class PgServer:
         if self._pipe is None:
             return
         if (self.data / "postmaster.pid").exists():
-            self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w",
-                      "stop", check=False)
+            self._run(
+                str(self.bindir / "pg_ctl"),
+                "-D",
+                str(self.data),
+                "-m",
+                "fast",
+                "-w",
+                "stop",
+                check=False,
+            )
         os.close(self._pipe)  # the watchdog wakes, finds the server stopped, removes root
         self._pipe = None
         if self._watchdog is not None:
@@ -183,8 +199,16 @@ def start(*, durable: bool = True, attempts: int = 4) -> PgServer:
     read_end, write_end = os.pipe()
     server = PgServer(root, bindir, 0, user, 0.0, _pipe=write_end)
     server._watchdog = subprocess.Popen(
-        [sys.executable, "-c", _WATCHDOG, str(read_end), str(bindir / "pg_ctl"),
-         str(server.data), str(root), user or ""],
+        [
+            sys.executable,
+            "-c",
+            _WATCHDOG,
+            str(read_end),
+            str(bindir / "pg_ctl"),
+            str(server.data),
+            str(root),
+            user or "",
+        ],
         pass_fds=(read_end,),
         start_new_session=True,  # a Ctrl-C to the test run must not kill it first
         stdin=subprocess.DEVNULL,
@@ -193,8 +217,18 @@ def start(*, durable: bool = True, attempts: int = 4) -> PgServer:
     atexit.register(server.stop)
     try:
         init = server._run(
-            str(bindir / "initdb"), "-D", str(server.data), "-U", SUPERUSER, "-A", "trust",
-            "-E", "UTF8", "--locale=C", "--no-sync", check=False,
+            str(bindir / "initdb"),
+            "-D",
+            str(server.data),
+            "-U",
+            SUPERUSER,
+            "-A",
+            "trust",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
+            check=False,
         )
         if init.returncode != 0:
             raise PgUnavailable(f"initdb failed: {init.stderr.strip()[-2000:]}")
@@ -216,8 +250,16 @@ def start(*, durable: bool = True, attempts: int = 4) -> PgServer:
             with (server.data / "postgresql.auto.conf").open("w") as f:
                 f.writelines(f"{k} = {v}\n" for k, v in conf.items())
             started = server._run(
-                str(bindir / "pg_ctl"), "-D", str(server.data), "-l", str(root / "server.log"),
-                "-w", "-t", "60", "start", check=False,
+                str(bindir / "pg_ctl"),
+                "-D",
+                str(server.data),
+                "-l",
+                str(root / "server.log"),
+                "-w",
+                "-t",
+                "60",
+                "start",
+                check=False,
             )
             if started.returncode == 0:
                 break
