@@ -237,7 +237,9 @@ class StoreState(Protocol):
 
     def known(self, roots: Sequence[str]) -> list[str]: ...
 
-    def own_total(self, name: str) -> Total: ...
+    def own_totals(self, names: Sequence[str]) -> dict[str, Total]:
+        """The latest own total of each name (EMPTY_TOTAL if none), step-checked."""
+        ...
 
     def analyst_totals(self, analyst: str) -> dict[str, Total]: ...
 
@@ -291,7 +293,7 @@ def admit_spend(
     known_set = set(known)
     affected = affected_populations(targets, known)
     needed = {a for p in affected for a in ancestors_or_self(p)} & (known_set | set(targets))
-    own = {n: state.own_total(n) for n in sorted(needed)}
+    own = state.own_totals(sorted(needed))
     spends = admit(targets, curve, dx, own, specs, known)
     for root in roots:
         spec = registered.get(root)

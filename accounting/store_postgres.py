@@ -50,7 +50,7 @@ import re
 import threading
 import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -297,6 +297,15 @@ def _check_role(conn: psycopg.Connection[Any]) -> str:
     return str(role)
 
 
+def _step(name: str, rows: Sequence[Sequence[Any]]) -> Total:
+    """``total_step`` on rows (name, event_id, curve, delta_extra, events, kind,
+    populations, curve, delta_extra), newest first, of one population."""
+    latest = rows[0]
+    previous = rows[1][1:5] if len(rows) > 1 else None
+    event = None if latest[5] is None else latest[5:9]
+    return total_step(name, latest[1:5], previous, event)
+
+
 class PostgresLedger(Ledger):
     """The ledger in one PostgreSQL database, shared by any number of threads, processes
     and hosts.
@@ -411,8 +420,9 @@ class PostgresLedger(Ledger):
         check_head(
             conn.execute(f"SELECT {EVENT_COLS} FROM {s}.events ORDER BY id DESC LIMIT 2").fetchall()
         )
-        for (name,) in conn.execute(f"SELECT name FROM {s}.populations").fetchall():
-            self._own_total(conn, name)
+        self._own_totals(
+            conn, [str(r[0]) for r in conn.execute(f"SELECT name FROM {s}.populations")]
+        )
 
     def _connection(self, *, gated: bool = True) -> psycopg.Connection[Any]:
         """The open connection (reopened if it was lost); ``gated`` refuses while the
@@ -440,19 +450,38 @@ class PostgresLedger(Ledger):
                 self._conn.close()
         self._conn = None
 
+    def _begin(
+        self,
+        conn: psycopg.Connection[Any],
+        write: bool,
+        then: Callable[[psycopg.Connection[Any]], None] | None,
+    ) -> None:
+        """Open the transaction (a writer takes the admission lock) and queue ``then``'s
+        reads behind it: one round trip."""
+        if not write:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            return
+        with conn.pipeline():
+            conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, self._lock_key))
+            if then is not None:
+                then(conn)
+
     @contextmanager
-    def _transaction(self, *, write: bool, gated: bool = True) -> Iterator[psycopg.Connection[Any]]:
+    def _transaction(
+        self,
+        *,
+        write: bool,
+        gated: bool = True,
+        then: Callable[[psycopg.Connection[Any]], None] | None = None,
+    ) -> Iterator[psycopg.Connection[Any]]:
+        """One transaction; the body may end it with its own COMMIT (sent with its last
+        statements), else it is committed here."""
         with self._lock:
-            begin = (
-                "BEGIN ISOLATION LEVEL READ COMMITTED; "
-                f"SELECT pg_advisory_xact_lock({LOCK_CLASS}, {self._lock_key})"
-                if write
-                else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-            )
             conn = self._connection(gated=gated)
             try:
                 try:
-                    conn.execute(begin)
+                    self._begin(conn, write, then)
                 except psycopg.OperationalError:
                     if not conn.broken:
                         raise
@@ -460,7 +489,7 @@ class PostgresLedger(Ledger):
                     # nothing was done on it, so open a new one, checked, and go on.
                     self._drop()
                     conn = self._connection(gated=gated)
-                    conn.execute(begin)
+                    self._begin(conn, write, then)
             except psycopg.Error as exc:
                 self._rollback(conn)
                 raise LedgerUnavailable(f"cannot lock the ledger store: {exc}") from None
@@ -471,16 +500,18 @@ class PostgresLedger(Ledger):
                 self._broken = f"ledger store is inconsistent: {exc}"
                 raise LedgerUnavailable(self._broken) from None
             except psycopg.Error as exc:
+                # A failed COMMIT leaves the outcome unknown (it may have reached the
+                # disk): the caller answers nothing, and a charge that did commit stands.
                 self._rollback(conn)
                 raise LedgerUnavailable(f"ledger store error: {exc}") from None
             except BaseException:
                 self._rollback(conn)
                 raise
+            if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                return  # the body committed
             try:
                 conn.execute("COMMIT")
             except psycopg.Error as exc:
-                # The outcome is unknown (the commit may have reached the disk): the
-                # caller answers nothing, and a charge that did commit stands.
                 self._rollback(conn)
                 raise LedgerUnavailable(f"ledger commit failed: {exc}") from None
 
@@ -496,19 +527,25 @@ class PostgresLedger(Ledger):
     # --- reading state inside a transaction ------------------------------------------------
 
     def _own_total(self, conn: psycopg.Connection[Any], name: str) -> Total:
+        return self._own_totals(conn, [name])[name]
+
+    def _own_totals(self, conn: psycopg.Connection[Any], names: Sequence[str]) -> dict[str, Total]:
+        """The latest own total of each name, after checking that it is the previous one
+        plus the event it claims to follow (one step of verify per name; one query)."""
         s = self._schema
         rows = conn.execute(
-            f"SELECT event_id, curve, delta_extra, events FROM {s}.totals "
-            "WHERE population = %s ORDER BY event_id DESC LIMIT 2",
-            (name,),
+            "SELECT n.name, t.event_id, t.curve, t.delta_extra, t.events, "
+            "e.kind, e.populations, e.curve, e.delta_extra "
+            "FROM unnest(%s::text[]) WITH ORDINALITY AS n(name, i) "
+            "CROSS JOIN LATERAL (SELECT event_id, curve, delta_extra, events "
+            f"FROM {s}.totals WHERE population = n.name ORDER BY event_id DESC LIMIT 2) t "
+            f"LEFT JOIN {s}.events e ON e.id = t.event_id ORDER BY n.i, t.event_id DESC",
+            (list(names),),
         ).fetchall()
-        if not rows:
-            return EMPTY_TOTAL
-        ev = conn.execute(
-            f"SELECT kind, populations, curve, delta_extra FROM {s}.events WHERE id = %s",
-            (rows[0][0],),
-        ).fetchone()
-        return total_step(name, rows[0], rows[1] if len(rows) > 1 else None, ev)
+        found: dict[str, list[Sequence[Any]]] = {}
+        for r in rows:
+            found.setdefault(str(r[0]), []).append(r)
+        return {n: _step(n, found[n]) if n in found else EMPTY_TOTAL for n in names}
 
     def _spec(self, conn: psycopg.Connection[Any], root: str) -> PopulationSpec:
         s = self._schema
@@ -555,6 +592,29 @@ class PostgresLedger(Ledger):
         conn: psycopg.Connection[Any],
         kind: str,
         names: Sequence[str],
+        **columns: Any,
+    ) -> int:
+        last = conn.execute(
+            f"SELECT id, hash FROM {self._schema}.events ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+        event_id, values = self._new_event(
+            None if last is None else (int(last[0]), str(last[1])), kind, names, **columns
+        )
+        conn.execute(self._insert_event_sql, values)
+        return event_id
+
+    @property
+    def _insert_event_sql(self) -> str:
+        return (
+            f"INSERT INTO {self._schema}.events ({EVENT_COLS}) "
+            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+        )
+
+    @staticmethod
+    def _new_event(
+        head: tuple[int, str] | None,
+        kind: str,
+        names: Sequence[str],
         *,
         curve: Curve | None = None,
         delta_extra: float = 0.0,
@@ -564,10 +624,9 @@ class PostgresLedger(Ledger):
         parent_id: int | None = None,
         cap: float | None = None,
         delta: float | None = None,
-    ) -> int:
-        s = self._schema
-        last = conn.execute(f"SELECT id, hash FROM {s}.events ORDER BY id DESC LIMIT 1").fetchone()
-        event_id, prev = (1, GENESIS) if last is None else (int(last[0]) + 1, str(last[1]))
+    ) -> tuple[int, tuple[Any, ...]]:
+        """The next event's id and its stored values, hash last, after ``head``."""
+        event_id, prev = (1, GENESIS) if head is None else (head[0] + 1, head[1])
         row = event_row(
             event_id,
             time.time(),
@@ -585,18 +644,20 @@ class PostgresLedger(Ledger):
         if any(isinstance(v, str) and "\x00" in v for v in row):
             # PostgreSQL text cannot hold NUL; refuse it as a bad argument, not a failure.
             raise InvalidRequest("analyst, fingerprint and note must not contain NUL")
-        conn.execute(
-            f"INSERT INTO {s}.events ({EVENT_COLS}) "
-            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-            (*row, digest(prev, row)),
-        )
-        return event_id
+        return event_id, (*row, digest(prev, row))
 
-    def _insert_admitted(
-        self, conn: psycopg.Connection[Any], admitted: Admission, event_id: int
+    def _append_admitted(
+        self,
+        conn: psycopg.Connection[Any],
+        admitted: Admission,
+        event_id: int,
+        event: tuple[Any, ...],
     ) -> None:
+        """Insert the event, its totals and the partitions it creates, and commit: one
+        round trip (and the disk)."""
         s = self._schema
-        with conn.cursor() as cur:
+        with conn.pipeline(), conn.cursor() as cur:
+            cur.execute(self._insert_event_sql, event)
             cur.executemany(
                 f"INSERT INTO {s}.totals (population, event_id, curve, delta_extra, events) "
                 "VALUES (%s,%s,%s,%s,%s)",
@@ -611,6 +672,7 @@ class PostgresLedger(Ledger):
                     "VALUES (%s,%s,NULL,%s)",
                     [(t, root_of(t), event_id) for t in admitted.created],
                 )
+            cur.execute("COMMIT")
 
     # --- the interface ---------------------------------------------------------------------
 
@@ -709,9 +771,11 @@ class PostgresLedger(Ledger):
     ) -> Receipt:
         targets = normalize_targets(population)
         dx = check_request(curve, delta_extra)
-        with self._transaction(write=True) as conn:
+        state = _State(self._schema, targets)
+        with self._transaction(write=True, then=state.queue) as conn:
+            state.load(self, conn)
             admitted = admit_spend(
-                _State(self, conn),
+                state,
                 targets,
                 curve,
                 dx,
@@ -719,8 +783,8 @@ class PostgresLedger(Ledger):
                 self._registered,
                 lambda name: check_target(name, self._partitionings),
             )
-            event_id = self._append_event(
-                conn,
+            event_id, event = self._new_event(
+                state.head,
                 kind,
                 targets,
                 curve=curve,
@@ -729,7 +793,7 @@ class PostgresLedger(Ledger):
                 fingerprint=fingerprint,
                 note=note,
             )
-            self._insert_admitted(conn, admitted, event_id)
+            self._append_admitted(conn, admitted, event_id, event)
         return admitted.receipt(event_id, kind)
 
     def replay(self, parent_id: int, *, analyst: str, fingerprint: str, note: str = "") -> int:
@@ -770,7 +834,7 @@ class PostgresLedger(Ledger):
         with self._transaction(write=False) as conn:
             spec = self._spec(conn, root_of(name))
             known = set(self._known(conn, [spec.name]))
-            own = {a: self._own_total(conn, a) for a in ancestors_or_self(name) if a in known}
+            own = self._own_totals(conn, [a for a in ancestors_or_self(name) if a in known])
         return Spend.of(name, composed_total(name, own), spec.epsilon_cap, spec.delta)
 
     def populations(self) -> tuple[str, ...]:
@@ -862,19 +926,93 @@ class PostgresLedger(Ledger):
 
 
 class _State:
-    """What admission reads, inside one of the ledger's write transactions."""
+    """What admission reads, inside one of the ledger's write transactions, sent in the
+    round trip that opens it (see :meth:`PostgresLedger._begin`): each root's facts,
+    the head of the log, and the latest totals of every population the spend could
+    need (the targets' ancestors and everything below a target)."""
 
-    def __init__(self, ledger: PostgresLedger, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, schema: str, targets: Sequence[str]) -> None:
+        self._schema = schema
+        self._roots = sorted({root_of(t) for t in targets})
+        self._targets = list(targets)
+        self._lineage = sorted({a for t in targets for a in ancestors_or_self(t)})
+        self._cursors: tuple[Any, Any, Any] | None = None
+        self.head: tuple[int, str] | None = None
+        self._facts: dict[str, tuple[bool, Any, Any, list[str]]] = {}
+        self._totals: dict[str, list[Sequence[Any]]] = {}
+        self._ledger: PostgresLedger | None = None
+        self._conn: psycopg.Connection[Any] | None = None
+
+    def queue(self, conn: psycopg.Connection[Any]) -> None:
+        s = self._schema
+        facts = conn.execute(
+            "SELECT r.root, "
+            f"EXISTS (SELECT 1 FROM {s}.populations p WHERE p.name = r.root AND p.root = p.name), "
+            f"(SELECT p.delta FROM {s}.populations p WHERE p.name = r.root AND p.root = p.name), "
+            f"(SELECT e.cap FROM {s}.events e WHERE e.cap IS NOT NULL AND e.populations = r.j "
+            "ORDER BY e.id DESC LIMIT 1), "
+            f"ARRAY(SELECT p.name FROM {s}.populations p WHERE p.root = r.root) "
+            "FROM unnest(%s::text[], %s::text[]) AS r(root, j)",
+            (self._roots, [names_json([r]) for r in self._roots]),
+        )
+        head = conn.execute(f"SELECT id, hash FROM {s}.events ORDER BY id DESC LIMIT 1")
+        totals = conn.execute(
+            "WITH n(name) AS (SELECT unnest(%(lineage)s::text[]) UNION "
+            f"SELECT p.name FROM {s}.populations p WHERE p.root = ANY(%(roots)s) AND EXISTS "
+            "(SELECT 1 FROM unnest(%(targets)s::text[]) g(t) "
+            "WHERE left(p.name, length(g.t) + 1) = g.t || '/')) "
+            "SELECT n.name, t.event_id, t.curve, t.delta_extra, t.events, "
+            "e.kind, e.populations, e.curve, e.delta_extra FROM n "
+            "LEFT JOIN LATERAL (SELECT event_id, curve, delta_extra, events "
+            f"FROM {s}.totals WHERE population = n.name ORDER BY event_id DESC LIMIT 2) t "
+            f"ON true LEFT JOIN {s}.events e ON e.id = t.event_id "
+            "ORDER BY n.name, t.event_id DESC",
+            {"lineage": self._lineage, "roots": self._roots, "targets": self._targets},
+        )
+        self._cursors = (facts, head, totals)
+
+    def load(self, ledger: PostgresLedger, conn: psycopg.Connection[Any]) -> None:
+        assert self._cursors is not None
+        facts, head, totals = self._cursors
         self._ledger, self._conn = ledger, conn
+        self._facts = {str(r[0]): (bool(r[1]), r[2], r[3], [str(n) for n in r[4]]) for r in facts}
+        last = head.fetchone()
+        self.head = None if last is None else (int(last[0]), str(last[1]))
+        for r in totals:
+            rows = self._totals.setdefault(str(r[0]), [])
+            if r[1] is not None:
+                rows.append(r)
 
     def spec(self, root: str) -> PopulationSpec:
-        return self._ledger._spec(self._conn, root)
+        registered, delta, cap, _ = self._facts[root]
+        if not registered:
+            raise UnknownPopulation(f"population {root!r} is not registered")
+        if delta is None:
+            raise Inconsistent(f"root {root!r} has no delta")
+        if cap is None:
+            raise Inconsistent(f"root {root!r} has no register event")
+        return PopulationSpec(root, float(cap), float(delta))
 
     def known(self, roots: Sequence[str]) -> list[str]:
-        return self._ledger._known(self._conn, roots)
+        return [n for r in roots for n in self._facts[r][3]]
 
-    def own_total(self, name: str) -> Total:
-        return self._ledger._own_total(self._conn, name)
+    def own_totals(self, names: Sequence[str]) -> dict[str, Total]:
+        missing = [n for n in names if n not in self._totals]
+        out = {} if not missing else self._ledger_()._own_totals(self._conn_(), missing)
+        for name in names:
+            if name in out:
+                continue
+            rows = self._totals[name]
+            out[name] = EMPTY_TOTAL if not rows else _step(name, rows)
+        return out
 
     def analyst_totals(self, analyst: str) -> dict[str, Total]:
-        return self._ledger._own_totals_of(self._conn, analyst)
+        return self._ledger_()._own_totals_of(self._conn_(), analyst)
+
+    def _ledger_(self) -> PostgresLedger:
+        assert self._ledger is not None
+        return self._ledger
+
+    def _conn_(self) -> psycopg.Connection[Any]:
+        assert self._conn is not None
+        return self._conn

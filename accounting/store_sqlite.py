@@ -629,8 +629,8 @@ class _State:
     def known(self, roots: Sequence[str]) -> list[str]:
         return self._ledger._known(self._conn, roots)
 
-    def own_total(self, name: str) -> Total:
-        return self._ledger._own_total(self._conn, name)
+    def own_totals(self, names: Sequence[str]) -> dict[str, Total]:
+        return {n: self._ledger._own_total(self._conn, n) for n in names}
 
     def analyst_totals(self, analyst: str) -> dict[str, Total]:
         return self._ledger._own_totals_of(self._conn, analyst)
