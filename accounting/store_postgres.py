@@ -799,15 +799,24 @@ class PostgresLedger(Ledger):
     def replay(self, parent_id: int, *, analyst: str, fingerprint: str, note: str = "") -> int:
         if isinstance(parent_id, bool) or not isinstance(parent_id, int):
             raise InvalidRequest(f"parent_id must be an event id, got {parent_id!r}")
-        with self._transaction(write=True) as conn:
-            parent = conn.execute(
-                f"SELECT kind, populations FROM {self._schema}.events WHERE id = %s",
-                (parent_id,),
-            ).fetchone()
+        s = self._schema
+        reads: list[Any] = []
+
+        def queue(conn: psycopg.Connection[Any]) -> None:
+            reads[:] = [
+                conn.execute(
+                    f"SELECT kind, populations FROM {s}.events WHERE id = %s", (parent_id,)
+                ),
+                conn.execute(f"SELECT id, hash FROM {s}.events ORDER BY id DESC LIMIT 1"),
+            ]
+
+        # A replay is appended on every cache hit: two round trips, like a charge.
+        with self._transaction(write=True, then=queue) as conn:
+            parent, last = reads[0].fetchone(), reads[1].fetchone()
             if parent is None or parent[0] != "charge":
                 raise InvalidRequest(f"event {parent_id} is not a charge that could be replayed")
-            return self._append_event(
-                conn,
+            event_id, event = self._new_event(
+                None if last is None else (int(last[0]), str(last[1])),
                 "replay",
                 parse_names(parent[1]),
                 analyst=analyst,
@@ -815,6 +824,10 @@ class PostgresLedger(Ledger):
                 note=note,
                 parent_id=parent_id,
             )
+            with conn.pipeline():
+                conn.execute(self._insert_event_sql, event)
+                conn.execute("COMMIT")
+            return event_id
 
     def set_cap(self, population: str, epsilon_cap: float, *, reason: str, analyst: str) -> int:
         name = check_population_name(population)
