@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
-import sqlite3
 import sys
 import tempfile
 import time
