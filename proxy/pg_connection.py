@@ -19,7 +19,8 @@ from typing import Any
 
 import psycopg
 
-from accounting.store_postgres import LOCK_CLASS, connect, lock_key
+from accounting.store_postgres import LOCK_CLASS, connect, lock_key, redact
+from proxy.errors import DPSQLError
 
 STATE_SCHEMA = "dpsql_state"
 
@@ -32,6 +33,7 @@ class SharedConnection:
         self, dsn: str, *, application: str, ddl: Sequence[str], timeout_s: float = 30.0
     ) -> None:
         self._dsn = dsn
+        self._where = redact(dsn)
         self._application = application
         self._ddl = tuple(ddl)
         self._timeout = timeout_s
@@ -66,7 +68,9 @@ class SharedConnection:
 
     @contextmanager
     def session(self) -> Iterator[psycopg.Connection[Any]]:
-        """The connection, for one statement or transaction, under the process's lock."""
+        """The connection, for one statement or transaction, under the process's lock.
+        A database error is answered as ``ledger_unavailable`` (nothing is served from
+        doubtful state); a broken connection is replaced on the next call."""
         with self._lock:
             if self._conn is not None and os.getpid() != self._pid:
                 self._inherited.append(self._conn)  # never closed here: it is the parent's
@@ -74,14 +78,18 @@ class SharedConnection:
             self._pid = os.getpid()
             if self._conn is not None and self._conn.broken:
                 self._drop()
-            if self._conn is None:
-                self._conn = self._open()
             try:
+                if self._conn is None:
+                    self._conn = self._open()
                 yield self._conn
-            except psycopg.Error:
-                if self._conn.broken:
+            except psycopg.Error as exc:
+                if self._conn is not None and self._conn.broken:
                     self._drop()
-                raise
+                raise DPSQLError(
+                    "ledger_unavailable",
+                    f"the shared state store ({self._where}) failed: {type(exc).__name__}",
+                    "the operator must check the PostgreSQL database of [ledger] url",
+                ) from exc
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:

@@ -187,3 +187,28 @@ def test_two_engines_share_one_postgres_ledger_and_cache(pg_database, demo_db, t
     finally:
         first.close()
         second.close()
+
+
+def test_a_lost_database_connection_is_refused_then_reopened(pg_database):
+    """The shared state fails closed (``ledger_unavailable``, never a wrong answer) and
+    the next call reconnects."""
+    import psycopg
+
+    from proxy.cache_postgres import PostgresReleaseCache
+    from proxy.errors import DPSQLError
+
+    # The test server trusts 127.0.0.1: the password is ignored, and must not be shown.
+    cache = PostgresReleaseCache(pg_database.dsn.replace("dpsql@", "dpsql:hunter2@"))
+    cache.put("k", 3, TABLE)
+    with psycopg.connect(pg_database.admin_dsn, autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = 'dpsql-cache'"
+        )
+    with pytest.raises(DPSQLError) as refused:
+        cache.get("k")
+    assert refused.value.code == "ledger_unavailable"
+    assert "hunter2" not in str(refused.value.to_dict())
+    hit = cache.get("k")
+    assert hit is not None and hit[0] == 3
+    cache.close()
