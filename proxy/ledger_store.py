@@ -9,8 +9,12 @@ from proxy.policy import Policy
 
 def open_ledger(policy: Policy) -> Ledger:
     if policy.ledger_url is not None:
-        from accounting.store_postgres import PostgresLedger
-
+        try:
+            from accounting.store_postgres import PostgresLedger
+        except ImportError as exc:
+            raise RuntimeError(
+                "[ledger] url needs the PostgreSQL client: pip install -e '.[postgres]'"
+            ) from exc
         return PostgresLedger(policy.ledger_url)
     from accounting.store_sqlite import SQLiteLedger
 

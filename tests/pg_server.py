@@ -80,7 +80,7 @@ def _os_user() -> str | None:
     except KeyError:
         subprocess.run(
             [
-                "useradd",
+                shutil.which("useradd") or "/usr/sbin/useradd",
                 "--system",
                 "--no-create-home",
                 "--home-dir",
@@ -192,7 +192,10 @@ def start(*, durable: bool = True, attempts: int = 4) -> PgServer:
         )
     user = _os_user()
     t0 = time.perf_counter()
-    root = Path(tempfile.mkdtemp(prefix="dpsql-pg-"))
+    # /tmp when it can be used: short enough for the Unix socket's path limit (107
+    # bytes) and reachable by the server's user, whatever TMPDIR says.
+    base = "/tmp" if os.access("/tmp", os.W_OK | os.X_OK) else None
+    root = Path(tempfile.mkdtemp(prefix="dpsql-pg-", dir=base))
     if user is not None:
         pw = pwd.getpwnam(user)
         os.chown(root, pw.pw_uid, pw.pw_gid)
@@ -236,7 +239,7 @@ def start(*, durable: bool = True, attempts: int = 4) -> PgServer:
             "listen_addresses": "'127.0.0.1'",
             "unix_socket_directories": f"'{root}'",
             "max_connections": "200",
-            "shared_buffers": "64MB",
+            "shared_buffers": "32MB",
             "fsync": "on" if durable else "off",
             "synchronous_commit": "on",
             "full_page_writes": "on" if durable else "off",
