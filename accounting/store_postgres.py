@@ -371,16 +371,6 @@ class PostgresLedger(Ledger):
         step of every population's stored total."""
         s = self._schema
         role = _check_role(conn)
-        editable = conn.execute(
-            "SELECT t, p FROM unnest(%s::text[]) t, unnest(%s::text[]) p "
-            "WHERE has_table_privilege(%s || '.' || t, p)",
-            (list(TABLES), ["UPDATE", "DELETE", "TRUNCATE"], s),
-        ).fetchall()
-        if editable:
-            raise Inconsistent(
-                f"role {role!r} may {', '.join(sorted({p for _, p in editable}))} the ledger "
-                f"tables {sorted({t for t, _ in editable})}; revoke it (see README)"
-            )
         columns: dict[str, list[tuple[str, str, str]]] = {}
         for t, c, ty, nn in conn.execute(
             "SELECT table_name, column_name, data_type, is_nullable "
@@ -391,6 +381,16 @@ class PostgresLedger(Ledger):
             columns.setdefault(t, []).append((c, ty, nn))
         if {t: tuple(c) for t, c in columns.items()} != _COLUMNS:
             raise Inconsistent(f"unexpected tables or columns in schema {s!r}")
+        editable = conn.execute(
+            "SELECT t, p FROM unnest(%s::text[]) t, unnest(%s::text[]) p "
+            "WHERE has_table_privilege(%s || '.' || t, p)",
+            (list(TABLES), ["UPDATE", "DELETE", "TRUNCATE"], s),
+        ).fetchall()
+        if editable:
+            raise Inconsistent(
+                f"role {role!r} may {', '.join(sorted({p for _, p in editable}))} the ledger "
+                f"tables {sorted({t for t, _ in editable})}; revoke it (see README)"
+            )
         found = {
             (str(table), str(name)): (str(enabled), str(fn), str(src))
             for table, name, enabled, fn, src in conn.execute(

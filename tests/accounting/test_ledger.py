@@ -732,7 +732,9 @@ def test_postgres_foreign_schema_is_unavailable(pg_store: StoreTarget):
         "CREATE TABLE dpsql_ledger.events (x int)",
         "ALTER TABLE dpsql_ledger.events OWNER TO dpsql",
     )
-    _assert_unavailable(pg_store.open())
+    lg = pg_store.open()
+    _assert_unavailable(lg)
+    assert "unexpected tables or columns" in lg.verify().problems[0]
 
 
 def test_postgres_reconnects_after_losing_its_connection(pg_store: StoreTarget):
