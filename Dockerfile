@@ -18,9 +18,10 @@ COPY pyproject.toml README.md ./
 COPY accounting ./accounting
 COPY proxy ./proxy
 COPY sample_data ./sample_data
-# Only what the server needs: a regular (not editable) install of the package, without
-# the dev, BI-client or benchmark extras.
-RUN python -m pip install --quiet .
+# Only what the server needs: a regular (not editable) install of the package, with
+# the PostgreSQL client for a shared ledger ([ledger] url), without the dev, BI-client
+# or benchmark extras.
+RUN python -m pip install --quiet '.[postgres]'
 
 USER dpsql
 VOLUME ["/var/lib/dpsql"]

@@ -11,7 +11,7 @@ $(BIN)/python:
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# dev: test and lint tools; bi and pg: the real clients the doors' tests drive
-	$(BIN)/python -m pip install --quiet -e '.[dev,bi,pg]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,bi,pg,postgres]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -39,8 +39,8 @@ from accounting.ledger import (
     root_of,
 )
 from accounting.rdp import ORDERS, Curve, CurveError, curve_from_orders, zcdp_curve
-from accounting.store_sqlite import SQLiteLedger
 from proxy.errors import DPSQLError, bad_request
+from proxy.ledger_store import open_ledger
 from proxy.policy import Policy
 
 
@@ -120,8 +120,7 @@ class Budgets:
     def __init__(self, policy: Policy, ledger: Ledger | None = None):
         self.policy = policy
         if ledger is None:
-            policy.ledger_path.parent.mkdir(parents=True, exist_ok=True)
-            ledger = SQLiteLedger(policy.ledger_path)
+            ledger = open_ledger(policy)  # SQLite beside the policy, or PostgreSQL
         self._ledger = ledger
         try:
             for pop in policy.populations:

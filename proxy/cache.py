@@ -1,8 +1,10 @@
 """Stage 10: released tables, stored durably under the plan's canonical key.
 
-A hit re-runs only the outer layer and charges nothing. The store is a SQLite file beside
-the ledger, shared by every process; a claim row gives single flight per key across
-threads and processes, so two identical misses are charged once.
+A hit re-runs only the outer layer and charges nothing. ``ReleaseStore`` is what the
+engine needs of the store; ``ReleaseCache`` keeps it in a SQLite file beside the ledger,
+shared by every process, where a claim row gives single flight per key across threads
+and processes, so two identical misses are charged once. With ``[ledger] url`` the
+store is PostgreSQL (cache_postgres.py), shared by every host.
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ import os
 import sqlite3
 import time
 from pathlib import Path
+from typing import Protocol
 
 import pyarrow as pa
 
+from proxy.policy import Policy
 from proxy.sqlite_files import ThreadConnections
 
 SCHEMA = """
@@ -32,14 +36,52 @@ CREATE TABLE IF NOT EXISTS flights (
 """
 
 
-def _to_ipc(table: pa.Table) -> bytes:
+class ReleaseStore(Protocol):
+    """Released tables by cache key, and single flight of misses per key."""
+
+    def get(self, key: str) -> tuple[int, pa.Table] | None:
+        """(charge id that paid, released table), or None."""
+        ...
+
+    def has(self, key: str) -> bool:
+        """Whether a release is stored under ``key``, without loading it."""
+        ...
+
+    def claim(self, key: str) -> bool:
+        """Take the flight for ``key``; False if it is cached or another caller (thread,
+        process or host) flies it. A claim dies with the process that holds it."""
+        ...
+
+    def finish(self, key: str) -> None:
+        """End this caller's flight for ``key`` (nothing if it holds none)."""
+        ...
+
+    def put(self, key: str, charge_id: int, table: pa.Table) -> None:
+        """Store a release (the first one stored under ``key`` stays) and end the flight."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def open_release_cache(policy: Policy) -> ReleaseStore:
+    """The policy's release store: PostgreSQL with ``[ledger] url``, else a SQLite file
+    beside the ledger."""
+    if policy.ledger_url is not None:
+        from proxy.cache_postgres import PostgresReleaseCache
+
+        return PostgresReleaseCache(policy.ledger_url)
+    path = policy.ledger_path
+    return ReleaseCache(path.with_name(path.stem + "-cache.sqlite"))
+
+
+def to_ipc(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
     return bytes(sink.getvalue().to_pybytes())
 
 
-def _from_ipc(blob: bytes) -> pa.Table:
+def from_ipc(blob: bytes) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
 
 
@@ -59,6 +101,8 @@ def _owner_alive(owner: str) -> bool:
 
 
 class ReleaseCache:
+    """The release store in one SQLite file (see the module docstring)."""
+
     def __init__(self, path: str | os.PathLike[str], *, stale_after_s: float = 120.0):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -79,7 +123,7 @@ class ReleaseCache:
         )
         if row is None:
             return None
-        return int(row[0]), _from_ipc(row[1])
+        return int(row[0]), from_ipc(row[1])
 
     def has(self, key: str) -> bool:
         """Whether a release is stored under ``key``, without loading it."""
@@ -122,7 +166,7 @@ class ReleaseCache:
             conn.execute(
                 "INSERT OR IGNORE INTO released(key, charge_id, created, rows, ipc) "
                 "VALUES (?,?,?,?,?)",
-                (key, charge_id, time.time(), table.num_rows, _to_ipc(table)),
+                (key, charge_id, time.time(), table.num_rows, to_ipc(table)),
             )
             conn.execute("DELETE FROM flights WHERE key = ? AND owner = ?", (key, self._owner))
         except BaseException:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,11 +37,21 @@ def split_name(name: str) -> tuple[str, str]:
 
 
 @dataclass(frozen=True)
+class FanOut:
+    """Of a public table (public data): its row count and, per column, the most rows that
+    share one value — how many of its rows one row of another table can match."""
+
+    rows: int
+    per_value: Mapping[str, int]
+
+
+@dataclass(frozen=True)
 class TableInfo:
     policy: TablePolicy
     db: str
     name: str
     column_types: Mapping[str, str]
+    fan_out: FanOut | None = None  # public tables only
 
     @property
     def public(self) -> bool:
@@ -128,7 +138,12 @@ def table_view(info: TableInfo) -> TableView:
 class Catalog:
     """Policy tables that exist in the database, with their column types."""
 
-    def __init__(self, policy: Policy, column_types: Mapping[tuple[str, str], Mapping[str, str]]):
+    def __init__(
+        self,
+        policy: Policy,
+        column_types: Mapping[tuple[str, str], Mapping[str, str]],
+        fan_out: Callable[[str, str, tuple[str, ...]], FanOut] | None = None,
+    ):
         self.policy = policy
         self._tables: dict[tuple[str, str], TableInfo] = {}
         for table in policy.tables:
@@ -140,7 +155,12 @@ class Catalog:
                     f"the policy declares table {table.name!r}, which the database does not have",
                     "fix [tables] in the policy or the [database] section",
                 )
-            self._tables[key] = TableInfo(table, key[0], key[1], dict(types))
+            facts = (
+                fan_out(key[0], key[1], tuple(types))
+                if table.public and fan_out is not None
+                else None
+            )
+            self._tables[key] = TableInfo(table, key[0], key[1], dict(types), facts)
 
     def tables(self) -> tuple[TableInfo, ...]:
         return tuple(self._tables.values())

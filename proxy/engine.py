@@ -23,7 +23,7 @@ from accounting.mechanisms import secret_seed
 from proxy import domains
 from proxy.bind import bind
 from proxy.budgets import Budgets, ledger_error
-from proxy.cache import ReleaseCache
+from proxy.cache import ReleaseStore, open_release_cache
 from proxy.catalog import Catalog, TableView
 from proxy.check import check_key_types, check_shape, check_statement
 from proxy.errors import DPSQLError
@@ -127,7 +127,7 @@ class Engine:
         *,
         ledger: Ledger | None = None,
         executor: DuckDBExecutor | None = None,
-        cache: ReleaseCache | None = None,
+        cache: ReleaseStore | None = None,
         _unsafe_disable_bounding_for_audit: bool = False,
     ):
         # The flag above skips per-person bounding while charging as if it ran: only the
@@ -135,11 +135,11 @@ class Engine:
         self._bounding = not _unsafe_disable_bounding_for_audit
         self.policy = policy
         self.executor = executor or DuckDBExecutor(policy)
-        self.catalog = Catalog(policy, self.executor.column_types())
+        self.catalog = Catalog(policy, self.executor.column_types(), self.executor.fan_out)
         # The only way to the ledger: registration, charges, replays and budget views.
+        # Shared state: SQLite files beside the ledger, or PostgreSQL ([ledger] url).
         self.budgets = Budgets(policy, ledger)
-        cache_path = policy.ledger_path.with_name(policy.ledger_path.stem + "-cache.sqlite")
-        self.cache = cache or ReleaseCache(cache_path)
+        self.cache = cache or open_release_cache(policy)
         self.post = PostProcessor()
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()

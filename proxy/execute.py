@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import duckdb
 import numpy as np
 
-from proxy.catalog import split_name
+from proxy.catalog import FanOut, split_name
 from proxy.errors import DPSQLError
 from proxy.policy import Policy
 
@@ -28,6 +28,7 @@ from proxy.policy import Policy
 class Executor(Protocol):
     def column_types(self) -> dict[tuple[str, str], dict[str, str]]: ...
     def run(self, sql: str, params: Sequence[Any] = ()) -> dict[str, np.ndarray]: ...
+    def fan_out(self, db: str, table: str, columns: tuple[str, ...]) -> FanOut: ...
     def distinct_values(self, db: str, table: str, column: str, limit: int) -> list[Any]: ...
     def close(self) -> None: ...
 
@@ -185,6 +186,22 @@ class DuckDBExecutor:
             _WATCHDOG.disarm(token)
             cursor.close()
         return {k: _with_nulls(v) for k, v in result.items()}
+
+    def fan_out(self, db: str, table: str, columns: tuple[str, ...]) -> FanOut:
+        """Row count of a PUBLIC table and, per column, the most rows sharing a value."""
+        name = f"{_quote(db)}.{_quote(table)}"
+        cursor = self._db.cursor()
+        try:
+            row = cursor.execute(f"SELECT COUNT(*) FROM {name}").fetchone()
+            per_value = {}
+            for column in columns:
+                top = cursor.execute(
+                    f"SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM {name} GROUP BY {_quote(column)})"
+                ).fetchone()
+                per_value[column] = int(top[0] or 0) if top else 0
+        finally:
+            cursor.close()
+        return FanOut(int(row[0]) if row else 0, per_value)
 
     def distinct_values(self, db: str, table: str, column: str, limit: int) -> list[Any]:
         """Distinct values of a PUBLIC table column (a public key domain)."""

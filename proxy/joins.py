@@ -101,8 +101,58 @@ def check_from(select: exp.Select, tables: dict[str, TableInfo]) -> tuple[str, s
             seen_private.append(alias)
         order.append(alias)
     _check_fan_out(seen_private, tables, select)
+    _check_public_fan_out(tables, select)
     anchor = seen_private[0]
     return anchor, str(next(iter(populations)))
+
+
+MAX_PUBLIC_FAN_OUT = 64
+
+
+def _public_bound(alias: str, info: TableInfo, ons: list[exp.Expr]) -> int:
+    """How many rows of public table ``alias`` one combination of the other tables'
+    rows can match: the fewest rows sharing a value among its columns equated (in a
+    top-level ON conjunct) to an expression of other tables; else all its rows."""
+    assert info.fan_out is not None
+    best = info.fan_out.rows
+    for on in ons:
+        for conj in on.flatten() if isinstance(on, exp.And) else [on]:
+            conj = conj.unnest()
+            if not isinstance(conj, exp.EQ):
+                continue
+            for mine, other in ((conj.this, conj.expression), (conj.expression, conj.this)):
+                if (
+                    isinstance(mine, exp.Column)
+                    and mine.table.lower() == alias
+                    and all(c.table.lower() != alias for c in other.find_all(exp.Column))
+                ):
+                    best = min(best, info.fan_out.per_value.get(mine.name.lower(), best))
+    return best
+
+
+def _check_public_fan_out(tables: dict[str, TableInfo], select: exp.Select) -> None:
+    """Public tables may be joined on anything, but each multiplies every person's rows
+    by the rows it matches: a join on a non-unique column (or on no equality at all)
+    would make one person's row count set the run time (and reach the time limit).
+    The product of the public tables' matches per row is bounded (public data decides
+    it, at plan time)."""
+    ons = [j.args["on"] for j in select.args.get("joins") or [] if j.args.get("on") is not None]
+    bound = 1
+    worst = ""
+    for alias, info in tables.items():
+        if info.public and info.fan_out is not None:
+            b = _public_bound(alias, info, ons)
+            if b > 1:
+                worst = info.policy.name
+            bound *= max(1, b)
+    if bound > MAX_PUBLIC_FAN_OUT:
+        raise unsupported(
+            f"the joins to public tables can match up to {bound} of their rows for each "
+            f"row of a person (e.g. {worst}); dpsql allows {MAX_PUBLIC_FAN_OUT}",
+            "join public tables on a column that identifies their rows (e.g. "
+            "JOIN regions r ON r.region = u.region), not on inequalities or repeated values",
+            position_of(select),
+        )
 
 
 def _check_fan_out(private: list[str], tables: dict[str, TableInfo], select: exp.Select) -> None:

@@ -133,6 +133,10 @@ class Policy:
     data_version: str
     # (schema-qualified lower-case table name, CSV file) the engine loads at start-up
     csv_tables: tuple[tuple[str, Path], ...] = field(default=())
+    # `[ledger] url`: one PostgreSQL database holding the ledger, release cache,
+    # idempotency records and pages of every proxy host (None: SQLite files beside
+    # ledger_path)
+    ledger_url: str | None = None
 
     def table(self, name: str) -> TablePolicy | None:
         wanted = name.lower()
@@ -213,8 +217,9 @@ def parse_policy(text: str, *, base_dir: Path) -> Policy:
     )
     duckdb_path, csv_tables, version = _database(_sub(doc, "", "database"), base_dir, tables)
     ledger = _sub(doc, "", "ledger")
-    _only(ledger, "ledger", {"path"})
+    _only(ledger, "ledger", {"path", "url"})
     ledger_path = _resolve(base_dir, _str(ledger, "ledger", "path", "state/ledger.sqlite"))
+    ledger_url = _ledger_url(ledger)
     # The files' identity is always part of the version: an operator's version string
     # that is not changed with the data would otherwise replay stale releases as current.
     files = [duckdb_path] if duckdb_path is not None else [p for _, p in csv_tables]
@@ -230,10 +235,24 @@ def parse_policy(text: str, *, base_dir: Path) -> Policy:
         analysts=analysts,
         data_version=version,
         csv_tables=csv_tables,
+        ledger_url=ledger_url,
     )
 
 
 # --- sections -------------------------------------------------------------------------
+
+
+def _ledger_url(body: Mapping[str, Any]) -> str | None:
+    url = _opt_str(body, "ledger", "url")
+    if url is None:
+        return None
+    if "path" in body:
+        raise PolicyError("ledger: set path (SQLite files) or url (PostgreSQL), not both")
+    scheme = url.partition("://")[0]
+    if scheme not in ("postgresql", "postgres") or not url.partition("://")[2]:
+        # The URL is not echoed: it may hold a password.
+        raise PolicyError(f"ledger.url: must be a postgresql:// URL, got scheme {scheme!r}")
+    return url
 
 
 def _proxy(body: Mapping[str, Any]) -> ProxySettings:

@@ -6,9 +6,11 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from accounting.calibrate import Mechanism
 from accounting.mechanisms import Z_975
 from proxy.outer import CLIP_CUT, CLIP_PEOPLE, ROW
 from proxy.plan import Plan
+from proxy.rewrite import core as C
 
 
 @dataclass(frozen=True)
@@ -26,14 +28,20 @@ class Clipping:
 
     max_rows_per_group: int
     max_groups: int
-    people_cut: tuple[float, ...]  # per shown row
-    people: tuple[float, ...]  # per shown row
+    people_cut: tuple[float, ...]  # per shown row (raw noisy values)
+    people: tuple[float, ...]  # per shown row (raw noisy values)
     total_cut: float
     total_people: float
+    total_cut_half_width: float  # 95% half-width of the noise in total_cut
 
     @property
     def fraction(self) -> float:
         return max(0.0, self.total_cut) / max(1.0, self.total_people)
+
+    @property
+    def fraction_at_least(self) -> float:
+        """The fraction cut, at the low end of the noise's 95% interval."""
+        return max(0.0, self.total_cut - self.total_cut_half_width) / max(1.0, self.total_people)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -44,6 +52,7 @@ class Clipping:
             "total_people_cut": self.total_cut,
             "total_people": self.total_people,
             "fraction_cut": self.fraction,
+            "fraction_cut_at_least": self.fraction_at_least,
         }
 
 
@@ -171,14 +180,33 @@ def _clipping(
     if CLIP_CUT not in names:
         return None, ()
     cut_at, people_at = names.index(CLIP_CUT), names.index(CLIP_PEOPLE)
-    cut = tuple(max(0.0, float(r[cut_at] or 0)) for r in rows)
-    people = tuple(max(0.0, float(r[people_at] or 0)) for r in rows)
-    clip = Clipping(plan.max_rows, plan.max_groups, cut, people, sum(cut), sum(people))
-    if clip.fraction <= CLIPPING_WARNING or clip.total_people < 1:
+    # Summed raw: clamping each noisy row at 0 first would bias the total upwards.
+    cut = tuple(float(r[cut_at] or 0) for r in rows)
+    people = tuple(float(r[people_at] or 0) for r in rows)
+    std = next(
+        (
+            Mechanism(n.descriptor.mechanism).std(n.descriptor.scale)
+            for n in plan.noise
+            if n.statistic.kind == C.CLIPPED
+        ),
+        0.0,
+    )
+    clip = Clipping(
+        plan.max_rows,
+        plan.max_groups,
+        cut,
+        people,
+        sum(cut),
+        sum(people),
+        Z_975 * std * math.sqrt(len(rows)),
+    )
+    # Warn only when the noise cannot explain it: at the low end of its interval.
+    if clip.fraction_at_least <= CLIPPING_WARNING or clip.total_people < 1:
         return clip, ()
     groups = f" or rows in more than {plan.max_groups} groups" if plan.max_groups > 1 else ""
     return clip, (
-        f"about {clip.fraction:.0%} of the people in these groups had more than "
+        f"about {clip.fraction:.0%} (at least {clip.fraction_at_least:.0%}) of the people "
+        f"in these groups had more than "
         f"{plan.max_rows} rows in a group{groups}: dpsql counted at most that much of each "
         "of them, so counts and sums are lower than the true totals (averages keep each "
         "person's own mean). Ask with a larger max_rows_per_group (up to the policy's "

@@ -36,7 +36,7 @@ from proxy.server.routes import (
     views,
 )
 from proxy.server.settings import Settings
-from proxy.server.store import ServerStore
+from proxy.server.store import open_server_store
 from proxy.server.web import pages
 from proxy.server.web.headers import SecurityHeaders
 from proxy.trino import routes as trino_routes
@@ -169,11 +169,10 @@ def create_app(settings: Settings) -> FastAPI:
         except (PolicyError, OSError) as error:
             raise RuntimeError(f"cannot load policy {settings.policy}: {error}") from None
         engine = Engine(policy)
-        store_path = policy.ledger_path.with_name(policy.ledger_path.stem + "-server.sqlite")
         ctx = Context(
             settings=settings,
             engine=engine,
-            store=ServerStore(store_path, pending_stale_s=policy.proxy.query_timeout_s * 2 + 60),
+            store=open_server_store(policy, pending_stale_s=policy.proxy.query_timeout_s * 2 + 60),
             metrics=Metrics(),
             authenticate=Authenticator(policy),
             limiter=RateLimiter(settings.rate_limit),

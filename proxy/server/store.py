@@ -1,5 +1,7 @@
 """Server-side state shared by every worker: Idempotency-Key answers, paged results and
-the secret that signs page cursors. One SQLite file beside the ledger.
+the secret that signs page cursors. ``ServerStore`` is the interface (cursor signing is
+common); ``SQLiteServerStore`` keeps one SQLite file beside the ledger, and with
+``[ledger] url`` ``store_postgres.PostgresServerStore`` shares it between hosts.
 
 Nothing here is privacy-critical on its own: a lost idempotency record makes a retry an
 ordinary repeat, which the release cache answers for free.
@@ -15,10 +17,12 @@ import os
 import secrets
 import sqlite3
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from proxy.policy import Policy
 from proxy.sqlite_files import ThreadConnections
 
 SCHEMA = """
@@ -81,7 +85,92 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-class ServerStore:
+def open_server_store(policy: Policy, *, pending_stale_s: float) -> ServerStore:
+    """The policy's server store: PostgreSQL with ``[ledger] url``, else a SQLite file
+    beside the ledger."""
+    if policy.ledger_url is not None:
+        from proxy.server.store_postgres import PostgresServerStore
+
+        return PostgresServerStore(policy.ledger_url, pending_stale_s=pending_stale_s)
+    path = policy.ledger_path
+    return SQLiteServerStore(
+        path.with_name(path.stem + "-server.sqlite"), pending_stale_s=pending_stale_s
+    )
+
+
+def result_id(cache_key: str, request_text: str) -> str:
+    """A paged answer's id: the same query on the same release gets the same id."""
+    return hashlib.sha256(f"{cache_key}\n{request_text}".encode()).hexdigest()[:32]
+
+
+class ServerStore(ABC):
+    """Idempotency records and paged results, and the cursors that point into them
+    (signed with a secret every worker and host of one deployment shares)."""
+
+    _secret: bytes
+
+    # --- Idempotency-Key ----------------------------------------------------------------
+    @abstractmethod
+    def begin(
+        self, analyst: str, key: str, fingerprint: str, *, ttl_s: float
+    ) -> StoredResponse | str:
+        """Claim (analyst, key) for a new request, or return what is known about it.
+
+        Returns "new" when the caller must answer and then call :meth:`finish`,
+        "pending" while another request holds the key, "mismatch" when the key was used
+        for a different request, or the stored first answer.
+        """
+
+    @abstractmethod
+    def finish(self, analyst: str, key: str, response: StoredResponse) -> None:
+        """Store the first answer to (analyst, key)."""
+
+    @abstractmethod
+    def abandon(self, analyst: str, key: str) -> None:
+        """Forget a claim whose request failed for a reason a retry might not meet."""
+
+    # --- paged results --------------------------------------------------------------------
+    @abstractmethod
+    def save_result(self, cache_key: str, request: dict[str, Any], *, ttl_s: float) -> str:
+        """Remember which cached release and which query a paged answer came from."""
+
+    @abstractmethod
+    def result(self, result_id: str) -> StoredResult | None: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    # --- cursors ---------------------------------------------------------------------------
+    def sign(self, cursor: Cursor) -> str:
+        payload = json.dumps(
+            [cursor.result_id, cursor.offset, cursor.page_size, cursor.analyst, cursor.issued],
+            separators=(",", ":"),
+        ).encode()
+        tag = hmac.new(self._secret, payload, hashlib.sha256).digest()[:16]
+        return f"{_b64(payload)}.{_b64(tag)}"
+
+    def open(self, token: str, *, analyst: str, ttl_s: float) -> Cursor:
+        """The cursor ``token`` encodes, if this server signed it for ``analyst``."""
+        try:
+            body, _, tag = token.partition(".")
+            payload = _unb64(body)
+            given = _unb64(tag)
+        except (ValueError, UnicodeEncodeError):
+            raise CursorError("malformed cursor") from None
+        expected = hmac.new(self._secret, payload, hashlib.sha256).digest()[:16]
+        if not hmac.compare_digest(expected, given):
+            raise CursorError("the cursor was not issued by this server")
+        result_id, offset, size, owner, issued = json.loads(payload)
+        if not hmac.compare_digest(str(owner).encode(), analyst.encode()):
+            raise CursorError("the cursor belongs to another API key")
+        if time.time() - float(issued) > ttl_s:
+            raise CursorError("the cursor has expired")
+        return Cursor(str(result_id), int(offset), int(size), str(owner), float(issued))
+
+
+class SQLiteServerStore(ServerStore):
+    """The server store in one SQLite file, shared by the workers of one host."""
+
     def __init__(self, path: str | os.PathLike[str], *, pending_stale_s: float = 300.0):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -105,12 +194,6 @@ class ServerStore:
     def begin(
         self, analyst: str, key: str, fingerprint: str, *, ttl_s: float
     ) -> StoredResponse | str:
-        """Claim (analyst, key) for a new request, or return what is known about it.
-
-        Returns "new" when the caller must answer and then call :meth:`finish`,
-        "pending" while another request holds the key, "mismatch" when the key was used
-        for a different request, or the stored first answer.
-        """
         conn = self._conn()
         now = time.time()
         conn.execute("BEGIN IMMEDIATE")
@@ -151,7 +234,6 @@ class ServerStore:
         )
 
     def abandon(self, analyst: str, key: str) -> None:
-        """Forget a claim whose request failed for a reason a retry might not meet."""
         self._conn().execute(
             "DELETE FROM idempotency WHERE analyst = ? AND key = ? AND status IS NULL",
             (analyst, key),
@@ -159,18 +241,17 @@ class ServerStore:
 
     # --- paged results --------------------------------------------------------------------
     def save_result(self, cache_key: str, request: dict[str, Any], *, ttl_s: float) -> str:
-        """Remember which cached release and which query a paged answer came from."""
         text = json.dumps(request, sort_keys=True)
-        result_id = hashlib.sha256(f"{cache_key}\n{text}".encode()).hexdigest()[:32]
+        rid = result_id(cache_key, text)
         now = time.time()
         conn = self._conn()
         conn.execute("DELETE FROM pages WHERE created < ?", (now - ttl_s,))
         conn.execute(
             "INSERT INTO pages(id, cache_key, request, created) VALUES (?,?,?,?) "
             "ON CONFLICT(id) DO UPDATE SET created = excluded.created",
-            (result_id, cache_key, text, now),
+            (rid, cache_key, text, now),
         )
-        return result_id
+        return rid
 
     def result(self, result_id: str) -> StoredResult | None:
         row = (
@@ -181,33 +262,6 @@ class ServerStore:
         if row is None:
             return None
         return StoredResult(result_id, str(row[0]), json.loads(row[1]))
-
-    # --- cursors ---------------------------------------------------------------------------
-    def sign(self, cursor: Cursor) -> str:
-        payload = json.dumps(
-            [cursor.result_id, cursor.offset, cursor.page_size, cursor.analyst, cursor.issued],
-            separators=(",", ":"),
-        ).encode()
-        tag = hmac.new(self._secret, payload, hashlib.sha256).digest()[:16]
-        return f"{_b64(payload)}.{_b64(tag)}"
-
-    def open(self, token: str, *, analyst: str, ttl_s: float) -> Cursor:
-        """The cursor ``token`` encodes, if this server signed it for ``analyst``."""
-        try:
-            body, _, tag = token.partition(".")
-            payload = _unb64(body)
-            given = _unb64(tag)
-        except (ValueError, UnicodeEncodeError):
-            raise CursorError("malformed cursor") from None
-        expected = hmac.new(self._secret, payload, hashlib.sha256).digest()[:16]
-        if not hmac.compare_digest(expected, given):
-            raise CursorError("the cursor was not issued by this server")
-        result_id, offset, size, owner, issued = json.loads(payload)
-        if not hmac.compare_digest(str(owner).encode(), analyst.encode()):
-            raise CursorError("the cursor belongs to another API key")
-        if time.time() - float(issued) > ttl_s:
-            raise CursorError("the cursor has expired")
-        return Cursor(str(result_id), int(offset), int(size), str(owner), float(issued))
 
     def close(self) -> None:
         self._connections.close()

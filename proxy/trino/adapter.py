@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from proxy.engine import Engine
 from proxy.request import QueryRequest
 from proxy.result import Result
+from proxy.trino.results import ResultStore, open_result_store
 from proxy.trino.shadow import ShadowTable
 
 
@@ -40,8 +41,6 @@ class EngineAdapter:
         settings = self._engine.policy.proxy
         return settings.max_sql_length, settings.max_nodes
 
-    @property
-    def state_dir_file(self) -> str:
-        """Where the door keeps its paged results: beside the ledger."""
-        path = self._engine.policy.ledger_path
-        return str(path.with_name(path.stem + "-trino.sqlite"))
+    def results_store(self) -> ResultStore:
+        """Where the door keeps its paged results: with the policy's other shared state."""
+        return open_result_store(self._engine.policy)

@@ -2,8 +2,9 @@
 
 Stored already encoded (Trino JSON values) in a SQLite file beside the ledger, so every
 worker process can serve any page, and a page is served from what was released — never
-by asking again. A query belongs to the analyst who asked it; its URI carries a random
-slug; DELETE marks it cancelled; entries expire after a day.
+by asking again; with ``[ledger] url`` in PostgreSQL (results_postgres.py), so that any
+host serves any page. A query belongs to the analyst who asked it; its URI carries a
+random slug; DELETE marks it cancelled; entries expire after a day.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from proxy.policy import Policy
 from proxy.sqlite_files import ThreadConnections
 
 SCHEMA = """
@@ -38,7 +40,57 @@ class Stored:
     cancelled: bool
 
 
-class ResultStore:
+def encode(
+    columns: list[dict[str, Any]],
+    data: list[list[Any]],
+    warnings: list[dict[str, Any]],
+    update_type: str | None,
+) -> str:
+    return json.dumps(
+        {"columns": columns, "data": data, "warnings": warnings, "update_type": update_type},
+        separators=(",", ":"),
+    )
+
+
+def decode(document: str, cancelled: bool) -> Stored:
+    doc = json.loads(document)
+    return Stored(doc["columns"], doc["data"], doc["warnings"], doc["update_type"], cancelled)
+
+
+class ResultStore(Protocol):
+    def put(
+        self,
+        query_id: str,
+        slug: str,
+        analyst: str,
+        *,
+        columns: list[dict[str, Any]],
+        data: list[list[Any]],
+        warnings: list[dict[str, Any]],
+        update_type: str | None,
+    ) -> None: ...
+
+    def get(self, query_id: str, slug: str, analyst: str) -> Stored | None:
+        """The stored answer, if it exists, the slug matches and it is the analyst's."""
+        ...
+
+    def cancel(self, query_id: str, slug: str, analyst: str) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+def open_result_store(policy: Policy) -> ResultStore:
+    """The policy's store of Trino answers: PostgreSQL with ``[ledger] url``, else a
+    SQLite file beside the ledger."""
+    if policy.ledger_url is not None:
+        from proxy.trino.results_postgres import PostgresResultStore
+
+        return PostgresResultStore(policy.ledger_url)
+    path = policy.ledger_path
+    return SQLiteResultStore(str(path.with_name(path.stem + "-trino.sqlite")))
+
+
+class SQLiteResultStore:
     def __init__(self, path: str):
         self._connections = ThreadConnections(path)
         self._connections.get().executescript(SCHEMA)
@@ -57,17 +109,13 @@ class ResultStore:
         now = time.time()
         conn = self._connections.get()
         conn.execute("DELETE FROM trino_results WHERE created < ?", (now - TTL_S,))
-        document = json.dumps(
-            {"columns": columns, "data": data, "warnings": warnings, "update_type": update_type},
-            separators=(",", ":"),
-        )
+        document = encode(columns, data, warnings, update_type)
         conn.execute(
             "INSERT INTO trino_results(id, slug, analyst, created, document) VALUES (?,?,?,?,?)",
             (query_id, slug, analyst, now, document),
         )
 
     def get(self, query_id: str, slug: str, analyst: str) -> Stored | None:
-        """The stored answer, if it exists, the slug matches and it is the analyst's."""
         row = (
             self._connections.get()
             .execute(
@@ -79,10 +127,7 @@ class ResultStore:
         )
         if row is None:
             return None
-        doc = json.loads(row[1])
-        return Stored(
-            doc["columns"], doc["data"], doc["warnings"], doc["update_type"], bool(row[0])
-        )
+        return decode(row[1], bool(row[0]))
 
     def cancel(self, query_id: str, slug: str, analyst: str) -> bool:
         cursor = self._connections.get().execute(

@@ -29,7 +29,6 @@ from proxy.trino import protocol as P
 from proxy.trino.adapter import EngineAdapter
 from proxy.trino.answer import Answer
 from proxy.trino.door import ClientSession, TrinoDoor
-from proxy.trino.results import ResultStore
 from proxy.trino.shadow import CATALOG
 
 router = APIRouter(include_in_schema=False)
@@ -40,7 +39,7 @@ class DoorState:
     def __init__(self, ctx: Context):
         adapter = EngineAdapter(ctx.engine)
         self.door = TrinoDoor(adapter)
-        self.results = ResultStore(adapter.state_dir_file)
+        self.results = adapter.results_store()
         self.page_rows = ctx.settings.trino_page_rows
 
 

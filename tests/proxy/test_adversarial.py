@@ -221,3 +221,21 @@ def test_extreme_request_values_are_refused_before_the_charge(
         engine.run(QueryRequest(sql="SELECT region, COUNT(*) FROM users GROUP BY region", **fields))
     assert info.value.code == "bad_request", info.value
     assert engine.ledger.history() == before
+
+
+def test_public_joins_that_fan_out_a_persons_rows_are_refused(
+    neighbours: tuple[Engine, Engine, int],
+) -> None:
+    # Public tables may be joined on anything, but a join that matches many of their
+    # rows multiplies each person's rows: with WHERE user_id = <target>, seven such
+    # joins made one person's rows take seconds (a timeout oracle, issue #10 §3).
+    engine = neighbours[0]
+    fan = " ".join(f"JOIN regions r{i} ON r{i}.region <> p.model" for i in range(4))
+    with pytest.raises(DPSQLError) as info:
+        engine.prepare(QueryRequest(f"SELECT COUNT(*) FROM prompts p {fan}"))
+    assert info.value.code == "unsupported_sql" and "public tables" in info.value.message
+    # A join on a column that identifies the public table's rows multiplies nothing.
+    ok = (
+        "SELECT r.name, COUNT(*) FROM users u JOIN regions r ON r.region = u.region GROUP BY r.name"
+    )
+    assert engine.prepare(QueryRequest(ok))[1].statistics

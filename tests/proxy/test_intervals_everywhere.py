@@ -42,7 +42,10 @@ def test_every_numeric_cell_has_an_interval(engine: Engine) -> None:
         assert widths[0] is None  # the key
         # Before issue #12 the ratio, VAR, STDDEV, parenthesised sum and difference had
         # none; now each is simulated from the known noise.
-        assert all(w is not None and w > 0 for w in widths[1:7]), (row, widths)
+        # (A VAR pinned at its bound 0 by noise may get a zero width: the bootstrap
+        # copies pin there too.)
+        assert all(w is not None and w >= 0 for w in widths[1:7]), (row, widths)
+        assert all(w is not None and w > 0 for w in (widths[1], widths[2], widths[5])), widths
     # The same answer replayed shows the same intervals (deterministic draws).
     again = engine.run(QueryRequest(MIXED, epsilon=2.0))
     assert again.privacy.cached and again.intervals == r.intervals

@@ -205,6 +205,25 @@ def test_absolute_paths_are_kept_and_defaults_apply():
     assert p.ledger_path == Path("/cfg/state/ledger.sqlite")
 
 
+def test_ledger_url_selects_the_shared_postgresql_store():
+    assert parse().ledger_url is None  # default: SQLite files beside `path`
+    url = "postgresql://dpsql@db.internal:5432/dpsql?sslmode=verify-full"
+    p = parse(mutated('path = "state/ledger.sqlite"', f'url = "{url}"'))
+    assert p.ledger_url == url
+    assert p.ledger_path == Path("/base/state/ledger.sqlite")  # unused, still defined
+    assert parse(mutated('path = "state/ledger.sqlite"', 'url = "postgres://h/db"')).ledger_url
+    both = mutated('path = "state/ledger.sqlite"', f'path = "x.sqlite"\nurl = "{url}"')
+    assert refused(both) == "ledger: set path (SQLite files) or url (PostgreSQL), not both"
+    for bad, scheme in (("mysql://u:secret@h/db", "mysql"), ("postgresql://", "postgresql")):
+        message = refused(mutated('path = "state/ledger.sqlite"', f'url = "{bad}"'))
+        assert message == f"ledger.url: must be a postgresql:// URL, got scheme {scheme!r}"
+        assert "secret" not in message
+    assert (
+        refused(mutated('path = "state/ledger.sqlite"', "url = 5"))
+        == "ledger.url: must be a string"
+    )
+
+
 def test_explicit_data_version_carries_the_files_identity(tmp_path):
     # A version string the operator forgets to change must not make a changed file's
     # releases replay as current (issue #19 §3).

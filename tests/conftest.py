@@ -1,0 +1,62 @@
+"""Fixtures every suite may use: one real PostgreSQL server per test session.
+
+``pg_server`` starts it on first use (initdb + pg_ctl in a temp dir, 127.0.0.1 only;
+see tests/pg_server.py) and stops it at the end of the session; tests that need it are
+skipped with the reason when the PostgreSQL binaries or psycopg are missing (CI
+installs both: .ci/run, ``make install``). ``pg_database`` gives each test a fresh,
+empty database owned by the non-superuser role ``dpsql``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from tests import pg_server
+
+_FAILED: list[str] = []
+
+
+@dataclass(frozen=True)
+class PgDatabase:
+    server: pg_server.PgServer
+    name: str
+
+    @property
+    def dsn(self) -> str:
+        """For the stores: the non-superuser role that owns the database."""
+        return self.server.dsn(self.name, pg_server.APP_ROLE)
+
+    @property
+    def admin_dsn(self) -> str:
+        """A superuser in the same database (to tamper with the store in tests)."""
+        return self.server.dsn(self.name)
+
+
+@pytest.fixture(scope="session")
+def pg_server_session() -> Iterator[pg_server.PgServer]:
+    if _FAILED:
+        pytest.skip(_FAILED[0])
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        _FAILED.append("psycopg is not installed (pip install -e '.[postgres]')")
+        pytest.skip(_FAILED[0])
+    try:
+        server = pg_server.start(durable=os.environ.get("DPSQL_TEST_PG_FSYNC") == "1")
+    except pg_server.PgUnavailable as exc:
+        _FAILED.append(f"no PostgreSQL for the tests: {exc}")
+        pytest.skip(_FAILED[0])
+    print(f"\nPostgreSQL test server started in {server.start_s:.2f} s on port {server.port}")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_database(pg_server_session: pg_server.PgServer) -> PgDatabase:
+    return PgDatabase(pg_server_session, pg_server_session.create_database())

@@ -1,0 +1,61 @@
+"""Issue #12 §2: every answer carries a DP estimate of how many people bounding cut, and
+says in words when it is more than a few percent."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from proxy.engine import Engine
+from proxy.request import QueryRequest
+from tests.proxy.conftest import demo_policy
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory, demo_db: Path):
+    root = tmp_path_factory.mktemp("clipping")
+    db = root / "copy.duckdb"
+    shutil.copy(demo_db, db)
+    truth = duckdb.connect(str(demo_db), read_only=True)
+    engine = Engine(demo_policy(root, db))
+    yield engine, truth
+    engine.close()
+    truth.close()
+
+
+def test_prompts_by_region_reports_the_people_cut(pair) -> None:
+    engine, truth = pair
+    sql = "SELECT region, COUNT(*) AS n FROM prompts JOIN users USING (user_id) GROUP BY region"
+    # People with more than C = 10 prompts (one region each, so L0 cuts nobody).
+    cut, people = truth.execute(
+        "SELECT SUM(CASE WHEN n > 10 THEN 1 ELSE 0 END), COUNT(*) FROM "
+        "(SELECT user_id, COUNT(*) AS n FROM prompts GROUP BY user_id)"
+    ).fetchone()
+    r = engine.run(QueryRequest(sql, epsilon=2.0))
+    clip = r.privacy.clipping
+    assert clip is not None and clip.max_rows_per_group == 10
+    assert abs(clip.total_cut - cut) <= clip.total_cut_half_width * 2
+    assert clip.fraction == pytest.approx(cut / people, abs=0.05)
+    assert any("rows in a group" in w and "lower than the true totals" in w for w in r.warnings)
+    assert r.privacy.to_dict()["clipping"]["fraction_cut"] == clip.fraction
+
+
+def test_nobody_cut_means_no_warning(pair) -> None:
+    engine, _ = pair
+    r = engine.run(QueryRequest("SELECT plan, COUNT(*) AS n FROM users GROUP BY plan", epsilon=2.0))
+    assert r.privacy.clipping is not None
+    assert not any("rows in a group" in w for w in r.warnings)
+
+
+def test_the_estimate_costs_its_declared_share(pair) -> None:
+    engine, _ = pair
+    plan = engine.prepare(
+        QueryRequest("SELECT region, COUNT(*) AS n FROM users GROUP BY region", epsilon=1.0)
+    )[1]
+    rho = {n.statistic.kind: n.descriptor.curve.values[0] for n in plan.noise}
+    # Two clipping columns (people cut, people) share 5% against the count's 95%.
+    share = (rho["clipped"] + rho["persons"]) / (rho["clipped"] + rho["persons"] + rho["rows"])
+    assert share == pytest.approx(engine.policy.proxy.clipping_share, rel=0.05)
