@@ -96,6 +96,9 @@ class Explanation:
                 "scale": plan.threshold.scale,
                 "tau": plan.threshold.tau,
                 "delta": plan.threshold.delta,
+                "note": f"a group is shown only if its noisy count of people reaches "
+                f"{plan.threshold.tau}: groups of fewer than about {plan.threshold.tau} "
+                "people are not shown, larger ones almost always are",
             },
             "public_domain_size": None if plan.domain is None else len(plan.domain),
             "limits": {"max_rows_per_group": plan.max_rows, "max_groups": plan.max_groups},
@@ -308,6 +311,7 @@ class Engine:
             cached=False,
             remaining=self.budgets.remaining_after(receipt, plan.charge_targets),
             moved=self.budgets.moved(receipt, plan.charge_targets),
+            request=request,
         )
 
     def _charge(self, plan: Plan, request: QueryRequest) -> Receipt:
@@ -322,7 +326,7 @@ class Engine:
 
     def _replay(self, plan: Plan, request: QueryRequest, charge_id: int, table: pa.Table) -> Result:
         self.budgets.replay(charge_id, analyst=request.analyst, fingerprint=plan.cache_key)
-        return self._answer(plan, table, charge_id=charge_id, cached=True)
+        return self._answer(plan, table, charge_id=charge_id, cached=True, request=request)
 
     @contextmanager
     def _single_flight(self, key: str) -> Iterator[tuple[int, pa.Table] | None]:
@@ -356,11 +360,13 @@ class Engine:
         cached: bool,
         remaining: dict[str, float] | None = None,
         moved: dict[str, float] | None = None,
+        request: QueryRequest | None = None,
     ) -> Result:
         names, rows, simulated = self._post_process(plan, table)
         if remaining is None:
             remaining = {t: self.budgets.remaining(t) for t in plan.charge_targets}
-        return build_result(
+        hint = () if request is None else self._empty_hint(plan, table, request)
+        result = build_result(
             plan,
             names,
             rows,
@@ -369,6 +375,33 @@ class Engine:
             remaining=remaining,
             moved=moved or dict.fromkeys(plan.charge_targets, 0.0),
             simulated=simulated,
+        )
+        return replace(result, warnings=result.warnings + hint) if hint else result
+
+    def _empty_hint(self, plan: Plan, table: pa.Table, request: QueryRequest) -> tuple[str, ...]:
+        """When partition selection released nothing, say why and what would help: the
+        threshold in people now and at four times the budget (planning only: free)."""
+        if plan.threshold is None or table.num_rows > 0:
+            return ()
+        more: str = ""
+        try:
+            if request.rho is not None:
+                bigger = replace(request, rho=request.rho * 4)
+            elif request.accuracy is None:
+                eps = request.epsilon or self.policy.proxy.default_epsilon
+                bigger = replace(request, epsilon=eps * 4)
+            else:
+                bigger = None
+            if bigger is not None:
+                tau = self.prepare(bigger)[1].threshold
+                if tau is not None:
+                    more = f"; at four times the budget it would be about {tau.tau}"
+        except DPSQLError:
+            more = ""
+        return (
+            f"no group was released: a group is shown only when its noisy count of people "
+            f"reaches {plan.threshold.tau} at this budget{more}. Group by a coarser key "
+            "(e.g. month instead of day), filter less, or ask with a larger epsilon.",
         )
 
     def _post_process(self, plan: Plan, table: pa.Table) -> Answer:

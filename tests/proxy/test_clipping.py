@@ -59,3 +59,17 @@ def test_the_estimate_costs_its_declared_share(pair) -> None:
     # Two clipping columns (people cut, people) share 5% against the count's 95%.
     share = (rho["clipped"] + rho["persons"]) / (rho["clipped"] + rho["persons"] + rho["rows"])
     assert share == pytest.approx(engine.policy.proxy.clipping_share, rel=0.05)
+
+
+def test_an_empty_release_says_why_and_what_would_help(pair) -> None:
+    # Issue #12 §5: "top busiest days" came back empty with no explanation.
+    engine, _ = pair
+    sql = "SELECT date_trunc('day', ts) AS d, COUNT(*) FROM prompts WHERE user_id < 50 GROUP BY d"
+    plan = engine.prepare(QueryRequest(sql))[1]
+    explained = engine.explain(QueryRequest(sql)).to_dict()
+    assert plan.threshold is not None
+    assert str(plan.threshold.tau) in explained["partition"]["note"]
+    r = engine.run(QueryRequest(sql))
+    assert r.rows == []
+    [hint] = [w for w in r.warnings if w.startswith("no group was released")]
+    assert f"reaches {plan.threshold.tau}" in hint and "four times the budget" in hint
