@@ -21,6 +21,7 @@ from sqlglot.errors import SqlglotError
 from accounting.ledger import Ledger, LedgerError, Receipt
 from accounting.mechanisms import secret_seed
 from proxy import domains
+from proxy.auto_bounds import AutoBounds, PendingBounds
 from proxy.bind import bind
 from proxy.budgets import Budgets, ledger_error
 from proxy.cache import ReleaseStore, open_release_cache
@@ -42,6 +43,7 @@ from proxy.rewrite import Core, rewrite
 from proxy.shape import Shape
 
 PLAN_MEMO_SIZE = 512
+ROWS_CUT_WARNING = 0.05  # an answer says so when the cap leaves out more of a table
 # A post-processed answer: output names, rows (hidden columns included), and simulated
 # interval half-widths by (released row, output column).
 Answer = tuple[list[str], list[tuple[Any, ...]], dict[tuple[int, int], float | None]]
@@ -55,6 +57,8 @@ class Structure:
     names: tuple[str, ...]
     domain: tuple[tuple[Any, ...], ...] | None
     outer: str
+    # "auto" row caps not chosen yet: the core assumes their limits until a run pays.
+    pending: tuple[PendingBounds, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,17 @@ class Explanation:
             },
             "public_domain_size": None if plan.domain is None else len(plan.domain),
             "limits": {"max_rows_per_group": plan.max_rows, "max_groups": plan.max_groups},
+            "auto_bounds": [
+                {
+                    "table": p.table,
+                    "limit": p.limit,
+                    "epsilon": p.epsilon,
+                    "note": f"the row cap of {p.table} is chosen from the data by the first "
+                    f"query on it, which also pays epsilon {p.epsilon:g} once for a histogram "
+                    f"of rows per person; until then the limit {p.limit} is shown here",
+                }
+                for p in plan.pending_bounds
+            ],
             "cost": {"epsilon": plan.epsilon, "delta": plan.delta, "rho": plan.rho},
             "charges": list(plan.charge_targets),
             "cache": "hit" if self.cached else "miss",
@@ -143,6 +158,8 @@ class Engine:
         # Shared state: SQLite files beside the ledger, or PostgreSQL ([ledger] url).
         self.budgets = Budgets(policy, ledger)
         self.cache = cache or open_release_cache(policy)
+        # Row caps chosen from the data for "auto" tables (a stored, paid-once release).
+        self.auto_bounds = AutoBounds(policy, self.executor, self.cache, self.budgets)
         self.post = PostProcessor()
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
@@ -188,7 +205,8 @@ class Engine:
         if found is not None:
             return found
         prepared = self._prepare(request)
-        self._plans.put(key, prepared)
+        if not prepared[1].pending_bounds:  # plans with caps still to choose are temporary
+            self._plans.put(key, prepared)
         return prepared
 
     def _prepare(self, request: QueryRequest) -> tuple[Shape, Plan]:
@@ -209,7 +227,8 @@ class Engine:
                     f"dpsql cannot plan this query ({type(error).__name__})",
                     "simplify the expression named in GROUP BY or the select list",
                 ) from None
-            self._structures.put(key, found)
+            if not found.pending:
+                self._structures.put(key, found)
         plan = build_plan(
             found.core,
             request,
@@ -219,6 +238,8 @@ class Engine:
             data_version=self.policy.data_version,
             outer=found.outer,
         )
+        if found.pending:
+            plan = replace(plan, pending_bounds=found.pending)
         return found.core.shape, plan
 
     def _structure(self, request: QueryRequest) -> Structure:
@@ -236,7 +257,12 @@ class Engine:
         shape = check_shape(select, self.catalog)
         if names is None or len(names) != len(select.expressions):
             names = tuple(e.alias_or_name for e in select.expressions)
-        max_rows, max_groups = limits(request, shape, self.policy)
+        max_rows, max_groups = limits(request, shape, self.policy, self.auto_bounds.chosen)
+        pending = tuple(
+            p
+            for t in shape.private_tables()
+            if (p := self.auto_bounds.pending(t.policy)) is not None
+        )
         core = rewrite(
             shape,
             max_rows=max_rows,
@@ -262,7 +288,7 @@ class Engine:
         )
         outer = outer_sql(core, names, domain is None, request.raw_noise)
         self._validate_outer(core, outer, key_types)
-        return Structure(core, names, domain, outer)
+        return Structure(core, names, domain, outer, pending)
 
     def _key_types(self, core_sql: str, keys: tuple[str, ...]) -> tuple[str, ...]:
         """Refuse, before any charge, a core DuckDB cannot bind (reads no data)."""
@@ -292,6 +318,13 @@ class Engine:
     # --- answering ------------------------------------------------------------------
     def run(self, request: QueryRequest) -> Result:
         _, plan = self.prepare(request)
+        if plan.pending_bounds:
+            # The first query on an "auto" table pays once for its row cap, chosen from
+            # a released histogram; then it is planned with that cap.
+            for pending in plan.pending_bounds:
+                table = next(t for t in self.policy.tables if t.name == pending.table)
+                self.auto_bounds.release(table, request.analyst)
+            _, plan = self.prepare(request)
         hit = self.cache.get(plan.cache_key)
         if hit is not None:
             return self._replay(plan, request, *hit)
@@ -366,6 +399,8 @@ class Engine:
         if remaining is None:
             remaining = {t: self.budgets.remaining(t) for t in plan.charge_targets}
         hint = () if request is None else self._empty_hint(plan, table, request)
+        if request is not None:
+            hint += self._rows_cut_note(request, plan)
         result = build_result(
             plan,
             names,
@@ -377,6 +412,23 @@ class Engine:
             simulated=simulated,
         )
         return replace(result, warnings=result.warnings + hint) if hint else result
+
+    def _rows_cut_note(self, request: QueryRequest, plan: Plan) -> tuple[str, ...]:
+        """For "auto" tables: the share of their rows the cap leaves out, estimated from
+        the released histogram of rows per person (free), when it is above 5%."""
+        shape, _ = self.prepare(request)
+        notes = []
+        for info in shape.private_tables():
+            cut = self.auto_bounds.rows_cut(info.policy, plan.max_rows)
+            if cut is not None and cut > ROWS_CUT_WARNING:
+                notes.append(
+                    f"about {cut:.0%} of the rows of {info.policy.name} belong to people "
+                    f"above the cap of {plan.max_rows} rows per group (chosen from the data; "
+                    f"the policy's limit is {info.policy.auto_rows_limit}) and are left out: "
+                    "counts and sums over them are about that much lower than the true "
+                    "totals; a higher limit would keep them at the cost of more noise"
+                )
+        return tuple(notes)
 
     def _empty_hint(self, plan: Plan, table: pa.Table, request: QueryRequest) -> tuple[str, ...]:
         """When partition selection released nothing, say why and what would help: the

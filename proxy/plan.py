@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ from proxy import shape as S
 from proxy.budget import ColumnNoise, budget_noise
 from proxy.errors import bad_request
 from proxy.outer import avg_intervals, column_noise, outer_sql
-from proxy.policy import Policy
+from proxy.policy import Policy, TablePolicy
 from proxy.request import QueryRequest
 from proxy.rewrite import core as C
 
@@ -51,26 +52,42 @@ class Plan:
     avg_intervals: tuple[tuple[int, float, float], ...] = ()
     data_version: str = ""  # the data this plan's releases describe (part of cache_key)
     raw_noise: bool = False  # counts keep raw noise (else shown as at least 0)
+    # Tables whose "auto" row cap is not chosen yet (the plan assumes their limit): a
+    # run first pays for and releases their histograms, then plans again.
+    pending_bounds: tuple[Any, ...] = ()
 
     @property
     def delta(self) -> float:
         return self.delta_conversion + self.delta_threshold
 
 
-def limits(request: QueryRequest, shape: S.Shape, policy: Policy) -> tuple[int, int]:
-    """(C, K) for this query: the policy's, tightened by the request."""
+def limits(
+    request: QueryRequest,
+    shape: S.Shape,
+    policy: Policy,
+    chosen: Callable[[TablePolicy], int | None] = lambda table: None,
+) -> tuple[int, int]:
+    """(C, K) for this query: the policy's, tightened by the request. A table whose C is
+    "auto" contributes the C chosen from its data (``chosen``), or its limit while none
+    has been chosen yet; a request may ask for any C up to that limit."""
     c_vals = [
         t.policy.max_rows_per_group
         for t in shape.private_tables()
         if t.policy.max_rows_per_group is not None
     ]
+    allowed_c = list(c_vals)
+    for t in shape.private_tables():
+        if t.policy.auto_rows_limit is not None:
+            picked = chosen(t.policy)
+            c_vals.append(t.policy.auto_rows_limit if picked is None else picked)
+            allowed_c.append(t.policy.auto_rows_limit)
     k_vals = [
         t.policy.max_groups for t in shape.private_tables() if t.policy.max_groups is not None
     ]
     c = max(c_vals) if c_vals else policy.proxy.max_rows_per_group
     k = max(k_vals) if k_vals else policy.proxy.max_groups
     for name, asked, allowed in (
-        ("max_rows_per_group", request.max_rows_per_group, c),
+        ("max_rows_per_group", request.max_rows_per_group, max(allowed_c, default=c)),
         ("max_groups", request.max_groups, k),
     ):
         if asked is None:

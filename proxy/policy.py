@@ -66,6 +66,9 @@ class TablePolicy:
     columns: tuple[ColumnPolicy, ...]
     grants: tuple[str, ...] | None  # None: every analyst
     one_row_per_person: bool = False
+    # max_rows_per_group = "auto": chosen from the data (a DP histogram of rows per
+    # person, paid once) up to this limit; max_rows_per_group is then None.
+    auto_rows_limit: int | None = None
 
     def column(self, name: str) -> ColumnPolicy | None:
         wanted = name.lower()
@@ -119,6 +122,9 @@ class ProxySettings:
     # Share of each query's budget spent on the clipping estimate (how many people
     # bounding cut per group, and how many people there are); 0 turns it off.
     clipping_share: float = 0.05
+    # ε paid once per table whose max_rows_per_group is "auto", for the histogram of
+    # rows per person its cap is chosen from.
+    auto_bounds_epsilon: float = 0.1
 
 
 @dataclass(frozen=True)
@@ -277,6 +283,7 @@ def _proxy(body: Mapping[str, Any]) -> ProxySettings:
         memory_limit=memory,
         max_partition_groups=_count(body, "proxy", "max_partition_groups", d.max_partition_groups),
         clipping_share=_share(body, "proxy", "clipping_share", d.clipping_share),
+        auto_bounds_epsilon=_positive(body, "proxy", "auto_bounds_epsilon", d.auto_bounds_epsilon),
     )
 
 
@@ -348,6 +355,7 @@ def _table_policy(
             "columns",
             "grants",
             "one_row_per_person",
+            "max_rows_per_group_limit",
         },
     )
     public = _bool(body, where, "public", False)
@@ -379,6 +387,20 @@ def _table_policy(
     grants = body.get("grants")
     if grants is not None:
         grants = _names(grants, f"{where}.grants")
+    auto_limit = None
+    rows_per_group = body.get("max_rows_per_group")
+    if rows_per_group == "auto":
+        auto_limit = _opt_count(body, where, "max_rows_per_group_limit")
+        if auto_limit is None:
+            raise PolicyError(
+                f"{where}.max_rows_per_group_limit: required with max_rows_per_group = "
+                '"auto" (the largest value the data may choose)'
+            )
+        body = {k: v for k, v in body.items() if k != "max_rows_per_group"}
+    elif "max_rows_per_group_limit" in body:
+        raise PolicyError(
+            f'{where}.max_rows_per_group_limit: only with max_rows_per_group = "auto"'
+        )
     return TablePolicy(
         name=name,
         public=public,
@@ -389,6 +411,7 @@ def _table_policy(
         columns=columns,
         grants=grants,
         one_row_per_person=one_row,
+        auto_rows_limit=auto_limit,
     )
 
 

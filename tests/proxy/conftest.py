@@ -10,6 +10,7 @@ import pytest
 from proxy.engine import Engine
 from proxy.policy import Policy, parse_policy
 from sample_data.generate import generate
+from tests.policies import fixed_caps
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,7 +25,7 @@ def pums_policy(tmp: Path, *, cap: float = 1000.0, mechanism: str = "gaussian") 
 
 
 def demo_policy(tmp: Path, db: Path, *, cap: float = 1000.0) -> Policy:
-    text = (ROOT / "sample_data" / "policy.toml").read_text()
+    text = fixed_caps((ROOT / "sample_data" / "policy.toml").read_text())
     text = text.replace('duckdb = "usage.duckdb"', f'duckdb = "{db}"')
     text = text.replace('path = "../state/ledger.sqlite"', f'path = "{tmp / "ledger.sqlite"}"')
     text = text.replace("epsilon_cap = 4.0", f"epsilon_cap = {cap}")

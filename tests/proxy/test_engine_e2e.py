@@ -26,6 +26,7 @@ from proxy.errors import DPSQLError
 from proxy.policy import parse_policy
 from proxy.request import QueryRequest
 from sample_data.generate import generate
+from tests.policies import fixed_caps
 
 REPO = Path(__file__).resolve().parents[2]
 PUMS_DIR = REPO / "sample_data" / "pums"
@@ -44,11 +45,11 @@ def _patched(text: str, old: str, new: str) -> str:
 
 
 def demo_policy_text(db: Path, ledger: Path, *, cap: float, prompt_rows: int = 10) -> str:
-    text = (REPO / "sample_data" / "policy.toml").read_text()
+    text = fixed_caps((REPO / "sample_data" / "policy.toml").read_text())
     text = _patched(text, 'duckdb = "usage.duckdb"', f'duckdb = "{db}"')
     text = _patched(text, 'path = "../state/ledger.sqlite"', f'path = "{ledger}"')
     text = _patched(text, "epsilon_cap = 4.0 ", f"epsilon_cap = {cap!r} ")
-    return _patched(text, "max_rows_per_group = 10 ", f"max_rows_per_group = {prompt_rows} ")
+    return _patched(text, "max_rows_per_group = 10\n", f"max_rows_per_group = {prompt_rows}\n")
 
 
 def exact(db: Path, sql: str) -> list[tuple[Any, ...]]:

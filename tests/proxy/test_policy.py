@@ -124,8 +124,9 @@ def test_demo_policy_loads():
     assert (pop.epsilon_cap, pop.delta, pop.partition) == (4.0, 1e-6, "users.region")
     users, prompts, tickets = p.table("users"), p.table("prompts"), p.table("tickets")
     assert users is not None and users.one_row_per_person
-    assert prompts is not None and (prompts.max_groups, prompts.max_rows_per_group) == (4, 10)
-    assert tickets is not None and (tickets.max_groups, tickets.max_rows_per_group) == (2, 3)
+    assert prompts is not None and (prompts.max_groups, prompts.max_rows_per_group) == (4, None)
+    assert prompts.auto_rows_limit == 256  # chosen from the data, up to this
+    assert tickets is not None and (tickets.max_groups, tickets.auto_rows_limit) == (2, 32)
     assert prompts.column("tokens_out") == ColumnPolicy("tokens_out", 0.0, 8000.0, None)
     assert prompts.column("flagged") == ColumnPolicy("flagged", None, None, (False, True))
     regions = p.table("regions")
@@ -664,3 +665,17 @@ def test_bad_analyst_defaults_are_refused(defaults, message):
     assert refused(
         mutated('role = "analyst"', f'role = "analyst"\ndefaults = {defaults}')
     ).startswith(message)
+
+
+def test_auto_row_caps_need_a_limit():
+    auto = mutated("max_rows_per_group = 10", 'max_rows_per_group = "auto"')
+    with pytest.raises(PolicyError, match="max_rows_per_group_limit: required"):
+        parse(auto)
+    ok = parse(auto.replace('"auto"', '"auto"\nmax_rows_per_group_limit = 64'))
+    assert ok.table("prompts").auto_rows_limit == 64
+    with pytest.raises(PolicyError, match="only with"):
+        parse(
+            mutated(
+                "max_rows_per_group = 10", "max_rows_per_group = 10\nmax_rows_per_group_limit = 64"
+            )
+        )

@@ -18,6 +18,7 @@ from proxy.errors import DPSQLError
 from proxy.policy import parse_policy
 from proxy.request import QueryRequest
 from sample_data.generate import generate
+from tests.policies import fixed_caps
 
 REPO = Path(__file__).resolve().parents[2]
 PUMS_DIR = REPO / "sample_data" / "pums"
@@ -46,7 +47,7 @@ def pums(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     tmp = tmp_path_factory.mktemp("demo")
     db = generate(tmp / "usage.duckdb", people=300, prompts=3000, seed=5)
-    text = (REPO / "sample_data" / "policy.toml").read_text()
+    text = fixed_caps((REPO / "sample_data" / "policy.toml").read_text())
     text = _patched(text, 'duckdb = "usage.duckdb"', f'duckdb = "{db}"')
     text = _patched(text, 'path = "../state/ledger.sqlite"', f'path = "{tmp / "ledger.sqlite"}"')
     engine = Engine(parse_policy(text, base_dir=tmp))

@@ -15,6 +15,7 @@ from proxy.errors import CODES, DPSQLError
 from proxy.policy import Policy, parse_policy
 from proxy.request import QueryRequest
 from sample_data.generate import generate
+from tests.policies import fixed_caps
 from tests.reliability.audit import Neighbours, Population, build_neighbours
 
 FZ_ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +28,7 @@ def _swap(text: str, old: str, new: str) -> str:
 
 
 def fz_demo_policy(tmp: Path, db: Path) -> Policy:
-    text = (FZ_ROOT / "sample_data" / "policy.toml").read_text()
+    text = fixed_caps((FZ_ROOT / "sample_data" / "policy.toml").read_text())
     text = _swap(text, 'duckdb = "usage.duckdb"', f'duckdb = "{db}"')
     text = _swap(text, 'path = "../state/ledger.sqlite"', f'path = "{tmp / "ledger.sqlite"}"')
     text = _swap(text, "epsilon_cap = 4.0", f"epsilon_cap = {FZ_CAP}")

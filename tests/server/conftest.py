@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from sample_data.generate import generate
+from tests.policies import fixed_caps
 
 REPO = Path(__file__).resolve().parents[2]
 DPSQL = Path(sys.executable).with_name("dpsql")
@@ -41,7 +42,7 @@ def free_port() -> int:
 
 
 def write_policy(folder: Path, db: Path, *, cap: float = 4.0, extra_proxy: str = "") -> Path:
-    text = (REPO / "sample_data" / "policy.toml").read_text()
+    text = fixed_caps((REPO / "sample_data" / "policy.toml").read_text())
     for old, new in (
         ('duckdb = "usage.duckdb"', f'duckdb = "{db}"'),
         ('path = "../state/ledger.sqlite"', f'path = "{folder / "ledger.sqlite"}"'),
