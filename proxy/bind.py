@@ -13,6 +13,7 @@ from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.merge_subqueries import merge_subqueries
 from sqlglot.optimizer.qualify import qualify
 
+from proxy import semijoins
 from proxy.catalog import DEFAULT_DB, Catalog, TableInfo
 from proxy.errors import DPSQLError, position_of, unsupported
 from proxy.literal_times import fold_literal_times
@@ -90,7 +91,10 @@ def bind(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> ex
         ) from None
     if not isinstance(merged, exp.Select):
         raise unsupported("only a single SELECT is answered", "send one SELECT query")
+    semijoins.normalize(merged)
     for node in merged.find_all(exp.Subquery, exp.CTE):
+        if semijoins.in_semi_join(node, merged):
+            continue  # a filter on the person, checked by the shape checker
         raise unsupported(
             "a subquery or CTE could not be inlined: it must be row-level "
             "(no aggregation, DISTINCT, LIMIT or window inside) and used once in FROM",
@@ -136,6 +140,17 @@ def canonicalize(select: exp.Select) -> exp.Select:
     """One spelling per query, so equal queries share a cache key (DESIGN §8): table
     aliases t0, t1, … in FROM order, unquoted lower-case identifiers, WHERE and ON
     conjuncts sorted, integral numeric literals in comparisons without a fraction."""
+    # Semi-join subqueries first: their table gets s0, s1, … within its own scope, so
+    # that an inner table named like an outer one is never renamed to the outer alias.
+    for i, (found, _) in enumerate(semijoins.semi_joins(select)):
+        inner = found.args["query"].this
+        table = inner.args["from_"].this if inner.args.get("from_") else None
+        if isinstance(table, exp.Table):
+            old = table.alias_or_name.lower()
+            table.set("alias", exp.TableAlias(this=exp.to_identifier(f"s{i}")))
+            for col in inner.find_all(exp.Column):
+                if col.table.lower() == old:
+                    col.set("table", exp.to_identifier(f"s{i}"))
     from_ = select.args.get("from_")
     tables = [from_.this] if from_ is not None else []
     tables += [j.this for j in select.args.get("joins") or []]

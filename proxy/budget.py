@@ -21,7 +21,7 @@ from accounting.calibrate import (
 )
 from accounting.mechanisms import NoiseDescriptor
 from accounting.partition import Threshold
-from accounting.rdp import Curve
+from accounting.rdp import ZERO, Curve
 from accounting.sensitivity import AggregateKind, Sensitivity, SensitivityError, sensitivity
 from proxy import shape as S
 from proxy.errors import bad_request
@@ -155,6 +155,11 @@ def budget_noise(
     _choose(request)
     mechanism = Mechanism(policy.proxy.mechanism)
     delta_conv, delta_thr = _delta_split(request, policy, core.shape.population, needs_threshold)
+    if core.shape.key_release and not needs_threshold:
+        # The keys of a public domain come from the policy: nothing is released.
+        return QueryNoise(
+            (), None, ZERO, 0.0, delta_conv, 0.0, 0.0 if mechanism.composes_in_rho else None
+        )
     stats = [
         (s, _sensitivity(s, core))
         for s in core.statistics

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from proxy import semijoins
 from proxy import shape as S
 from proxy.allowlist import AGGREGATES, SCALAR_NODES
 from proxy.catalog import Catalog, TableInfo, split_name
@@ -38,12 +39,27 @@ def check_statement(tree: exp.Expr) -> None:
             raise unsupported(
                 "set operations are not answered over private rows", "send each SELECT separately"
             )
-        if isinstance(node, exp.Select) and node.args.get("distinct") and node is tree:
+        if (
+            isinstance(node, exp.Select)
+            and node.args.get("distinct")
+            and node is tree
+            and (tree.args.get("group") or any(True for _ in tree.find_all(exp.AggFunc)))
+        ):
             raise unsupported(
-                "SELECT DISTINCT would release raw values",
-                "use GROUP BY with an aggregate such as COUNT(*)",
+                "SELECT DISTINCT is answered only as a list of keys (no aggregates, no GROUP BY)",
+                "drop DISTINCT: an aggregate with GROUP BY already gives one row per group",
                 position_of(node),
             )
+
+
+def distinct_as_group_by(tree: exp.Expr) -> exp.Expr:
+    """``SELECT DISTINCT a, b FROM …`` is ``SELECT a, b FROM … GROUP BY a, b``: a list of
+    keys, released like any grouping (in place; call after :func:`check_statement`)."""
+    if isinstance(tree, exp.Select) and tree.args.get("distinct"):
+        keys = [e.this if isinstance(e, exp.Alias) else e for e in tree.expressions]
+        tree.set("distinct", None)
+        tree.set("group", exp.Group(expressions=[k.copy() for k in keys]))
+    return tree
 
 
 def _refuse_node(node: exp.Expr, where: str) -> DPSQLError:
@@ -251,7 +267,11 @@ def check_shape(select: exp.Select, catalog: Catalog) -> S.Shape:
             _check_scalar(join.args["on"], "a JOIN condition")
     where = select.args.get("where")
     if where is not None:
-        _check_scalar(where.this, "WHERE")
+        conjuncts = where.this.flatten() if isinstance(where.this, exp.And) else [where.this]
+        for conj in conjuncts:
+            if semijoins.semi_join_of(conj.unnest()) is None:
+                _check_scalar(conj, "WHERE")
+        semijoins.check(select, tables, catalog, population, _check_scalar)
     group = select.args.get("group")
     keys: list[exp.Expr] = list(group.expressions) if group else []
     for key in keys:
@@ -288,10 +308,15 @@ def check_shape(select: exp.Select, catalog: Catalog) -> S.Shape:
     if order is not None:
         for o in order.expressions:
             _collect_outer(o.this, key_sqls, aliases, person_cols, found, "ORDER BY", texts)
-    if not found:
+    # A grouping with no aggregate lists the groups that exist (SELECT DISTINCT k, filter
+    # drop-downs): public domains come from the policy, others through partition
+    # selection on the number of people.
+    key_release = not found and bool(keys)
+    if not found and not key_release:
         raise unsupported(
             "the query has no aggregate; raw rows are never released",
-            "aggregate with COUNT(*), SUM, AVG, ... and GROUP BY",
+            "aggregate with COUNT(*), SUM, AVG, ... and GROUP BY, or list the values of a "
+            "column with SELECT DISTINCT column",
         )
     for clause in ("limit", "offset"):
         node = select.args.get(clause)
@@ -321,6 +346,7 @@ def check_shape(select: exp.Select, catalog: Catalog) -> S.Shape:
         aggregates=tuple(found.values()),
         pins=pins,
         partition_column=partition_column,
+        key_release=key_release,
     )
 
 

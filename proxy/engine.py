@@ -26,7 +26,7 @@ from proxy.bind import bind
 from proxy.budgets import Budgets, ledger_error
 from proxy.cache import ReleaseStore, open_release_cache
 from proxy.catalog import Catalog, TableView
-from proxy.check import check_key_types, check_shape, check_statement
+from proxy.check import check_key_types, check_shape, check_statement, distinct_as_group_by
 from proxy.errors import DPSQLError
 from proxy.execute import DuckDBExecutor
 from proxy.intervals import ROW, simulated_columns, simulated_widths, with_row_index
@@ -36,7 +36,7 @@ from proxy.outer import outer_sql
 from proxy.parse import parse
 from proxy.plan import Plan, build_plan, limits
 from proxy.policy import Policy
-from proxy.release import PostProcessor, release
+from proxy.release import PostProcessor, release, release_keys
 from proxy.request import QueryRequest
 from proxy.result import Result, build_result
 from proxy.rewrite import Core, rewrite
@@ -252,6 +252,7 @@ class Engine:
             max_nodes=settings.max_nodes,
         )
         check_statement(tree)
+        tree = distinct_as_group_by(tree)
         names = output_names(tree)
         select = bind(tree, self.catalog, request.tables)
         shape = check_shape(select, self.catalog)
@@ -318,6 +319,8 @@ class Engine:
     # --- answering ------------------------------------------------------------------
     def run(self, request: QueryRequest) -> Result:
         _, plan = self.prepare(request)
+        if plan.free:
+            return self._from_domain(plan, request)
         if plan.pending_bounds:
             # The first query on an "auto" table pays once for its row cap, chosen from
             # a released histogram; then it is planned with that cap.
@@ -346,6 +349,32 @@ class Engine:
             moved=self.budgets.moved(receipt, plan.charge_targets),
             request=request,
         )
+
+    def _from_domain(self, plan: Plan, request: QueryRequest) -> Result:
+        """Keys with a public domain and no aggregate (SELECT DISTINCT region): the
+        policy's values, answered exactly with no charge and no ledger event."""
+        assert plan.domain is not None
+        table = pa.table(
+            {
+                k: release_keys([row[i] for row in plan.domain])
+                for i, k in enumerate(plan.key_columns)
+            }
+        )
+        names, rows, _ = self._post_process(plan, table)
+        result = build_result(
+            plan,
+            names,
+            rows,
+            charge_id=None,
+            cached=False,
+            remaining={t: self.budgets.remaining(t) for t in plan.charge_targets},
+        )
+        note = (
+            "these are the values the policy declares for the key (every possible value, "
+            "whether present in the data or not): no private data was read and nothing "
+            "was charged"
+        )
+        return replace(result, warnings=(*result.warnings, note))
 
     def _charge(self, plan: Plan, request: QueryRequest) -> Receipt:
         return self.budgets.charge(

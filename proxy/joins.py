@@ -170,6 +170,7 @@ def _check_fan_out(private: list[str], tables: dict[str, TableInfo], select: exp
             f"the query joins {len(many)} tables with many rows per person ({names}); "
             "each person's rows would be multiplied before they are bounded",
             "query each of those tables separately, joined only to one-row-per-person "
-            "tables (e.g. users)",
+            "tables (e.g. users); to keep only people who have rows in another table, "
+            "filter with WHERE user_id IN (SELECT user_id FROM <other table> WHERE ...)",
             position_of(select),
         )

@@ -176,7 +176,7 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool, raw: bool =
                 hidden.append(exp.alias_(column, f"__ci{index}_{suffix}", copy=False))
         body = _total(copied.transform(visit, copy=False))
         items.append(exp.alias_(body, name, quoted=True, copy=False))
-    if core.clipping:
+    if core.clipping and not (core.shape.key_release and not threshold):
         # The clipping estimate of each released row travels with it through HAVING,
         # ORDER BY and LIMIT.
         people = (

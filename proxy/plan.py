@@ -60,6 +60,11 @@ class Plan:
     def delta(self) -> float:
         return self.delta_conversion + self.delta_threshold
 
+    @property
+    def free(self) -> bool:
+        """Nothing to release: the answer is the public key domain itself."""
+        return self.domain is not None and not self.noise
+
 
 def limits(
     request: QueryRequest,

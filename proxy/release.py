@@ -33,6 +33,11 @@ def _python(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+def release_keys(values: list[Any]) -> pa.Array:
+    """Key values as a released Arrow column (see :func:`_key_array`)."""
+    return _key_array(values)
+
+
 def _key_array(values: list[Any]) -> pa.Array:
     """Key values as an Arrow column; values Arrow cannot type (128-bit integers,
     mixed kinds) are released as text rather than failing after the charge."""

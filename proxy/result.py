@@ -119,7 +119,7 @@ def build_result(
     names: list[str],
     rows: list[tuple[Any, ...]],
     *,
-    charge_id: int,
+    charge_id: int | None,
     cached: bool,
     remaining: dict[str, float],
     moved: dict[str, float] | None = None,

@@ -46,6 +46,7 @@ class Shape:
     aggregates: tuple[AggregateCall, ...]
     pins: tuple[str, ...]  # partition values the WHERE clause pins (empty: whole population)
     partition_column: str | None  # "table.column" of the population's partition, if any
+    key_release: bool = False  # GROUP BY (or DISTINCT) with no aggregate: the keys alone
 
     def private_tables(self) -> tuple[TableInfo, ...]:
         return tuple(t for t in self.tables.values() if not t.public)

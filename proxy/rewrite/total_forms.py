@@ -16,6 +16,7 @@ from sqlglot import exp
 
 from proxy.catalog import TableInfo
 from proxy.rewrite.core import Core
+from proxy.semijoins import semi_join_of
 
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
 _TEXT = ("VARCHAR", "TEXT", "STRING", "CHAR", "BPCHAR")
@@ -92,11 +93,26 @@ def total_predicate(expression: exp.Expr, tables: dict[str, TableInfo]) -> exp.E
     # The cast to BOOLEAN sits inside TRY: a text column used as a predicate would
     # otherwise be cast, and fail, outside it.
     parts = [
-        c if _safe(c, tables) else exp.Try(this=exp.Cast(this=c, to=_BOOLEAN.copy()))
+        _total_semi_join(c, tables)
+        if semi_join_of(c.unnest()) is not None
+        else c
+        if _safe(c, tables)
+        else exp.Try(this=exp.Cast(this=c, to=_BOOLEAN.copy()))
         for c in conjuncts
     ]
     # The parts belong to the fresh copy: joining them needs no second copy.
     return exp.and_(*parts, copy=False) if len(parts) > 1 else parts[0]
+
+
+def _total_semi_join(conj: exp.Expr, tables: dict[str, TableInfo]) -> exp.Expr:
+    """A semi-join stays a semi-join; its subquery's condition is made total."""
+    found = semi_join_of(conj.unnest())
+    assert found is not None
+    inner = found[0].args["query"].this
+    where = inner.args.get("where")
+    if where is not None:
+        where.set("this", total_predicate(where.this, tables))
+    return conj
 
 
 def apply(core: Core) -> Core:

@@ -354,6 +354,30 @@ DEMO: tuple[Entry, ...] = (
         "JOIN users u ON u.user_id = p.user_id WHERE p.user_id <= {pid}",
         "a variance over a prefix ending at the removed person",
     ),
+    Entry(
+        "semi_join_in",
+        "SELECT model, COUNT(*) AS n, SUM(tokens_in) AS s FROM prompts "
+        "WHERE user_id IN (SELECT user_id FROM tickets WHERE category = 'bug') GROUP BY model",
+        "#13 semi-join: a person's rows kept by their own tickets",
+    ),
+    Entry(
+        "semi_join_not_exists",
+        "SELECT COUNT(*) AS n FROM prompts p WHERE NOT EXISTS "
+        "(SELECT 1 FROM tickets t WHERE t.user_id = p.user_id)",
+        "#13 anti-join written as NOT EXISTS",
+    ),
+    Entry(
+        "semi_join_single_out",
+        "SELECT region, COUNT(*) AS n FROM users WHERE user_id IN "
+        "(SELECT user_id FROM prompts WHERE user_id = {pid}) GROUP BY region",
+        "#13 a semi-join that keeps one person only",
+    ),
+    Entry(
+        "semi_join_not_in_nulls",
+        "SELECT COUNT(*) AS n FROM users WHERE user_id NOT IN "
+        "(SELECT user_id FROM prompts WHERE tokens_in > {pid})",
+        "#13 NOT IN (NULL-safe after normalisation) on a data-dependent set",
+    ),
 )
 
 
