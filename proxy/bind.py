@@ -19,7 +19,9 @@ from proxy.literal_times import fold_literal_times
 from proxy.spellings import normalize
 
 
-def _check_tables(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> None:
+def check_tables(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> None:
+    """Refuse unknown, forbidden and table-function FROM items, and strip dpsql's own
+    catalog name from three-part names (in place)."""
     cte_names = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     visible = {(t.db, t.name) for t in catalog.visible_to(allowed)}
     for table in tree.find_all(exp.Table):
@@ -59,7 +61,7 @@ def _check_tables(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | No
 
 def bind(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> exp.Select:
     """Qualify against the policy catalog and inline row-level CTEs and FROM-subqueries."""
-    _check_tables(tree, catalog, allowed)
+    check_tables(tree, catalog, allowed)
     tree = normalize(fold_literal_times(tree))
     try:
         qualified = qualify(

@@ -94,6 +94,9 @@ def cmd_query(args: argparse.Namespace, out: Console) -> int:
     for row in result.rows:
         table.add_row(*(f"{v:.6g}" if isinstance(v, float) else str(v) for v in row))
     out.print(table)
+    if p.exact:
+        out.print(f"[dim]exact: {p.exact}[/dim]")
+        return 0
     cost = "0 (cached replay)" if p.cached else f"ε={p.epsilon:.4g} δ={p.delta:.3g}"
     left = ", ".join(f"{k}: {v:.4g}" for k, v in p.remaining.items())
     out.print(f"[dim]cost {cost}; mechanism {p.mechanism}; remaining ε {left}[/dim]")
@@ -112,7 +115,8 @@ def cmd_explain(args: argparse.Namespace, out: Console) -> int:
     finally:
         engine.close()
     body = ex.to_dict()
-    body["cache"] = "hit (free)" if ex.cached else "miss (charged)"
+    if body["cache"] != "exact":
+        body["cache"] = "hit (free)" if ex.cached else "miss (charged)"
     sys.stdout.write(json.dumps(body, indent=2) + "\n")
     return 0
 

@@ -34,6 +34,13 @@ from proxy.outer import outer_sql
 from proxy.parse import parse
 from proxy.plan import Plan, build_plan, limits
 from proxy.policy import Policy
+from proxy.public_queries import (
+    PublicExplanation,
+    PublicQuery,
+    PublicSandbox,
+    classify,
+    public_result,
+)
 from proxy.release import PostProcessor, release
 from proxy.request import QueryRequest
 from proxy.result import Result, build_result
@@ -51,6 +58,14 @@ class Structure:
     names: tuple[str, ...]
     domain: tuple[tuple[Any, ...], ...] | None
     outer: str
+
+
+@dataclass(frozen=True)
+class Route:
+    """How a query text is answered: as a release (public None) or exactly, from public
+    data only (proxy/public_queries.py)."""
+
+    public: PublicQuery | None
 
 
 @dataclass(frozen=True)
@@ -154,6 +169,9 @@ class Engine:
         )
         # Read-only folds of the ledger for the web console (see the end of the class).
         self._views = LedgerViews(self.budgets.ledger)
+        # Queries that read no person data run here, on copies of the public tables.
+        self.public = PublicSandbox(policy, self.executor, self.catalog)
+        self._routes: Memo[QueryRequest, Route] = Memo(PLAN_MEMO_SIZE)
 
     # --- planning (no private data is read) ----------------------------------------
     def _with_defaults(self, request: QueryRequest) -> QueryRequest:
@@ -271,7 +289,46 @@ class Engine:
         self.post.validate(outer, columns)
         self._valid_outers.put(key, True)
 
-    def explain(self, request: QueryRequest) -> Explanation:
+    def _public_query(self, request: QueryRequest) -> PublicQuery | None:
+        """The query as a public one if it reads no private table (DESIGN: such queries
+        are answered exactly and free, on their own path), else None."""
+        if not isinstance(request.sql, str):
+            return None  # prepare refuses it
+        key = replace(
+            request,
+            analyst="",
+            epsilon=None,
+            delta=None,
+            rho=None,
+            accuracy=None,
+            max_groups=None,
+            max_rows_per_group=None,
+            raw_noise=False,
+        )
+        route = self._routes.get(key)
+        if route is None:
+            settings = self.policy.proxy
+            tree = parse(
+                request.sql,
+                request.dialect,
+                max_length=settings.max_sql_length,
+                max_nodes=settings.max_nodes,
+            )
+            try:
+                route = Route(classify(tree, self.catalog, request.tables))
+            except SqlglotError as error:
+                raise DPSQLError(
+                    "unsupported_sql",
+                    f"dpsql cannot read this query ({type(error).__name__})",
+                    "simplify the expression",
+                ) from None
+            self._routes.put(key, route)
+        return route.public
+
+    def explain(self, request: QueryRequest) -> Explanation | PublicExplanation:
+        public = self._public_query(request)
+        if public is not None:
+            return PublicExplanation(public)
         shape, plan = self.prepare(request)
         return Explanation(
             plan=plan, shape=shape, cached=self.cache.get(plan.cache_key) is not None
@@ -279,6 +336,11 @@ class Engine:
 
     # --- answering ------------------------------------------------------------------
     def run(self, request: QueryRequest) -> Result:
+        public = self._public_query(request)
+        if public is not None:
+            # No person data: exact, free, and no ledger event (nothing was released).
+            names, rows = self.public.run(public)
+            return public_result(public, names, rows, self.policy.data_version)
         _, plan = self.prepare(request)
         hit = self.cache.get(plan.cache_key)
         if hit is not None:
@@ -386,6 +448,7 @@ class Engine:
         return self.budgets.ledger
 
     def close(self) -> None:
+        self.public.close()
         self.post.close()
         self.cache.close()
         self.budgets.close()

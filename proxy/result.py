@@ -36,6 +36,9 @@ class PrivacyInfo:
     # who have spent the most (0 on a replay). Composition makes it smaller than
     # ``epsilon`` once a population has spent something.
     population_epsilon_moved: dict[str, float] | None = None
+    # Set for answers that read no person data (public tables, constants): exact and
+    # free, e.g. "public data, no privacy cost" (proxy/public_queries.py).
+    exact: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The one rendering of an answer's privacy metadata, shared by every door."""
@@ -54,6 +57,7 @@ class PrivacyInfo:
             "data_version": self.data_version,
             "counts": self.counts,
             "population_epsilon_moved": dict(self.population_epsilon_moved or {}),
+            "exact": self.exact,
         }
 
 

@@ -299,8 +299,13 @@ def test_private_join_through_a_public_table(demo: Engine) -> None:
     refused(demo, QueryRequest(sql), "unsupported_sql")
 
 
-def test_public_tables_alone_are_not_served(demo: Engine) -> None:
-    refused(demo, QueryRequest("SELECT COUNT(*) FROM regions"), "unsupported_sql")
+def test_public_tables_alone_are_answered_exactly_and_free(demo: Engine) -> None:
+    # Public data only (issue 13 §8): answered, no ledger event, no ε.
+    before = snapshot(demo)
+    result = demo.run(QueryRequest("SELECT COUNT(*) FROM regions"))
+    assert result.rows == [(4,)]
+    assert result.privacy.exact and result.privacy.epsilon == 0
+    assert snapshot(demo) == before
 
 
 def test_forbidden_table(demo: Engine) -> None:
