@@ -20,7 +20,7 @@ from sqlglot.errors import SqlglotError
 
 from accounting.ledger import Ledger, LedgerError, Receipt
 from accounting.mechanisms import secret_seed
-from proxy import domains
+from proxy import bigquery_dp, domains
 from proxy.bind import bind
 from proxy.budgets import Budgets, ledger_error
 from proxy.cache import ReleaseCache
@@ -194,8 +194,20 @@ class Engine:
                 fill[name] = value
         return replace(request, **fill) if fill else request
 
+    def _translate(self, request: QueryRequest) -> tuple[QueryRequest, tuple[str, ...]]:
+        """BigQuery's ``SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (...)`` as an ordinary
+        request (proxy/bigquery_dp.py), with notes for the answer; others unchanged. The
+        statement is read as BigQuery SQL unless the request names another dialect."""
+        if not isinstance(request.sql, str):
+            return request, ()
+        dialect = "bigquery" if request.dialect == "duckdb" else request.dialect
+        found = bigquery_dp.translate(request.sql, dialect)
+        if found is None:
+            return request, ()
+        return bigquery_dp.to_request(request, found, self.catalog, self.policy)
+
     def prepare(self, request: QueryRequest) -> tuple[Shape, Plan]:
-        request = self._with_defaults(request)
+        request = self._with_defaults(self._translate(request)[0])
         key = replace(request, analyst="")
         found = self._plans.get(key)
         if found is not None:
@@ -326,6 +338,7 @@ class Engine:
         return route.public
 
     def explain(self, request: QueryRequest) -> Explanation | PublicExplanation:
+        request = self._translate(request)[0]
         public = self._public_query(request)
         if public is not None:
             return PublicExplanation(public)
@@ -336,6 +349,13 @@ class Engine:
 
     # --- answering ------------------------------------------------------------------
     def run(self, request: QueryRequest) -> Result:
+        request, notes = self._translate(request)
+        result = self._run(request)
+        if notes:  # e.g. a BigQuery bound looser than the policy, which the policy's replaced
+            result = replace(result, warnings=(*notes, *result.warnings))
+        return result
+
+    def _run(self, request: QueryRequest) -> Result:
         public = self._public_query(request)
         if public is not None:
             # No person data: exact, free, and no ledger event (nothing was released).
