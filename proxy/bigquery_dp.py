@@ -160,8 +160,10 @@ def _options(sql: str, tokens: list[Token], open_index: int, close_index: int) -
         name = tokens[first].text.lower()
         if name not in OPTION_NAMES:
             raise unsupported(
-                f"the differential privacy option {name!r} is not supported",
-                "use epsilon, delta, max_groups_contributed and privacy_unit_column",
+                f"the differential privacy option {name!r} is not supported (dpsql chooses "
+                "how groups are selected and bounded from the policy)",
+                f"drop {name}: use only epsilon, delta, max_groups_contributed and "
+                "privacy_unit_column",
             )
         if name in values or (name == "kappa" and "max_groups_contributed" in values):
             raise bad_request(f"the option {name} is given twice", "give each option once")

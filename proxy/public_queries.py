@@ -83,7 +83,7 @@ def _check_nodes(tree: exp.Expr) -> None:
     for node in tree.walk():
         if isinstance(node, (exp.Column, exp.Identifier, exp.Star)):
             continue
-        if isinstance(node, (*_STRUCTURE, exp.AggFunc)):
+        if isinstance(node, (*_STRUCTURE, *outer_functions.WINDOW_FUNCTIONS, exp.AggFunc)):
             continue
         if outer_functions.allowed(node):
             continue

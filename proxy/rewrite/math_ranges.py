@@ -178,9 +178,13 @@ def _log(node: exp.Expr, args: Sequence[Bounds]) -> Interval:
         return UNBOUNDED  # a variable base: refused as unbounded, with the generic hint
     b = base.lower
     if b <= 0 or b == 1:
+        r = args[0]
+        text = _text(value)
+        if math.isfinite(r.lower) and r.lower <= 0:
+            text = f"{text} + {1 - math.floor(r.lower):g}"
         raise unsupported(
             f"LOG with base {_fmt(b)} is undefined",
-            f"use a positive base other than 1, e.g. LOG(2, {_text(value)})",
+            f"use a positive base other than 1, e.g. LOG(2, {text})",
         )
     return _logarithm(lambda t: f"LOG({_fmt(b)}, {t})", value, args[0], b)
 
@@ -309,7 +313,17 @@ def _branch(
             "unbounded where its argument crosses a pole (π/2 + kπ for TAN, kπ for COT)",
             f"{name}(LEAST(GREATEST({_text(value)}, {lo}), {hi}))",
         )
-    return _monotone(f, r)
+    found = _monotone(f, r)
+    if not max(abs(found.lower), abs(found.upper)) <= MAX_VALUE:  # next to a pole
+        raise _domain_error(
+            f"{name}({_text(value)})",
+            value,
+            r,
+            "too large next to a pole (π/2 + kπ for TAN, kπ for COT)",
+            f"{name}(LEAST(GREATEST({_text(value)}, {'-1.5' if name == 'TAN' else '0.1'}), "
+            f"{'1.5' if name == 'TAN' else '3.0'}))",
+        )
+    return found
 
 
 def interval(node: exp.Expr, args: Sequence[Bounds]) -> Interval:

@@ -222,7 +222,8 @@ def test_positions_of_an_unknown_option_and_bad_bounds() -> None:
             "PUBLIC_GROUPS) COUNT(*) FROM professors",
             "bigquery",
         )
-    assert error.value.code == "unsupported_sql" and "max_groups_contributed" in error.value.hint
+    assert error.value.code == "unsupported_sql"
+    assert "drop group_selection_strategy" in error.value.hint
     with pytest.raises(DPSQLError) as error:
         translate(
             "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1) "
