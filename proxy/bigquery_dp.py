@@ -246,6 +246,16 @@ def _calls(sql: str, tokens: list[Token], start: int) -> tuple[list[_Edit], list
     i = start
     while i < len(tokens) - 1:
         name = tokens[i].text.upper()
+        if (
+            name.startswith("ANON_")
+            and name not in AGGREGATES
+            and tokens[i + 1].token_type == TokenType.L_PAREN
+        ):
+            raise unsupported(
+                f"{name} is not supported",
+                "use ANON_COUNT, ANON_SUM, ANON_AVG, ANON_VAR_POP, ANON_STDDEV_POP or one "
+                "ANON_PERCENTILE_CONT(x, q CLAMPED BETWEEN lo AND hi) per quantile",
+            )
         if name not in AGGREGATES or tokens[i + 1].token_type != TokenType.L_PAREN:
             i += 1
             continue
