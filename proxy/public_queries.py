@@ -81,6 +81,14 @@ def _table_names(tree: exp.Expr) -> tuple[list[exp.Table], set[str]]:
 
 def _check_nodes(tree: exp.Expr) -> None:
     for node in tree.walk():
+        if isinstance(node, exp.With) and node.args.get("recursive"):
+            # The one way to make rows without a table: unbounded work, no data.
+            raise unsupported(
+                "recursive CTEs are not answered",
+                "name the rows you need in a VALUES list, e.g. SELECT COUNT(*) FROM (VALUES "
+                "(1), (2), (3)) AS r(n), or in a public table",
+                position_of(node),
+            )
         if isinstance(node, (exp.Column, exp.Identifier, exp.Star)):
             continue
         if isinstance(node, (*_STRUCTURE, *outer_functions.WINDOW_FUNCTIONS, exp.AggFunc)):

@@ -78,8 +78,10 @@ def test_explain_of_a_public_query(demo_engine: Engine) -> None:
         ("SELECT * FROM (WITH users AS (SELECT 1 AS x) SELECT * FROM users) a, users",
          "bad_request"),
         ("SELECT region FROM nosuch", "not_found"),
+        ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT COUNT(*) FROM r",
+         "unsupported_sql"),
     ],
-    ids=["version", "setting", "getenv", "file", "now", "cte-scope", "unknown"],
+    ids=["version", "setting", "getenv", "file", "now", "cte-scope", "unknown", "recursive"],
 )
 def test_what_is_not_answered_on_the_public_path(
     demo_engine: Engine, sql: str, code: str
