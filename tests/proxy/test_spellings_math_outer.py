@@ -9,7 +9,10 @@ math functions are checked against DuckDB itself on many points of random ranges
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -21,6 +24,7 @@ from proxy.engine import Engine
 from proxy.errors import DPSQLError
 from proxy.request import QueryRequest
 from proxy.rewrite.math_ranges import Interval, arguments, interval
+from tests.server.conftest import DPSQL, auth, start_server, stop_server, write_policy
 
 P = "PUMS.PUMS"
 
@@ -272,3 +276,46 @@ def test_lag_and_partitioned_windows(pums_engine: Engine) -> None:
 )
 def test_windows_and_rand_over_private_rows_are_refused(pums_engine: Engine, sql: str) -> None:
     refuse(pums_engine, sql)
+
+
+# --- the doors ----------------------------------------------------------------------------
+
+DOOR_SQL = (
+    "SELECT TOP 2 model, VAR(tokens_in) AS v, AVG(LN(tokens_in + 1)) AS ln_in, "
+    "100.0 * COUNT(*) / SUM(COUNT(*)) OVER () AS pct FROM dpsql.main.prompts "
+    "GROUP BY model ORDER BY pct DESC"
+)
+
+
+def test_http_and_cli(tmp_path: Path, demo_db: Path) -> None:
+    policy = write_policy(tmp_path, demo_db)
+    server = start_server(policy)
+    try:
+        with server.client() as client:
+            response = client.post(
+                "/v1/query", json={"sql": DOOR_SQL, "epsilon": 0.4}, headers=auth("ana")
+            )
+            assert response.status_code == 200, response.text
+            body = response.json()
+            assert body["columns"] == ["model", "v", "ln_in", "pct"]
+            assert len(body["rows"]) == 2
+            assert body["rows"][0][3] >= body["rows"][1][3]
+            refused = client.post(
+                "/v1/query",
+                json={"sql": "SELECT AVG(LN(tokens_in)) FROM prompts"},
+                headers=auth("ana"),
+            )
+            assert refused.status_code == 400
+            assert "LN(tokens_in + 1)" in refused.json()["error"]["hint"]
+    finally:
+        stop_server(server)
+    # The CLI on the same ledger: the same release, replayed for free.
+    out = subprocess.run(
+        [str(DPSQL), "--policy", str(policy), "query", DOOR_SQL, "--epsilon", "0.4",
+         "--format", "json"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    cli = json.loads(out.stdout)
+    assert cli["privacy"]["cached"] is True
+    assert [r[0] for r in cli["rows"]] == [r[0] for r in body["rows"]]
