@@ -7,8 +7,9 @@
   parsed query.
 * ``VAR``/``VARP`` (SQL Server, SmartNoise), ``STD``/``STDEV``/``STDEVP`` name the
   sample and population variance and standard deviation that dpsql answers as
-  ``VAR_SAMP``/``VAR_POP``/``STDDEV_SAMP``/``STDDEV_POP``. ``STD`` follows SmartNoise
-  SQL and SQL Server (``STDEV``): the sample standard deviation.
+  ``VAR_SAMP``/``VAR_POP``/``STDDEV_SAMP``/``STDDEV_POP``. ``STD`` is read like SQL
+  Server's ``STDEV``, the sample standard deviation (MySQL's ``STD`` is the population one;
+  MySQL is not a dialect dpsql reads).
 * BigQuery's ``SAFE_ADD``/``SAFE_SUBTRACT``/``SAFE_MULTIPLY``/``SAFE_NEGATE`` and the
   ``SAFE.`` prefix return NULL where the plain operation would raise: DuckDB's
   ``TRY(...)``. (``SAFE_DIVIDE`` stays: sqlglot writes it as a CASE on the divisor.)
