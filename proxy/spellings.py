@@ -131,9 +131,10 @@ def _respell(node: exp.Expr) -> exp.Expr:
         target = _AGGREGATE_SPELLINGS.get(node.this.upper())
         if target is not None:
             if len(node.expressions) != 1:
+                first = node.expressions[0].sql(dialect="duckdb") if node.expressions else "x"
                 raise unsupported(
-                    f"{node.this.upper()} takes one argument",
-                    f"write {node.this.upper()}(column)",
+                    f"{node.this.upper()} takes one argument, not {len(node.expressions)}",
+                    f"write {node.this.upper()}({first})",
                     position_of(node),
                 )
             return target(this=node.expressions[0])
