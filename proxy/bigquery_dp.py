@@ -166,9 +166,9 @@ def _options(sql: str, tokens: list[Token], open_index: int, close_index: int) -
                 "privacy_unit_column",
             )
         if name in values or (name == "kappa" and "max_groups_contributed" in values):
-            first = values.get(name, values.get("max_groups_contributed", "")).strip()
+            earlier = values.get(name, values.get("max_groups_contributed", "")).strip()
             raise bad_request(
-                f"the option {name} is given twice", f"give it once, e.g. {name} = {first}"
+                f"the option {name} is given twice", f"give it once, e.g. {name} = {earlier}"
             )
         values[name] = _span(sql, tokens, first + 2, last)
     groups = values.get("max_groups_contributed", values.get("kappa"))
