@@ -114,6 +114,15 @@ def goals(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                     ("met on the same orders; " if dev_same <= 0.01 else "") +
                     f"{dev_dflt * 100:.2f}% against default orders",
                     f"{len(rows)} workloads"))
+    if "acceptance" in s:
+        d = s["acceptance"]["data"]["summary"]
+        k, n, pct = d["smartnoise_accepts"]
+        out.append(("≥ 95% of the queries a peer accepts answered",
+                    f"{k} / {n} = {pct:.1f}% of those SmartNoise SQL accepts; "
+                    f"{d['peer_accepts'][0]} / {d['peer_accepts'][1]} = "
+                    f"{d['peer_accepts'][2]:.1f}% of all peer-accepted",
+                    "met" if pct >= 95 else f"missed: {pct:.1f}% is {95 - pct:.1f} points short",
+                    f"{d['total'][1]} PUMS queries from SmartNoise, Qrlew, Google (section 7)"))
     return out
 
 
@@ -484,6 +493,35 @@ def render_latency(sec: dict[str, Any], fig: dict[str, str]) -> str:
     return "\n".join(parts)
 
 
+def render_acceptance(sec: dict[str, Any], fig: dict[str, str]) -> str:
+    d = sec["data"]
+    parts = [
+        "## 7. Acceptance on peer queries (issue 13)",
+        "",
+        f"{d['queries']} DP-SQL queries on PUMS gathered from SmartNoise SQL's test suites and "
+        "docs, Qrlew's base queries and Google's BigQuery and ZetaSQL differential-privacy "
+        "examples, each with its source in `bench/acceptance_queries.toml` (other corpora's "
+        "tables and columns renamed to PUMS; BigQuery's `professors` → `PUMS.PUMS`). dpsql "
+        "answers each on `sample_data/pums/policy.toml` at ε = 1 (or the ε of the query's "
+        "own `OPTIONS`); SmartNoise SQL runs every query its grammar reads, at ε = 1. "
+        "*Answered* means an answer came back; the per-query table is printed by "
+        "`.venv/bin/python -m bench.acceptance`.",
+        "",
+        d["markdown"],
+        "",
+        "What §6–§8 of issue 13 changed, measured on the commit before them (ddfaaa1, same "
+        "corpus and runner): dpsql answered 149 of the 220 (67.7%) and "
+        "110 of the 138 queries SmartNoise accepts (79.7%); the 33 queries they turned into "
+        "answers use `VAR`/`STD`, `TOP n`, `PI()`/`RAND()`/functions over aggregates, `LOG`/`COS` "
+        "in aggregates and keys, and BigQuery's and ZetaSQL's DP clauses. Every peer-accepted "
+        "query still refused either waits for §1–§5 of the issue or is refused on purpose.",
+        "",
+        _provenance(sec, "acceptance"),
+        "",
+    ]
+    return "\n".join(parts)
+
+
 def render(results: dict[str, Any], figures: dict[str, str], root: Path) -> str:
     s = results.get("sections", {})
     quick = any(sec["quick"] for sec in s.values())
@@ -522,6 +560,8 @@ def render(results: dict[str, Any], figures: dict[str, str], root: Path) -> str:
         parts.append(render_latency(s["latency"], figures))
     if "scale" in s:
         parts.append(render_scale_curve(s["scale"], figures))
+    if "acceptance" in s:
+        parts.append(render_acceptance(s["acceptance"], figures))
     parts += ["## Closing note", ""]
     for goal, measured, verdict, _ in g:
         line = f"* {goal}: {measured} — {verdict}."
@@ -534,6 +574,10 @@ def render(results: dict[str, Any], figures: dict[str, str], root: Path) -> str:
 
 # Why a goal can be missed: the mechanisms behind the numbers, shown next to a miss.
 WHY = {
+    "≥ 95% of the queries a peer accepts answered": (
+        "Every query SmartNoise accepts that dpsql refuses uses a construct of issue 13 §1–§5 "
+        "(mostly §2: GROUP BY without an aggregate, COUNT(DISTINCT non-person), SUM(DISTINCT); "
+        "§4 nested aggregates; §1 quantiles), which land separately; see section 7."),
     "floor ratio ≤ 1.25×": (
         "On top of the floor, a miss plans the query (sqlglot), commits a durable ledger "
         "charge and cache entries (SQLite, fsync'd), clamps and bounds each person's "

@@ -6,7 +6,8 @@
 
 Sections: ``scale`` (floor ratio and scale curve), ``smartnoise`` (latency, error at
 equal total ε, what each accepts), ``session`` (budget efficiency), ``accounting``
-(tightness against dp-accounting), ``latency`` (in-process, HTTP, ledger). ``--only``
+(tightness against dp-accounting), ``latency`` (in-process, HTTP, ledger), ``acceptance``
+(peer suites' PUMS queries answered by dpsql and SmartNoise: bench/acceptance.py). ``--only``
 re-measures some sections and keeps the others from the last ``bench/results.json``.
 Writes ``bench/results.json`` (summaries, no raw rows), the figures under
 ``bench/figures/`` and ``BENCHMARKS.md``. Timings are medians measured in this run on
@@ -47,7 +48,7 @@ from bench.peers import smartnoise as sn  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results.json"
 FIGURES = ROOT / "bench" / "figures"
-SECTIONS = ("scale", "smartnoise", "session", "accounting", "latency")
+SECTIONS = ("scale", "smartnoise", "session", "accounting", "latency", "acceptance")
 
 
 def log(msg: str) -> None:
@@ -477,12 +478,29 @@ def section_latency(quick: bool) -> dict[str, Any]:
     return out
 
 
+def section_acceptance(quick: bool) -> dict[str, Any]:
+    """The peer-suite corpus through dpsql and SmartNoise (quick mode: the same; it takes
+    under a minute)."""
+    from dataclasses import asdict
+
+    from bench import acceptance
+
+    del quick
+    rows = acceptance.evaluate(acceptance.load(), smartnoise=True)
+    summary = acceptance.summarize(rows)
+    log(f"acceptance: dpsql answers {summary.smartnoise_accepts[0]} of the "
+        f"{summary.smartnoise_accepts[1]} queries SmartNoise accepts")
+    return {"summary": asdict(summary), "markdown": acceptance.markdown(rows, summary),
+            "queries": len(rows)}
+
+
 RUNNERS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "scale": section_scale,
     "smartnoise": section_smartnoise,
     "session": section_session,
     "accounting": section_accounting,
     "latency": section_latency,
+    "acceptance": section_acceptance,
 }
 
 

@@ -14,12 +14,15 @@ from sqlglot.optimizer.merge_subqueries import merge_subqueries
 from sqlglot.optimizer.qualify import qualify
 
 from proxy import semijoins
-from proxy.catalog import DEFAULT_DB, Catalog, TableInfo
+from proxy.catalog import CATALOG_NAME, DEFAULT_DB, Catalog, TableInfo
 from proxy.errors import DPSQLError, position_of, unsupported
 from proxy.literal_times import fold_literal_times
+from proxy.spellings import normalize
 
 
-def _check_tables(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> None:
+def check_tables(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> None:
+    """Refuse unknown, forbidden and table-function FROM items, and strip dpsql's own
+    catalog name from three-part names (in place)."""
     cte_names = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     visible = {(t.db, t.name) for t in catalog.visible_to(allowed)}
     for table in tree.find_all(exp.Table):
@@ -34,11 +37,16 @@ def _check_tables(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | No
         if not db and name in cte_names:
             continue
         if table.catalog:
-            raise unsupported(
-                f"three-part table names are not supported ({table.sql()})",
-                "name tables as schema.table or table",
-                position_of(table),
-            )
+            # catalog.schema.table: the catalog can only be dpsql's own (one database).
+            if table.catalog.lower() != CATALOG_NAME:
+                raise DPSQLError(
+                    "not_found",
+                    f"unknown catalog {table.catalog} in {table.sql()}: the only catalog "
+                    f"is {CATALOG_NAME}",
+                    f"write {CATALOG_NAME}.{table.db}.{table.name} or {table.db}.{table.name}",
+                    position_of(table),
+                )
+            table.set("catalog", None)
         key = (db or DEFAULT_DB, name)
         # A table the caller may not read is answered exactly like one that does not
         # exist, so that refusals do not reveal the names of other analysts' tables.
@@ -54,8 +62,8 @@ def _check_tables(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | No
 
 def bind(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> exp.Select:
     """Qualify against the policy catalog and inline row-level CTEs and FROM-subqueries."""
-    _check_tables(tree, catalog, allowed)
-    tree = fold_literal_times(tree)
+    check_tables(tree, catalog, allowed)
+    tree = normalize(fold_literal_times(tree))
     try:
         qualified = qualify(
             tree,

@@ -10,6 +10,8 @@ from proxy.errors import DPSQLError
 from proxy.policy import ColumnPolicy, Policy, TablePolicy
 
 DEFAULT_DB = "main"
+# The one catalog a three-part name may name (the Trino door's catalog too).
+CATALOG_NAME = "dpsql"
 
 _INTEGER_TYPES = {
     "TINYINT",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from proxy import semijoins
+from proxy import outer_functions, semijoins
 from proxy import shape as S
 from proxy.allowlist import AGGREGATES, SCALAR_NODES
 from proxy.catalog import Catalog, TableInfo, split_name
@@ -65,8 +65,9 @@ def distinct_as_group_by(tree: exp.Expr) -> exp.Expr:
 def _refuse_node(node: exp.Expr, where: str) -> DPSQLError:
     if isinstance(node, exp.Window):
         return unsupported(
-            f"window functions are not answered ({where})",
-            "use GROUP BY; ORDER BY and LIMIT apply to the released groups",
+            f"window functions over private rows are not answered ({where})",
+            "aggregate with GROUP BY first: a window in the select list runs over the "
+            "released groups, e.g. SUM(COUNT(*)) OVER () for a total",
             position_of(node),
         )
     if isinstance(node, exp.AggFunc):
@@ -145,9 +146,14 @@ def _collect_outer(
     where: str,
     texts: dict[int, str],
 ) -> None:
-    """Outer-layer expressions may use only group keys, aggregates, aliases and literals.
+    """Outer-layer expressions may use only group keys, aggregates, aliases, literals and
+    functions of those (proxy/outer_functions.py), windows over the released rows
+    included.
 
     ``texts`` collects what was rendered, by node id, for the outer layer to reuse."""
+    if isinstance(node, exp.Window):
+        _window(node, key_sqls, aliases, unit_cols, found, where, texts)
+        return
     aggregate = isinstance(node, (exp.Count, S_AGG_TYPES))
     # Rendering is the cost: only when a key could match or an aggregate needs its text.
     text = node.sql(dialect="duckdb") if key_sqls or aggregate else ""
@@ -167,12 +173,42 @@ def _collect_outer(
             "aggregate it (COUNT, SUM, AVG, ...) or add it to GROUP BY",
             position_of(node),
         )
-    if isinstance(node, (exp.Window, exp.AggFunc)) or not isinstance(
-        node, (*SCALAR_NODES, exp.Alias, exp.Ordered)
+    if isinstance(node, exp.AggFunc) or not (
+        isinstance(node, (exp.Alias, exp.Ordered)) or outer_functions.allowed(node)
     ):
         raise _refuse_node(node, where)
     for child in node.iter_expressions():
         _collect_outer(child, key_sqls, aliases, unit_cols, found, where, texts)
+
+
+def _window(
+    node: exp.Window,
+    key_sqls: set[str],
+    aliases: set[str],
+    unit_cols: set[tuple[str, str]],
+    found: dict[str, S.AggregateCall],
+    where: str,
+    texts: dict[int, str],
+) -> None:
+    """A window function runs over the released rows (the groups), as SQL evaluates it
+    after GROUP BY: its own function aggregates released values, its inputs are outer
+    expressions (keys and DP aggregates)."""
+    if where not in ("the select list", "ORDER BY"):
+        raise unsupported(
+            f"window functions are not allowed in {where}",
+            "compute the window in the select list (e.g. RANK() OVER (ORDER BY "
+            "COUNT(*) DESC) AS r) and sort by it",
+            position_of(node),
+        )
+    if not outer_functions.window_function_allowed(node):
+        raise unsupported(
+            f"the window function {node.this.sql(dialect='duckdb')[:60]} is not answered",
+            "use ROW_NUMBER, RANK, DENSE_RANK, NTILE, LAG, LEAD, FIRST_VALUE or an "
+            "aggregate (SUM, AVG, COUNT, MIN, MAX) over the released rows",
+            position_of(node),
+        )
+    for part in outer_functions.window_inputs(node):
+        _collect_outer(part, key_sqls, aliases, unit_cols, found, where, texts)
 
 
 def _partition_pins(

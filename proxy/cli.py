@@ -105,6 +105,9 @@ def cmd_query(args: argparse.Namespace, out: Console) -> int:
     for row, widths in zip(result.rows, result.intervals, strict=True):
         table.add_row(*(_cell(v, w) for v, w in zip(row, widths, strict=True)))
     out.print(table)
+    if p.exact:
+        out.print(f"[dim]exact: {p.exact}[/dim]")
+        return 0
     out.print("[dim]± is the 95% interval of the noise (not of the bounding's bias)[/dim]")
     cost = "0 (cached replay)" if p.cached else f"ε={p.epsilon:.4g} δ={p.delta:.3g}"
     left = ", ".join(f"{k}: {v:.4g}" for k, v in p.remaining.items())
@@ -124,7 +127,8 @@ def cmd_explain(args: argparse.Namespace, out: Console) -> int:
     finally:
         engine.close()
     body = ex.to_dict()
-    body["cache"] = "hit (free)" if ex.cached else "miss (charged)"
+    if body["cache"] != "exact":
+        body["cache"] = "hit (free)" if ex.cached else "miss (charged)"
     sys.stdout.write(json.dumps(body, indent=2) + "\n")
     return 0
 

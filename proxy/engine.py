@@ -20,7 +20,7 @@ from sqlglot.errors import SqlglotError
 
 from accounting.ledger import Ledger, LedgerError, Receipt
 from accounting.mechanisms import secret_seed
-from proxy import domains
+from proxy import bigquery_dp, domains
 from proxy.auto_bounds import AutoBounds, PendingBounds
 from proxy.bind import bind
 from proxy.budgets import Budgets, ledger_error
@@ -36,6 +36,13 @@ from proxy.outer import outer_sql
 from proxy.parse import parse
 from proxy.plan import Plan, build_plan, limits
 from proxy.policy import Policy
+from proxy.public_queries import (
+    PublicExplanation,
+    PublicQuery,
+    PublicSandbox,
+    classify,
+    public_result,
+)
 from proxy.release import PostProcessor, release, release_keys
 from proxy.request import QueryRequest
 from proxy.result import Result, build_result
@@ -59,6 +66,14 @@ class Structure:
     outer: str
     # "auto" row caps not chosen yet: the core assumes their limits until a run pays.
     pending: tuple[PendingBounds, ...] = ()
+
+
+@dataclass(frozen=True)
+class Route:
+    """How a query text is answered: as a release (public None) or exactly, from public
+    data only (proxy/public_queries.py)."""
+
+    public: PublicQuery | None
 
 
 @dataclass(frozen=True)
@@ -176,6 +191,9 @@ class Engine:
         self._answers: Memo[tuple[str, str], Answer] = Memo(PLAN_MEMO_SIZE)
         # Read-only folds of the ledger for the web console (see the end of the class).
         self._views = LedgerViews(self.budgets.ledger)
+        # Queries that read no person data run here, on copies of the public tables.
+        self.public = PublicSandbox(policy, self.executor, self.catalog)
+        self._routes: Memo[QueryRequest, Route] = Memo(PLAN_MEMO_SIZE)
 
     # --- planning (no private data is read) ----------------------------------------
     def _with_defaults(self, request: QueryRequest) -> QueryRequest:
@@ -198,8 +216,20 @@ class Engine:
                 fill[name] = value
         return replace(request, **fill) if fill else request
 
+    def _translate(self, request: QueryRequest) -> tuple[QueryRequest, tuple[str, ...]]:
+        """BigQuery's ``SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (...)`` as an ordinary
+        request (proxy/bigquery_dp.py), with notes for the answer; others unchanged. The
+        statement is read as BigQuery SQL unless the request names another dialect."""
+        if not isinstance(request.sql, str):
+            return request, ()
+        dialect = "bigquery" if request.dialect == "duckdb" else request.dialect
+        found = bigquery_dp.translate(request.sql, dialect)
+        if found is None:
+            return request, ()
+        return bigquery_dp.to_request(request, found, self.catalog, self.policy)
+
     def prepare(self, request: QueryRequest) -> tuple[Shape, Plan]:
-        request = self._with_defaults(request)
+        request = self._with_defaults(self._translate(request)[0])
         key = replace(request, analyst="")
         found = self._plans.get(key)
         if found is not None:
@@ -310,7 +340,47 @@ class Engine:
         self.post.validate(outer, columns)
         self._valid_outers.put(key, True)
 
-    def explain(self, request: QueryRequest) -> Explanation:
+    def _public_query(self, request: QueryRequest) -> PublicQuery | None:
+        """The query as a public one if it reads no private table (DESIGN: such queries
+        are answered exactly and free, on their own path), else None."""
+        if not isinstance(request.sql, str):
+            return None  # prepare refuses it
+        key = replace(
+            request,
+            analyst="",
+            epsilon=None,
+            delta=None,
+            rho=None,
+            accuracy=None,
+            max_groups=None,
+            max_rows_per_group=None,
+            raw_noise=False,
+        )
+        route = self._routes.get(key)
+        if route is None:
+            settings = self.policy.proxy
+            tree = parse(
+                request.sql,
+                request.dialect,
+                max_length=settings.max_sql_length,
+                max_nodes=settings.max_nodes,
+            )
+            try:
+                route = Route(classify(tree, self.catalog, request.tables))
+            except SqlglotError as error:
+                raise DPSQLError(
+                    "unsupported_sql",
+                    f"dpsql cannot read this query ({type(error).__name__})",
+                    "simplify the expression",
+                ) from None
+            self._routes.put(key, route)
+        return route.public
+
+    def explain(self, request: QueryRequest) -> Explanation | PublicExplanation:
+        request = self._translate(request)[0]
+        public = self._public_query(request)
+        if public is not None:
+            return PublicExplanation(public)
         shape, plan = self.prepare(request)
         return Explanation(
             plan=plan, shape=shape, cached=self.cache.get(plan.cache_key) is not None
@@ -318,6 +388,18 @@ class Engine:
 
     # --- answering ------------------------------------------------------------------
     def run(self, request: QueryRequest) -> Result:
+        request, notes = self._translate(request)
+        result = self._run(request)
+        if notes:  # e.g. a BigQuery bound looser than the policy, which the policy's replaced
+            result = replace(result, warnings=(*notes, *result.warnings))
+        return result
+
+    def _run(self, request: QueryRequest) -> Result:
+        public = self._public_query(request)
+        if public is not None:
+            # No person data: exact, free, and no ledger event (nothing was released).
+            names, rows = self.public.run(public)
+            return public_result(public, names, rows, self.policy.data_version)
         _, plan = self.prepare(request)
         if plan.free:
             return self._from_domain(plan, request)
@@ -514,6 +596,7 @@ class Engine:
         return self.budgets.ledger
 
     def close(self) -> None:
+        self.public.close()
         self.post.close()
         self.cache.close()
         self.budgets.close()

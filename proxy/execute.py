@@ -19,8 +19,9 @@ from typing import Any, Protocol
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 
-from proxy.catalog import FanOut, split_name
+from proxy.catalog import FanOut, TableInfo, split_name
 from proxy.errors import DPSQLError
 from proxy.policy import Policy
 
@@ -89,7 +90,7 @@ class _Watchdog:
                     interrupt()
 
 
-_WATCHDOG = _Watchdog()
+WATCHDOG = _Watchdog()  # shared with the public sandbox (proxy/public_queries.py)
 
 
 def _quote(name: str) -> str:
@@ -165,7 +166,7 @@ class DuckDBExecutor:
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> dict[str, np.ndarray]:
         cursor = self._db.cursor()
-        token = _WATCHDOG.arm(self.timeout_s, cursor.interrupt)
+        token = WATCHDOG.arm(self.timeout_s, cursor.interrupt)
         try:
             result = cursor.execute(sql, list(params)).fetchnumpy()
         except duckdb.InterruptException:
@@ -183,7 +184,7 @@ class DuckDBExecutor:
                 "report this to the operator; the budget charge stands",
             ) from None
         finally:
-            _WATCHDOG.disarm(token)
+            WATCHDOG.disarm(token)
             cursor.close()
         return {k: _with_nulls(v) for k, v in result.items()}
 
@@ -202,6 +203,20 @@ class DuckDBExecutor:
         finally:
             cursor.close()
         return FanOut(int(row[0]) if row else 0, per_value)
+
+    def public_table(self, info: TableInfo) -> pa.Table:
+        """All rows of a PUBLIC table (copied into the public sandbox; never a private one)."""
+        if not info.public:
+            raise DPSQLError("internal", "only public tables are copied", "report this")
+        cursor = self._db.cursor()
+        try:
+            relation = cursor.sql(f"SELECT * FROM {_quote(info.db)}.{_quote(info.name)}")
+            # DuckDB 1.4 named it to_arrow_table; older releases within our range, arrow.
+            method = "to_arrow_table" if hasattr(relation, "to_arrow_table") else "arrow"
+            table: pa.Table = getattr(relation, method)()
+            return table
+        finally:
+            cursor.close()
 
     def distinct_values(self, db: str, table: str, column: str, limit: int) -> list[Any]:
         """Distinct values of a PUBLIC table column (a public key domain)."""

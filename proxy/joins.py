@@ -60,8 +60,9 @@ def check_from(select: exp.Select, tables: dict[str, TableInfo]) -> tuple[str, s
     populations = {t.policy.population for t in tables.values() if not t.public}
     if not populations:
         raise unsupported(
-            "the query reads no private table; public tables are not served through dpsql",
-            "query a private table with aggregates",
+            "the query reads only public tables: it is answered exactly by running it "
+            "(Engine.run), not planned as a private release",
+            "send it as a query (POST /v1/query or dpsql query): it costs nothing",
         )
     if len(populations) > 1:
         raise unsupported(

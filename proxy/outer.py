@@ -16,6 +16,7 @@ from accounting.calibrate import Mechanism
 from accounting.partition import Threshold
 from proxy import shape as S
 from proxy.budget import ColumnNoise
+from proxy.outer_functions import lift_windows, rewrite_window
 from proxy.rewrite import core as C
 
 
@@ -139,6 +140,8 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool, raw: bool =
     rendered: dict[int, tuple[exp.Expr, str]] = {}
 
     def visit(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Window):  # over released rows: its inputs only
+            return rewrite_window(node, visit)
         if (
             isinstance(node, exp.Column)
             and not node.table
@@ -203,7 +206,7 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool, raw: bool =
         if select.args.get(clause) is not None:
             out.set(clause, select.args[clause].copy())
     # Rendered in place: the tree is fresh and dropped right after.
-    return out.sql(dialect="duckdb", copy=False)
+    return lift_windows(out).sql(dialect="duckdb", copy=False)
 
 
 def _noise_std(descriptor: mechanisms.NoiseDescriptor) -> float:

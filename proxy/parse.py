@@ -6,6 +6,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from proxy import spellings
 from proxy.errors import DPSQLError
 
 DIALECTS = ("duckdb", "postgres", "bigquery", "trino", "snowflake")
@@ -20,7 +21,8 @@ def _position(error: ParseError) -> dict[str, int] | None:
 
 
 def parse(sql: str, dialect: str = "duckdb", *, max_length: int, max_nodes: int) -> exp.Expr:
-    """Parse exactly one statement; refuse empty input, several statements, or oversize SQL."""
+    """Parse exactly one statement; refuse empty input, several statements, or oversize SQL.
+    T-SQL's ``SELECT TOP n`` is read as ``LIMIT n`` in every dialect (proxy/spellings.py)."""
     if dialect not in DIALECTS:
         raise DPSQLError(
             "bad_request",
@@ -33,6 +35,7 @@ def parse(sql: str, dialect: str = "duckdb", *, max_length: int, max_nodes: int)
             f"the SQL text is {len(sql)} characters long; the limit is {max_length}",
             "send a shorter query",
         )
+    sql, top = spellings.strip_top(sql, dialect)
     try:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
     except ParseError as error:
@@ -57,7 +60,7 @@ def parse(sql: str, dialect: str = "duckdb", *, max_length: int, max_nodes: int)
             f"{len(statements)} statements were sent; dpsql answers exactly one",
             "send one SELECT per request",
         )
-    tree = statements[0]
+    tree = statements[0] if top is None else spellings.apply_top(statements[0], top)
     for nodes, _ in enumerate(tree.walk(), start=1):
         if nodes > max_nodes:
             raise DPSQLError(

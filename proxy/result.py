@@ -80,6 +80,9 @@ class PrivacyInfo:
     # ``epsilon`` once a population has spent something.
     population_epsilon_moved: dict[str, float] | None = None
     clipping: Clipping | None = None  # how much bounding cut (None: not estimated)
+    # Set for answers that read no person data (public tables, constants): exact and
+    # free, e.g. "public data, no privacy cost" (proxy/public_queries.py).
+    exact: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The one rendering of an answer's privacy metadata, shared by every door."""
@@ -99,6 +102,7 @@ class PrivacyInfo:
             "counts": self.counts,
             "population_epsilon_moved": dict(self.population_epsilon_moved or {}),
             "clipping": None if self.clipping is None else self.clipping.to_dict(),
+            "exact": self.exact,
         }
 
 

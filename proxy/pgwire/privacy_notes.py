@@ -33,7 +33,9 @@ def _remaining(remaining: dict[str, float]) -> str:
 
 def notices(result: Result) -> list[Notice]:
     p = result.privacy
-    if p.cached:
+    if p.exact:
+        message = f"dpsql: exact answer: {p.exact}"
+    elif p.cached:
         message = (
             f"dpsql: replayed from the cache, charged nothing (paid by charge "
             f"#{p.charge_id} at ε={p.query_epsilon:.4g}); remaining ε {_remaining(p.remaining)}"

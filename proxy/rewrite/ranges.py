@@ -2,7 +2,8 @@
 
 A SUM or AVG is answered only when every value of its argument provably lies in a finite
 [lower, upper]; these bounds set the sensitivity. The analysis is interval arithmetic
-over column bounds, literals, + − *, CASE, LEAST/GREATEST, booleans and CAST.
+over column bounds, literals, + − *, CASE, LEAST/GREATEST, booleans and CAST, and the
+math functions of math_ranges.py (which refuse an argument range outside their domain).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from sqlglot import exp
 
 from proxy.catalog import TableInfo
 from proxy.errors import unsupported
+from proxy.rewrite import math_ranges
 
 INF = math.inf
 _BOOLEAN_NODES = (
@@ -157,6 +159,18 @@ def derive(node: exp.Expr, tables: dict[str, TableInfo]) -> Range:
         lower = max(p.lower for p in fixed) if fixed else min(p.lower for p in parts)
         return Range(lower, max(p.upper for p in parts), integer)
     if isinstance(node, (exp.Case, exp.If)):
+        clamped = math_ranges.clamp_pattern(node)
+        if clamped is not None:
+            inner, low, high = clamped
+            r = derive(inner, tables)
+            if r.lower > r.upper:
+                return r  # only NULLs
+            # A clamp is monotone: the range of clamp(x) is [clamp(lower), clamp(upper)].
+            return Range(
+                min(max(r.lower, low), high),
+                min(max(r.upper, low), high),
+                r.integer and float(low).is_integer() and float(high).is_integer(),
+            )
         if isinstance(node, exp.If):
             branches = [node.args.get("true"), node.args.get("false")]
         else:
@@ -195,6 +209,12 @@ def derive(node: exp.Expr, tables: dict[str, TableInfo]) -> Range:
         )
     if isinstance(node, exp.Try):
         return derive(node.this, tables)
+    if isinstance(node, math_ranges.MATH_NODES):
+        parts = [derive(a, tables) for a in math_ranges.arguments(node)]
+        if any(p.lower > p.upper for p in parts):
+            return Range(INF, -INF, True)  # a NULL argument: the value is NULL
+        found = math_ranges.interval(node, parts)
+        return Range(found.lower, found.upper, found.integer)
     return UNKNOWN
 
 

@@ -67,6 +67,11 @@ class Privacy(BaseModel):
         description="the data the release describes: the files' identity, after the "
         "operator's [database] version string if one is set",
     )
+    exact: str | None = Field(
+        None,
+        description="set when the answer read no person data (public tables or "
+        "constants): exact and free, e.g. 'public data, no privacy cost'",
+    )
 
 
 class Page(BaseModel):
@@ -133,8 +138,11 @@ class ExplainResponse(BaseModel):
     limits: dict[str, int]
     cost: Cost
     charges: list[str]
-    cache: Literal["hit", "miss"] = Field(description="hit: answering would cost nothing")
+    cache: Literal["hit", "miss", "exact"] = Field(
+        description="hit: answering would cost nothing; exact: public data, always free"
+    )
     cache_key: str
+    exact: str | None = Field(None, description="set for queries over public data only")
 
 
 class PartitionBudget(BaseModel):

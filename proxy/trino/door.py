@@ -381,6 +381,8 @@ def _answer(result: Result, current: S.Session, earlier: tuple[Result, ...]) -> 
 
 def _privacy_line(p: dict[str, Any], ranking: bool) -> str:
     what = "series ranking" if ranking else "answer"
+    if p.get("exact"):
+        return f"dpsql: {what} is exact: {p['exact']}"
     remaining = ", ".join(f"{k} {v:.4g}" for k, v in p["remaining"].items())
     if p["cached"]:
         return (

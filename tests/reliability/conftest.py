@@ -122,6 +122,11 @@ class FzChecker:
             if new or after != before:
                 return f"refusal changed the ledger: events {kinds}"
             return ""
+        if result.privacy.exact:
+            # Public data or constants (issue 13 §8): exact, free, and no ledger event.
+            if new or after != before:
+                return f"a public answer changed the ledger: events {kinds}"
+            return ""
         if len(new) != 1:
             return f"answer added {len(new)} ledger events {kinds}"
         event = new[0]

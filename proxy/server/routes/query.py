@@ -11,6 +11,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from proxy.errors import DPSQLError
+from proxy.public_queries import PUBLIC_KEY_PREFIX
 from proxy.request import QueryRequest
 from proxy.result import Result
 from proxy.server import formats
@@ -188,6 +189,10 @@ async def _answer(
 def _replay(ctx: Context, stored: StoredResult, req: QueryRequest) -> Result | None:
     """The answer again, from the stored release only: None if that release is gone
     (then nothing is run and nothing is charged)."""
+    if stored.cache_key.startswith(PUBLIC_KEY_PREFIX):
+        # Public data only: exact and free, so it is simply answered again.
+        result = ctx.engine.run(req)
+        return result if result.cache_key == stored.cache_key else None
     _, plan = ctx.engine.prepare(req)
     if plan.cache_key != stored.cache_key or ctx.engine.cache.get(plan.cache_key) is None:
         return None
@@ -254,6 +259,6 @@ async def explain(body: QueryBody, request: Request, caller: CallerDep) -> Expla
     no private data and charges nothing."""
     ctx = get_context(request)
     ex = await run_in_threadpool(ctx.engine.explain, to_request(body, caller))
-    plan = ex.plan
-    log_fields(request).update(query=plan.cache_key[:12])
-    return ExplainResponse.model_validate(ex.to_dict())
+    explained = ex.to_dict()
+    log_fields(request).update(query=explained["cache_key"][:12])
+    return ExplainResponse.model_validate(explained)

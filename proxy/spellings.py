@@ -1,0 +1,146 @@
+"""Other systems' spellings of what dpsql already answers, mapped to one form.
+
+* T-SQL's ``SELECT TOP n …`` (SmartNoise SQL's and SQL Server's row limit) is
+  ``… LIMIT n``. sqlglot reads TOP only in the T-SQL dialect, whose other rules (e.g.
+  ``LOG(x, b)``) differ from DuckDB's, so the two tokens are blanked out of the text
+  before parsing (positions in error messages stay right) and the limit is set on the
+  parsed query.
+* ``VAR``/``VARP`` (SQL Server, SmartNoise), ``STD``/``STDEV``/``STDEVP`` name the
+  sample and population variance and standard deviation that dpsql answers as
+  ``VAR_SAMP``/``VAR_POP``/``STDDEV_SAMP``/``STDDEV_POP``. ``STD`` is read like SQL
+  Server's ``STDEV``, the sample standard deviation (MySQL's ``STD`` is the population one;
+  MySQL is not a dialect dpsql reads).
+* BigQuery's ``SAFE_ADD``/``SAFE_SUBTRACT``/``SAFE_MULTIPLY``/``SAFE_NEGATE`` and the
+  ``SAFE.`` prefix return NULL where the plain operation would raise: DuckDB's
+  ``TRY(...)``. (``SAFE_DIVIDE`` stays: sqlglot writes it as a CASE on the divisor.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import SqlglotError
+from sqlglot.tokens import Token, TokenType
+
+from proxy.errors import position_of, unsupported
+
+# Anonymous function name -> the aggregate node dpsql answers.
+_AGGREGATE_SPELLINGS: dict[str, type[exp.Func]] = {
+    "VAR": exp.Variance,
+    "VARP": exp.VariancePop,
+    "STD": exp.Stddev,
+    "STDEV": exp.Stddev,
+    "STDEVP": exp.StddevPop,
+    "STDDEVP": exp.StddevPop,
+}
+
+
+@dataclass(frozen=True)
+class Top:
+    """A ``TOP n`` found (and blanked out) in the outermost SELECT."""
+
+    count: int
+    position: dict[str, int]
+
+
+def _line_col(sql: str, offset: int) -> dict[str, int]:
+    line = sql.count("\n", 0, offset) + 1
+    return {"line": line, "column": offset - (sql.rfind("\n", 0, offset) + 1) + 1}
+
+
+def _top_span(tokens: list[Token]) -> tuple[int, int, int] | None:
+    """(first token index, last token index, n) of ``TOP n`` / ``TOP (n)`` right after
+    the outermost SELECT (and its DISTINCT/ALL), if there is one."""
+    depth = 0
+    for i, token in enumerate(tokens):
+        if token.token_type == TokenType.L_PAREN:
+            depth += 1
+        elif token.token_type == TokenType.R_PAREN:
+            depth -= 1
+        elif token.token_type == TokenType.SELECT and depth == 0:
+            j = i + 1
+            if j < len(tokens) and tokens[j].token_type in (TokenType.DISTINCT, TokenType.ALL):
+                j += 1
+            if j >= len(tokens) or tokens[j].text.upper() != "TOP":
+                return None
+            rest = tokens[j + 1 : j + 4]
+            if rest and rest[0].token_type == TokenType.NUMBER and rest[0].text.isdigit():
+                return j, j + 1, int(rest[0].text)
+            if (
+                len(rest) == 3
+                and rest[0].token_type == TokenType.L_PAREN
+                and rest[1].token_type == TokenType.NUMBER
+                and rest[1].text.isdigit()
+                and rest[2].token_type == TokenType.R_PAREN
+            ):
+                return j, j + 3, int(rest[1].text)
+            return None
+    return None
+
+
+def strip_top(sql: str, dialect: str) -> tuple[str, Top | None]:
+    """The text with a leading ``TOP n`` blanked out, and the limit it asked for."""
+    if "top" not in sql.lower():
+        return sql, None
+    try:
+        tokens = Dialect.get_or_raise(dialect).tokenize(sql)
+    except (SqlglotError, ValueError):
+        return sql, None  # the parser reports the problem with its position
+    span = _top_span(tokens)
+    if span is None:
+        return sql, None
+    first, last, count = span
+    start, end = tokens[first].start, tokens[last].end + 1
+    blanked = sql[:start] + " " * (end - start) + sql[end:]
+    return blanked, Top(count, _line_col(sql, start))
+
+
+def apply_top(tree: exp.Expr, top: Top) -> exp.Expr:
+    """Set the limit ``TOP n`` asked for on the parsed query."""
+    if not isinstance(tree, exp.Select):
+        return tree  # not a SELECT: the statement check refuses it
+    if tree.args.get("limit") is not None:
+        raise unsupported(
+            "the query has both TOP and LIMIT",
+            f"keep one of them: write ... LIMIT {top.count}",
+            top.position,
+        )
+    tree.set("limit", exp.Limit(expression=exp.Literal.number(top.count)))
+    return tree
+
+
+# BigQuery's SAFE_ arithmetic -> the plain operation (evaluated under TRY).
+_SAFE_BINARY: dict[type[exp.Expr], type[exp.Binary]] = {
+    exp.SafeAdd: exp.Add,
+    exp.SafeSubtract: exp.Sub,
+    exp.SafeMultiply: exp.Mul,
+}
+
+
+def _respell(node: exp.Expr) -> exp.Expr:
+    binary = _SAFE_BINARY.get(type(node))
+    if binary is not None:
+        return exp.Try(this=exp.Paren(this=binary(this=node.this, expression=node.expression)))
+    if isinstance(node, exp.SafeNegate):
+        return exp.Try(this=exp.Neg(this=exp.Paren(this=node.this)))
+    if isinstance(node, exp.SafeFunc):
+        return exp.Try(this=node.this)
+    if isinstance(node, exp.Anonymous) and isinstance(node.this, str):
+        target = _AGGREGATE_SPELLINGS.get(node.this.upper())
+        if target is not None:
+            if len(node.expressions) != 1:
+                first = node.expressions[0].sql(dialect="duckdb") if node.expressions else "x"
+                raise unsupported(
+                    f"{node.this.upper()} takes one argument, not {len(node.expressions)}",
+                    f"write {node.this.upper()}({first})",
+                    position_of(node),
+                )
+            return target(this=node.expressions[0])
+    return node
+
+
+def normalize(tree: exp.Expr) -> exp.Expr:
+    """Aggregate spellings of other systems as the nodes dpsql answers."""
+    return tree.transform(_respell, copy=False)
