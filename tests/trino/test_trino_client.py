@@ -129,7 +129,7 @@ def test_privacy_metadata_travels_in_warnings_and_headers(tls_server: TlsServer)
             "UNSUPPORTED_SQL",
             "MIN",
         ),
-        ("SELECT DISTINCT model AS column_values FROM prompts", "UNSUPPORTED_SQL", "DISTINCT"),
+        ("SELECT DISTINCT COUNT(*) AS n FROM prompts", "UNSUPPORTED_SQL", "DISTINCT"),
         ("SELECT COUNT(*) FROM nowhere.main.users", "NOT_FOUND", "catalog"),
         ("SELEC 1", "PARSE_ERROR", "could not parse"),
     ],
@@ -142,6 +142,14 @@ def test_refusals_are_trino_user_errors_with_dpsqls_code(
         fetch(tls_server, sql)
     assert info.value.error_name == name
     assert fragment in info.value.message and "[dpsql " in info.value.message
+    assert tls_server.spent() == before
+
+
+def test_superset_filter_values_are_answered_free(tls_server: TlsServer):
+    # Superset's filter drop-down (issue #13 §2): the policy's values of a public domain.
+    before = tls_server.spent()
+    rows = fetch(tls_server, "SELECT DISTINCT model AS column_values FROM prompts LIMIT 1000")
+    assert sorted(r[0] for r in rows) == ["large", "medium", "small"]
     assert tls_server.spent() == before
 
 
