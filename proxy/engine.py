@@ -20,7 +20,7 @@ from sqlglot.errors import SqlglotError
 
 from accounting.ledger import Ledger, LedgerError, Receipt
 from accounting.mechanisms import secret_seed
-from proxy import bigquery_dp, domains
+from proxy import bigquery_dp, domains, nested
 from proxy.auto_bounds import AutoBounds, PendingBounds
 from proxy.bind import bind
 from proxy.budgets import Budgets, ledger_error
@@ -378,6 +378,10 @@ class Engine:
 
     def explain(self, request: QueryRequest) -> Explanation | PublicExplanation:
         request = self._translate(request)[0]
+        found = self._nested(request)
+        if found is not None:
+            # What is charged is the inner query's release; the outer is post-processing.
+            return self.explain(replace(request, sql=found.inner.sql(dialect=request.dialect)))
         public = self._public_query(request)
         if public is not None:
             return PublicExplanation(public)
@@ -394,7 +398,43 @@ class Engine:
             result = replace(result, warnings=(*notes, *result.warnings))
         return result
 
+    def _nested(self, request: QueryRequest) -> nested.NestedQuery | None:
+        if not isinstance(request.sql, str):
+            return None
+        settings = self.policy.proxy
+        tree = parse(
+            request.sql,
+            request.dialect,
+            max_length=settings.max_sql_length,
+            max_nodes=settings.max_nodes,
+        )
+        return nested.split(tree)
+
+    def _run_nested(self, request: QueryRequest, found: nested.NestedQuery) -> Result:
+        """The inner aggregate answered (charged once, cached), then the outer query over
+        its released rows: post-processing, free, with simulated intervals."""
+        inner = self._run(replace(request, sql=found.inner.sql(dialect=request.dialect)))
+        table = nested.table_of(inner.columns, inner.rows)
+        shown = nested.displayed(found.outer)
+        names, rows = self.post.run(shown.sql(dialect="duckdb"), table)
+        width = len(found.outer.expressions)
+        widths = nested.simulated_widths(found, table, inner.intervals, rows, width, self.post.run)
+        note = (
+            "the outer query ran on the released answer of the inner one (post-processing: "
+            "no further privacy cost); its intervals simulate the inner answer's noise"
+        )
+        return replace(
+            inner,
+            columns=tuple(names[:width]),
+            rows=[tuple(r[:width]) for r in rows],
+            intervals=tuple(widths),
+            warnings=(*inner.warnings, note),
+        )
+
     def _run(self, request: QueryRequest) -> Result:
+        found = self._nested(request)
+        if found is not None:
+            return self._run_nested(request, found)
         public = self._public_query(request)
         if public is not None:
             # No person data: exact, free, and no ledger event (nothing was released).

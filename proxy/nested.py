@@ -1,0 +1,182 @@
+"""Queries over a released answer: an outer SELECT whose only input is an inner
+aggregate query (a FROM-subquery or a CTE used once), e.g.
+
+    SELECT AVG(s) FROM (SELECT age, SUM(income) AS s FROM PUMS.PUMS GROUP BY age)
+    WITH t AS (SELECT region, COUNT(*) AS n FROM users GROUP BY region)
+    SELECT region, n * 100.0 / SUM(n) OVER () AS pct FROM t
+
+The inner query is answered like any other (charged once, cached, replayed free); the
+outer one runs on its released rows only — post-processing, so it costs nothing more and
+may use any deterministic SQL over that table. Its intervals come from simulating the
+inner answer's noise (each inner cell's 95% half-width as a normal spread) through the
+outer query. An inner query grouped by the person id is not an answer to release: it is
+a per-person aggregate (proxy/per_person_values.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from sqlglot import exp
+
+from accounting.mechanisms import Z_975, simulation_draws
+from proxy.errors import unsupported
+
+INNER = "released"  # the table name the outer query reads (the post-processor's)
+REPLICATES = 400
+
+
+@dataclass(frozen=True)
+class NestedQuery:
+    inner: exp.Select  # the inner aggregate query, as parsed
+    outer: exp.Select  # the outer query, reading ``released``
+
+
+def _has_aggregate(select: exp.Select) -> bool:
+    """An aggregate of this SELECT's rows (not one inside a window function)."""
+    return any(node.find_ancestor(exp.Window) is None for node in select.find_all(exp.AggFunc))
+
+
+def split(tree: exp.Expr) -> NestedQuery | None:
+    """The (inner, outer) parts of a query over one aggregate subquery or CTE, or None
+    when the query is not of that shape (it then goes the ordinary way)."""
+    if not isinstance(tree, exp.Select) or tree.args.get("joins"):
+        return None
+    from_ = tree.args.get("from_")
+    if from_ is None:
+        return None
+    source = from_.this
+    inner: exp.Expr | None = None
+    if isinstance(source, exp.Subquery):
+        inner = source.this
+    elif isinstance(source, exp.Table) and tree.args.get("with_") is not None:
+        ctes = {c.alias_or_name.lower(): c.this for c in tree.args["with_"].expressions}
+        if len(ctes) == 1 and source.name.lower() in ctes:
+            inner = ctes[source.name.lower()]
+    if not isinstance(inner, exp.Select) or not _has_aggregate(inner):
+        return None
+    alias = source.alias_or_name
+    outer = tree.copy()
+    outer.set("with_", None)
+    outer.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(INNER))))
+    for col in outer.find_all(exp.Column):
+        if col.table and col.table.lower() == alias.lower():
+            col.set("table", exp.to_identifier(INNER))
+    if any(t.name.lower() != INNER for t in outer.find_all(exp.Table)) or any(
+        True for _ in outer.find_all(exp.Subquery)
+    ):
+        raise unsupported(
+            "the outer query over an aggregate subquery may read only that subquery",
+            "compute the rest in the outer query from the subquery's columns",
+        )
+    return NestedQuery(inner.copy(), outer)
+
+
+def table_of(columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> pa.Table:
+    """The released inner answer as the outer query's table, with each row's index."""
+    data: dict[str, list[Any]] = {c: [r[i] for r in rows] for i, c in enumerate(columns)}
+    data["__row"] = list(range(len(rows)))
+    arrays = {}
+    for name, values in data.items():
+        try:
+            arrays[name] = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            arrays[name] = pa.array([None if v is None else str(v) for v in values])
+    return pa.table(arrays)
+
+
+def _replicated_sql(outer: exp.Select) -> exp.Select:
+    """The outer query per copy: its select list and grouping, with the copy's index (and
+    the inner row's index when nothing aggregates), without ORDER BY / LIMIT."""
+    rep = outer.copy()
+    for clause in ("order", "limit", "offset"):
+        rep.set(clause, None)
+    for window in rep.find_all(exp.Window):
+        # A window spans one copy, never several.
+        parts = list(window.args.get("partition_by") or [])
+        window.set("partition_by", [exp.column("__rep"), *parts])
+    aggregated = _has_aggregate(outer) or outer.args.get("group") is not None
+    extra = [exp.column("__rep")] if aggregated else [exp.column("__rep"), exp.column("__row")]
+    rep.set("expressions", [*extra, *rep.expressions])
+    if aggregated:
+        group = rep.args.get("group")
+        keys = list(group.expressions) if group is not None else []
+        rep.set("group", exp.Group(expressions=[exp.column("__rep"), *keys]))
+    return rep
+
+
+def aggregated(outer: exp.Select) -> bool:
+    return _has_aggregate(outer) or outer.args.get("group") is not None
+
+
+def displayed(outer: exp.Select) -> exp.Select:
+    """The outer query as shown; a row-wise one carries the inner row's index last
+    (hidden), so that its cells can be matched with their simulated copies."""
+    if aggregated(outer):
+        return outer
+    shown = outer.copy()
+    shown.set("expressions", [*shown.expressions, exp.column("__row")])
+    return shown
+
+
+def simulated_widths(
+    nested: NestedQuery,
+    inner: pa.Table,
+    inner_widths: tuple[tuple[float | None, ...], ...],
+    shown_rows: list[tuple[Any, ...]],
+    width: int,
+    run: Any,
+) -> list[tuple[float | None, ...]]:
+    """Per shown cell of the outer query (``width`` columns), the 95% half-width of its
+    spread when the inner answer's noise is simulated (None where it cannot be stated).
+    ``inner`` carries ``__row``; ``run(sql, table)`` evaluates SQL over ``released``."""
+    none: list[tuple[float | None, ...]] = [(None,) * width for _ in shown_rows]
+    n = inner.num_rows
+    if n == 0:
+        return none
+    copies: dict[str, Any] = {"__rep": np.repeat(np.arange(REPLICATES), n)}
+    stream = 0
+    for c, name in enumerate(inner.column_names):
+        values = inner.column(name).to_pylist()
+        widths = [w[c] if c < len(w) else None for w in inner_widths] + [None]
+        numeric = all(_numeric(v) for v in values)
+        if name != "__row" and numeric and any(w is not None for w in widths[:n]):
+            noise = np.zeros(n * REPLICATES)
+            for i, w in enumerate(widths[:n]):
+                if w is not None and w > 0:
+                    noise[i::n] = simulation_draws("gaussian", w / Z_975, REPLICATES, stream)
+                    stream += 1
+            copies[name] = np.tile(np.asarray(values, dtype=np.float64), REPLICATES) + noise
+        else:
+            copies[name] = np.tile(np.asarray(values, dtype=object), REPLICATES)
+    try:
+        _, rows = run(_replicated_sql(nested.outer).sql(dialect="duckdb"), pa.table(copies))
+    except Exception:  # the outer query over a noisier copy failed: no width stated
+        return none
+    grouped = aggregated(nested.outer)
+    skip = 1 if grouped else 2
+    spreads: dict[Any, list[tuple[Any, ...]]] = {}
+    for r in rows:
+        cells = tuple(r[skip : skip + width])
+        key = tuple(v for v in cells if not _numeric(v)) if grouped else (r[1],)
+        spreads.setdefault(key, []).append(cells)
+    out: list[tuple[float | None, ...]] = []
+    for r in shown_rows:
+        cells = tuple(r[:width])
+        key = tuple(v for v in cells if not _numeric(v)) if grouped else (r[width],)
+        found = spreads.get(key, [])
+        widths_out: list[float | None] = []
+        for j, v in enumerate(cells):
+            diffs = [abs(float(c[j]) - float(v)) for c in found if _numeric(c[j]) and _numeric(v)]
+            widths_out.append(
+                float(np.quantile(diffs, 0.95)) if len(diffs) >= REPLICATES * 0.9 else None
+            )
+        out.append(tuple(widths_out))
+    return out
+
+
+def _numeric(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

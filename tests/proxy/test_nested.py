@@ -1,0 +1,75 @@
+"""Issue #13 §4: an outer query over a released aggregate (a FROM-subquery or a CTE) is
+post-processing: the inner query is charged once, the outer costs nothing, equals the
+same SQL run on the inner answer, and carries simulated intervals."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from proxy.engine import Engine
+from proxy.errors import DPSQLError
+from proxy.request import QueryRequest
+from tests.proxy.conftest import demo_policy
+
+INNER = "SELECT region, COUNT(*) AS n, SUM(age) AS s FROM users GROUP BY region"
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory, demo_db: Path):
+    root = tmp_path_factory.mktemp("nested")
+    db = root / "copy.duckdb"
+    shutil.copy(demo_db, db)
+    e = Engine(demo_policy(root, db))
+    yield e
+    e.close()
+
+
+@pytest.mark.parametrize(
+    "outer",
+    [
+        f"SELECT AVG(s) AS a, SUM(n) AS total FROM ({INNER})",
+        f"WITH t AS ({INNER}) SELECT region, n * 100.0 / SUM(n) OVER () AS pct FROM t "
+        "ORDER BY region",
+        f"SELECT region, s / n AS mean_age FROM ({INNER}) AS x WHERE n > 100 ORDER BY region",
+    ],
+)
+def test_outer_queries_are_post_processing(engine: Engine, outer: str) -> None:
+    inner = engine.run(QueryRequest(INNER, epsilon=0.8))
+    charges = len([e for e in engine.ledger.history() if e.kind == "charge"])
+    r = engine.run(QueryRequest(outer, epsilon=0.8))
+    assert r.privacy.cached and r.privacy.epsilon == 0  # the inner release, replayed
+    assert len([e for e in engine.ledger.history() if e.kind == "charge"]) == charges
+    # The same SQL over the inner answer gives the same numbers.
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE t AS SELECT * FROM (VALUES "
+        + ", ".join(f"('{k}', {n}, {s})" for k, n, s in inner.rows)
+        + ") AS v(region, n, s)"
+    )
+    local = outer.replace(f"WITH t AS ({INNER}) ", "").replace(f"({INNER})", "t")
+    expected = [tuple(x) for x in con.execute(local).fetchall()]
+    assert len(expected) == len(r.rows)
+    for want, got in zip(expected, r.rows, strict=True):
+        for a, b in zip(want, got, strict=True):
+            assert b == (pytest.approx(a) if isinstance(a, float) else a)
+    numeric = [
+        w
+        for row, widths in zip(r.rows, r.intervals, strict=True)
+        for v, w in zip(row, widths, strict=True)
+        if isinstance(v, float)
+    ]
+    assert numeric and all(w is not None and w > 0 for w in numeric)
+
+
+def test_a_per_person_inner_query_is_not_a_release(engine: Engine) -> None:
+    with pytest.raises(DPSQLError) as info:
+        engine.run(
+            QueryRequest(
+                "SELECT AVG(n) FROM (SELECT user_id, COUNT(*) AS n FROM users GROUP BY user_id) x"
+            )
+        )
+    assert info.value.code == "unsupported_sql"
