@@ -66,6 +66,9 @@ class Structure:
     outer: str
     # "auto" row caps not chosen yet: the core assumes their limits until a run pays.
     pending: tuple[PendingBounds, ...] = ()
+    # The released table's columns and types (a stand-in row of them validates an outer
+    # query before any charge).
+    released_columns: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -268,6 +271,7 @@ class Engine:
             data_version=self.policy.data_version,
             outer=found.outer,
         )
+        plan = replace(plan, released_columns=found.released_columns)
         if found.pending:
             plan = replace(plan, pending_bounds=found.pending)
         return found.core.shape, plan
@@ -318,8 +322,8 @@ class Engine:
             else ((),)
         )
         outer = outer_sql(core, names, domain is None, request.raw_noise)
-        self._validate_outer(core, outer, key_types)
-        return Structure(core, names, domain, outer, pending)
+        columns = self._validate_outer(core, outer, key_types)
+        return Structure(core, names, domain, outer, pending, columns)
 
     def _key_types(self, core_sql: str, keys: tuple[str, ...]) -> tuple[str, ...]:
         """Refuse, before any charge, a core DuckDB cannot bind (reads no data)."""
@@ -327,18 +331,21 @@ class Engine:
         described = dict(self.executor.describe(core_sql, params))
         return tuple(described[k] for k in keys)
 
-    def _validate_outer(self, core: Core, outer: str, key_types: tuple[str, ...]) -> None:
+    def _validate_outer(
+        self, core: Core, outer: str, key_types: tuple[str, ...]
+    ) -> tuple[tuple[str, str], ...]:
         """Run the outer layer once on a stand-in row so its mistakes are refused before
-        the charge rather than after it (the outer layer reads released values only)."""
+        the charge rather than after it (the outer layer reads released values only).
+        Returns the released table's columns and types."""
         columns = list(zip(core.key_columns(), key_types, strict=True))
         columns += [(s.column, "BIGINT" if s.integer else "DOUBLE") for s in core.statistics]
         columns.append(("__persons", "BIGINT"))
         columns.append((ROW, "BIGINT"))
         key = (outer, tuple(columns))
-        if self._valid_outers.get(key):
-            return
-        self.post.validate(outer, columns)
-        self._valid_outers.put(key, True)
+        if not self._valid_outers.get(key):
+            self.post.validate(outer, columns)
+            self._valid_outers.put(key, True)
+        return tuple(columns)
 
     def _public_query(self, request: QueryRequest) -> PublicQuery | None:
         """The query as a public one if it reads no private table (DESIGN: such queries
@@ -410,10 +417,35 @@ class Engine:
         )
         return nested.split(tree)
 
+    def _validate_nested(self, inner: QueryRequest, found: nested.NestedQuery) -> None:
+        """The outer query, run on a stand-in of the inner answer (one row of zeros and
+        NULL keys of the right types) before the inner one is charged: its mistakes are
+        refusals that cost nothing."""
+        nested.check_outer(found.outer)
+        if self._public_query(inner) is not None:
+            return
+        _, plan = self.prepare(inner)
+        if plan.free or not plan.released_columns:
+            return
+        stand_in = self.post.stand_in(plan.released_columns)
+        names, rows = self.post.run(plan.outer_sql, stand_in)
+        shown = len(plan.output_names)
+        table = nested.table_of(tuple(names[:shown]), [tuple(r[:shown]) for r in rows])
+        try:
+            self.post.run(nested.displayed(found.outer).sql(dialect="duckdb"), table)
+        except DPSQLError as error:
+            raise DPSQLError(
+                "bad_request",
+                f"the outer query over the subquery cannot run: {error.message}",
+                "use the subquery's column names and arithmetic over them",
+            ) from None
+
     def _run_nested(self, request: QueryRequest, found: nested.NestedQuery) -> Result:
         """The inner aggregate answered (charged once, cached), then the outer query over
         its released rows: post-processing, free, with simulated intervals."""
-        inner = self._run(replace(request, sql=found.inner.sql(dialect=request.dialect)))
+        inner_request = replace(request, sql=found.inner.sql(dialect=request.dialect))
+        self._validate_nested(inner_request, found)
+        inner = self._run(inner_request)
         table = nested.table_of(inner.columns, inner.rows)
         shown = nested.displayed(found.outer)
         names, rows = self.post.run(shown.sql(dialect="duckdb"), table)

@@ -23,7 +23,8 @@ import pyarrow as pa
 from sqlglot import exp
 
 from accounting.mechanisms import Z_975, simulation_draws
-from proxy.errors import unsupported
+from proxy import outer_functions
+from proxy.errors import position_of, unsupported
 
 INNER = "released"  # the table name the outer query reads (the post-processor's)
 REPLICATES = 400
@@ -73,6 +74,47 @@ def split(tree: exp.Expr) -> NestedQuery | None:
             "compute the rest in the outer query from the subquery's columns",
         )
     return NestedQuery(inner.copy(), outer)
+
+
+_STRUCTURE = (
+    exp.Select,
+    exp.From,
+    exp.Table,
+    exp.TableAlias,
+    exp.Where,
+    exp.Group,
+    exp.Having,
+    exp.Order,
+    exp.Ordered,
+    exp.Limit,
+    exp.Offset,
+    exp.Alias,
+    exp.Column,
+    exp.Identifier,
+    exp.Star,
+    exp.Distinct,
+    exp.Window,
+    exp.WindowSpec,
+)
+
+
+def check_outer(outer: exp.Select) -> None:
+    """The outer query is post-processing, but still an allowlist: deterministic
+    functions and aggregates over the released rows, windows, no settings, files or
+    environment (e.g. getenv) — anything else is refused before any charge."""
+    for node in outer.walk():
+        if isinstance(node, _STRUCTURE) or outer_functions.allowed(node):
+            continue
+        if isinstance(
+            node, (*outer_functions.WINDOW_AGGREGATES, *outer_functions.WINDOW_FUNCTIONS)
+        ):
+            continue
+        name = node.name if isinstance(node, exp.Anonymous) else node.key.upper()
+        raise unsupported(
+            f"{name} is not allowed in a query over a subquery's answer",
+            "use arithmetic, aggregates (COUNT, SUM, AVG, MIN, MAX) and windows over its columns",
+            position_of(node),
+        )
 
 
 def table_of(columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> pa.Table:

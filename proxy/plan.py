@@ -55,6 +55,7 @@ class Plan:
     # Tables whose "auto" row cap is not chosen yet (the plan assumes their limit): a
     # run first pays for and releases their histograms, then plans again.
     pending_bounds: tuple[Any, ...] = ()
+    released_columns: tuple[tuple[str, str], ...] = ()  # names and types of the release
 
     @property
     def delta(self) -> float:

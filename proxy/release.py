@@ -10,7 +10,7 @@ nothing but the released table.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import duckdb
@@ -216,6 +216,16 @@ class PostProcessor:
                 "release is cached: asking again with a fixed outer layer is free",
             ) from None
         return names, rows
+
+    def stand_in(self, columns: Sequence[tuple[str, str]]) -> pa.Table:
+        """One row of the released table's columns: NULL keys, zero statistics."""
+        values = ", ".join(
+            f"CAST({'NULL' if name.startswith('__k') else '0'} AS {ctype}) AS {name}"
+            for name, ctype in columns
+        )
+        cursor = self._cursor()
+        table: pa.Table = cursor.sql(f"SELECT {values}").to_arrow_table()
+        return table
 
     def validate(self, outer_sql: str, columns: list[tuple[str, str]]) -> None:
         """Bind the outer layer against an empty table of the released schema, so that

@@ -37,7 +37,7 @@ def test_prompts_by_region_reports_the_people_cut(pair) -> None:
     r = engine.run(QueryRequest(sql, epsilon=2.0))
     clip = r.privacy.clipping
     assert clip is not None and clip.max_rows_per_group == 10
-    assert abs(clip.total_cut - cut) <= clip.total_cut_half_width * 2
+    assert abs(clip.total_cut - cut) <= clip.total_cut_half_width * 3
     assert clip.fraction == pytest.approx(cut / people, abs=0.05)
     assert any("rows in a group" in w and "lower than the true totals" in w for w in r.warnings)
     assert r.privacy.to_dict()["clipping"]["fraction_cut"] == clip.fraction
