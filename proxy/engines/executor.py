@@ -1,0 +1,77 @@
+"""The executor interface: everything the engine asks of the database that holds the data.
+
+The engine never touches a database any other way. Every SQL text it hands over is in
+the engine-neutral form the rewrite builds (sqlglot trees rendered as DuckDB SQL); each
+executor renders it for its own engine (proxy/engines/render.py) or refuses it with
+``unsupported_sql`` when the engine cannot run a construct with the same semantics. The
+engine calls :meth:`Executor.describe` on every core before any charge, so such a refusal
+always comes before the charge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from proxy.catalog import split_name
+from proxy.errors import DPSQLError
+from proxy.policy import Policy
+
+# Catalog type names are DuckDB's (the engine and the doors compare, cast and show
+# them): every executor maps its engine's types onto these names.
+ColumnTypes = dict[tuple[str, str], dict[str, str]]
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """One database, read-only, behind a time limit."""
+
+    #: the sqlglot dialect this executor renders to (plain DuckDB for the embedded one)
+    dialect: str
+    #: the time limit of one call of :meth:`run`, in seconds
+    timeout_s: float
+    #: what :meth:`evaluate` raises when an expression fails on its literals
+    evaluation_errors: tuple[type[BaseException], ...]
+
+    def column_types(self) -> ColumnTypes:
+        """(schema, table) -> column -> catalog type name, lower-case names."""
+        ...
+
+    def describe(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[str, str]]:
+        """Bind a core without reading data: its output columns and catalog types.
+        Refuses (``bad_request`` or ``unsupported_sql``) what cannot run here."""
+        ...
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> dict[str, np.ndarray]:
+        """Run a core (read-only, within the time limit): its columns by name."""
+        ...
+
+    def distinct_values(self, db: str, table: str, column: str, limit: int) -> list[Any]:
+        """Up to ``limit + 1`` distinct non-NULL values of a PUBLIC table's column."""
+        ...
+
+    def evaluate(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run trusted SQL over literals or public facts (key domains, checks)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def check_one_row_per_person(policy: Policy, executor: Executor) -> None:
+    """Refuse to start when a table declared one_row_per_person repeats a person: the
+    rewrite relies on it (no per-person sum is scaled, one group per person)."""
+    for table in policy.tables:
+        if not (table.one_row_per_person and table.unit):
+            continue
+        db, name = split_name(table.name)
+        unit = '"' + table.unit.replace('"', '""') + '"'
+        rows = executor.evaluate(f'SELECT COUNT(*) = COUNT(DISTINCT {unit}) FROM "{db}"."{name}"')
+        if not rows or not rows[0][0]:
+            raise DPSQLError(
+                "policy_error",
+                f"table {table.name} is declared one_row_per_person but its unit "
+                "column has repeated values",
+                "remove one_row_per_person or fix the data",
+            )
