@@ -8,9 +8,9 @@ give DuckDB's value, node by node, from the node's DuckDB type (proxy/engines/ki
 * integer ``+ - *``, negation and ABS are computed in NUMERIC (exact) and kept when the
   result fits DuckDB's result width, else NULL -- DuckDB's TRY of an overflow;
 * float ``+ - * /`` are guarded before they can overflow or underflow to zero (errors
-  on PostgreSQL) and give DuckDB's values there: +-Infinity, 0; ``/`` by zero is NULL
-  (the sandbox runs DuckDB with error_on_division_by_zero off); integer and DECIMAL
-  operands of ``/`` divide as DOUBLE, as DuckDB does;
+  on PostgreSQL) and give DuckDB's values there: +-Infinity, 0; ``/`` by zero gives
+  IEEE's +-Infinity or NaN, as DuckDB's DOUBLE division does; integer and DECIMAL
+  operands of ``/`` divide as DOUBLE, as DuckDB does; ``%`` by zero is NULL;
 * casts: to an integer from DOUBLE rounds half to even (PostgreSQL's float8 casts use
   rint, as DuckDB does) and from DECIMAL half away from zero (both), range-checked
   first; from text through a regular-expression check; DOUBLE to DECIMAL through the
@@ -34,7 +34,14 @@ from proxy.engines.render import refuse, template
 ENGINE = "postgres"
 MAX_DOUBLE = "1.7976931348623e308"  # a hair below DBL_MAX: its guards stay on the safe side
 HALF_MAX = "8.98846567431e307"
-TINY = "1e-320"  # below it a product or quotient underflows to zero (an error on PG)
+TINY = "1e-320"
+# DuckDB's DOUBLE division by zero follows IEEE 754 (x/0 is +-Infinity, 0/0 NaN); both
+# PostgreSQL and Spark would raise or give NULL instead. NaN first: it compares greater
+# than every number on both engines.
+IEEE_BY_ZERO = (
+    "CASE WHEN __a = CAST('NaN' AS DOUBLE) OR __a = 0 THEN CAST('NaN' AS DOUBLE) "
+    "WHEN __a > 0 THEN CAST('Infinity' AS DOUBLE) ELSE CAST('-Infinity' AS DOUBLE) END"
+)  # below it a product or quotient underflows to zero (an error on PG)
 _PG_INT = {8: "SMALLINT", 16: "SMALLINT", 32: "INTEGER", 64: "BIGINT", 128: "NUMERIC"}
 _SAFE = (
     exp.Column,
@@ -70,6 +77,8 @@ _STRUCTURAL = (
     exp.Concat,
     exp.Floor,
     exp.Ceil,
+    exp.Least,
+    exp.Greatest,
 )
 _INTEGER_PARTS = {
     "YEAR",
@@ -248,7 +257,7 @@ class _Total:
         a = _double(self.form(node.left), lk)
         b = _double(self.form(node.right), rk)
         return template(
-            "CASE WHEN __b = 0 THEN NULL WHEN __a = 0 THEN __a / __b "
+            f"CASE WHEN __b = 0 THEN {IEEE_BY_ZERO} WHEN __a = 0 THEN __a / __b "
             f"WHEN ABS(__b) < 1 AND ABS(__a) > {MAX_DOUBLE} * ABS(__b) "
             "THEN SIGN(__a) * SIGN(__b) * CAST('Infinity' AS DOUBLE) "
             f"WHEN ABS(__b) > 1 AND ABS(__a) < {TINY} * ABS(__b) THEN CAST(0 AS DOUBLE) "
@@ -416,7 +425,7 @@ class _Total:
             return exp.Cast(this=inner, to=exp.DataType.build("DOUBLE"))
         if source.family is Family.TEXT:
             number = template(
-                "CASE WHEN __a ~ '^\\s*[+-]?([0-9]{1,400}(\\.[0-9]{0,400})?|\\.[0-9]{1,400})"
+                "CASE WHEN LENGTH(__a) < 400 AND __a ~ '^\\s*[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)"
                 "([eE][+-]?[0-9]{1,3})?\\s*$' THEN CAST(TRIM(__a) AS DECIMAL) END",
                 a=inner,
             )

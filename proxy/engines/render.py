@@ -196,10 +196,12 @@ def render(sql: str, forms: Forms, types: Mapping[tuple[str, str], Mapping[str, 
             continue
         if isinstance(table.this, exp.Identifier):
             mapped = forms.table((table.db or "main").lower(), table.name.lower())
-            alias = table.args.get("alias") or exp.TableAlias(
-                this=exp.to_identifier(table.name.lower())
-            )
-            mapped.set("alias", alias.copy())
+            alias = table.args.get("alias")
+            if alias is None and isinstance(table.parent, (exp.From, exp.Join)):
+                # columns may name the table itself ("users.age"): keep that name
+                alias = exp.TableAlias(this=exp.to_identifier(table.name.lower()))
+            if alias is not None:
+                mapped.set("alias", alias.copy())
             table.replace(mapped)
     count = 0
     for placeholder in list(tree.find_all(exp.Placeholder)):

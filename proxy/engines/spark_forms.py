@@ -4,7 +4,8 @@ The session runs with ``spark.sql.ansi.enabled = false``: casts of bad text, div
 by zero and out-of-range values give NULL instead of failing the job -- but integer
 overflow wraps around silently. So under TRY, integer ``+ - *`` and negation become
 ``try_add``/``try_subtract``/``try_multiply`` (NULL on overflow, as DuckDB's TRY), ``/``
-becomes ``try_divide`` over DOUBLEs (DuckDB divides integers and DECIMALs as DOUBLE),
+divides as DOUBLE (DuckDB divides integers and DECIMALs as DOUBLE, and by zero as IEEE
+754: +-Infinity or NaN, where Spark gives NULL),
 ``%`` ``try_mod``; casts become ``TRY_CAST``, with DuckDB's rounding made explicit
 where Spark truncates (``bround``, half to even, from DOUBLE; ``round``, half away from
 zero, from DECIMAL); ``concat`` skips NULLs as DuckDB's does. DOUBLE arithmetic already
@@ -23,6 +24,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from proxy.engines.kinds import Family, Kind, Typer, of_data_type
+from proxy.engines.postgres_forms import IEEE_BY_ZERO
 from proxy.engines.render import refuse, template
 
 ENGINE = "spark"
@@ -54,6 +56,8 @@ _STRUCTURAL = (
     exp.DPipe,
     exp.Floor,
     exp.Ceil,
+    exp.Least,
+    exp.Greatest,
     exp.Round,
 )
 _INTEGER_PARTS = {"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "DOW", "DOY", "HOUR", "MINUTE"}
@@ -119,12 +123,11 @@ class _Total:
             if not (lk.numeric and rk.numeric):
                 raise refuse(ENGINE, "a division of non-numbers")
             double = exp.DataType.build("DOUBLE")
-            return exp.Anonymous(
-                this="try_divide",
-                expressions=[
-                    exp.Cast(this=self.form(node.left), to=double),
-                    exp.Cast(this=self.form(node.right), to=double.copy()),
-                ],
+            # DuckDB divides as DOUBLE, by zero as IEEE 754 does; Spark gives NULL.
+            return template(
+                f"CASE WHEN __b = 0 THEN {IEEE_BY_ZERO} ELSE __a / __b END",
+                a=exp.Cast(this=self.form(node.left), to=double),
+                b=exp.Cast(this=self.form(node.right), to=double.copy()),
             )
         if isinstance(node, exp.Neg):
             return template("try_subtract(0, __a)", a=self.form(node.this))
