@@ -101,7 +101,7 @@ def _literal(node: exp.Literal) -> Kind:
     for bits in (32, 64, 128):
         if -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
             return Kind(Family.INT, bits)
-    return UNKNOWN
+    return FLOAT
 
 
 def _arithmetic(a: Kind, b: Kind) -> Kind:

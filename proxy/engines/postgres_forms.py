@@ -151,6 +151,10 @@ class PostgresForms:
         # SUM(integer) is NUMERIC on PostgreSQL: exact, like DuckDB's 128-bit sum.
         return node
 
+    def double(self, text: str) -> exp.Expr:
+        # PostgreSQL reads a bare 1e300 as a NUMERIC
+        return exp.Cast(this=exp.Literal.number(text), to=exp.DataType.build("DOUBLE"))
+
     # --- total forms -----------------------------------------------------------------
 
     def total(self, node: exp.Expr, typer: Typer) -> exp.Expr:

@@ -48,6 +48,7 @@ class Forms(Protocol):
     def keyed_hash(self, values: list[exp.Expr], seed: exp.Expr) -> exp.Expr: ...
     def total(self, node: exp.Expr, typer: Typer) -> exp.Expr: ...
     def exact_sum(self, node: exp.Sum, argument: Kind) -> exp.Expr: ...
+    def double(self, text: str) -> exp.Expr: ...
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,10 @@ def _outermost(tree: exp.Expr, kinds: tuple[type[exp.Expr], ...]) -> list[exp.Ex
         if parent is None:
             found.append(node)
     return found
+
+
+def _double_literal(text: str) -> bool:
+    return "e" in text.lower() or ("." not in text and len(text.lstrip("-")) > 38)
 
 
 def _ctes(tree: exp.Expr) -> dict[str, exp.CTE]:
@@ -203,6 +208,15 @@ def render(sql: str, forms: Forms, types: Mapping[tuple[str, str], Mapping[str, 
             if alias is not None:
                 mapped.set("alias", alias.copy())
             table.replace(mapped)
+    for literal in list(tree.find_all(exp.Literal)):
+        if not literal.is_string and _double_literal(literal.this):
+            # DuckDB reads 1e300 (and integers beyond 128 bits) as a DOUBLE; PostgreSQL
+            # as NUMERIC, Spark as a DECIMAL that may not hold it
+            literal.replace(forms.double(literal.this))
+    for i, sub in enumerate(tree.find_all(exp.Subquery)):
+        if not sub.alias and isinstance(sub.parent, (exp.From, exp.Join)):
+            # DuckDB and Spark name a FROM subquery themselves; PostgreSQL 15 needs one
+            sub.set("alias", exp.TableAlias(this=exp.to_identifier(f"__q{i}")))
     count = 0
     for placeholder in list(tree.find_all(exp.Placeholder)):
         placeholder.replace(exp.Var(this=forms.parameter(count)))

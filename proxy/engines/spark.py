@@ -92,6 +92,7 @@ class SparkExecutor:
         ):
             self._spark.conf.set(key, value)
         self._views = settings.parquet is not None
+        self._remote = settings.remote is not None
         if settings.parquet is not None:
             for table in policy.tables:
                 db, name = split_name(table.name)
@@ -152,16 +153,27 @@ class SparkExecutor:
 
     def _collect(self, sql: str, params: Sequence[Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
         tag = f"dpsql-{next(_CALLS)}"
-        self._spark.addTag(tag)
-        timer = threading.Timer(self.timeout_s, self._spark.interruptTag, [tag])
+        if self._remote:
+            # Spark Connect: the session's operation tags
+            self._spark.addTag(tag)
+            stop = functools.partial(self._spark.interruptTag, tag)
+        else:
+            # classic: a job group of this thread (PySpark pins Python threads to JVM
+            # threads), cancelled with its running tasks
+            context = self._spark.sparkContext
+            context.setJobGroup(tag, "dpsql core", interruptOnCancel=True)
+            stop = functools.partial(context.cancelJobGroup, tag)
+        timer = threading.Timer(self.timeout_s, stop)
         timer.daemon = True
         timer.start()
         try:
-            frame = self._frame(sql, params)
-            table = frame.toArrow()
+            table = self._frame(sql, params).toArrow()
         finally:
             timer.cancel()
-            self._spark.removeTag(tag)
+            if self._remote:
+                self._spark.removeTag(tag)
+            else:
+                self._spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
         names = list(table.column_names)
         columns = [_plain_column(table.column(i).to_pylist()) for i in range(table.num_columns)]
         rows = list(zip(*columns, strict=True)) if columns else []
@@ -171,7 +183,7 @@ class SparkExecutor:
         started = _now()
         try:
             names, rows = self._collect(sql, params)
-        except self._errors as error:
+        except Exception as error:  # py4j and Spark errors alike
             if _now() - started >= self.timeout_s:
                 raise DPSQLError(
                     "timeout",

@@ -99,6 +99,9 @@ class SparkForms:
             return exp.Sum(this=exp.Cast(this=node.this.copy(), to=decimal))
         return node
 
+    def double(self, text: str) -> exp.Expr:
+        return exp.Var(this=f"{text}D")  # Spark reads a bare 1e300 as a DECIMAL
+
     def total(self, node: exp.Expr, typer: Typer) -> exp.Expr:
         return _Total(typer).form(node)
 
