@@ -36,7 +36,7 @@ DEMO_SUBSET = (
 )
 # Spark plans and runs a core in about a second even on tiny data: the default suite
 # keeps a few entries, `-m slow` runs the whole subset.
-SPARK_CI = ("case_key_multirow", "sum_straddles_int64", "single_out_weeks")
+SPARK_CI = ("sum_straddles_int64",)
 
 
 def _entries(names: tuple[str, ...]) -> list[corpus.Entry]:
