@@ -92,11 +92,13 @@ def _expression_domain(
     # In the base domain's order, first occurrence kept: SELECT DISTINCT alone returned
     # hash order, which varied between runs (and so did plans and cache keys).
     query = exp.select(exp.alias_(probe, "k")).from_(values).order_by("i")
+    failures: tuple[type[BaseException], ...] = (*executor.evaluation_errors, DPSQLError)
     try:
         rows = executor.evaluate(query.sql(dialect="duckdb"))
-    except (*executor.evaluation_errors, DPSQLError):
-        # The expression fails on some domain value (or the engine cannot evaluate it): no public domain, so the key goes
-        # through partition selection (where the rewrite makes it total).
+    except failures:
+        # The expression fails on some domain value (or the engine cannot evaluate it):
+        # no public domain, so the key goes through partition selection (where the
+        # rewrite makes it total).
         return None
     return tuple(dict.fromkeys(r[0] for r in rows))
 
@@ -144,9 +146,14 @@ def _as_key_type(values: Domain, key_type: str, executor: Executor) -> Domain:
     query = (
         exp.select(exp.alias_(cast, "k"), exp.column("v", table="__d")).from_(rows).order_by("i")
     )
+    failures: tuple[type[BaseException], ...] = (
+        *executor.evaluation_errors,
+        DPSQLError,
+        ValueError,
+    )
     try:
         out = executor.evaluate(query.sql(dialect="duckdb"))
-    except (*executor.evaluation_errors, DPSQLError, ValueError):
+    except failures:
         return values
     kept = [k for k, raw in out if k is not None or raw is None]
     return tuple(dict.fromkeys(kept))

@@ -90,9 +90,9 @@ def to_postgres(con: duckdb.DuckDBPyConnection, dsn: str) -> list[str]:
                 [schema, table],
             ).fetchall()
             ddl = ", ".join(f"{_quote(str(c))} {_pg_type(str(t))}" for c, t in columns)
-            pg.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote(target_schema)}")  # type: ignore[arg-type]
-            pg.execute(f"DROP TABLE IF EXISTS {target}")  # type: ignore[arg-type]
-            pg.execute(f"CREATE TABLE {target} ({ddl})")  # type: ignore[arg-type]
+            pg.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote(target_schema)}")
+            pg.execute(f"DROP TABLE IF EXISTS {target}")
+            pg.execute(f"CREATE TABLE {target} ({ddl})")
             csv = Path(tmp) / f"{schema}.{table}.csv"
             con.execute(
                 f"COPY (SELECT * FROM {_quote(schema)}.{_quote(table)}) TO '{csv}' "
@@ -100,15 +100,13 @@ def to_postgres(con: duckdb.DuckDBPyConnection, dsn: str) -> list[str]:
             )
             with (
                 pg.cursor() as cur,
-                cur.copy(
-                    f"COPY {target} FROM STDIN WITH (FORMAT csv, HEADER true)"  # type: ignore[arg-type]
-                ) as copy,
+                cur.copy(f"COPY {target} FROM STDIN WITH (FORMAT csv, HEADER true)") as copy,
                 csv.open("rb") as f,
             ):
                 while chunk := f.read(1 << 20):
                     copy.write(chunk)
             csv.unlink()
-            pg.execute(f"ANALYZE {target}")  # type: ignore[arg-type]
+            pg.execute(f"ANALYZE {target}")
             done.append(f"{target_schema}.{table}")
     return done
 

@@ -210,7 +210,10 @@ class PostgresExecutor:
                 )
             described = pgconn.describe_prepared(b"")
             return [
-                (described.fname(i).decode(), _oid_type(described.ftype(i), described.fmod(i)))
+                (
+                    (described.fname(i) or b"").decode(),
+                    _oid_type(described.ftype(i), described.fmod(i)),
+                )
                 for i in range(described.nfields)
             ]
 
@@ -281,10 +284,13 @@ def columns_of(names: list[str], rows: list[tuple[Any, ...]]) -> dict[str, np.nd
     out: dict[str, np.ndarray] = {}
     for i, name in enumerate(names):
         values = [r[i] for r in rows]
-        if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-            if all(-(2**63) <= v < 2**63 for v in values):
-                out[name] = np.array(values, dtype=np.int64)
-                continue
+        if (
+            values
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+            and all(-(2**63) <= v < 2**63 for v in values)
+        ):
+            out[name] = np.array(values, dtype=np.int64)
+            continue
         if values and all(isinstance(v, float) for v in values):
             out[name] = np.array(values, dtype=np.float64)
             continue

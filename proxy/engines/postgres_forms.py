@@ -216,10 +216,10 @@ class _Total:
 
     # --- arithmetic ---------------------------------------------------------------------
 
-    def arithmetic(self, node: exp.Expr) -> exp.Expr:
+    def arithmetic(self, node: exp.Binary) -> exp.Expr:
         kind = self.kind(node)
         left, right = self.form(node.left), self.form(node.right)
-        op = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*"}[type(node)]
+        op = "+" if isinstance(node, exp.Add) else "-" if isinstance(node, exp.Sub) else "*"
         if kind.family is Family.INT:
             exact = template(f"__a {op} __b", a=_numeric(left), b=_numeric(right))
             return _fits_int(exact, kind.bits)
@@ -349,7 +349,7 @@ class _Total:
 
     # --- casts ------------------------------------------------------------------------
 
-    def cast(self, node: exp.Expr) -> exp.Expr:
+    def cast(self, node: exp.Cast) -> exp.Expr:
         target = of_data_type(node.to)
         source = self.kind(node.this)
         inner = self.form(node.this)

@@ -18,7 +18,7 @@ import functools
 import itertools
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -153,6 +153,7 @@ class SparkExecutor:
 
     def _collect(self, sql: str, params: Sequence[Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
         tag = f"dpsql-{next(_CALLS)}"
+        stop: Callable[[], object]
         if self._remote:
             # Spark Connect: the session's operation tags
             self._spark.addTag(tag)

@@ -118,8 +118,15 @@ class _Total:
         if isinstance(node, (exp.Cast, exp.TryCast)):
             return self.cast(node)
         if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Mod)):
-            name = {exp.Add: "try_add", exp.Sub: "try_subtract", exp.Mul: "try_multiply"}
-            fn = name.get(type(node), "try_mod")
+            fn = (
+                "try_add"
+                if isinstance(node, exp.Add)
+                else "try_subtract"
+                if isinstance(node, exp.Sub)
+                else "try_multiply"
+                if isinstance(node, exp.Mul)
+                else "try_mod"
+            )
             return exp.Anonymous(this=fn, expressions=[self.form(node.left), self.form(node.right)])
         if isinstance(node, exp.Div):
             lk, rk = self.typer.kind(node.left), self.typer.kind(node.right)
@@ -191,7 +198,7 @@ class _Total:
             return node.copy()
         return self.form(node)
 
-    def cast(self, node: exp.Expr) -> exp.Expr:
+    def cast(self, node: exp.Cast) -> exp.Expr:
         target = of_data_type(node.to)
         source = self.typer.kind(node.this)
         inner = self.form(node.this)

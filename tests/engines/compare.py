@@ -54,9 +54,7 @@ def _value(v: Any) -> Any:
     return 0 if v is None else v
 
 
-def differences(
-    plan: Plan, a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray]
-) -> list[str]:
+def differences(plan: Plan, a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray]) -> list[str]:
     """What differs between two engines' exact outputs of one plan (empty: the same)."""
     left, right = by_group(plan, a), by_group(plan, b)
     if set(left) != set(right):
@@ -66,7 +64,9 @@ def differences(
         for column, value in stats.items():
             other = right[key][column]
             if isinstance(value, float) or isinstance(other, float):
-                same = math.isclose(float(value), float(other), rel_tol=1e-9, abs_tol=FLOAT_TOLERANCE)
+                same = math.isclose(
+                    float(value), float(other), rel_tol=1e-9, abs_tol=FLOAT_TOLERANCE
+                )
             else:
                 same = int(value) == int(other)
             if not same:

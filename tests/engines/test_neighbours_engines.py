@@ -57,9 +57,7 @@ def _moved(policy: Policy, database: DatabaseSettings, timeout_s: float) -> Poli
     )
 
 
-def _pg_side(
-    cluster: Cluster, base: Policy, folder: Path, name: str, pums: bool
-) -> Iterator[Side]:
+def _pg_side(cluster: Cluster, base: Policy, folder: Path, name: str, pums: bool) -> Iterator[Side]:
     neighbours = build_neighbours(base, folder, Removal.HEAVIEST, timeout_s=10.0)
     policies = []
     for label, policy in (("d", neighbours.d), ("dp", neighbours.d_prime)):
@@ -110,7 +108,9 @@ def test_postgres_neighbours_pums(entry: corpus.Entry, pg_pums_side: Side) -> No
 
 
 @pytest.fixture(scope="module")
-def spark_demo_side(engine_demo_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Side]:
+def spark_demo_side(
+    engine_demo_db: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Side]:
     pytest.importorskip("pyspark", reason="pyspark is not installed (the spark extra)")
     folder = tmp_path_factory.mktemp("nb-spark-demo")
     neighbours = build_neighbours(

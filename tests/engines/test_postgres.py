@@ -160,8 +160,9 @@ def test_the_reader_role_cannot_write_even_outside_dpsql(
 ) -> None:
     import psycopg
 
-    with psycopg.connect(pg_sources["demo"], autocommit=True) as conn, pytest.raises(
-        psycopg.errors.InsufficientPrivilege
+    with (
+        psycopg.connect(pg_sources["demo"], autocommit=True) as conn,
+        pytest.raises(psycopg.errors.InsufficientPrivilege),
     ):
         conn.execute("DELETE FROM users")
 
@@ -169,7 +170,9 @@ def test_the_reader_role_cannot_write_even_outside_dpsql(
 def test_the_time_limit_stops_the_server_side_query(
     pg_sources: dict[str, str], engine_demo_db: Path, tmp_path: Path
 ) -> None:
-    text = with_database(demo_text(tmp_path, engine_demo_db), database_section("postgres", pg_sources["demo"]))
+    text = with_database(
+        demo_text(tmp_path, engine_demo_db), database_section("postgres", pg_sources["demo"])
+    )
     text = text.replace("[proxy]\n", "[proxy]\nquery_timeout_s = 0.5\n", 1)
     engine = Engine(parse_policy(text, base_dir=tmp_path))
     try:
