@@ -20,8 +20,8 @@ give DuckDB's value, node by node, from the node's DuckDB type (proxy/engines/ki
 
 Anything else under TRY -- an unknown function, a regular expression, a LIKE pattern
 with a backslash (an escape on PostgreSQL, a plain character in DuckDB), a cast with no
-guard here -- is refused before any charge. The L0 hash is ``hashtextextended`` of the
-group's record text, seeded by the secret per-query seed (see :meth:`keyed_hash`).
+guard here -- is refused before any charge. The L0 hash is ``hash_record_extended`` of
+the (person, group) record, seeded by the secret per-query seed (see :meth:`keyed_hash`).
 """
 
 from __future__ import annotations
@@ -137,15 +137,15 @@ class PostgresForms:
         )
 
     def keyed_hash(self, values: list[exp.Expr], seed: exp.Expr) -> exp.Expr:
-        """PostgreSQL's seeded 64-bit hash (``hashtextextended``, the hash its hash
-        indexes and partitions use) of the group's record text: the text form of a
-        ROW is injective (values are quoted and NULL is distinct from ''), and the seed
-        is the secret per-query parameter, so which K groups a person keeps cannot be
-        chosen without it. Like DuckDB's HASH it is not a cryptographic PRF; the L0
-        bound holds for every seed, the seed only makes the choice unpredictable."""
+        """PostgreSQL's seeded 64-bit hash of the (person, group) record
+        (``hash_record_extended``, PostgreSQL 14+, the hash its hash indexes and hash
+        partitions use), seeded by the secret per-query parameter, so that which K
+        groups a person keeps cannot be chosen without it. Like DuckDB's HASH it is not
+        a cryptographic PRF: the L0 bound holds for every seed, and the seed only makes
+        the choice unpredictable; the hash spreads distinct records uniformly enough
+        that a person's kept groups are a uniform sample of theirs."""
         row = exp.Anonymous(this="ROW", expressions=values)
-        text = exp.Cast(this=row, to=exp.DataType.build("TEXT"))
-        return exp.Anonymous(this="hashtextextended", expressions=[text, seed])
+        return exp.Anonymous(this="hash_record_extended", expressions=[row, seed])
 
     def exact_sum(self, node: exp.Sum, argument: Kind) -> exp.Expr:
         # SUM(integer) is NUMERIC on PostgreSQL: exact, like DuckDB's 128-bit sum.

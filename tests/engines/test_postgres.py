@@ -199,7 +199,7 @@ def test_the_seed_is_bound_never_written(
         assert "$1" in rendered and str(seed) not in rendered
         pg.executor.run(plan.core_sql, [seed])
         log = (pg_cluster.root / "log").read_text(errors="replace")
-        assert "hashtextextended" in log.lower()
+        assert "hash_record_extended" in log.lower()
         assert str(seed) not in log
     finally:
         pg_cluster.execute("ALTER DATABASE demo RESET log_statement")

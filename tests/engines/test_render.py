@@ -102,7 +102,7 @@ def test_the_window_cut_keeps_the_heaps_groups(
 
 @pytest.mark.parametrize(
     ("forms", "parameter", "hash_name"),
-    [(PostgresForms(), "$1", "HASHTEXTEXTENDED"), (SparkForms(views=True), ":p0", "XXHASH64")],
+    [(PostgresForms(), "$1", "HASH_RECORD_EXTENDED"), (SparkForms(views=True), ":p0", "XXHASH64")],
 )
 def test_duckdb_only_constructs_are_gone(
     forms: object, parameter: str, hash_name: str, engine: Engine
