@@ -151,6 +151,19 @@ class PostgresForms:
         # SUM(integer) is NUMERIC on PostgreSQL: exact, like DuckDB's 128-bit sum.
         return node
 
+    def float_op(self, node: exp.Mul | exp.Div, typer: Typer) -> exp.Expr:
+        """A DOUBLE product or quotient outside TRY (the rewrite's scaled sums and
+        centred squares): PostgreSQL raises where one underflows to zero (squares of
+        values near 1e-200), which would fail a query after its charge; guarded, it
+        gives DuckDB's 0."""
+        if typer.kind(node).family is not Family.FLOAT:
+            return node
+        a = _double(node.left, typer.kind(node.left))
+        b = _double(node.right, typer.kind(node.right))
+        if isinstance(node, exp.Mul):
+            return _Total(typer).float_product(a, b)
+        return _Total(typer).float_quotient(a, b)
+
     def double(self, text: str) -> exp.Expr:
         # PostgreSQL reads a bare 1e300 as a NUMERIC
         return exp.Cast(this=exp.Literal.number(text), to=exp.DataType.build("DOUBLE"))
@@ -231,16 +244,7 @@ class _Total:
             a = _double(left, self.kind(node.left))
             b = _double(right, self.kind(node.right))
             if op == "*":
-                return template(
-                    "CASE WHEN __a = 0 OR __b = 0 THEN __a * __b "
-                    f"WHEN ABS(__b) <= 1 AND ABS(__a) < {TINY} / ABS(__b) "
-                    "THEN CAST(0 AS DOUBLE) "
-                    f"WHEN ABS(__b) > 1 AND ABS(__a) > {MAX_DOUBLE} / ABS(__b) "
-                    "THEN SIGN(__a) * SIGN(__b) * CAST('Infinity' AS DOUBLE) "
-                    "ELSE __a * __b END",
-                    a=a,
-                    b=b,
-                )
+                return self.float_product(a, b)
             signed = b if op == "+" else template("-__b", b=b)
             return template(
                 f"CASE WHEN ABS(__a) <= {HALF_MAX} AND ABS(__b) <= {HALF_MAX} THEN __a {op} __c "
@@ -254,12 +258,27 @@ class _Total:
             )
         raise refuse(ENGINE, f"arithmetic on {kind.family} values")
 
+    def float_product(self, a: exp.Expr, b: exp.Expr) -> exp.Expr:
+        return template(
+            "CASE WHEN __a = 0 OR __b = 0 THEN __a * __b "
+            f"WHEN ABS(__b) <= 1 AND ABS(__a) < {TINY} / ABS(__b) "
+            "THEN CAST(0 AS DOUBLE) "
+            f"WHEN ABS(__b) > 1 AND ABS(__a) > {MAX_DOUBLE} / ABS(__b) "
+            "THEN SIGN(__a) * SIGN(__b) * CAST('Infinity' AS DOUBLE) "
+            "ELSE __a * __b END",
+            a=a,
+            b=b,
+        )
+
     def divide(self, node: exp.Div) -> exp.Expr:
         lk, rk = self.kind(node.left), self.kind(node.right)
         if not (lk.numeric and rk.numeric):
             raise refuse(ENGINE, "a division of non-numbers")
-        a = _double(self.form(node.left), lk)
-        b = _double(self.form(node.right), rk)
+        return self.float_quotient(
+            _double(self.form(node.left), lk), _double(self.form(node.right), rk)
+        )
+
+    def float_quotient(self, a: exp.Expr, b: exp.Expr) -> exp.Expr:
         return template(
             f"CASE WHEN __b = 0 THEN {IEEE_BY_ZERO} WHEN __a = 0 THEN __a / __b "
             f"WHEN ABS(__b) < 1 AND ABS(__a) > {MAX_DOUBLE} * ABS(__b) "

@@ -49,6 +49,7 @@ class Forms(Protocol):
     def total(self, node: exp.Expr, typer: Typer) -> exp.Expr: ...
     def exact_sum(self, node: exp.Sum, argument: Kind) -> exp.Expr: ...
     def double(self, text: str) -> exp.Expr: ...
+    def float_op(self, node: exp.Mul | exp.Div, typer: Typer) -> exp.Expr: ...
 
 
 @dataclass(frozen=True)
@@ -192,7 +193,14 @@ def render(sql: str, forms: Forms, types: Mapping[tuple[str, str], Mapping[str, 
     _window_cut(tree, forms)
     # Sums see the CTE columns' types (r's arguments, pp's per-person statistics).
     sums = Typer({**aliases, "": _cte_columns(tree, typer)})
-    for node in _outermost(tree, (exp.Try, exp.TryCast)):
+    # The rewrite's own DOUBLE products and quotients outside any TRY (a person's
+    # scaled sum, centred squares): an engine that raises on float underflow guards
+    # them. Innermost first, so that a guarded operand is never guarded twice.
+    tries = (exp.Try, exp.TryCast)
+    floats = [n for n in tree.find_all(exp.Mul, exp.Div) if n.find_ancestor(*tries) is None]
+    for node in reversed(floats):
+        node.replace(forms.float_op(node, sums))
+    for node in _outermost(tree, tries):
         node.replace(forms.total(node, typer))
     for node in list(tree.find_all(exp.Sum)):
         node.replace(forms.exact_sum(node, sums.kind(node.this)))

@@ -40,6 +40,9 @@ TOTALITY = (
     "SELECT date_trunc('week', ts) AS w, COUNT(*) AS n FROM prompts GROUP BY w",
     "SELECT EXTRACT(month FROM ts) AS m, COUNT(*) AS n FROM prompts GROUP BY m",
     "SELECT ROUND(age / 10) AS d, COUNT(*) AS n FROM users GROUP BY d",
+    # squares and scaled sums of tiny DOUBLEs underflow to zero (an error on PostgreSQL)
+    "SELECT VAR_POP(age * 1e-200) AS v, SUM(tokens_in * 5e-324) AS s FROM prompts "
+    "JOIN users USING (user_id)",
 )
 
 # Constructs with no total form of DuckDB's meaning on PostgreSQL: refused, uncharged.
