@@ -197,13 +197,17 @@ def render(sql: str, forms: Forms, types: Mapping[tuple[str, str], Mapping[str, 
     # scaled sum, centred squares): an engine that raises on float underflow guards
     # them. Innermost first, so that a guarded operand is never guarded twice.
     tries = (exp.Try, exp.TryCast)
-    floats = [n for n in tree.find_all(exp.Mul, exp.Div) if n.find_ancestor(*tries) is None]
-    for node in reversed(floats):
-        node.replace(forms.float_op(node, sums))
+    floats: list[exp.Mul | exp.Div] = [
+        n
+        for n in tree.find_all(exp.Mul, exp.Div)  # breadth first: reversed, deepest first
+        if isinstance(n, (exp.Mul, exp.Div)) and n.find_ancestor(*tries) is None
+    ]
+    for op in reversed(floats):
+        op.replace(forms.float_op(op, sums))
     for node in _outermost(tree, tries):
         node.replace(forms.total(node, typer))
-    for node in list(tree.find_all(exp.Sum)):
-        node.replace(forms.exact_sum(node, sums.kind(node.this)))
+    for total in list(tree.find_all(exp.Sum)):
+        total.replace(forms.exact_sum(total, sums.kind(total.this)))
     for table in list(tree.find_all(exp.Table)):
         if not table.db and table.name.lower() in ctes:
             continue
