@@ -218,3 +218,37 @@ def test_types_map_to_the_catalogs_names(pair: dict[str, tuple[Engine, Engine]])
         assert {c: re.sub(r"\(.*", "", t) for c, t in d.items()} == {
             c: re.sub(r"\(.*", "", t) for c, t in p.items()
         }
+
+
+def test_generate_loads_postgres_and_writes_parquet(pg_cluster: Cluster, tmp_path: Path) -> None:
+    import duckdb
+    import psycopg
+
+    from proxy.cli import main
+
+    dsn = pg_cluster.create_database("generated")
+    code = main(
+        [
+            "generate",
+            "--out",
+            str(tmp_path / "g.duckdb"),
+            "--people",
+            "40",
+            "--prompts",
+            "400",
+            "--dsn",
+            dsn,
+            "--parquet",
+            str(tmp_path / "lake"),
+        ]
+    )
+    assert code == 0
+    with psycopg.connect(dsn) as conn:
+        counts = {
+            t: conn.execute(f"SELECT COUNT(*) FROM public.{t}").fetchone()[0]  # type: ignore[index]
+            for t in ("users", "prompts")
+        }
+    assert counts == {"users": 40, "prompts": 400}
+    lake = tmp_path / "lake" / "main" / "prompts"
+    [(n,)] = duckdb.sql(f"SELECT COUNT(*) FROM read_parquet('{lake}/*.parquet')").fetchall()
+    assert n == 400
