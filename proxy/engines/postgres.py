@@ -135,9 +135,10 @@ class PostgresExecutor:
                 autocommit=True,
                 cursor_factory=psycopg.RawCursor,
                 # Every transaction read-only, floats written in their shortest exact
-                # form, and dates in one style whatever the role's defaults.
+                # form, dates in one style whatever the role's defaults, and bound
+                # parameters (the seed) kept out of the server's error log.
                 options="-c default_transaction_read_only=on -c extra_float_digits=1 "
-                "-c DateStyle=ISO -c TimeZone=UTC",
+                "-c DateStyle=ISO -c TimeZone=UTC -c log_parameter_max_length_on_error=0",
                 connect_timeout=10,
             )
         except psycopg.Error as error:
