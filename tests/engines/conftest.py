@@ -11,31 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from proxy.engine import Engine
-from proxy.policy import Policy, parse_policy
 from sample_data.export import source, to_parquet, to_postgres
 from sample_data.generate import generate
 from tests.engines import pg_fixture
 from tests.proxy.conftest import ROOT, demo_policy, pums_policy
 
 CAP = 1e7
-
-
-def on_engine(policy: Policy, database: str, tmp: Path) -> Policy:
-    """``policy`` re-pointed at another engine: ``database`` replaces its [database]
-    section (the rest of the policy text is kept as is)."""
-    assert policy.path is None
-    text = _texts[id(policy)]
-    text = re.sub(r"(?ms)^\[database\]\n.*?(?=^\[)", database + "\n\n", text)
-    return parse_policy(text, base_dir=tmp)
-
-
-_texts: dict[int, str] = {}
-
-
-def _remember(policy: Policy, text: str) -> Policy:
-    _texts[id(policy)] = text
-    return policy
 
 
 def demo_text(tmp: Path, db: Path) -> str:
@@ -92,11 +73,6 @@ def pg_sources(
             to_postgres(con, pg_cluster.create_database(name))
         out[name] = pg_cluster.grant_reader(name)
     return out
-
-
-def demo_engine_on(kind: str, tmp: Path, db: Path, location: str) -> Engine:
-    text = demo_text(tmp, db)
-    return Engine(parse_policy(with_database(text, database_section(kind, location)), base_dir=tmp))
 
 
 def database_section(kind: str, location: str) -> str:
