@@ -373,7 +373,9 @@ class _Total:
         source = self.kind(node.this)
         inner = self.form(node.this)
         to = node.to.copy()
-        if source.family is Family.NULL:
+        if source.family is Family.NULL or isinstance(node.this, exp.Literal):
+            # A literal is cast once, while PostgreSQL plans the query: a bad one is
+            # refused by describe, before any charge, whatever the data.
             return exp.Cast(this=inner, to=to)
         if target.family is Family.TEXT:
             return exp.Cast(this=inner, to=exp.DataType.build("TEXT"))

@@ -40,6 +40,12 @@ TOTALITY = (
     "SELECT date_trunc('week', ts) AS w, COUNT(*) AS n FROM prompts GROUP BY w",
     "SELECT EXTRACT(month FROM ts) AS m, COUNT(*) AS n FROM prompts GROUP BY m",
     "SELECT ROUND(age / 10) AS d, COUNT(*) AS n FROM users GROUP BY d",
+    "SELECT COUNT(*) AS n FROM users WHERE CAST(age * 1.25 AS DECIMAL(4, 1)) > 50",
+    "SELECT COUNT(*) AS n FROM prompts WHERE CAST(latency_ms AS DECIMAL(3, 0)) IS NULL",
+    "SELECT COUNT(*) AS n FROM users WHERE ABS(-age) = age AND CAST(age - 18 AS BOOLEAN)",
+    "SELECT COUNT(*) AS n FROM users WHERE CAST(signup_month AS TIMESTAMP) >= "
+    "TIMESTAMP '2024-01-01'",
+    "SELECT COUNT(*) AS n FROM prompts WHERE CAST(tokens_in AS SMALLINT) * 1000 > 0",
     # squares and scaled sums of tiny DOUBLEs underflow to zero (an error on PostgreSQL)
     "SELECT VAR_POP(age * 1e-200) AS v, SUM(tokens_in * 5e-324) AS s FROM prompts "
     "JOIN users USING (user_id)",
