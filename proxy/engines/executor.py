@@ -11,6 +11,7 @@ always comes before the charge.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -75,3 +76,32 @@ def check_one_row_per_person(policy: Policy, executor: Executor) -> None:
                 "column has repeated values",
                 "remove one_row_per_person or fix the data",
             )
+
+
+def plain(value: Any) -> Any:
+    """NUMERIC values that are whole numbers as int (DuckDB gives BIGINT/HUGEINT)."""
+    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
+        return int(value)
+    return value
+
+
+def columns_of(names: list[str], rows: list[tuple[Any, ...]]) -> dict[str, np.ndarray]:
+    """Fetched rows as the executor interface's columns: int64 or float64 arrays where
+    every value is one, else an object array (None for NULL)."""
+    out: dict[str, np.ndarray] = {}
+    for i, name in enumerate(names):
+        values = [r[i] for r in rows]
+        if (
+            values
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+            and all(-(2**63) <= v < 2**63 for v in values)
+        ):
+            out[name] = np.array(values, dtype=np.int64)
+            continue
+        if values and all(isinstance(v, float) for v in values):
+            out[name] = np.array(values, dtype=np.float64)
+            continue
+        column = np.empty(len(values), dtype=object)
+        column[:] = [plain(v) for v in values]
+        out[name] = column
+    return out

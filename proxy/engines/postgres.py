@@ -19,12 +19,11 @@ import functools
 import queue
 import threading
 from collections.abc import Iterator, Sequence
-from decimal import Decimal
 from typing import Any
 
 import numpy as np
 
-from proxy.engines.executor import ColumnTypes, check_one_row_per_person
+from proxy.engines.executor import ColumnTypes, check_one_row_per_person, columns_of, plain
 from proxy.engines.postgres_forms import PostgresForms
 from proxy.engines.render import Rendered, render
 from proxy.errors import DPSQLError
@@ -257,11 +256,11 @@ class PostgresExecutor:
             (),
             self.timeout_s,
         )
-        return [_plain(r[0]) for r in rows]
+        return [plain(r[0]) for r in rows]
 
     def evaluate(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         _, rows = self._fetch(self._render(sql).sql, params, self.timeout_s)
-        return [tuple(_plain(v) for v in r) for r in rows]
+        return [tuple(plain(v) for v in r) for r in rows]
 
     def close(self) -> None:
         self._closed = True
@@ -270,32 +269,3 @@ class PostgresExecutor:
                 self._pool.get_nowait().close()
             except queue.Empty:
                 return
-
-
-def _plain(value: Any) -> Any:
-    """NUMERIC values that are whole numbers as int (DuckDB gives BIGINT/HUGEINT)."""
-    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
-        return int(value)
-    return value
-
-
-def columns_of(names: list[str], rows: list[tuple[Any, ...]]) -> dict[str, np.ndarray]:
-    """Fetched rows as the executor interface's columns: int64 or float64 arrays where
-    every value is one, else an object array (None for NULL)."""
-    out: dict[str, np.ndarray] = {}
-    for i, name in enumerate(names):
-        values = [r[i] for r in rows]
-        if (
-            values
-            and all(isinstance(v, int) and not isinstance(v, bool) for v in values)
-            and all(-(2**63) <= v < 2**63 for v in values)
-        ):
-            out[name] = np.array(values, dtype=np.int64)
-            continue
-        if values and all(isinstance(v, float) for v in values):
-            out[name] = np.array(values, dtype=np.float64)
-            continue
-        column = np.empty(len(values), dtype=object)
-        column[:] = [_plain(v) for v in values]
-        out[name] = column
-    return out

@@ -26,8 +26,7 @@ import sqlglot
 from sqlglot import exp
 
 from proxy.catalog import split_name
-from proxy.engines.executor import ColumnTypes, check_one_row_per_person
-from proxy.engines.postgres import columns_of
+from proxy.engines.executor import ColumnTypes, check_one_row_per_person, columns_of
 from proxy.engines.render import Rendered, render
 from proxy.engines.spark_forms import SparkForms, view_name
 from proxy.errors import DPSQLError
