@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-slow reliability lint demo bench bi-check vendor-web clean
+.PHONY: install test test-slow reliability lint demo bench bench-scale bi-check vendor-web clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -11,7 +11,7 @@ $(BIN)/python:
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# dev: test and lint tools; bi and pg: the real clients the doors' tests drive
-	$(BIN)/python -m pip install --quiet -e '.[dev,bi,pg,postgres]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,bi,pg,postgres,spark]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -45,6 +45,12 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
+# The engines at scale (issue 16): DuckDB, PostgreSQL and Spark local[2] at 1M and 10M
+# rows (about 20 min on 2 cores); BENCH_ARGS="--rows 100000" for a quick look.
+bench-scale: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	$(BIN)/python -m bench.scale $(BENCH_ARGS)
 
 # Refresh the console's vendored front-end files from the npm registry (npm pack) and
 # their manifest; serving and CI never need npm.

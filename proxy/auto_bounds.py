@@ -31,8 +31,8 @@ from accounting.sensitivity import AggregateKind, sensitivity
 from proxy.budgets import Budgets
 from proxy.cache import ReleaseStore
 from proxy.catalog import split_name
+from proxy.engines.executor import Executor
 from proxy.errors import DPSQLError
-from proxy.execute import DuckDBExecutor
 from proxy.policy import Policy, TablePolicy
 
 
@@ -52,9 +52,7 @@ def _quote(name: str) -> str:
 class AutoBounds:
     """Choose, store and read the data-chosen row caps of "auto" tables."""
 
-    def __init__(
-        self, policy: Policy, executor: DuckDBExecutor, cache: ReleaseStore, budgets: Budgets
-    ):
+    def __init__(self, policy: Policy, executor: Executor, cache: ReleaseStore, budgets: Budgets):
         self.policy = policy
         self._executor = executor
         self._cache = cache

@@ -264,6 +264,21 @@ def cmd_generate(args: argparse.Namespace, out: Console) -> int:
         Path(args.out), people=args.people, prompts=args.prompts, seed=args.seed, progress=True
     )
     out.print(f"wrote {path}")
+    if args.dsn or args.parquet:
+        import duckdb
+
+        from sample_data.export import to_parquet, to_postgres
+
+        con = duckdb.connect(str(path), read_only=True)
+        try:
+            if args.dsn:
+                for table in to_postgres(con, args.dsn):
+                    out.print(f"loaded {table} into PostgreSQL")
+            if args.parquet:
+                for folder in to_parquet(con, Path(args.parquet)):
+                    out.print(f"wrote {folder}")
+        finally:
+            con.close()
     return 0
 
 
@@ -571,6 +586,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--people", type=int, default=5000)
     g.add_argument("--prompts", type=int, default=100000)
     g.add_argument("--seed", type=int, default=7)
+    g.add_argument(
+        "--dsn", help="also load the tables into this PostgreSQL database (postgresql://...)"
+    )
+    g.add_argument("--parquet", help="also write the tables as DIR/<schema>/<table>/ for Spark")
     g.set_defaults(func=cmd_generate)
     sv = sub.add_parser("serve", parents=[common], help="serve the HTTP API (uvicorn)")
     sv.add_argument("--host", default="127.0.0.1")

@@ -15,18 +15,18 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import duckdb
 from sqlglot import exp
 
 from proxy.catalog import TableInfo
-from proxy.execute import DuckDBExecutor
+from proxy.engines.executor import Executor
+from proxy.errors import DPSQLError
 from proxy.pins import pinned_values
 
 Domain = tuple[Any, ...]
 
 
 def _column_domain(
-    col: exp.Column, tables: dict[str, TableInfo], executor: DuckDBExecutor, limit: int
+    col: exp.Column, tables: dict[str, TableInfo], executor: Executor, limit: int
 ) -> Domain | None:
     info = tables.get(col.table.lower())
     if info is None:
@@ -69,7 +69,7 @@ def _case_domain(node: exp.Case) -> Domain | None:
 
 
 def _expression_domain(
-    key: exp.Expr, tables: dict[str, TableInfo], executor: DuckDBExecutor, limit: int
+    key: exp.Expr, tables: dict[str, TableInfo], executor: Executor, limit: int
 ) -> Domain | None:
     columns = list(key.find_all(exp.Column))
     if len({(c.table, c.name) for c in columns}) != 1:
@@ -92,17 +92,19 @@ def _expression_domain(
     # In the base domain's order, first occurrence kept: SELECT DISTINCT alone returned
     # hash order, which varied between runs (and so did plans and cache keys).
     query = exp.select(exp.alias_(probe, "k")).from_(values).order_by("i")
+    failures: tuple[type[BaseException], ...] = (*executor.evaluation_errors, DPSQLError)
     try:
         rows = executor.evaluate(query.sql(dialect="duckdb"))
-    except duckdb.Error:
-        # The expression fails on some domain value: no public domain, so the key goes
-        # through partition selection (where the rewrite makes it total).
+    except failures:
+        # The expression fails on some domain value (or the engine cannot evaluate it):
+        # no public domain, so the key goes through partition selection (where the
+        # rewrite makes it total).
         return None
     return tuple(dict.fromkeys(r[0] for r in rows))
 
 
 def key_domain(
-    key: exp.Expr, tables: dict[str, TableInfo], executor: DuckDBExecutor, limit: int
+    key: exp.Expr, tables: dict[str, TableInfo], executor: Executor, limit: int
 ) -> Domain | None:
     if isinstance(key, exp.Column):
         return _column_domain(key, tables, executor, limit)
@@ -124,7 +126,7 @@ def _already(values: Domain, key_type: str) -> bool:
     return False
 
 
-def _as_key_type(values: Domain, key_type: str, executor: DuckDBExecutor) -> Domain:
+def _as_key_type(values: Domain, key_type: str, executor: Executor) -> Domain:
     """Domain values as DuckDB computes the key (e.g. CASE 'a' ELSE 0 yields text '0'),
     so that released keys match the data; values that cannot be that type are dropped."""
     if not values or _already(values, key_type):
@@ -144,9 +146,14 @@ def _as_key_type(values: Domain, key_type: str, executor: DuckDBExecutor) -> Dom
     query = (
         exp.select(exp.alias_(cast, "k"), exp.column("v", table="__d")).from_(rows).order_by("i")
     )
+    failures: tuple[type[BaseException], ...] = (
+        *executor.evaluation_errors,
+        DPSQLError,
+        ValueError,
+    )
     try:
         out = executor.evaluate(query.sql(dialect="duckdb"))
-    except (duckdb.Error, ValueError):
+    except failures:
         return values
     kept = [k for k, raw in out if k is not None or raw is None]
     return tuple(dict.fromkeys(kept))
@@ -160,7 +167,7 @@ def _same_as(key: exp.Expr) -> Callable[[exp.Expr], bool]:
 def public_domain(
     keys: Sequence[exp.Expr],
     tables: dict[str, TableInfo],
-    executor: DuckDBExecutor,
+    executor: Executor,
     limit: int,
     where: exp.Expr | None = None,
     key_types: Sequence[str] | None = None,

@@ -27,8 +27,9 @@ from proxy.budgets import Budgets, ledger_error
 from proxy.cache import ReleaseStore, open_release_cache
 from proxy.catalog import Catalog, TableView
 from proxy.check import check_key_types, check_shape, check_statement, distinct_as_group_by
+from proxy.engines import open_executor
+from proxy.engines.executor import Executor
 from proxy.errors import DPSQLError
-from proxy.execute import DuckDBExecutor
 from proxy.intervals import ROW, simulated_columns, simulated_widths, with_row_index
 from proxy.ledger_views import HistoryEntry, LedgerViews, Usage
 from proxy.memo import Memo
@@ -162,7 +163,7 @@ class Engine:
         policy: Policy,
         *,
         ledger: Ledger | None = None,
-        executor: DuckDBExecutor | None = None,
+        executor: Executor | None = None,
         cache: ReleaseStore | None = None,
         _unsafe_disable_bounding_for_audit: bool = False,
     ):
@@ -170,7 +171,7 @@ class Engine:
         # empirical privacy audit sets it, to prove the audit catches a violation.
         self._bounding = not _unsafe_disable_bounding_for_audit
         self.policy = policy
-        self.executor = executor or DuckDBExecutor(policy)
+        self.executor: Executor = executor or open_executor(policy)
         self.catalog = Catalog(policy, self.executor.column_types(), self.executor.fan_out)
         # The only way to the ledger: registration, charges, replays and budget views.
         # Shared state: SQLite files beside the ledger, or PostgreSQL ([ledger] url).
@@ -305,7 +306,8 @@ class Engine:
             bounding=self._bounding,
             clipping=settings.clipping_share > 0,
         )
-        # Bind the core first: refuses what DuckDB cannot run, and gives the key types.
+        # Bind the core first: refuses what the engine cannot run (or cannot run with
+        # the reference semantics), and gives the key types.
         key_types = self._key_types(core.sql, core.key_columns())
         check_key_types(shape.key_sqls, key_types)
         where = shape.select.args.get("where")
@@ -326,7 +328,7 @@ class Engine:
         return Structure(core, names, domain, outer, pending, columns)
 
     def _key_types(self, core_sql: str, keys: tuple[str, ...]) -> tuple[str, ...]:
-        """Refuse, before any charge, a core DuckDB cannot bind (reads no data)."""
+        """Refuse, before any charge, a core the engine cannot bind (reads no data)."""
         params = [0] if "?" in core_sql else []
         described = dict(self.executor.describe(core_sql, params))
         return tuple(described[k] for k in keys)

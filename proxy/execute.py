@@ -1,9 +1,9 @@
-"""Stage 8: run the bounded core on DuckDB, sandboxed.
+"""Stage 8: run the bounded core on DuckDB, sandboxed (the default engine).
 
 The connection is read-only (or an in-memory copy of CSV sources), with external access
 off, extensions never installed or loaded, the configuration locked, a thread count and
-memory limit from the policy, and a time limit that interrupts the query. Behind the
-small :class:`Executor` protocol so that other engines can follow.
+memory limit from the policy, and a time limit that interrupts the query. It implements
+:class:`proxy.engines.executor.Executor`; PostgreSQL and Spark follow in proxy/engines/.
 """
 
 from __future__ import annotations
@@ -15,23 +15,16 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
 from proxy.catalog import FanOut, TableInfo, split_name
+from proxy.engines.executor import check_one_row_per_person
 from proxy.errors import DPSQLError
 from proxy.policy import Policy
-
-
-class Executor(Protocol):
-    def column_types(self) -> dict[tuple[str, str], dict[str, str]]: ...
-    def run(self, sql: str, params: Sequence[Any] = ()) -> dict[str, np.ndarray]: ...
-    def fan_out(self, db: str, table: str, columns: tuple[str, ...]) -> FanOut: ...
-    def distinct_values(self, db: str, table: str, column: str, limit: int) -> list[Any]: ...
-    def close(self) -> None: ...
 
 
 def _sandbox_settings(policy: Policy) -> dict[str, Any]:
@@ -100,6 +93,9 @@ def _quote(name: str) -> str:
 class DuckDBExecutor:
     """Owns one locked DuckDB database; each call runs on its own cursor."""
 
+    dialect = "duckdb"  # the core is built in DuckDB's SQL: nothing to render
+    evaluation_errors: tuple[type[BaseException], ...] = (duckdb.Error,)
+
     def __init__(self, policy: Policy):
         self.timeout_s = policy.proxy.query_timeout_s
         config = _sandbox_settings(policy)
@@ -115,7 +111,7 @@ class DuckDBExecutor:
         # Read-only and locked at connect: DuckDB shares one instance per file within a
         # process, and every connection must then ask for the same locked configuration.
         self._db = duckdb.connect(str(path), read_only=True, config={**config, **_LOCKDOWN})
-        self._check_one_row_per_person(policy)
+        check_one_row_per_person(policy, self)
 
     def _load_csv(self, policy: Policy, config: dict[str, Any]) -> Path:
         """Copy CSV sources into a private DuckDB file, so that queries run read-only."""
@@ -135,22 +131,6 @@ class DuckDBExecutor:
         finally:
             loader.close()
         return path
-
-    def _check_one_row_per_person(self, policy: Policy) -> None:
-        for table in policy.tables:
-            if table.one_row_per_person and table.unit:
-                db, name = split_name(table.name)
-                unit = _quote(table.unit)
-                row = self._db.execute(
-                    f"SELECT COUNT(*) = COUNT(DISTINCT {unit}) FROM {_quote(db)}.{_quote(name)}"
-                ).fetchone()
-                if not row or not row[0]:
-                    raise DPSQLError(
-                        "policy_error",
-                        f"table {table.name} is declared one_row_per_person but its unit "
-                        "column has repeated values",
-                        "remove one_row_per_person or fix the data",
-                    )
 
     def column_types(self) -> dict[tuple[str, str], dict[str, str]]:
         rows = self._db.execute(

@@ -14,8 +14,10 @@ import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from accounting.calibrate import Mechanism
 from accounting.ledger import AnalystShare, Partitioning
@@ -127,6 +129,47 @@ class ProxySettings:
     auto_bounds_epsilon: float = 0.1
 
 
+class EngineKind(StrEnum):
+    """Where the bounded core runs (``[database] engine``); see proxy/engines/."""
+
+    DUCKDB = "duckdb"
+    POSTGRES = "postgres"
+    SPARK = "spark"
+
+
+@dataclass(frozen=True)
+class DatabaseSettings:
+    """``[database]`` beyond the DuckDB file: which engine runs the core, and how to
+    reach it. Credentials stay out of the policy: libpq reads PGPASSWORD or a
+    password file, Spark Connect its own token settings."""
+
+    engine: EngineKind = EngineKind.DUCKDB
+    dsn: str | None = None  # postgres: a libpq URL or key=value string
+    master: str | None = None  # spark: a classic master URL, e.g. "local[2]"
+    remote: str | None = None  # spark: a Spark Connect URL, e.g. "sc://host:15002"
+    parquet: Path | None = None  # spark: DIR/<schema>/<table>/ registered as views
+
+    @property
+    def location(self) -> str:
+        """Where the data is, without credentials (part of the data version)."""
+        if self.engine is EngineKind.POSTGRES:
+            return f"postgres:{_without_password(self.dsn or '')}"
+        if self.engine is EngineKind.SPARK:
+            return f"spark:{self.remote or self.master}:{self.parquet or ''}"
+        return "duckdb"
+
+
+def _without_password(dsn: str) -> str:
+    if "://" not in dsn:
+        return re.sub(r"password\s*=\s*\S+", "password=***", dsn)
+    parts = urlsplit(dsn)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    netloc = f"{parts.username}@{host}" if parts.username else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
 @dataclass(frozen=True)
 class Policy:
     path: Path | None
@@ -143,6 +186,7 @@ class Policy:
     # idempotency records and pages of every proxy host (None: SQLite files beside
     # ledger_path)
     ledger_url: str | None = None
+    database: DatabaseSettings = field(default=DatabaseSettings())
 
     def table(self, name: str) -> TablePolicy | None:
         wanted = name.lower()
@@ -221,7 +265,9 @@ def parse_policy(text: str, *, base_dir: Path) -> Policy:
         _analyst(name, _as_table(body, _key("analysts", name)), tables)
         for name, body in _sub(doc, "", "analysts").items()
     )
-    duckdb_path, csv_tables, version = _database(_sub(doc, "", "database"), base_dir, tables)
+    duckdb_path, csv_tables, version, database = _database(
+        _sub(doc, "", "database"), base_dir, tables
+    )
     ledger = _sub(doc, "", "ledger")
     _only(ledger, "ledger", {"path", "url"})
     ledger_path = _resolve(base_dir, _str(ledger, "ledger", "path", "state/ledger.sqlite"))
@@ -229,7 +275,9 @@ def parse_policy(text: str, *, base_dir: Path) -> Policy:
     # The files' identity is always part of the version: an operator's version string
     # that is not changed with the data would otherwise replay stale releases as current.
     files = [duckdb_path] if duckdb_path is not None else [p for _, p in csv_tables]
-    derived = _derived_version(files)
+    if database.parquet is not None:
+        files = sorted(database.parquet.rglob("*.parquet"))
+    derived = _derived_version(files, database.location)
     version = derived if version is None else f"{version}+{derived}"
     return Policy(
         path=None,
@@ -242,6 +290,7 @@ def parse_policy(text: str, *, base_dir: Path) -> Policy:
         data_version=version,
         csv_tables=csv_tables,
         ledger_url=ledger_url,
+        database=database,
     )
 
 
@@ -545,10 +594,15 @@ def _analyst_defaults(body: Mapping[str, Any], where: str) -> tuple[tuple[str, A
 
 def _database(
     body: Mapping[str, Any], base_dir: Path, tables: tuple[TablePolicy, ...]
-) -> tuple[Path | None, tuple[tuple[str, Path], ...], str | None]:
-    _only(body, "database", {"duckdb", "csv", "version"})
+) -> tuple[Path | None, tuple[tuple[str, Path], ...], str | None, DatabaseSettings]:
+    _only(
+        body,
+        "database",
+        {"duckdb", "csv", "version", "engine", "dsn", "master", "remote", "parquet"},
+    )
     if "duckdb" in body and "csv" in body:
         raise PolicyError("database: give either duckdb or csv, not both")
+    settings = _engine_settings(body, base_dir)
     duckdb = _opt_str(body, "database", "duckdb")
     csv: list[tuple[str, Path]] = []
     declared = {t.name for t in tables}
@@ -560,11 +614,61 @@ def _database(
             raise PolicyError(f"{where}: table is not declared in [tables]")
         csv.append((target.lower(), _resolve(base_dir, file)))
     version = _opt_str(body, "database", "version")
-    return (_resolve(base_dir, duckdb) if duckdb else None), tuple(csv), version
+    return (_resolve(base_dir, duckdb) if duckdb else None), tuple(csv), version, settings
 
 
-def _derived_version(files: Iterable[Path]) -> str:
+# Which keys belong to which engine: a key of another engine is a typo or a leftover,
+# and silently ignoring it could point dpsql at data the operator did not mean.
+_ENGINE_KEYS = {
+    EngineKind.DUCKDB: {"duckdb", "csv"},
+    EngineKind.POSTGRES: {"dsn"},
+    EngineKind.SPARK: {"master", "remote", "parquet"},
+}
+
+
+def _engine_settings(body: Mapping[str, Any], base_dir: Path) -> DatabaseSettings:
+    name = _str(body, "database", "engine", EngineKind.DUCKDB.value)
+    try:
+        engine = EngineKind(name)
+    except ValueError:
+        choices = ", ".join(repr(k.value) for k in EngineKind)
+        raise PolicyError(f"database.engine: {name!r} is not one of {choices}") from None
+    for other, keys in _ENGINE_KEYS.items():
+        for key in sorted(keys & set(body)) if other is not engine else ():
+            raise PolicyError(f"database.{key}: only for engine = {other.value!r}")
+    if engine is EngineKind.POSTGRES:
+        dsn = _opt_str(body, "database", "dsn")
+        if not dsn:
+            raise PolicyError('database.dsn: required for engine = "postgres"')
+        if "://" in dsn and not dsn.startswith(("postgresql://", "postgres://")):
+            raise PolicyError("database.dsn: must be a postgresql:// URL or key=value pairs")
+        if "://" in dsn and urlsplit(dsn).password:
+            raise PolicyError(
+                "database.dsn: must not hold a password (use PGPASSWORD or a password file)"
+            )
+        return DatabaseSettings(engine=engine, dsn=dsn)
+    if engine is EngineKind.SPARK:
+        master = _opt_str(body, "database", "master")
+        remote = _opt_str(body, "database", "remote")
+        if (master is None) == (remote is None):
+            raise PolicyError('database: engine = "spark" needs one of master or remote')
+        if remote is not None and not remote.startswith("sc://"):
+            raise PolicyError("database.remote: must be a Spark Connect URL (sc://host:port)")
+        parquet = _opt_str(body, "database", "parquet")
+        return DatabaseSettings(
+            engine=engine,
+            master=master,
+            remote=remote,
+            parquet=_resolve(base_dir, parquet) if parquet else None,
+        )
+    return DatabaseSettings()
+
+
+def _derived_version(files: Iterable[Path], location: str = "duckdb") -> str:
     digest = hashlib.sha256()
+    if location != "duckdb":
+        # The engine and where it is: a cache must not replay releases of other data.
+        digest.update(f"{location}\n".encode())
     for f in files:
         try:
             st = f.stat()

@@ -27,8 +27,9 @@ from sqlglot import exp
 from proxy import outer_functions
 from proxy.bind import check_tables
 from proxy.catalog import DEFAULT_DB, Catalog, TableInfo
+from proxy.engines.executor import Executor, public_table
 from proxy.errors import DPSQLError, position_of, unsupported
-from proxy.execute import WATCHDOG, DuckDBExecutor
+from proxy.execute import WATCHDOG
 from proxy.policy import Policy
 from proxy.result import ColumnInfo, PrivacyInfo, Result
 from proxy.spellings import normalize
@@ -140,7 +141,7 @@ def _quote(name: str) -> str:
 class PublicSandbox:
     """An in-memory DuckDB with copies of the policy's public tables and nothing else."""
 
-    def __init__(self, policy: Policy, source: DuckDBExecutor, catalog: Catalog):
+    def __init__(self, policy: Policy, source: Executor, catalog: Catalog):
         self._policy = policy
         self._source = source
         self._public = [t for t in catalog.tables() if t.public]
@@ -164,7 +165,7 @@ class PublicSandbox:
                 },
             )
             for info in self._public:
-                data = self._source.public_table(info)
+                data = public_table(self._source, info)
                 if info.db != DEFAULT_DB:
                     db.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote(info.db)}")
                 db.register("__public_copy", data)

@@ -9,6 +9,8 @@ import pytest
 from proxy.policy import (
     AnalystPolicy,
     ColumnPolicy,
+    DatabaseSettings,
+    EngineKind,
     PolicyError,
     ProxySettings,
     load_policy,
@@ -269,6 +271,85 @@ def test_load_policy_resolves_against_the_files_folder(tmp_path):
     p = load_policy(tmp_path / "policy.toml")
     assert p.path == tmp_path / "policy.toml"
     assert p.duckdb_path == tmp_path / "data" / "usage.duckdb"
+
+
+# --- [database] engine (issue #16) ----------------------------------------------------
+
+DUCKDB_LINE = 'duckdb = "data/usage.duckdb"'
+
+
+def on(database: str) -> str:
+    return mutated(DUCKDB_LINE, database)
+
+
+def test_duckdb_is_the_default_engine():
+    assert parse().database == DatabaseSettings()
+    assert parse().database.engine is EngineKind.DUCKDB
+
+
+def test_a_postgres_engine_with_its_dsn():
+    p = parse(on('engine = "postgres"\ndsn = "postgresql://reader@db.internal:5432/usage"'))
+    assert p.database.engine is EngineKind.POSTGRES
+    assert p.database.dsn == "postgresql://reader@db.internal:5432/usage"
+    assert p.duckdb_path is None
+    # key=value DSNs (libpq's other form) are accepted too
+    kv = parse(on('engine = "postgres"\ndsn = "host=db port=5432 dbname=usage user=reader"'))
+    assert kv.database.dsn == "host=db port=5432 dbname=usage user=reader"
+
+
+def test_a_spark_engine_local_or_connect(tmp_path):
+    local = parse(on('engine = "spark"\nmaster = "local[2]"\nparquet = "lake"'), tmp_path)
+    assert local.database.engine is EngineKind.SPARK
+    assert (local.database.master, local.database.remote) == ("local[2]", None)
+    assert local.database.parquet == tmp_path / "lake"
+    remote = parse(on('engine = "spark"\nremote = "sc://spark.internal:15002"'))
+    assert remote.database.remote == "sc://spark.internal:15002"
+    assert remote.database.parquet is None
+
+
+def test_the_data_version_names_the_engine_and_its_data():
+    a = parse(on('engine = "postgres"\ndsn = "postgresql://r@a/usage"')).data_version
+    b = parse(on('engine = "postgres"\ndsn = "postgresql://r@b/usage"')).data_version
+    duck = parse().data_version
+    assert len({a, b, duck}) == 3  # a cache never replays another database's releases
+
+
+def test_the_location_never_shows_a_password():
+    settings = DatabaseSettings(
+        engine=EngineKind.POSTGRES, dsn="host=db user=reader password=hunter2"
+    )
+    assert "hunter2" not in settings.location
+
+
+ENGINE_REFUSALS = [
+    ('engine = "oracle"', "database.engine: 'oracle' is not one of"),
+    ('engine = "postgres"', 'database.dsn: required for engine = "postgres"'),
+    ('engine = "postgres"\ndsn = "mysql://x/y"', "database.dsn: must be a postgresql:// URL"),
+    (
+        'engine = "postgres"\ndsn = "postgresql://reader:secret@db/usage"',
+        "database.dsn: must not hold a password",
+    ),
+    ('engine = "spark"', 'database: engine = "spark" needs one of master or remote'),
+    (
+        'engine = "spark"\nmaster = "local[2]"\nremote = "sc://h:15002"',
+        'database: engine = "spark" needs one of master or remote',
+    ),
+    ('engine = "spark"\nremote = "http://h:15002"', "database.remote: must be a Spark Connect URL"),
+    (
+        'engine = "postgres"\ndsn = "postgresql://r@h/d"\nduckdb = "x.duckdb"',
+        "database.duckdb: only for engine = 'duckdb'",
+    ),
+    ('dsn = "postgresql://r@h/d"', "database.dsn: only for engine = 'postgres'"),
+    (
+        'engine = "postgres"\ndsn = "postgresql://r@h/d"\nmaster = "local"',
+        "database.master: only for engine = 'spark'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("database", "message"), ENGINE_REFUSALS)
+def test_engine_settings_are_checked(database: str, message: str):
+    assert refused(on(database)).startswith(message)
 
 
 # --- refusals: each names the key at fault ----------------------------------------------

@@ -1,0 +1,237 @@
+"""The DuckDB type of a row-level expression of the core, as far as its total forms need it.
+
+Rendering a core for another engine must keep DuckDB's semantics, and those depend on
+types: ``a + b`` overflows at 2^31 for two INTEGERs and at 2^63 for BIGINTs, ``5 / 2`` is
+a DOUBLE division, a DECIMAL rounds half away from zero when cast to an integer while a
+DOUBLE rounds half to even. This infers, from the catalog's column types and DuckDB's
+typing rules, the family (and integer width) of each expression the renderers guard.
+Anything it cannot type is UNKNOWN, and renderers refuse to guess about it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from sqlglot import exp
+
+
+class Family(StrEnum):
+    INT = "int"
+    DECIMAL = "decimal"
+    FLOAT = "float"
+    TEXT = "text"
+    BOOL = "bool"
+    DATE = "date"
+    TIMESTAMP = "timestamp"
+    NULL = "null"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Kind:
+    family: Family
+    bits: int = 0  # integer width (8, 16, 32, 64, 128); 0 for other families
+
+    @property
+    def numeric(self) -> bool:
+        return self.family in (Family.INT, Family.DECIMAL, Family.FLOAT)
+
+
+UNKNOWN = Kind(Family.UNKNOWN)
+NULL = Kind(Family.NULL)
+BOOL = Kind(Family.BOOL)
+TEXT = Kind(Family.TEXT)
+FLOAT = Kind(Family.FLOAT)
+DECIMAL = Kind(Family.DECIMAL)
+BIGINT = Kind(Family.INT, 64)
+
+_INT_BITS = {
+    "TINYINT": 8,
+    "UTINYINT": 16,
+    "SMALLINT": 16,
+    "USMALLINT": 32,
+    "INTEGER": 32,
+    "INT": 32,
+    "UINTEGER": 64,
+    "BIGINT": 64,
+    "UBIGINT": 128,
+    "HUGEINT": 128,
+    "UHUGEINT": 128,
+}
+
+
+def of_type_name(name: str) -> Kind:
+    """A catalog (DuckDB) type name as a kind."""
+    upper = name.upper().strip()
+    if upper in _INT_BITS:
+        return Kind(Family.INT, _INT_BITS[upper])
+    if upper.startswith(("DECIMAL", "NUMERIC")):
+        return DECIMAL
+    if upper in ("DOUBLE", "FLOAT", "REAL", "DOUBLE PRECISION", "FLOAT8", "FLOAT4"):
+        return FLOAT
+    if upper in ("VARCHAR", "TEXT", "STRING") or upper.startswith(("VARCHAR", "CHAR")):
+        return TEXT
+    if upper == "BOOLEAN":
+        return BOOL
+    if upper == "DATE":
+        return Kind(Family.DATE)
+    if upper.startswith("TIMESTAMP"):
+        return Kind(Family.TIMESTAMP)
+    return UNKNOWN
+
+
+def of_data_type(node: exp.Expr) -> Kind:
+    if not isinstance(node, exp.DataType):
+        return UNKNOWN
+    return of_type_name(node.sql(dialect="duckdb"))
+
+
+def _literal(node: exp.Literal) -> Kind:
+    if node.is_string:
+        return TEXT
+    text = node.this
+    if "e" in text.lower():
+        return FLOAT
+    if "." in text:
+        return DECIMAL
+    value = int(text)
+    # DuckDB types an integer literal by the smallest width that holds it.
+    for bits in (32, 64, 128):
+        if -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+            return Kind(Family.INT, bits)
+    return FLOAT
+
+
+def _arithmetic(a: Kind, b: Kind) -> Kind:
+    if a.family is Family.NULL:
+        return b
+    if b.family is Family.NULL:
+        return a
+    if not (a.numeric and b.numeric):
+        return UNKNOWN
+    if Family.FLOAT in (a.family, b.family):
+        return FLOAT
+    if Family.DECIMAL in (a.family, b.family):
+        return DECIMAL
+    return Kind(Family.INT, max(a.bits, b.bits))
+
+
+_BOOLEANS = (
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+    exp.And,
+    exp.Or,
+    exp.Not,
+    exp.Is,
+    exp.In,
+    exp.Between,
+    exp.Like,
+    exp.ILike,
+    exp.Boolean,
+    exp.NullSafeEQ,
+    exp.NullSafeNEQ,
+    exp.RegexpLike,
+    exp.StartsWith,
+)
+_TEXTS = (exp.Lower, exp.Upper, exp.Trim, exp.Substring, exp.Concat, exp.DPipe, exp.Left, exp.Right)
+
+
+class Typer:
+    """Kinds of expressions over the core's aliased tables (alias -> column -> type)."""
+
+    def __init__(self, columns: Mapping[str, Mapping[str, str]]):
+        self._columns = columns
+
+    def kind(self, node: exp.Expr) -> Kind:
+        if isinstance(node, exp.Paren):
+            return self.kind(node.this)
+        if isinstance(node, exp.Literal):
+            return _literal(node)
+        if isinstance(node, exp.Null):
+            return NULL
+        if isinstance(node, exp.Column):
+            found = self._columns.get(node.table.lower(), {}).get(node.name.lower())
+            return UNKNOWN if found is None else of_type_name(found)
+        if isinstance(node, _BOOLEANS):
+            return BOOL
+        if isinstance(node, (exp.Cast, exp.TryCast)):
+            return of_data_type(node.to)
+        if isinstance(node, exp.Try):
+            return self.kind(node.this)
+        if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Mod)):
+            return _arithmetic(self.kind(node.left), self.kind(node.right))
+        if isinstance(node, exp.Div):
+            both = _arithmetic(self.kind(node.left), self.kind(node.right))
+            return FLOAT if both.numeric else UNKNOWN
+        if isinstance(node, (exp.Neg, exp.Abs)):
+            return self.kind(node.this)
+        if isinstance(node, (exp.Case, exp.If, exp.Coalesce, exp.Nullif)):
+            return self._branches(node)
+        if isinstance(node, _TEXTS):
+            return TEXT
+        if isinstance(node, exp.Length):
+            return BIGINT
+        if isinstance(node, exp.Extract):
+            return BIGINT
+        if isinstance(node, exp.DateTrunc | exp.TimestampTrunc):
+            return Kind(Family.TIMESTAMP)
+        if isinstance(node, (exp.Least, exp.Greatest)):
+            out = self.kind(node.this)
+            for other in node.expressions:
+                out = _arithmetic(out, self.kind(other))
+            return out
+        if isinstance(node, exp.Count):
+            return BIGINT
+        if isinstance(node, exp.Sum):
+            inner = self.kind(node.this)
+            # DuckDB sums integers in 128 bits
+            return Kind(Family.INT, 128) if inner.family is Family.INT else inner
+        if isinstance(node, (exp.Min, exp.Max)):
+            return self.kind(node.this)
+        if isinstance(node, (exp.Floor, exp.Ceil, exp.Round)):
+            inner = self.kind(node.this)
+            return inner if inner.numeric else UNKNOWN
+        return UNKNOWN
+
+    def _branches(self, node: exp.Expr) -> Kind:
+        if isinstance(node, exp.Case):
+            parts = [i.args.get("true") for i in node.args.get("ifs") or []]
+            parts.append(node.args.get("default"))
+        elif isinstance(node, exp.If):
+            parts = [node.args.get("true"), node.args.get("false")]
+        elif isinstance(node, exp.Coalesce):
+            parts = [node.this, *node.expressions]
+        else:
+            parts = [node.this]
+        kinds = [self.kind(p) for p in parts if p is not None]
+        known = [k for k in kinds if k.family is not Family.NULL]
+        if not known:
+            return NULL
+        first = known[0]
+        if all(k == first for k in known):
+            return first
+        if all(k.numeric for k in known):
+            out = known[0]
+            for k in known[1:]:
+                out = _arithmetic(out, k)
+            return out
+        return UNKNOWN
+
+
+def table_aliases(
+    tree: exp.Expr, types: Mapping[tuple[str, str], Mapping[str, str]]
+) -> dict[str, Mapping[str, str]]:
+    """alias -> column types, for every catalog table the core reads."""
+    out: dict[str, Mapping[str, str]] = {}
+    for table in tree.find_all(exp.Table):
+        key = ((table.db or "main").lower(), table.name.lower())
+        found = types.get(key)
+        if found is not None:
+            out[table.alias_or_name.lower()] = found
+    return out

@@ -1,0 +1,287 @@
+"""The PostgreSQL executor: the bounded core runs where the data already is.
+
+Read-only three times over: the operator's role should only have SELECT (README,
+"Engines"), every session starts with ``default_transaction_read_only = on``, and every
+call runs in a ``READ ONLY`` transaction. Each call sets ``statement_timeout`` to the
+policy's time limit, so the server itself stops a query past it. The secret L0 seed is
+bound server-side as ``$1`` (psycopg's raw cursor: PostgreSQL's own placeholders, the
+extended protocol): it is never part of the SQL text, the server's statement log, or an
+error message. Cores are rendered by proxy/engines/render.py with the total forms of
+proxy/engines/postgres_forms.py, and :meth:`describe` prepares them without running
+them, so a construct PostgreSQL cannot run with DuckDB's meaning is refused before any
+charge. Needs the ``postgres`` extra (psycopg 3.2+).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import queue
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from proxy.catalog import FanOut
+from proxy.engines.executor import ColumnTypes, check_one_row_per_person, columns_of, plain
+from proxy.engines.postgres_forms import PostgresForms
+from proxy.engines.render import Rendered, render
+from proxy.errors import DPSQLError
+from proxy.policy import Policy
+
+try:
+    import psycopg
+    from psycopg import pq
+except ImportError:  # pragma: no cover - the extra is missing
+    psycopg = None  # type: ignore[assignment]
+
+# PostgreSQL type OIDs -> catalog (DuckDB) type names
+_OID_TYPES = {
+    16: "BOOLEAN",
+    20: "BIGINT",
+    21: "SMALLINT",
+    23: "INTEGER",
+    25: "VARCHAR",
+    700: "FLOAT",
+    701: "DOUBLE",
+    1042: "VARCHAR",
+    1043: "VARCHAR",
+    1082: "DATE",
+    1114: "TIMESTAMP",
+    1184: "TIMESTAMP WITH TIME ZONE",
+    1700: "DECIMAL",
+}
+_NAMED_TYPES = {
+    "boolean": "BOOLEAN",
+    "bigint": "BIGINT",
+    "smallint": "SMALLINT",
+    "integer": "INTEGER",
+    "text": "VARCHAR",
+    "character varying": "VARCHAR",
+    "character": "VARCHAR",
+    "real": "FLOAT",
+    "double precision": "DOUBLE",
+    "date": "DATE",
+    "timestamp without time zone": "TIMESTAMP",
+    "timestamp with time zone": "TIMESTAMP WITH TIME ZONE",
+}
+POOL_SIZE = 4
+
+
+def _catalog_type(name: str, precision: int | None, scale: int | None) -> str:
+    if name == "numeric":
+        if precision is None:
+            return "DECIMAL(38, 9)"
+        return f"DECIMAL({precision}, {scale or 0})"
+    return _NAMED_TYPES.get(name, name.upper())
+
+
+def _oid_type(oid: int, modifier: int) -> str:
+    if oid == 1700 and modifier >= 4:
+        # numeric's typmod: ((precision << 16) | scale) + 4
+        value = modifier - 4
+        return f"DECIMAL({(value >> 16) & 0xFFFF}, {value & 0xFFFF})"
+    if oid == 1700:
+        return "DECIMAL(38, 9)"
+    return _OID_TYPES.get(oid, "UNKNOWN")
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _param_oid(value: Any) -> int:
+    if isinstance(value, bool):
+        return 16
+    if isinstance(value, int):
+        return 20
+    if isinstance(value, str):
+        return 25
+    return 0
+
+
+class PostgresExecutor:
+    """A few connections to one PostgreSQL database, each call in its own read-only
+    transaction."""
+
+    dialect = "postgres"
+
+    def __init__(self, policy: Policy):
+        if psycopg is None:
+            raise DPSQLError(
+                "policy_error",
+                'engine = "postgres" needs the postgres extra',
+                "pip install 'dpsql[postgres]'",
+            )
+        self.evaluation_errors: tuple[type[BaseException], ...] = (psycopg.Error,)
+        self.timeout_s = policy.proxy.query_timeout_s
+        self._dsn = str(policy.database.dsn)
+        self._pool: queue.LifoQueue[psycopg.Connection[Any]] = queue.LifoQueue()
+        self._made = 0
+        self._guard = threading.Lock()
+        self._closed = False
+        self._forms = PostgresForms()
+        self._types = self._introspect()
+        self._render = functools.lru_cache(maxsize=512)(self._render_uncached)
+        check_one_row_per_person(policy, self)
+
+    # --- connections ------------------------------------------------------------------
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        try:
+            conn = psycopg.connect(
+                self._dsn,
+                autocommit=True,
+                cursor_factory=psycopg.RawCursor,
+                # Every transaction read-only, floats written in their shortest exact
+                # form, dates in one style whatever the role's defaults, and bound
+                # parameters (the seed) kept out of the server's error log.
+                options="-c default_transaction_read_only=on -c extra_float_digits=1 "
+                "-c DateStyle=ISO -c TimeZone=UTC -c log_parameter_max_length_on_error=0",
+                connect_timeout=10,
+            )
+        except psycopg.Error as error:
+            raise DPSQLError(
+                "internal",
+                f"cannot connect to PostgreSQL ({type(error).__name__})",
+                "check [database] dsn and that the server is up",
+            ) from None
+        conn.read_only = True
+        return conn
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        try:
+            conn = self._pool.get_nowait()
+        except queue.Empty:
+            conn = self._connect()
+        healthy = True
+        try:
+            yield conn
+        except BaseException:
+            healthy = not conn.closed and conn.info.transaction_status == pq.TransactionStatus.IDLE
+            raise
+        finally:
+            if healthy and not self._closed and self._pool.qsize() < POOL_SIZE:
+                self._pool.put(conn)
+            else:
+                conn.close()
+
+    # --- the interface ------------------------------------------------------------------
+
+    def _introspect(self) -> ColumnTypes:
+        rows = self._fetch(
+            "SELECT table_schema, table_name, column_name, data_type, numeric_precision, "
+            "numeric_scale FROM information_schema.columns WHERE table_schema NOT IN "
+            "('pg_catalog', 'information_schema') ORDER BY table_schema, table_name, "
+            "ordinal_position",
+            (),
+        )[1]
+        out: ColumnTypes = {}
+        for schema, table, column, dtype, precision, scale in rows:
+            db = "main" if schema == "public" else str(schema).lower()
+            out.setdefault((db, str(table).lower()), {})[str(column).lower()] = _catalog_type(
+                str(dtype), precision, scale
+            )
+        return out
+
+    def column_types(self) -> ColumnTypes:
+        return {k: dict(v) for k, v in self._types.items()}
+
+    def _render_uncached(self, sql: str) -> Rendered:
+        return render(sql, self._forms, self._types)
+
+    def rendered(self, sql: str) -> str:
+        """The SQL this executor sends for ``sql`` (for explain and the tests)."""
+        return self._render(sql).sql
+
+    def describe(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[str, str]]:
+        text = self._render(sql).sql
+        with self._connection() as conn:
+            pgconn = conn.pgconn
+            prepared = pgconn.prepare(b"", text.encode(), [_param_oid(p) for p in params])
+            if prepared.status != pq.ExecStatus.COMMAND_OK:
+                message = (prepared.error_message or b"").decode(errors="replace")
+                first = message.splitlines()[0][:300] if message else "cannot bind"
+                raise DPSQLError(
+                    "bad_request",
+                    f"the query cannot run on PostgreSQL: {first}",
+                    "fix the expression named above; nothing was charged",
+                )
+            described = pgconn.describe_prepared(b"")
+            return [
+                (
+                    (described.fname(i) or b"").decode(),
+                    _oid_type(described.ftype(i), described.fmod(i)),
+                )
+                for i in range(described.nfields)
+            ]
+
+    def _fetch(
+        self, text: str, params: Sequence[Any], timeout_s: float | None = None
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        with self._connection() as conn, conn.transaction():
+            cursor = conn.cursor()
+            if timeout_s is not None:
+                cursor.execute(f"SET LOCAL statement_timeout = {max(1, int(timeout_s * 1000))}")
+            cursor.execute(text, list(params))
+            names = [d.name for d in cursor.description or []]
+            return names, list(cursor.fetchall())
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> dict[str, np.ndarray]:
+        text = self._render(sql).sql
+        try:
+            names, rows = self._fetch(text, params, self.timeout_s)
+        except psycopg.errors.QueryCanceled:
+            raise DPSQLError(
+                "timeout",
+                f"the query ran longer than {self.timeout_s:g} s and was stopped",
+                "narrow the query; its budget charge stands",
+            ) from None
+        except psycopg.Error as error:
+            # Total forms make every expression total: an error here is a defect or a
+            # resource limit, never a data-dependent signal; keep its detail out.
+            raise DPSQLError(
+                "internal",
+                f"the engine could not run the query ({type(error).__name__})",
+                "report this to the operator; the budget charge stands",
+            ) from None
+        return columns_of(names, rows)
+
+    def distinct_values(self, db: str, table: str, column: str, limit: int) -> list[Any]:
+        schema = "public" if db == "main" else db
+        _, rows = self._fetch(
+            f"SELECT DISTINCT {_quote(column)} FROM {_quote(schema)}.{_quote(table)} "
+            f"WHERE {_quote(column)} IS NOT NULL ORDER BY 1 LIMIT {int(limit) + 1}",
+            (),
+            self.timeout_s,
+        )
+        return [plain(r[0]) for r in rows]
+
+    def fan_out(self, db: str, table: str, columns: tuple[str, ...]) -> FanOut:
+        schema = "public" if db == "main" else db
+        name = f"{_quote(schema)}.{_quote(table)}"
+        _, rows = self._fetch(f"SELECT COUNT(*) FROM {name}", (), self.timeout_s)
+        per_value = {}
+        for column in columns:
+            _, top = self._fetch(
+                f"SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM {name} "
+                f"GROUP BY {_quote(column)}) AS c",
+                (),
+                self.timeout_s,
+            )
+            per_value[column] = int(top[0][0] or 0) if top else 0
+        return FanOut(int(rows[0][0]) if rows else 0, per_value)
+
+    def evaluate(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        _, rows = self._fetch(self._render(sql).sql, params, self.timeout_s)
+        return [tuple(plain(v) for v in r) for r in rows]
+
+    def close(self) -> None:
+        self._closed = True
+        while True:
+            try:
+                self._pool.get_nowait().close()
+            except queue.Empty:
+                return

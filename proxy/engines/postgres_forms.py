@@ -1,0 +1,473 @@
+"""PostgreSQL's forms of the DuckDB-only constructs of a core (see render.py).
+
+PostgreSQL has no TRY: an expression that raises on one row fails the whole query, and a
+failure after the charge that depends on the data is a leak. So every expression DuckDB
+evaluates under ``TRY(...)`` is rebuilt here from guarded pieces that cannot raise and
+give DuckDB's value, node by node, from the node's DuckDB type (proxy/engines/kinds.py):
+
+* integer ``+ - *``, negation and ABS are computed in NUMERIC (exact) and kept when the
+  result fits DuckDB's result width, else NULL -- DuckDB's TRY of an overflow;
+* float ``+ - * /`` are guarded before they can overflow or underflow to zero (errors
+  on PostgreSQL) and give DuckDB's values there: +-Infinity, 0; ``/`` by zero gives
+  IEEE's +-Infinity or NaN, as DuckDB's DOUBLE division does; integer and DECIMAL
+  operands of ``/`` divide as DOUBLE, as DuckDB does; ``%`` by zero is NULL;
+* casts: to an integer from DOUBLE rounds half to even (PostgreSQL's float8 casts use
+  rint, as DuckDB does) and from DECIMAL half away from zero (both), range-checked
+  first; from text through a regular-expression check; DOUBLE to DECIMAL through the
+  shortest exact text form (PostgreSQL's float8-to-numeric cast keeps only 15 digits);
+* ``date_trunc`` of a DATE truncates it as a TIMESTAMP (PostgreSQL would pick
+  TIMESTAMPTZ, in the session's time zone); ``EXTRACT`` of integer parts is a BIGINT.
+
+Anything else under TRY -- an unknown function, a regular expression, a LIKE pattern
+with a backslash (an escape on PostgreSQL, a plain character in DuckDB), a cast with no
+guard here -- is refused before any charge. The L0 hash is ``hash_record_extended`` of
+the (person, group) record, seeded by the secret per-query seed (see :meth:`keyed_hash`).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from proxy.engines.kinds import BIGINT, FLOAT, Family, Kind, Typer, of_data_type
+from proxy.engines.render import refuse, template
+
+ENGINE = "postgres"
+MAX_DOUBLE = "1.7976931348623e308"  # a hair below DBL_MAX: its guards stay on the safe side
+HALF_MAX = "8.98846567431e307"
+TINY = "1e-320"
+# DuckDB's DOUBLE division by zero follows IEEE 754 (x/0 is +-Infinity, 0/0 NaN); both
+# PostgreSQL and Spark would raise or give NULL instead. NaN first: it compares greater
+# than every number on both engines.
+IEEE_BY_ZERO = (
+    "CASE WHEN __a = CAST('NaN' AS DOUBLE) OR __a = 0 THEN CAST('NaN' AS DOUBLE) "
+    "WHEN __a > 0 THEN CAST('Infinity' AS DOUBLE) ELSE CAST('-Infinity' AS DOUBLE) END"
+)  # below it a product or quotient underflows to zero (an error on PG)
+_PG_INT = {8: "SMALLINT", 16: "SMALLINT", 32: "INTEGER", 64: "BIGINT", 128: "NUMERIC"}
+_SAFE = (
+    exp.Column,
+    exp.Literal,
+    exp.Null,
+    exp.Boolean,
+)
+_STRUCTURAL = (
+    exp.Paren,
+    exp.And,
+    exp.Or,
+    exp.Not,
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+    exp.Is,
+    exp.In,
+    exp.Between,
+    exp.NullSafeEQ,
+    exp.NullSafeNEQ,
+    exp.Case,
+    exp.If,
+    exp.Coalesce,
+    exp.Nullif,
+    exp.Lower,
+    exp.Upper,
+    exp.Length,
+    exp.Trim,
+    exp.DPipe,
+    exp.Concat,
+    exp.Floor,
+    exp.Ceil,
+    exp.Least,
+    exp.Greatest,
+)
+_INTEGER_PARTS = {
+    "YEAR",
+    "QUARTER",
+    "MONTH",
+    "WEEK",
+    "DAY",
+    "DOW",
+    "DOY",
+    "HOUR",
+    "MINUTE",
+    "ISOYEAR",
+    "DAYOFWEEK",
+    "DAYOFYEAR",
+}
+_TRUNC_UNITS = {"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND"}
+
+
+def _int_range(bits: int) -> tuple[int, int]:
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+
+def _fits_int(value: exp.Expr, bits: int) -> exp.Expr:
+    """``value`` (NUMERIC, exact) as DuckDB's integer of ``bits``, NULL if it overflows."""
+    lo, hi = _int_range(bits)
+    return template(
+        f"CASE WHEN __v BETWEEN {lo} AND {hi} THEN CAST(__v AS {_PG_INT[bits]}) END", v=value
+    )
+
+
+def _numeric(value: exp.Expr) -> exp.Expr:
+    return exp.Cast(this=value, to=exp.DataType.build("DECIMAL"))
+
+
+def _double(value: exp.Expr, kind: Kind) -> exp.Expr:
+    if kind.family is Family.FLOAT:
+        return value
+    return exp.Cast(this=value, to=exp.DataType.build("DOUBLE"))
+
+
+class PostgresForms:
+    engine = ENGINE
+    dialect = "postgres"
+
+    def __init__(self, schema_of: dict[str, str] | None = None):
+        # catalog schema -> PostgreSQL schema ("main" is DuckDB's default, "public" PG's)
+        self._schema_of = schema_of or {"main": "public"}
+
+    def parameter(self, index: int) -> str:
+        return f"${index + 1}"
+
+    def table(self, db: str, name: str) -> exp.Table:
+        return exp.Table(
+            this=exp.to_identifier(name, quoted=True),
+            db=exp.to_identifier(self._schema_of.get(db, db), quoted=True),
+        )
+
+    def keyed_hash(self, values: list[exp.Expr], seed: exp.Expr) -> exp.Expr:
+        """PostgreSQL's seeded 64-bit hash of the (person, group) record
+        (``hash_record_extended``, PostgreSQL 14+, the hash its hash indexes and hash
+        partitions use), seeded by the secret per-query parameter, so that which K
+        groups a person keeps cannot be chosen without it. Like DuckDB's HASH it is not
+        a cryptographic PRF: the L0 bound holds for every seed, and the seed only makes
+        the choice unpredictable; the hash spreads distinct records uniformly enough
+        that a person's kept groups are a uniform sample of theirs."""
+        row = exp.Anonymous(this="ROW", expressions=values)
+        return exp.Anonymous(this="hash_record_extended", expressions=[row, seed])
+
+    def exact_sum(self, node: exp.Sum, argument: Kind) -> exp.Expr:
+        # SUM(integer) is NUMERIC on PostgreSQL: exact, like DuckDB's 128-bit sum.
+        return node
+
+    def float_op(self, node: exp.Mul | exp.Div, typer: Typer) -> exp.Expr:
+        """A DOUBLE product or quotient outside TRY (the rewrite's scaled sums and
+        centred squares): PostgreSQL raises where one underflows to zero (squares of
+        values near 1e-200), which would fail a query after its charge; guarded, it
+        gives DuckDB's 0."""
+        if typer.kind(node).family is not Family.FLOAT:
+            return node
+        a = _double(node.left, typer.kind(node.left))
+        b = _double(node.right, typer.kind(node.right))
+        if isinstance(node, exp.Mul):
+            return _Total(typer).float_product(a, b)
+        return _Total(typer).float_quotient(a, b)
+
+    def double(self, text: str) -> exp.Expr:
+        # PostgreSQL reads a bare 1e300 as a NUMERIC
+        return exp.Cast(this=exp.Literal.number(text), to=exp.DataType.build("DOUBLE"))
+
+    # --- total forms -----------------------------------------------------------------
+
+    def total(self, node: exp.Expr, typer: Typer) -> exp.Expr:
+        return _Total(typer).form(node)
+
+
+class _Total:
+    def __init__(self, typer: Typer):
+        self.typer = typer
+
+    def kind(self, node: exp.Expr) -> Kind:
+        return self.typer.kind(node)
+
+    def form(self, node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Try):
+            return self.form(node.this)
+        if isinstance(node, _SAFE):
+            return node.copy()
+        if isinstance(node, (exp.Cast, exp.TryCast)):
+            return self.cast(node)
+        if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
+            return self.arithmetic(node)
+        if isinstance(node, exp.Div):
+            return self.divide(node)
+        if isinstance(node, exp.Mod):
+            return self.modulo(node)
+        if isinstance(node, (exp.Neg, exp.Abs)):
+            return self.sign_op(node)
+        if isinstance(node, (exp.Like, exp.ILike)):
+            return self.like(node)
+        if isinstance(node, exp.Substring):
+            return self.substring(node)
+        if isinstance(node, exp.DateTrunc | exp.TimestampTrunc):
+            return self.date_trunc(node)
+        if isinstance(node, exp.Extract):
+            return self.extract(node)
+        if isinstance(node, exp.Round):
+            return self.round(node)
+        if isinstance(node, _STRUCTURAL):
+            return self.children(node)
+        raise refuse(ENGINE, f"{type(node).__name__.upper()} under a total form")
+
+    def children(self, node: exp.Expr) -> exp.Expr:
+        out = node.copy()
+        for key, value in list(out.args.items()):
+            if isinstance(value, exp.Expr):
+                out.set(key, self.child(value))
+            elif isinstance(value, list):
+                out.set(key, [self.child(v) if isinstance(v, exp.Expr) else v for v in value])
+        return out
+
+    def child(self, node: exp.Expr) -> exp.Expr:
+        # Structural helpers (CASE branches, data types, identifiers) are not values.
+        if isinstance(node, (exp.If,)) and isinstance(node.parent, exp.Case):
+            return self.children(node)
+        if isinstance(node, (exp.DataType, exp.Identifier, exp.Var)):
+            return node.copy()
+        return self.form(node)
+
+    # --- arithmetic ---------------------------------------------------------------------
+
+    def arithmetic(self, node: exp.Binary) -> exp.Expr:
+        kind = self.kind(node)
+        left, right = self.form(node.left), self.form(node.right)
+        op = "+" if isinstance(node, exp.Add) else "-" if isinstance(node, exp.Sub) else "*"
+        if kind.family is Family.INT:
+            exact = template(f"__a {op} __b", a=_numeric(left), b=_numeric(right))
+            return _fits_int(exact, kind.bits)
+        if kind.family is Family.DECIMAL:
+            # DuckDB's DECIMAL is exact up to 38 digits; beyond, TRY gives NULL.
+            exact = template(f"__a {op} __b", a=_numeric(left), b=_numeric(right))
+            return template("CASE WHEN ABS(__v) < 1e38 THEN __v END", v=exact)
+        if kind.family is Family.FLOAT:
+            a = _double(left, self.kind(node.left))
+            b = _double(right, self.kind(node.right))
+            if op == "*":
+                return self.float_product(a, b)
+            signed = b if op == "+" else template("-__b", b=b)
+            return template(
+                f"CASE WHEN ABS(__a) <= {HALF_MAX} AND ABS(__b) <= {HALF_MAX} THEN __a {op} __c "
+                f"WHEN SIGN(__a) <> SIGN(__d) THEN __a {op} __c "
+                f"WHEN ABS(__a) <= {MAX_DOUBLE} - ABS(__b) THEN __a {op} __c "
+                "ELSE SIGN(__a) * CAST('Infinity' AS DOUBLE) END",
+                a=a,
+                b=b,
+                c=b,
+                d=signed,
+            )
+        raise refuse(ENGINE, f"arithmetic on {kind.family} values")
+
+    def float_product(self, a: exp.Expr, b: exp.Expr) -> exp.Expr:
+        return template(
+            "CASE WHEN __a = 0 OR __b = 0 THEN __a * __b "
+            f"WHEN ABS(__b) <= 1 AND ABS(__a) < {TINY} / ABS(__b) "
+            "THEN CAST(0 AS DOUBLE) "
+            f"WHEN ABS(__b) > 1 AND ABS(__a) > {MAX_DOUBLE} / ABS(__b) "
+            "THEN SIGN(__a) * SIGN(__b) * CAST('Infinity' AS DOUBLE) "
+            "ELSE __a * __b END",
+            a=a,
+            b=b,
+        )
+
+    def divide(self, node: exp.Div) -> exp.Expr:
+        lk, rk = self.kind(node.left), self.kind(node.right)
+        if not (lk.numeric and rk.numeric):
+            raise refuse(ENGINE, "a division of non-numbers")
+        return self.float_quotient(
+            _double(self.form(node.left), lk), _double(self.form(node.right), rk)
+        )
+
+    def float_quotient(self, a: exp.Expr, b: exp.Expr) -> exp.Expr:
+        return template(
+            f"CASE WHEN __b = 0 THEN {IEEE_BY_ZERO} WHEN __a = 0 THEN __a / __b "
+            f"WHEN ABS(__b) < 1 AND ABS(__a) > {MAX_DOUBLE} * ABS(__b) "
+            "THEN SIGN(__a) * SIGN(__b) * CAST('Infinity' AS DOUBLE) "
+            f"WHEN ABS(__b) > 1 AND ABS(__a) < {TINY} * ABS(__b) THEN CAST(0 AS DOUBLE) "
+            "ELSE __a / __b END",
+            a=a,
+            b=b,
+        )
+
+    def modulo(self, node: exp.Mod) -> exp.Expr:
+        kind = self.kind(node)
+        if kind.family is not Family.INT:
+            raise refuse(ENGINE, "% on non-integers")
+        return template(
+            "CASE WHEN __b = 0 THEN NULL ELSE MOD(__a, __b) END",
+            a=self.form(node.left),
+            b=self.form(node.right),
+        )
+
+    def sign_op(self, node: exp.Expr) -> exp.Expr:
+        kind = self.kind(node.this)
+        inner = self.form(node.this)
+        fn = "-" if isinstance(node, exp.Neg) else "ABS"
+        if kind.family is Family.INT:
+            return _fits_int(template(f"{fn}(__a)", a=_numeric(inner)), kind.bits)
+        if kind.numeric:
+            return template(f"{fn}(__a)", a=inner)
+        raise refuse(ENGINE, f"{fn} of a non-number")
+
+    def round(self, node: exp.Round) -> exp.Expr:
+        kind = self.kind(node.this)
+        inner = self.form(node.this)
+        digits = node.args.get("decimals")
+        if kind.family in (Family.INT, Family.DECIMAL):
+            out = exp.Round(this=_numeric(inner))
+            if digits is not None:
+                if not (isinstance(digits, exp.Literal) and digits.is_int):
+                    raise refuse(ENGINE, "ROUND to a computed number of digits")
+                out.set("decimals", digits.copy())
+            return out
+        if kind.family is Family.FLOAT and digits is None:
+            # DuckDB rounds a DOUBLE half away from zero; PostgreSQL's round(float8) is
+            # rint (half to even).
+            return template(
+                "CASE WHEN __a >= 0 THEN FLOOR(__a + 0.5) ELSE CEIL(__a - 0.5) END", a=inner
+            )
+        raise refuse(ENGINE, "ROUND of a DOUBLE to decimals")
+
+    # --- strings and dates ----------------------------------------------------------------
+
+    def like(self, node: exp.Expr) -> exp.Expr:
+        pattern = node.expression
+        if not (isinstance(pattern, exp.Literal) and pattern.is_string) or "\\" in pattern.this:
+            raise refuse(ENGINE, "LIKE with a computed pattern or a backslash in it")
+        return self.children(node)
+
+    def substring(self, node: exp.Substring) -> exp.Expr:
+        start, length = node.args.get("start"), node.args.get("length")
+        for part, low in ((start, 1), (length, 0)):
+            if part is None:
+                continue
+            if not (isinstance(part, exp.Literal) and part.is_int and int(part.this) >= low):
+                raise refuse(ENGINE, "SUBSTRING with computed or negative positions")
+        return self.children(node)
+
+    def date_trunc(self, node: exp.Expr) -> exp.Expr:
+        unit = node.args.get("unit")
+        name = (unit.name if unit is not None else "").upper().strip("'")
+        if name not in _TRUNC_UNITS:
+            raise refuse(ENGINE, f"DATE_TRUNC to {name or 'a computed unit'}")
+        value = node.this
+        kind = self.kind(value)
+        inner = self.form(value)
+        if kind.family is Family.DATE:
+            inner = exp.Cast(this=inner, to=exp.DataType.build("TIMESTAMP"))
+        elif kind.family is not Family.TIMESTAMP:
+            raise refuse(ENGINE, "DATE_TRUNC of a non-date")
+        return exp.TimestampTrunc(this=inner, unit=exp.var(name))
+
+    def extract(self, node: exp.Extract) -> exp.Expr:
+        part = node.this.name.upper()
+        if part not in _INTEGER_PARTS:
+            raise refuse(ENGINE, f"EXTRACT({part})")
+        out = exp.Extract(this=node.this.copy(), expression=self.form(node.expression))
+        return exp.Cast(this=out, to=exp.DataType.build("BIGINT"))
+
+    # --- casts ------------------------------------------------------------------------
+
+    def cast(self, node: exp.Cast) -> exp.Expr:
+        target = of_data_type(node.to)
+        source = self.kind(node.this)
+        inner = self.form(node.this)
+        to = node.to.copy()
+        if source.family is Family.NULL or isinstance(node.this, exp.Literal):
+            # A literal is cast once, while PostgreSQL plans the query: a bad one is
+            # refused by describe, before any charge, whatever the data.
+            return exp.Cast(this=inner, to=to)
+        if target.family is Family.TEXT:
+            return exp.Cast(this=inner, to=exp.DataType.build("TEXT"))
+        if target == source and target.family is not Family.DECIMAL:
+            return inner
+        if target.family is Family.INT:
+            return self.to_int(inner, source, target.bits)
+        if target.family is Family.DECIMAL:
+            return self.to_decimal(inner, source, to)
+        if target.family is Family.FLOAT:
+            return self.to_double(inner, source, to)
+        if target.family is Family.BOOL and source.family is Family.INT:
+            return template("__a <> 0", a=inner)
+        if target.family is Family.DATE and source.family is Family.TIMESTAMP:
+            return exp.Cast(this=inner, to=to)
+        if target.family is Family.TIMESTAMP and source.family is Family.DATE:
+            return template(
+                "CASE WHEN __a < DATE '294276-12-31' THEN CAST(__a AS TIMESTAMP) END", a=inner
+            )
+        raise refuse(ENGINE, f"a cast from {source.family} to {node.to.sql('duckdb')}")
+
+    def to_int(self, inner: exp.Expr, source: Kind, bits: int) -> exp.Expr:
+        lo, hi = _int_range(bits)
+        if source.family is Family.INT:
+            return _fits_int(_numeric(inner), bits)
+        if source.family is Family.BOOL:
+            return _fits_int(exp.Cast(this=inner, to=exp.DataType.build("INTEGER")), bits)
+        if source.family is Family.DECIMAL:
+            # numeric -> integer rounds half away from zero on both engines
+            return _fits_int(exp.Round(this=_numeric(inner)), bits)
+        if source.family is Family.FLOAT:
+            # float8 -> integer rounds with rint (half to even) on both engines
+            return template(
+                f"CASE WHEN ROUND(__a) >= {lo} AND ROUND(__a) < {hi + 1} "
+                f"THEN CAST(__a AS {_PG_INT[bits]}) END",
+                a=inner,
+            )
+        if source.family is Family.TEXT:
+            checked = template(
+                "CASE WHEN __a ~ '^\\s*[+-]?[0-9]{1,40}(\\.[0-9]{0,40})?\\s*$' "
+                "THEN CAST(TRIM(__a) AS DECIMAL) END",
+                a=inner,
+            )
+            return _fits_int(exp.Round(this=checked), bits)
+        raise refuse(ENGINE, f"a cast from {source.family} to an integer")
+
+    def to_decimal(self, inner: exp.Expr, source: Kind, to: exp.DataType) -> exp.Expr:
+        params = [p.this.to_py() for p in to.expressions]
+        # DuckDB's defaults: DECIMAL is DECIMAL(18, 3), DECIMAL(p) is DECIMAL(p, 0)
+        precision = params[0] if params else 18
+        scale = params[1] if len(params) > 1 else (0 if params else 3)
+        bound = f"1e{int(precision) - int(scale)}"
+        if source.family in (Family.INT, Family.DECIMAL):
+            value = _numeric(inner)
+        elif source.family is Family.FLOAT:
+            # the shortest text that reads back as the same double, not 15 digits
+            value = template(
+                "CASE WHEN ABS(__a) < 1e38 THEN CAST(CAST(__a AS TEXT) AS DECIMAL) END", a=inner
+            )
+        elif source.family is Family.BOOL:
+            value = exp.Cast(this=inner, to=exp.DataType.build("INTEGER"))
+        else:
+            raise refuse(ENGINE, f"a cast from {source.family} to DECIMAL")
+        return _decimal_cast(value, to, int(scale), bound)
+
+    def to_double(self, inner: exp.Expr, source: Kind, to: exp.DataType) -> exp.Expr:
+        if to.this not in (exp.DataType.Type.DOUBLE,):
+            raise refuse(ENGINE, "a cast to a 4-byte FLOAT")
+        if source.family in (Family.INT, Family.DECIMAL, Family.BOOL):
+            if source.family is Family.BOOL:
+                inner = exp.Cast(this=inner, to=exp.DataType.build("INTEGER"))
+            return exp.Cast(this=inner, to=exp.DataType.build("DOUBLE"))
+        if source.family is Family.TEXT:
+            number = template(
+                "CASE WHEN LENGTH(__a) < 400 AND __a ~ '^\\s*[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)"
+                "([eE][+-]?[0-9]{1,3})?\\s*$' THEN CAST(TRIM(__a) AS DECIMAL) END",
+                a=inner,
+            )
+            return template(
+                f"CASE WHEN ABS(__n) > {MAX_DOUBLE} THEN SIGN(__n) * CAST('Infinity' AS DOUBLE) "
+                f"WHEN ABS(__n) < {TINY} THEN CAST(0 AS DOUBLE) "
+                "ELSE CAST(__n AS DOUBLE) END",
+                n=number,
+            )
+        raise refuse(ENGINE, f"a cast from {source.family} to DOUBLE")
+
+
+def _decimal_cast(value: exp.Expr, to: exp.DataType, scale: int, bound: str) -> exp.Expr:
+    guard = template(f"ABS(ROUND(__v, {scale})) < {bound}", v=value)
+    return exp.Case(
+        ifs=[exp.If(this=guard, true=exp.Cast(this=value.copy(), to=to.copy()))],
+    )
+
+
+__all__ = ["BIGINT", "FLOAT", "PostgresForms"]

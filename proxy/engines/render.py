@@ -1,0 +1,261 @@
+"""Render an engine-neutral core (the rewrite's sqlglot trees, as DuckDB SQL) for another
+engine, with the same semantics or not at all.
+
+The rewrite rules build their trees once, in DuckDB's SQL. Most of that SQL means the
+same on PostgreSQL and Spark, and sqlglot transpiles it; a few constructs are DuckDB's
+own, and each gets an equivalent here:
+
+* the L0 cut (``HASH(..., ?)``, the ``MIN(h, K + 1)`` list, ``__l[k]`` and ``EXCLUDE``)
+  becomes a window count per person over a keyed hash (:func:`_window_cut`);
+* ``TRY(...)`` and ``TRY_CAST`` become the engine's total forms (:class:`Forms.total`):
+  guarded CASE expressions on PostgreSQL, ``try_*`` functions on Spark; a construct with
+  no total form of the same meaning is refused (``unsupported_sql``) before any charge;
+* exact sums: DuckDB sums BIGINT in 128 bits; Spark's SUM(BIGINT) would wrap, so it sums
+  in DECIMAL(38, 0) there (:meth:`Forms.exact_sum`);
+* the secret seed stays a bound parameter (``$1`` on PostgreSQL, ``:p0`` on Spark).
+
+Schema and table names are mapped per engine (:meth:`Forms.table`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ErrorLevel, SqlglotError
+
+from proxy.engines.kinds import Family, Kind, Typer, table_aliases
+from proxy.errors import DPSQLError
+
+# A rendered core longer than this is refused: the guarded forms repeat operands, so a
+# pathologically nested expression could otherwise grow without bound.
+MAX_RENDERED = 1_000_000
+
+
+class Forms(Protocol):
+    """What one engine renders differently (see proxy/engines/postgres_forms.py and
+    proxy/engines/spark_forms.py)."""
+
+    engine: str  # shown in refusals
+    dialect: str  # sqlglot dialect
+
+    def parameter(self, index: int) -> str: ...
+    def table(self, db: str, name: str) -> exp.Table: ...
+    def keyed_hash(self, values: list[exp.Expr], seed: exp.Expr) -> exp.Expr: ...
+    def total(self, node: exp.Expr, typer: Typer) -> exp.Expr: ...
+    def exact_sum(self, node: exp.Sum, argument: Kind) -> exp.Expr: ...
+    def double(self, text: str) -> exp.Expr: ...
+    def float_op(self, node: exp.Mul | exp.Div, typer: Typer) -> exp.Expr: ...
+
+
+@dataclass(frozen=True)
+class Rendered:
+    sql: str
+    parameters: int  # how many positional parameters it takes, in order
+
+
+def refuse(engine: str, what: str) -> DPSQLError:
+    return DPSQLError(
+        "unsupported_sql",
+        f"the {engine} engine cannot run {what} with the same meaning as dpsql's "
+        "reference (DuckDB) semantics",
+        "rewrite that expression more simply (nothing was charged)",
+    )
+
+
+def template(text: str, **parts: exp.Expr) -> exp.Expr:
+    """``text`` (DuckDB SQL) with the columns named like ``__a`` replaced by ``parts``."""
+    tree = _parsed(text).copy()
+    wanted = {f"__{k}": v for k, v in parts.items()}
+
+    def put(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column) and not node.table and node.name in wanted:
+            return wanted[node.name].copy()
+        return node
+
+    return tree.transform(put, copy=False)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(text: str) -> exp.Expr:
+    return sqlglot.parse_one(text, read="duckdb")
+
+
+def _outermost(tree: exp.Expr, kinds: tuple[type[exp.Expr], ...]) -> list[exp.Expr]:
+    found = []
+    for node in tree.find_all(*kinds):
+        parent = node.parent
+        while parent is not None and not isinstance(parent, kinds):
+            parent = parent.parent
+        if parent is None:
+            found.append(node)
+    return found
+
+
+def _double_literal(text: str) -> bool:
+    return "e" in text.lower() or ("." not in text and len(text.lstrip("-")) > 38)
+
+
+def _ctes(tree: exp.Expr) -> dict[str, exp.CTE]:
+    with_ = tree.args.get("with_")
+    if not isinstance(with_, exp.With):
+        return {}
+    return {cte.alias: cte for cte in with_.expressions}
+
+
+def _window_cut(tree: exp.Expr, forms: Forms) -> None:
+    """The L0 cut without DuckDB's list heap: a person keeps a group iff at most K of
+    their groups hash at or below it. That is the rule of proxy/rewrite/l0.py exactly:
+    with t_1 <= t_2 <= ... the person's sorted hashes, a group with hash h is kept iff
+    h < t_K, or h = t_K < t_{K+1} -- i.e. iff #{groups with hash <= h} <= K (a tie at
+    the K-th hash drops the tied groups, as there)."""
+    ctes = _ctes(tree)
+    if not {"pp", "pph", "heavy", "bounded"} <= set(ctes):
+        return
+    heavy = ctes["heavy"].this
+    mins = [m for m in heavy.find_all(exp.Min) if m.args.get("count") is not None]
+    if len(mins) != 1:
+        raise refuse(forms.engine, "this L0 cut")
+    k = int(mins[0].args["count"].to_py()) - 1
+    pp = ctes["pp"].this
+    names = [e.alias_or_name for e in pp.expressions]
+    keys = [exp.column(n, table="pp") for n in names if n.startswith("__k")]
+    placeholder = next(ctes["pph"].this.find_all(exp.Placeholder), None)
+    if placeholder is None:
+        raise refuse(forms.engine, "an L0 cut without its seed")
+    hashed = forms.keyed_hash([exp.column("__u", table="pp"), *keys], exp.Placeholder())
+    ctes["pph"].set(
+        "this",
+        exp.Select(
+            expressions=[exp.Star(), exp.alias_(hashed, "__h", copy=False)],
+            from_=exp.From(this=exp.Table(this=exp.to_identifier("pp"))),
+        ),
+    )
+    counted = template(
+        "SELECT pph.*, COUNT(*) OVER (PARTITION BY pph.__u ORDER BY pph.__h "
+        "RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS __c, "
+        "COUNT(*) OVER (PARTITION BY pph.__u) AS __g FROM pph"
+    )
+    # __l0cut marks the kept rows of persons with more than K groups, as the DuckDB cut
+    # does (the clipping estimate counts them).
+    l0cut = exp.alias_(
+        exp.Case(
+            ifs=[
+                exp.If(
+                    this=exp.GT(
+                        this=exp.column("__g", table="__w"), expression=exp.Literal.number(k)
+                    ),
+                    true=exp.Literal.number(1),
+                )
+            ],
+            default=exp.Literal.number(0),
+        ),
+        "__l0cut",
+        copy=False,
+    )
+    cut = exp.Select(
+        expressions=[*(exp.column(n, table="__w") for n in names), l0cut],
+        from_=exp.From(
+            this=exp.Subquery(this=counted, alias=exp.TableAlias(this=exp.to_identifier("__w")))
+        ),
+        where=exp.Where(
+            this=exp.LTE(this=exp.column("__c", table="__w"), expression=exp.Literal.number(k))
+        ),
+    )
+    ctes["bounded"].set("this", cut)
+    ctes["heavy"].pop()
+
+
+def _cte_columns(tree: exp.Expr, typer: Typer) -> dict[str, str]:
+    """Unqualified CTE column -> DuckDB type name, so that sums over ``__x``/``__s``
+    columns know their argument's type."""
+    out: dict[str, str] = {}
+    for name in ("r", "pp"):
+        cte = _ctes(tree).get(name)
+        if cte is None:
+            continue
+        for item in cte.this.expressions:
+            if isinstance(item, exp.Alias):
+                kind = typer.kind(item.this)
+                out[item.alias] = _type_name(kind)
+    return out
+
+
+def _type_name(kind: Kind) -> str:
+    if kind.family is Family.INT:
+        return {8: "TINYINT", 16: "SMALLINT", 32: "INTEGER", 64: "BIGINT"}.get(kind.bits, "HUGEINT")
+    return {
+        Family.DECIMAL: "DECIMAL(38, 9)",
+        Family.FLOAT: "DOUBLE",
+        Family.TEXT: "VARCHAR",
+        Family.BOOL: "BOOLEAN",
+        Family.DATE: "DATE",
+        Family.TIMESTAMP: "TIMESTAMP",
+    }.get(kind.family, "UNKNOWN")
+
+
+def render(sql: str, forms: Forms, types: Mapping[tuple[str, str], Mapping[str, str]]) -> Rendered:
+    """``sql`` (a core, a domain probe or trusted SQL, in DuckDB's dialect) for the engine
+    of ``forms``; refuses with ``unsupported_sql`` what it cannot express there."""
+    try:
+        tree = sqlglot.parse_one(sql, read="duckdb")
+    except SqlglotError:
+        raise refuse(forms.engine, "this SQL text") from None
+    aliases = table_aliases(tree, types)
+    ctes = set(_ctes(tree))
+    typer = Typer(aliases)
+    _window_cut(tree, forms)
+    # Sums see the CTE columns' types (r's arguments, pp's per-person statistics).
+    sums = Typer({**aliases, "": _cte_columns(tree, typer)})
+    # The rewrite's own DOUBLE products and quotients outside any TRY (a person's
+    # scaled sum, centred squares): an engine that raises on float underflow guards
+    # them. Innermost first, so that a guarded operand is never guarded twice.
+    tries = (exp.Try, exp.TryCast)
+    floats: list[exp.Mul | exp.Div] = [
+        n
+        for n in tree.find_all(exp.Mul, exp.Div)  # breadth first: reversed, deepest first
+        if isinstance(n, (exp.Mul, exp.Div)) and n.find_ancestor(*tries) is None
+    ]
+    for op in reversed(floats):
+        op.replace(forms.float_op(op, sums))
+    for node in _outermost(tree, tries):
+        node.replace(forms.total(node, typer))
+    for total in list(tree.find_all(exp.Sum)):
+        total.replace(forms.exact_sum(total, sums.kind(total.this)))
+    for table in list(tree.find_all(exp.Table)):
+        if not table.db and table.name.lower() in ctes:
+            continue
+        if isinstance(table.this, exp.Identifier):
+            mapped = forms.table((table.db or "main").lower(), table.name.lower())
+            alias = table.args.get("alias")
+            if alias is None and isinstance(table.parent, (exp.From, exp.Join)):
+                # columns may name the table itself ("users.age"): keep that name
+                alias = exp.TableAlias(this=exp.to_identifier(table.name.lower()))
+            if alias is not None:
+                mapped.set("alias", alias.copy())
+            table.replace(mapped)
+    for literal in list(tree.find_all(exp.Literal)):
+        if not literal.is_string and _double_literal(literal.this):
+            # DuckDB reads 1e300 (and integers beyond 128 bits) as a DOUBLE; PostgreSQL
+            # as NUMERIC, Spark as a DECIMAL that may not hold it
+            literal.replace(forms.double(literal.this))
+    for i, sub in enumerate(tree.find_all(exp.Subquery)):
+        if not sub.alias and isinstance(sub.parent, (exp.From, exp.Join)):
+            # DuckDB and Spark name a FROM subquery themselves; PostgreSQL 15 needs one
+            sub.set("alias", exp.TableAlias(this=exp.to_identifier(f"__q{i}")))
+    count = 0
+    for placeholder in list(tree.find_all(exp.Placeholder)):
+        placeholder.replace(exp.Var(this=forms.parameter(count)))
+        count += 1
+    try:
+        text = tree.sql(dialect=forms.dialect, unsupported_level=ErrorLevel.RAISE)
+    except SqlglotError as error:
+        first = str(error).splitlines()[0][:120] if str(error) else "a construct"
+        raise refuse(forms.engine, f"this query ({first})") from None
+    if len(text) > MAX_RENDERED:
+        raise refuse(forms.engine, "an expression nested this deeply")
+    return Rendered(text, count)

@@ -1,0 +1,223 @@
+"""Spark SQL's forms of the DuckDB-only constructs of a core (see render.py).
+
+The session runs with ``spark.sql.ansi.enabled = false``: casts of bad text, division
+by zero and out-of-range values give NULL instead of failing the job -- but integer
+overflow wraps around silently. So under TRY, integer ``+ - *`` and negation become
+``try_add``/``try_subtract``/``try_multiply`` (NULL on overflow, as DuckDB's TRY), ``/``
+divides as DOUBLE (DuckDB divides integers and DECIMALs as DOUBLE, and by zero as IEEE
+754: +-Infinity or NaN, where Spark gives NULL),
+``%`` ``try_mod``; casts become ``TRY_CAST``, with DuckDB's rounding made explicit
+where Spark truncates (``bround``, half to even, from DOUBLE; ``round``, half away from
+zero, from DECIMAL); ``concat`` skips NULLs as DuckDB's does. DOUBLE arithmetic already
+gives DuckDB's +-Infinity and 0 at the edges. SUM over integers is taken in
+DECIMAL(38, 0), where DuckDB takes it in 128 bits (Spark's SUM(BIGINT) wraps).
+
+Spark's LEAST and GREATEST skip NULLs, as DuckDB's do (and PostgreSQL's), so the
+rewrite's clamps need no change. Refused: DOUBLE-to-text casts (Spark writes 1.0E10),
+regular expressions (Java's syntax is not RE2's), LIKE patterns with a backslash,
+EXTRACT of fractional parts, and any function outside the list below. The L0 hash is
+``xxhash64`` seeded by the secret per-query seed as its first input.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from proxy.engines.kinds import Family, Kind, Typer, of_data_type
+from proxy.engines.postgres_forms import IEEE_BY_ZERO
+from proxy.engines.render import refuse, template
+
+ENGINE = "spark"
+_SAFE = (exp.Column, exp.Literal, exp.Null, exp.Boolean)
+_STRUCTURAL = (
+    exp.Paren,
+    exp.And,
+    exp.Or,
+    exp.Not,
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+    exp.Is,
+    exp.In,
+    exp.Between,
+    exp.NullSafeEQ,
+    exp.NullSafeNEQ,
+    exp.Case,
+    exp.If,
+    exp.Coalesce,
+    exp.Nullif,
+    exp.Lower,
+    exp.Upper,
+    exp.Length,
+    exp.Trim,
+    exp.DPipe,
+    exp.Floor,
+    exp.Ceil,
+    exp.Least,
+    exp.Greatest,
+    exp.Round,
+)
+_INTEGER_PARTS = {"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "DOW", "DOY", "HOUR", "MINUTE"}
+_TRUNC_UNITS = {"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND"}
+
+
+def view_name(db: str, name: str) -> str:
+    """The temporary view a catalog table is registered as (Spark's temporary views
+    have no schema)."""
+    return f"dpsql__{db}__{name}"
+
+
+class SparkForms:
+    engine = ENGINE
+    dialect = "spark"
+
+    def __init__(self, views: bool):
+        self._views = views  # tables registered as temporary views (else: the catalog)
+
+    def parameter(self, index: int) -> str:
+        return f":p{index}"
+
+    def table(self, db: str, name: str) -> exp.Table:
+        if self._views:
+            return exp.Table(this=exp.to_identifier(view_name(db, name), quoted=True))
+        return exp.Table(
+            this=exp.to_identifier(name, quoted=True),
+            db=exp.to_identifier("default" if db == "main" else db, quoted=True),
+        )
+
+    def keyed_hash(self, values: list[exp.Expr], seed: exp.Expr) -> exp.Expr:
+        """Spark's xxhash64 chains its inputs (each seeds the next): the secret seed
+        first keys the whole chain."""
+        return exp.Anonymous(this="xxhash64", expressions=[seed, *values])
+
+    def exact_sum(self, node: exp.Sum, argument: Kind) -> exp.Expr:
+        if argument.family is Family.INT:
+            decimal = exp.DataType.build("DECIMAL(38, 0)")
+            return exp.Sum(this=exp.Cast(this=node.this.copy(), to=decimal))
+        return node
+
+    def float_op(self, node: exp.Mul | exp.Div, typer: Typer) -> exp.Expr:
+        return node  # DOUBLE arithmetic follows IEEE 754 on Spark, as on DuckDB
+
+    def double(self, text: str) -> exp.Expr:
+        return exp.Var(this=f"{text}D")  # Spark reads a bare 1e300 as a DECIMAL
+
+    def total(self, node: exp.Expr, typer: Typer) -> exp.Expr:
+        return _Total(typer).form(node)
+
+
+class _Total:
+    def __init__(self, typer: Typer):
+        self.typer = typer
+
+    def form(self, node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Try):
+            return self.form(node.this)
+        if isinstance(node, _SAFE):
+            return node.copy()
+        if isinstance(node, (exp.Cast, exp.TryCast)):
+            return self.cast(node)
+        if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Mod)):
+            fn = (
+                "try_add"
+                if isinstance(node, exp.Add)
+                else "try_subtract"
+                if isinstance(node, exp.Sub)
+                else "try_multiply"
+                if isinstance(node, exp.Mul)
+                else "try_mod"
+            )
+            return exp.Anonymous(this=fn, expressions=[self.form(node.left), self.form(node.right)])
+        if isinstance(node, exp.Div):
+            lk, rk = self.typer.kind(node.left), self.typer.kind(node.right)
+            if not (lk.numeric and rk.numeric):
+                raise refuse(ENGINE, "a division of non-numbers")
+            double = exp.DataType.build("DOUBLE")
+            # DuckDB divides as DOUBLE, by zero as IEEE 754 does; Spark gives NULL.
+            return template(
+                f"CASE WHEN __b = 0 THEN {IEEE_BY_ZERO} ELSE __a / __b END",
+                a=exp.Cast(this=self.form(node.left), to=double),
+                b=exp.Cast(this=self.form(node.right), to=double.copy()),
+            )
+        if isinstance(node, exp.Neg):
+            return template("try_subtract(0, __a)", a=self.form(node.this))
+        if isinstance(node, exp.Abs):
+            return template(
+                "CASE WHEN __a < 0 THEN try_subtract(0, __a) ELSE __a END", a=self.form(node.this)
+            )
+        if isinstance(node, exp.Concat):
+            parts = [
+                exp.Coalesce(
+                    this=exp.Cast(this=self.form(p), to=exp.DataType.build("TEXT")),
+                    expressions=[exp.Literal.string("")],
+                )
+                for p in node.expressions
+            ]
+            return exp.Concat(expressions=parts)
+        if isinstance(node, (exp.Like, exp.ILike)):
+            pattern = node.expression
+            if not (isinstance(pattern, exp.Literal) and pattern.is_string) or "\\" in pattern.this:
+                raise refuse(ENGINE, "LIKE with a computed pattern or a backslash in it")
+            return self.children(node)
+        if isinstance(node, exp.Substring):
+            for part, low in ((node.args.get("start"), 1), (node.args.get("length"), 0)):
+                if part is not None and not (
+                    isinstance(part, exp.Literal) and part.is_int and int(part.this) >= low
+                ):
+                    raise refuse(ENGINE, "SUBSTRING with computed or negative positions")
+            return self.children(node)
+        if isinstance(node, exp.DateTrunc | exp.TimestampTrunc):
+            unit = node.args.get("unit")
+            name = (unit.name if unit is not None else "").upper().strip("'")
+            if name not in _TRUNC_UNITS:
+                raise refuse(ENGINE, f"DATE_TRUNC to {name or 'a computed unit'}")
+            return exp.TimestampTrunc(this=self.form(node.this), unit=exp.var(name))
+        if isinstance(node, exp.Extract):
+            part = node.this.name.upper()
+            if part not in _INTEGER_PARTS:
+                raise refuse(ENGINE, f"EXTRACT({part})")
+            out = exp.Extract(this=node.this.copy(), expression=self.form(node.expression))
+            return exp.Cast(this=out, to=exp.DataType.build("BIGINT"))
+        if isinstance(node, _STRUCTURAL):
+            return self.children(node)
+        raise refuse(ENGINE, f"{type(node).__name__.upper()} under a total form")
+
+    def children(self, node: exp.Expr) -> exp.Expr:
+        out = node.copy()
+        for key, value in list(out.args.items()):
+            if isinstance(value, exp.Expr):
+                out.set(key, self.child(value))
+            elif isinstance(value, list):
+                out.set(key, [self.child(v) if isinstance(v, exp.Expr) else v for v in value])
+        return out
+
+    def child(self, node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.If) and isinstance(node.parent, exp.Case):
+            return self.children(node)
+        if isinstance(node, (exp.DataType, exp.Identifier, exp.Var)):
+            return node.copy()
+        return self.form(node)
+
+    def cast(self, node: exp.Cast) -> exp.Expr:
+        target = of_data_type(node.to)
+        source = self.typer.kind(node.this)
+        inner = self.form(node.this)
+        if source.family is Family.NULL:
+            return exp.Cast(this=inner, to=node.to.copy())
+        if target.family is Family.UNKNOWN or source.family is Family.UNKNOWN:
+            raise refuse(ENGINE, f"a cast from {source.family} to {node.to.sql('duckdb')}")
+        if target.family is Family.TEXT and source.family is Family.FLOAT:
+            raise refuse(ENGINE, "a cast of a DOUBLE to text (Spark writes 1.0E10)")
+        if target.family is Family.INT and source.family is Family.FLOAT:
+            inner = exp.Anonymous(this="bround", expressions=[inner])
+        elif target.family is Family.INT and source.family is Family.DECIMAL:
+            inner = exp.Round(this=inner)
+        elif target.family is Family.INT and source.family is Family.TEXT:
+            # DuckDB reads '12.7' as 13; Spark's integer cast of it is NULL
+            inner = exp.Round(
+                this=exp.TryCast(this=exp.Trim(this=inner), to=exp.DataType.build("DECIMAL(38, 9)"))
+            )
+        return exp.TryCast(this=inner, to=node.to.copy())

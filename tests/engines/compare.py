@@ -1,0 +1,110 @@
+"""Comparing bounded cores across engines: the same exact (noise-free) answers, group by
+group, and -- where L0 sampling picks groups -- the same number of kept groups per
+person."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import sqlglot
+from sqlglot import exp
+
+from proxy.engine import Engine
+from proxy.plan import Plan
+from proxy.request import QueryRequest
+
+SEED = 0x1234_5678_9ABC
+# Float statistics are exact DECIMAL sums of per-person values that each engine rounds
+# from a DOUBLE to 9 decimals its own way (a last-digit difference per person at most).
+FLOAT_TOLERANCE = 1e-6
+
+
+def _key(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, np.datetime64):
+        value = value.astype("datetime64[us]").item()
+    if isinstance(value, int) and not isinstance(value, bool) and value > 10**15:
+        # DuckDB's fetchnumpy gives TIMESTAMP as nanoseconds since the epoch
+        return dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=value // 1000)
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        value = value.replace(tzinfo=None)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def by_group(plan: Plan, exact: Mapping[str, np.ndarray]) -> dict[tuple[Any, ...], dict[str, Any]]:
+    columns = [s.column for s in plan.statistics if s.column in exact] + ["__persons"]
+    keys = [list(exact[k]) for k in plan.key_columns]
+    rows = len(exact["__persons"])
+    out = {}
+    for i in range(rows):
+        key = tuple(_key(k[i]) for k in keys)
+        out[key] = {c: _value(exact[c][i]) for c in columns}
+    return out
+
+
+def _value(v: Any) -> Any:
+    v = v.item() if isinstance(v, np.generic) else v
+    return 0 if v is None else v
+
+
+def differences(plan: Plan, a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray]) -> list[str]:
+    """What differs between two engines' exact outputs of one plan (empty: the same)."""
+    left, right = by_group(plan, a), by_group(plan, b)
+    if set(left) != set(right):
+        return [f"groups differ: {sorted(map(repr, set(left) ^ set(right)))[:6]}"]
+    out = []
+    for key, stats in left.items():
+        for column, value in stats.items():
+            other = right[key][column]
+            if isinstance(value, float) or isinstance(other, float):
+                same = math.isclose(
+                    float(value), float(other), rel_tol=1e-9, abs_tol=FLOAT_TOLERANCE
+                )
+            else:
+                same = int(value) == int(other)
+            if not same:
+                out.append(f"group {key!r} {column}: {value!r} vs {other!r}")
+    return out
+
+
+def exact(engine: Engine, sql: str) -> tuple[Plan, dict[str, np.ndarray]]:
+    _, plan = engine.prepare(QueryRequest(sql, epsilon=1.0))
+    params = [SEED] if "?" in plan.core_sql else []
+    return plan, engine.executor.run(plan.core_sql, params)
+
+
+def kept_per_person(engine: Engine, plan: Plan) -> dict[Any, int]:
+    """How many groups each person keeps after the L0 cut (the core with its last
+    SELECT replaced by a count per person over ``bounded``)."""
+    tree = sqlglot.parse_one(plan.core_sql, read="duckdb")
+    assert isinstance(tree, exp.Select)
+    per_person = sqlglot.parse_one(
+        "SELECT __u, COUNT(*) AS n FROM bounded GROUP BY __u", read="duckdb"
+    )
+    per_person.set("with_", tree.args["with_"])
+    rows = engine.executor.evaluate(per_person.sql(dialect="duckdb"), [SEED])
+    return {_key(u): int(n) for u, n in rows}
+
+
+def assert_same(reference: Engine, other: Engine, sql: str) -> None:
+    """``other`` gives ``reference``'s bounded answer: the same exact statistics per
+    group or, where L0 sampling picks groups with each engine's own keyed hash, the same
+    number of kept groups for every person (min(their groups, K)) and in total."""
+    plan, on_ref = exact(reference, sql)
+    other_plan, on_other = exact(other, sql)
+    assert other_plan.core_sql == plan.core_sql  # one engine-neutral core
+    if "?" not in plan.core_sql:
+        assert differences(plan, on_ref, on_other) == []
+        return
+    kept_ref = kept_per_person(reference, plan)
+    kept_other = kept_per_person(other, plan)
+    assert kept_ref == kept_other
+    assert max(kept_other.values(), default=0) <= plan.max_groups
+    assert sum(on_ref["__persons"]) == sum(on_other["__persons"])

@@ -1,0 +1,270 @@
+"""The PostgreSQL executor against a real server (tests/engines/pg_fixture.py): the same
+bounded answers as DuckDB, total forms, refusals before any charge, read-only access, the
+time limit and a seed that never appears in SQL text or logs."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from proxy.engine import Engine
+from proxy.errors import DPSQLError
+from proxy.policy import parse_policy
+from proxy.request import QueryRequest
+from tests.engines import compare
+from tests.engines.conftest import database_section, demo_text, pums_text, with_database
+from tests.engines.pg_fixture import Cluster
+from tests.reliability import neighbour_corpus as corpus
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "rewrite"
+GOLDEN = sorted(FIXTURES.glob("*.sql"))
+# Fixtures whose functions have no total form with DuckDB's meaning on PostgreSQL (POWER
+# and friends overflow differently): refused there before any charge.
+REFUSED_ON_POSTGRES = frozenset({"pums_math_functions"})
+
+# Row-level expressions that fail on some rows (DuckDB answers them under TRY): each
+# engine must give the same answer, whatever the rows hold.
+TOTALITY = (
+    "SELECT COUNT(*) AS n FROM prompts WHERE tokens_in / (tokens_in - tokens_in) > 1",
+    "SELECT COUNT(*) AS n FROM prompts WHERE tokens_in * 2147483647 * 4 > 0",
+    # (a comparison with 0 would let DuckDB's optimizer drop the product altogether)
+    "SELECT COUNT(*) AS n FROM users WHERE CAST(age * 100000000 AS VARCHAR) <> 'x'",
+    "SELECT COUNT(*) AS n FROM prompts WHERE latency_ms * 1e300 * 1e300 > 1e308",
+    "SELECT COUNT(*) AS n FROM prompts WHERE latency_ms * 1e-200 * 1e-200 = 0",
+    "SELECT COUNT(*) AS n FROM prompts WHERE CAST(model AS INTEGER) IS NULL",
+    "SELECT COUNT(*) AS n FROM users WHERE CAST(CAST(age AS VARCHAR) AS DOUBLE) > 40.5",
+    "SELECT COUNT(*) AS n FROM users WHERE CAST(age / 3.0 AS INTEGER) = 20",
+    "SELECT COUNT(*) AS n FROM prompts WHERE -tokens_in % (tokens_out - tokens_out) = 0",
+    "SELECT plan, SUM(age / 7) AS s, AVG(CAST(age AS DOUBLE) / 3) AS a FROM users GROUP BY plan",
+    "SELECT region, COUNT(*) AS n FROM users WHERE upper(plan) LIKE 'PR%' GROUP BY region",
+    "SELECT date_trunc('week', ts) AS w, COUNT(*) AS n FROM prompts GROUP BY w",
+    "SELECT EXTRACT(month FROM ts) AS m, COUNT(*) AS n FROM prompts GROUP BY m",
+    "SELECT ROUND(age / 10) AS d, COUNT(*) AS n FROM users GROUP BY d",
+    "SELECT COUNT(*) AS n FROM users WHERE CAST(age * 1.25 AS DECIMAL(4, 1)) > 50",
+    "SELECT COUNT(*) AS n FROM prompts WHERE CAST(latency_ms AS DECIMAL(3, 0)) IS NULL",
+    "SELECT COUNT(*) AS n FROM users WHERE ABS(-age) = age AND CAST(age - 18 AS BOOLEAN)",
+    "SELECT COUNT(*) AS n FROM users WHERE CAST(signup_month AS TIMESTAMP) >= "
+    "TIMESTAMP '2024-01-01'",
+    "SELECT COUNT(*) AS n FROM prompts WHERE CAST(tokens_in AS SMALLINT) * 1000 > 0",
+    # squares and scaled sums of tiny DOUBLEs underflow to zero (an error on PostgreSQL)
+    "SELECT VAR_POP(age * 1e-200) AS v, SUM(tokens_in * 5e-324) AS s FROM prompts "
+    "JOIN users USING (user_id)",
+)
+
+# Constructs with no total form of DuckDB's meaning on PostgreSQL: refused, uncharged.
+REFUSED = (
+    "SELECT COUNT(*) AS n FROM prompts WHERE regexp_matches(model, 'sm.*')",
+    "SELECT COUNT(*) AS n FROM prompts WHERE model LIKE 'a\\%'",
+    "SELECT COUNT(*) AS n FROM prompts WHERE CAST(model AS DATE) IS NULL",
+    "SELECT COUNT(*) AS n FROM prompts WHERE substring(model, tokens_in, 2) = 'ma'",
+)
+
+
+@pytest.fixture(scope="module")
+def pair(
+    pg_sources: dict[str, str], engine_demo_db: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, tuple[Engine, Engine]]]:
+    """policy name -> (DuckDB engine, PostgreSQL engine) over the same data."""
+    out: dict[str, tuple[Engine, Engine]] = {}
+    for name in ("demo", "pums"):
+        texts = []
+        for kind in ("duckdb", "postgres"):
+            tmp = tmp_path_factory.mktemp(f"pg-{name}-{kind}")
+            text = demo_text(tmp, engine_demo_db) if name == "demo" else pums_text(tmp)
+            if kind == "postgres":
+                text = with_database(text, database_section("postgres", pg_sources[name]))
+            texts.append(Engine(parse_policy(text, base_dir=tmp)))
+        out[name] = (texts[0], texts[1])
+    yield out
+    for engines in out.values():
+        for engine in engines:
+            engine.close()
+
+
+def _read(path: Path) -> tuple[str, str]:
+    text = path.read_text()
+    policy = text.split("-- policy:")[1].split("\n")[0].strip()
+    return policy, text.split("-- input\n")[1].split("-- expected")[0].strip()
+
+
+@pytest.mark.parametrize("path", GOLDEN, ids=[p.stem for p in GOLDEN])
+def test_golden_queries_give_duckdbs_bounded_answers(
+    path: Path, pair: dict[str, tuple[Engine, Engine]]
+) -> None:
+    policy, sql = _read(path)
+    duck, pg = pair[policy]
+    if path.stem in REFUSED_ON_POSTGRES:
+        # Refused before any charge, with the reason, rather than answered differently.
+        with pytest.raises(DPSQLError) as refused:
+            pg.prepare(QueryRequest(sql))
+        assert refused.value.code == "unsupported_sql"
+        assert "postgres" in refused.value.message
+        return
+    compare.assert_same(duck, pg, sql)
+
+
+def _facts(engine: Engine) -> dict[str, object]:
+    def fetch(sql: str) -> tuple[list, list]:
+        rows = engine.executor.evaluate(sql)
+        return rows, rows
+
+    return corpus.pums_facts(fetch, 1)
+
+
+@pytest.mark.parametrize("entry", corpus.PUMS, ids=[e.name for e in corpus.PUMS])
+def test_pums_corpus_gives_the_same_bounded_answers(
+    entry: corpus.Entry, pair: dict[str, tuple[Engine, Engine]]
+) -> None:
+    duck, pg = pair["pums"]
+    sql = entry.render(_facts(duck))
+    try:
+        plan, on_duck = compare.exact(duck, sql)
+    except DPSQLError as error:
+        with pytest.raises(DPSQLError) as refused:
+            compare.exact(pg, sql)
+        assert refused.value.code == error.code
+        return
+    _, on_pg = compare.exact(pg, sql)
+    assert compare.differences(plan, on_duck, on_pg) == []
+
+
+@pytest.mark.parametrize("sql", TOTALITY)
+def test_total_forms_answer_like_duckdbs_try(
+    sql: str, pair: dict[str, tuple[Engine, Engine]]
+) -> None:
+    duck, pg = pair["demo"]
+    compare.assert_same(duck, pg, sql)
+
+
+@pytest.mark.parametrize("sql", REFUSED)
+def test_what_postgres_cannot_mean_is_refused_before_any_charge(
+    sql: str, pair: dict[str, tuple[Engine, Engine]]
+) -> None:
+    duck, pg = pair["demo"]
+    duck.prepare(QueryRequest(sql, epsilon=1.0))  # DuckDB answers it
+    before = pg.ledger.history(limit=10**6)
+    with pytest.raises(DPSQLError) as refused:
+        pg.run(QueryRequest(sql, epsilon=1.0))
+    assert refused.value.code == "unsupported_sql"
+    assert "postgres" in refused.value.message
+    assert pg.ledger.history(limit=10**6) == before
+
+
+def test_an_answer_end_to_end_and_from_the_cache(pair: dict[str, tuple[Engine, Engine]]) -> None:
+    _, pg = pair["demo"]
+    request = QueryRequest(
+        "SELECT region, COUNT(*) AS n, AVG(age) AS a FROM users GROUP BY region", epsilon=1.0
+    )
+    first = pg.run(request)
+    again = pg.run(request)
+    assert [r[0] for r in first.rows] == ["east", "north", "south", "west"] or len(first.rows) == 4
+    assert not first.privacy.cached and again.privacy.cached
+    assert again.rows == first.rows
+
+
+def test_the_connection_is_read_only(pair: dict[str, tuple[Engine, Engine]]) -> None:
+    _, pg = pair["demo"]
+    [(setting,)] = pg.executor.evaluate("SELECT current_setting('default_transaction_read_only')")
+    assert setting == "on"
+    with pytest.raises(pg.executor.evaluation_errors) as info:
+        pg.executor.evaluate("CREATE TEMP TABLE dpsql_probe AS SELECT 1 AS x")
+    assert "read-only transaction" in str(info.value)
+
+
+def test_the_reader_role_cannot_write_even_outside_dpsql(
+    pg_cluster: Cluster, pg_sources: dict[str, str]
+) -> None:
+    import psycopg
+
+    with (
+        psycopg.connect(pg_sources["demo"], autocommit=True) as conn,
+        pytest.raises(psycopg.errors.InsufficientPrivilege),
+    ):
+        conn.execute("DELETE FROM users")
+
+
+def test_the_time_limit_stops_the_server_side_query(
+    pg_sources: dict[str, str], engine_demo_db: Path, tmp_path: Path
+) -> None:
+    text = with_database(
+        demo_text(tmp_path, engine_demo_db), database_section("postgres", pg_sources["demo"])
+    )
+    text = text.replace("[proxy]\n", "[proxy]\nquery_timeout_s = 0.5\n", 1)
+    engine = Engine(parse_policy(text, base_dir=tmp_path))
+    try:
+        with pytest.raises(DPSQLError) as info:
+            engine.executor.run("SELECT COUNT(*) AS n FROM (SELECT pg_sleep(5)) AS t")
+        assert info.value.code == "timeout"
+        assert engine.executor.evaluate("SELECT 1") == [(1,)]  # the pool recovered
+    finally:
+        engine.close()
+
+
+def test_the_seed_is_bound_never_written(
+    pg_cluster: Cluster, pair: dict[str, tuple[Engine, Engine]]
+) -> None:
+    _, pg = pair["demo"]
+    pg_cluster.execute("ALTER DATABASE demo SET log_statement = 'all'")
+    pg_cluster.execute("ALTER DATABASE demo SET log_parameter_max_length = 0")
+    try:
+        pg.executor.close()  # new sessions pick up the logging settings
+        sql = "SELECT date_trunc('month', ts) AS m, COUNT(*) AS n FROM prompts GROUP BY m"
+        _, plan = pg.prepare(QueryRequest(sql, epsilon=1.0))
+        seed = 7_406_317_529_183
+        rendered = pg.executor.rendered(plan.core_sql)  # type: ignore[attr-defined]
+        assert "$1" in rendered and str(seed) not in rendered
+        pg.executor.run(plan.core_sql, [seed])
+        log = (pg_cluster.root / "log").read_text(errors="replace")
+        assert "hash_record_extended" in log.lower()
+        assert str(seed) not in log
+    finally:
+        pg_cluster.execute("ALTER DATABASE demo RESET log_statement")
+        pg_cluster.execute("ALTER DATABASE demo RESET log_parameter_max_length")
+
+
+def test_types_map_to_the_catalogs_names(pair: dict[str, tuple[Engine, Engine]]) -> None:
+    duck, pg = pair["demo"]
+    for table in ("users", "prompts", "tickets"):
+        d = duck.executor.column_types()[("main", table)]
+        p = pg.executor.column_types()[("main", table)]
+        assert set(d) == set(p)
+        assert {c: re.sub(r"\(.*", "", t) for c, t in d.items()} == {
+            c: re.sub(r"\(.*", "", t) for c, t in p.items()
+        }
+
+
+def test_generate_loads_postgres_and_writes_parquet(pg_cluster: Cluster, tmp_path: Path) -> None:
+    import duckdb
+    import psycopg
+
+    from proxy.cli import main
+
+    dsn = pg_cluster.create_database("generated")
+    code = main(
+        [
+            "generate",
+            "--out",
+            str(tmp_path / "g.duckdb"),
+            "--people",
+            "40",
+            "--prompts",
+            "400",
+            "--dsn",
+            dsn,
+            "--parquet",
+            str(tmp_path / "lake"),
+        ]
+    )
+    assert code == 0
+    with psycopg.connect(dsn) as conn:
+        counts = {
+            t: conn.execute(f"SELECT COUNT(*) FROM public.{t}").fetchone()[0]  # type: ignore[index]
+            for t in ("users", "prompts")
+        }
+    assert counts == {"users": 40, "prompts": 400}
+    lake = tmp_path / "lake" / "main" / "prompts"
+    [(n,)] = duckdb.sql(f"SELECT COUNT(*) FROM read_parquet('{lake}/*.parquet')").fetchall()
+    assert n == 400

@@ -1,0 +1,152 @@
+"""The per-engine rendering of a core, without a server: DuckDB-only constructs are gone,
+the seed stays a parameter, and the window form of the L0 cut keeps exactly the groups
+DuckDB's heap form keeps -- checked on DuckDB itself, with a tie-prone hash."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlglot import exp
+
+from proxy.engine import Engine
+from proxy.engines.kinds import Typer
+from proxy.engines.postgres_forms import PostgresForms
+from proxy.engines.render import Rendered, render
+from proxy.engines.spark_forms import SparkForms
+from proxy.errors import DPSQLError
+from proxy.policy import parse_policy
+from proxy.request import QueryRequest
+from tests.engines.conftest import demo_text
+
+L0_QUERIES = (
+    "SELECT date_trunc('month', ts) AS m, COUNT(*) AS n FROM prompts GROUP BY m",
+    "SELECT date_trunc('week', ts) AS w, model, COUNT(*) AS n, SUM(tokens_in) AS s "
+    "FROM prompts GROUP BY w, model",
+    "SELECT category, COUNT(*) AS n FROM tickets GROUP BY category",
+)
+
+
+@pytest.fixture(scope="module")
+def engine(engine_demo_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    tmp = tmp_path_factory.mktemp("render")
+    e = Engine(parse_policy(demo_text(tmp, engine_demo_db), base_dir=tmp))
+    yield e
+    e.close()
+
+
+def _core(engine: Engine, sql: str) -> str:
+    _, plan = engine.prepare(QueryRequest(sql, epsilon=1.0))
+    return plan.core_sql
+
+
+class _DuckDBWindow:
+    """The window form of the cut, rendered back to DuckDB with a given hash: lets
+    DuckDB itself compare the two forms of the cut on the same hashes."""
+
+    engine = "duckdb-window"
+    dialect = "duckdb"
+
+    def __init__(self, hashed: str):
+        self.hashed = hashed
+
+    def parameter(self, index: int) -> str:
+        return "?"
+
+    def table(self, db: str, name: str) -> exp.Table:
+        return exp.Table(this=exp.to_identifier(name), db=exp.to_identifier(db))
+
+    def keyed_hash(self, values: list[exp.Expr], seed: exp.Expr) -> exp.Expr:
+        from proxy.engines.render import template
+
+        return template(self.hashed)
+
+    def total(self, node: exp.Expr, typer: Typer) -> exp.Expr:
+        return node
+
+    def exact_sum(self, node: exp.Sum, argument: object) -> exp.Expr:
+        return node
+
+    def double(self, text: str) -> exp.Expr:
+        return exp.Literal.number(text)
+
+    def float_op(self, node: exp.Mul | exp.Div, typer: Typer) -> exp.Expr:
+        return node
+
+
+@pytest.mark.parametrize("sql", L0_QUERIES)
+@pytest.mark.parametrize("modulus", [None, 3])
+def test_the_window_cut_keeps_the_heaps_groups(
+    sql: str, modulus: int | None, engine: Engine
+) -> None:
+    _, plan = engine.prepare(QueryRequest(sql, epsilon=1.0))
+    core = plan.core_sql
+    assert "MIN(pph.__h" in core and "EXCLUDE" in core
+    names = plan.key_columns
+    keys = ", ".join(f"pp.{k}" for k in names)
+    original = f"CAST(HASH(pp.__u, {keys}, ?) >> 1 AS BIGINT)"
+    assert original in core
+    # A hash with three values makes ties at the K-th hash common: both forms must
+    # then drop the tied groups alike.
+    hashed = original if modulus is None else f"CAST(HASH(pp.__u, {keys}, ?) % {modulus} AS BIGINT)"
+    heap = core.replace(original, hashed)
+    window = render(heap, _DuckDBWindow(hashed), {}).sql  # type: ignore[arg-type]
+    assert "EXCLUDE" not in window and "OVER" in window
+
+    def kept(text: str) -> list[tuple[object, ...]]:
+        per_person = f"SELECT __u, {', '.join(names)} FROM bounded ORDER BY ALL"
+        return engine.executor.evaluate(text[: text.rindex("SELECT")] + per_person, [42])
+
+    kept_heap, kept_window = kept(heap), kept(window)
+    assert kept_heap == kept_window
+    assert len(kept_heap) > 0
+
+
+@pytest.mark.parametrize(
+    ("forms", "parameter", "hash_name"),
+    [(PostgresForms(), "$1", "HASH_RECORD_EXTENDED"), (SparkForms(views=True), ":p0", "XXHASH64")],
+)
+def test_duckdb_only_constructs_are_gone(
+    forms: object, parameter: str, hash_name: str, engine: Engine
+) -> None:
+    core = _core(engine, L0_QUERIES[1])
+    out: Rendered = render(core, forms, engine.executor.column_types())  # type: ignore[arg-type]
+    text = out.sql
+    assert out.parameters == 1 and parameter in text and "?" not in text
+    for gone in ("EXCLUDE", "TRY(", "HASH(pp", ">> 1", "__l[", "MIN(pph.__h"):
+        assert gone not in text, gone
+    assert hash_name in text.upper()
+    assert "COUNT(*) OVER (PARTITION BY pph.__u ORDER BY pph.__h" in text
+
+
+def test_spark_sums_integers_in_decimal(engine: Engine) -> None:
+    core = _core(
+        engine, "SELECT model, SUM(tokens_in) AS s, COUNT(*) AS n FROM prompts GROUP BY model"
+    )
+    text = render(core, SparkForms(views=True), engine.executor.column_types()).sql
+    assert "SUM(CAST(__x0 AS DECIMAL(38, 0)))" in text
+    assert text.count("AS DECIMAL(38, 0))") >= 3  # per person, and across persons
+
+
+@pytest.mark.parametrize(
+    ("forms", "sql"),
+    [
+        (PostgresForms(), "SELECT COUNT(*) AS n FROM prompts WHERE regexp_matches(model, 'x')"),
+        (PostgresForms(), "SELECT COUNT(*) AS n FROM prompts WHERE CAST(model AS DATE) IS NULL"),
+        (PostgresForms(), "SELECT COUNT(*) AS n FROM users WHERE ROUND(age * 1.5e0, 1) > 3"),
+        (PostgresForms(), "SELECT COUNT(*) AS n FROM prompts WHERE EXTRACT(epoch FROM ts) > 0"),
+        (SparkForms(views=True), "SELECT COUNT(*) AS n FROM prompts WHERE model LIKE 'a\\_b'"),
+        (
+            SparkForms(views=True),
+            "SELECT COUNT(*) AS n FROM prompts WHERE CAST(latency_ms * 1e0 AS VARCHAR) = '1'",
+        ),
+    ],
+)
+def test_constructs_without_an_equivalent_are_refused(
+    forms: object, sql: str, engine: Engine
+) -> None:
+    core = _core(engine, sql)
+    with pytest.raises(DPSQLError) as refused:
+        render(core, forms, engine.executor.column_types())  # type: ignore[arg-type]
+    assert refused.value.code == "unsupported_sql"

@@ -1,0 +1,143 @@
+"""The Spark SQL executor in local mode (local[2]) against DuckDB over the same data
+(Parquet folders written from it): the same bounded answers, total forms, refusals
+before any charge, a read-only catalog and the time limit. Spark needs about a second per
+core even on tiny data, so the default suite runs a few cases of each kind and
+``-m slow`` runs all of them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from proxy.engine import Engine
+from proxy.errors import DPSQLError
+from proxy.policy import parse_policy
+from proxy.request import QueryRequest
+from tests.engines import compare
+from tests.engines.conftest import database_section, demo_text, pums_text, with_database
+from tests.engines.test_postgres import GOLDEN, TOTALITY, _facts, _read
+from tests.reliability import neighbour_corpus as corpus
+
+CI_GOLDEN = ("demo_private_key_l0", "pums_total_forms")
+CI_TOTALITY = (TOTALITY[0],)
+REFUSED = (
+    "SELECT COUNT(*) AS n FROM prompts WHERE regexp_matches(model, 'sm.*')",
+    "SELECT COUNT(*) AS n FROM prompts WHERE model LIKE 'a\\%'",
+    "SELECT COUNT(*) AS n FROM prompts WHERE CAST(CAST(latency_ms AS DOUBLE) AS VARCHAR) = '1.5'",
+)
+
+
+def _slow_unless(ci: bool) -> list[pytest.MarkDecorator]:
+    return [] if ci else [pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def pair(
+    spark_sources: dict[str, Path], engine_demo_db: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, tuple[Engine, Engine]]]:
+    out: dict[str, tuple[Engine, Engine]] = {}
+    for name in ("demo", "pums"):
+        engines = []
+        for kind in ("duckdb", "spark"):
+            tmp = tmp_path_factory.mktemp(f"spark-{name}-{kind}")
+            text = demo_text(tmp, engine_demo_db) if name == "demo" else pums_text(tmp)
+            if kind == "spark":
+                text = with_database(text, database_section("spark", str(spark_sources[name])))
+            engines.append(Engine(parse_policy(text, base_dir=tmp)))
+        out[name] = (engines[0], engines[1])
+    yield out
+    for engines_ in out.values():
+        for engine in engines_:
+            engine.close()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [pytest.param(p, id=p.stem, marks=_slow_unless(p.stem in CI_GOLDEN)) for p in GOLDEN],
+)
+def test_golden_queries_give_duckdbs_bounded_answers(
+    path: Path, pair: dict[str, tuple[Engine, Engine]]
+) -> None:
+    policy, sql = _read(path)
+    duck, spark = pair[policy]
+    compare.assert_same(duck, spark, sql)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry", corpus.PUMS, ids=[e.name for e in corpus.PUMS])
+def test_pums_corpus_gives_the_same_bounded_answers(
+    entry: corpus.Entry, pair: dict[str, tuple[Engine, Engine]]
+) -> None:
+    duck, spark = pair["pums"]
+    sql = entry.render(_facts(duck))
+    try:
+        duck.prepare(QueryRequest(sql, epsilon=1.0))
+    except DPSQLError as error:
+        with pytest.raises(DPSQLError) as refused:
+            spark.prepare(QueryRequest(sql, epsilon=1.0))
+        assert refused.value.code == error.code
+        return
+    compare.assert_same(duck, spark, sql)
+
+
+@pytest.mark.parametrize(
+    "sql", [pytest.param(s, marks=_slow_unless(s in CI_TOTALITY)) for s in TOTALITY]
+)
+def test_total_forms_answer_like_duckdbs_try(
+    sql: str, pair: dict[str, tuple[Engine, Engine]]
+) -> None:
+    duck, spark = pair["demo"]
+    compare.assert_same(duck, spark, sql)
+
+
+@pytest.mark.parametrize("sql", REFUSED)
+def test_what_spark_cannot_mean_is_refused_before_any_charge(
+    sql: str, pair: dict[str, tuple[Engine, Engine]]
+) -> None:
+    duck, spark = pair["demo"]
+    duck.prepare(QueryRequest(sql, epsilon=1.0))
+    before = spark.ledger.history(limit=10**6)
+    with pytest.raises(DPSQLError) as refused:
+        spark.run(QueryRequest(sql, epsilon=1.0))
+    assert refused.value.code == "unsupported_sql"
+    assert "spark" in refused.value.message
+    assert spark.ledger.history(limit=10**6) == before
+
+
+def test_only_one_query_reaches_spark(pair: dict[str, tuple[Engine, Engine]]) -> None:
+    _, spark = pair["demo"]
+    for statement in ("CREATE TABLE x AS SELECT 1 AS a", "DROP VIEW users"):
+        with pytest.raises(DPSQLError):
+            spark.executor.evaluate(statement)
+    assert spark.executor.evaluate("SELECT COUNT(*) FROM users")[0][0] == 300
+
+
+def test_the_time_limit_interrupts_the_job(
+    spark_sources: dict[str, Path], engine_demo_db: Path, tmp_path: Path
+) -> None:
+    text = with_database(
+        demo_text(tmp_path, engine_demo_db), database_section("spark", str(spark_sources["demo"]))
+    )
+    text = text.replace("[proxy]\n", "[proxy]\nquery_timeout_s = 1.0\n", 1)
+    engine = Engine(parse_policy(text, base_dir=tmp_path))
+    try:
+        slow = (
+            "SELECT COUNT(*) AS n FROM prompts a JOIN prompts b ON a.model <> b.model "
+            "JOIN prompts c ON b.model <> c.model"
+        )
+        with pytest.raises(DPSQLError) as info:
+            engine.executor.run(slow)
+        assert info.value.code == "timeout"
+        assert engine.executor.evaluate("SELECT 1 AS one") == [(1,)]
+    finally:
+        engine.close()
+
+
+def test_an_answer_end_to_end(pair: dict[str, tuple[Engine, Engine]]) -> None:
+    _, spark = pair["demo"]
+    request = QueryRequest("SELECT plan, COUNT(*) AS n FROM users GROUP BY plan", epsilon=1.0)
+    first = spark.run(request)
+    assert sorted(r[0] for r in first.rows) == ["free", "pro", "team"]
+    assert spark.run(request).privacy.cached
