@@ -6,7 +6,8 @@
 
 Sections: ``scale`` (floor ratio and scale curve), ``smartnoise`` (latency, error at
 equal total ε, what each accepts), ``session`` (budget efficiency), ``accounting``
-(tightness against dp-accounting), ``latency`` (in-process, HTTP, ledger). ``--only``
+(tightness against dp-accounting), ``latency`` (in-process, HTTP, ledger), ``accuracy``
+(issue #12: realistic questions at ε = 1, fixed vs auto caps vs SmartNoise). ``--only``
 re-measures some sections and keeps the others from the last ``bench/results.json``.
 Writes ``bench/results.json`` (summaries, no raw rows), the figures under
 ``bench/figures/`` and ``BENCHMARKS.md``. Timings are medians measured in this run on
@@ -47,7 +48,7 @@ from bench.peers import smartnoise as sn  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results.json"
 FIGURES = ROOT / "bench" / "figures"
-SECTIONS = ("scale", "smartnoise", "session", "accounting", "latency")
+SECTIONS = ("scale", "smartnoise", "session", "accounting", "latency", "accuracy")
 
 
 def log(msg: str) -> None:
@@ -477,12 +478,21 @@ def section_latency(quick: bool) -> dict[str, Any]:
     return out
 
 
+# --- 7: accuracy at ε = 1 ----------------------------------------------------------------
+def section_accuracy(quick: bool) -> dict[str, Any]:
+    from bench import accuracy
+
+    return accuracy.run(accuracy.RUNS_QUICK if quick else accuracy.RUNS_FULL,
+                        draws=accuracy.DRAWS_QUICK if quick else accuracy.DRAWS_FULL, log=log)
+
+
 RUNNERS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "scale": section_scale,
     "smartnoise": section_smartnoise,
     "session": section_session,
     "accounting": section_accounting,
     "latency": section_latency,
+    "accuracy": section_accuracy,
 }
 
 
