@@ -109,13 +109,50 @@ def session(data: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def accuracy(data: dict[str, Any], path: Path) -> None:
+    """Median relative error per question (median over cells), per configuration."""
+    qs = data["questions"]
+    series = (("fixed", "demo: fixed caps (C = 10 / 3)", "#7f7f7f"),
+              ("auto", "demo: auto caps (today)", "#1f77b4"),
+              ("pums", "PUMS: dpsql", "#2ca02c"),
+              ("smartnoise", "PUMS: SmartNoise SQL (its released groups)", "#d62728"))
+    fig, ax = plt.subplots(figsize=(7.4, 0.3 * len(qs) + 1.6))
+    y = list(range(len(qs)))
+    for offset, (config, label, color) in zip((-0.2, 0.2, -0.2, 0.2), series, strict=True):
+        values = []
+        for q in qs:
+            m = q["results"].get(config)
+            if config == "smartnoise" and m and m.get("common_groups"):
+                found = [m["cell_errors"][k] for k in m["common_groups"]
+                         if k in m["cell_errors"]]
+                values.append(statistics.median(found) if found else math.nan)
+            else:
+                values.append(m["median_rel_error"] if m and not m["error"] else math.nan)
+        # Values of 0 cannot be drawn on a log axis; errors below 0.1% are shown there.
+        values = [max(v, 1e-3) if not math.isnan(v) else math.nan for v in values]
+        ax.barh([v + offset for v in y], values, height=0.38, color=color, label=label)
+    for x, style in ((0.10, ":"), (0.15, "--")):
+        ax.axvline(x, color="black", linewidth=0.8, linestyle=style)
+    ax.set_xscale("log")
+    ax.set_yticks(y)
+    ax.set_yticklabels([q["name"] for q in qs], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("median relative error over cells (log; lines at 10% and 15%)")
+    ax.set_title(f"Accuracy at ε = {data['epsilon']:g} per query, {data['runs']} runs")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def draw(results: dict[str, Any], folder: Path) -> dict[str, str]:
     """Draw every figure whose section is in ``results``; returns {name: file name}."""
     made = {}
     for name, section, fn in (("scale", "scale", scale),
                               ("smartnoise_latency", "smartnoise", smartnoise_latency),
                               ("mae_ratio", "smartnoise", mae_ratio),
-                              ("session", "session", session)):
+                              ("session", "session", session),
+                              ("accuracy", "accuracy", accuracy)):
         data = _data(results, section)
         if data is None:
             continue

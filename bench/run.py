@@ -7,7 +7,8 @@
 Sections: ``scale`` (floor ratio and scale curve), ``smartnoise`` (latency, error at
 equal total ε, what each accepts), ``session`` (budget efficiency), ``accounting``
 (tightness against dp-accounting), ``latency`` (in-process, HTTP, ledger), ``acceptance``
-(peer suites' PUMS queries answered by dpsql and SmartNoise: bench/acceptance.py). ``--only``
+(peer suites' PUMS queries answered by dpsql and SmartNoise: bench/acceptance.py),
+``accuracy`` (issue #12: realistic questions at ε = 1, fixed vs auto caps vs SmartNoise). ``--only``
 re-measures some sections and keeps the others from the last ``bench/results.json``.
 Writes ``bench/results.json`` (summaries, no raw rows), the figures under
 ``bench/figures/`` and ``BENCHMARKS.md``. Timings are medians measured in this run on
@@ -48,7 +49,7 @@ from bench.peers import smartnoise as sn  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results.json"
 FIGURES = ROOT / "bench" / "figures"
-SECTIONS = ("scale", "smartnoise", "session", "accounting", "latency", "acceptance")
+SECTIONS = ("scale", "smartnoise", "session", "accounting", "latency", "acceptance", "accuracy")
 
 
 def log(msg: str) -> None:
@@ -494,6 +495,14 @@ def section_acceptance(quick: bool) -> dict[str, Any]:
             "queries": len(rows)}
 
 
+# --- 7: accuracy at ε = 1 ----------------------------------------------------------------
+def section_accuracy(quick: bool) -> dict[str, Any]:
+    from bench import accuracy
+
+    return accuracy.run(accuracy.RUNS_QUICK if quick else accuracy.RUNS_FULL,
+                        draws=accuracy.DRAWS_QUICK if quick else accuracy.DRAWS_FULL, log=log)
+
+
 RUNNERS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "scale": section_scale,
     "smartnoise": section_smartnoise,
@@ -501,6 +510,9 @@ RUNNERS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "accounting": section_accounting,
     "latency": section_latency,
     "acceptance": section_acceptance,
+
+
+    "accuracy": section_accuracy,
 }
 
 
