@@ -14,6 +14,8 @@ from proxy.catalog import Catalog, TableInfo, split_name
 from proxy.errors import DPSQLError, position_of, unsupported
 from proxy.joins import check_from, tables_of, unit_columns
 from proxy.pins import pinned_values
+from proxy.quantile_sql import aggregate_call as quantile_call
+from proxy.quantile_sql import is_quantile
 
 MAX_LIMIT = 2**62  # LIMIT/OFFSET: beyond any table, and within the outer layer's BIGINT
 
@@ -56,7 +58,7 @@ def _refuse_node(node: exp.Expr, where: str) -> DPSQLError:
     if isinstance(node, exp.AggFunc):
         return unsupported(
             f"aggregate {node.sql(dialect='duckdb')[:60]} is not supported",
-            "use COUNT, SUM, AVG, VAR_POP, VAR_SAMP or STDDEV",
+            "use COUNT, SUM, AVG, VAR_POP, VAR_SAMP, STDDEV, MEDIAN, QUANTILE_CONT, MIN or MAX",
             position_of(node),
         )
     name = node.name if isinstance(node, exp.Anonymous) else node.key.upper()
@@ -69,7 +71,7 @@ def _refuse_node(node: exp.Expr, where: str) -> DPSQLError:
 
 def _check_scalar(node: exp.Expr, where: str) -> None:
     for sub in node.walk():
-        if isinstance(sub, (S_AGG_TYPES, exp.Count)):
+        if isinstance(sub, (S_AGG_TYPES, exp.Count)) or is_quantile(sub):
             raise unsupported(
                 f"aggregates are not allowed in {where}",
                 "aggregates belong in the select list, HAVING or ORDER BY",
@@ -86,6 +88,11 @@ S_AGG_TYPES = tuple(AGGREGATES)
 
 def _aggregate(node: exp.Expr, unit_cols: set[tuple[str, str]], text: str) -> S.AggregateCall:
     """``text`` is the node's canonical SQL, already rendered by the caller."""
+    if is_quantile(node):  # MEDIAN, quantiles, MIN, MAX: proxy/quantile_sql.py
+        call = quantile_call(node, text)
+        assert call.arg is not None
+        _check_scalar(call.arg, "an aggregate argument")
+        return call
     if isinstance(node, exp.Count):
         inner = node.this
         if inner is None:
@@ -132,7 +139,7 @@ def _collect_outer(
     """Outer-layer expressions may use only group keys, aggregates, aliases and literals.
 
     ``texts`` collects what was rendered, by node id, for the outer layer to reuse."""
-    aggregate = isinstance(node, (exp.Count, S_AGG_TYPES))
+    aggregate = isinstance(node, (exp.Count, S_AGG_TYPES)) or is_quantile(node)
     # Rendering is the cost: only when a key could match or an aggregate needs its text.
     text = node.sql(dialect="duckdb") if key_sqls or aggregate else ""
     if text:

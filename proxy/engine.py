@@ -20,7 +20,7 @@ from sqlglot.errors import SqlglotError
 
 from accounting.ledger import Ledger, LedgerError, Receipt
 from accounting.mechanisms import secret_seed
-from proxy import domains
+from proxy import domains, quantile_release
 from proxy.auto_bounds import AutoBounds, PendingBounds
 from proxy.bind import bind
 from proxy.budgets import Budgets, ledger_error
@@ -104,6 +104,7 @@ class Explanation:
                 f"{plan.threshold.tau}: groups of fewer than about {plan.threshold.tau} "
                 "people are not shown, larger ones almost always are",
             },
+            "quantiles": quantile_release.explain(plan),
             "public_domain_size": None if plan.domain is None else len(plan.domain),
             "limits": {"max_rows_per_group": plan.max_rows, "max_groups": plan.max_groups},
             "auto_bounds": [
@@ -301,6 +302,7 @@ class Engine:
         the charge rather than after it (the outer layer reads released values only)."""
         columns = list(zip(core.key_columns(), key_types, strict=True))
         columns += [(s.column, "BIGINT" if s.integer else "DOUBLE") for s in core.statistics]
+        columns += [(q.column, "BIGINT" if q.grid.integer else "DOUBLE") for q in core.quantiles]
         columns.append(("__persons", "BIGINT"))
         columns.append((ROW, "BIGINT"))
         key = (outer, tuple(columns))
