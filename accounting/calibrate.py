@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -374,7 +375,11 @@ def _fit(
         )
 
     best = attempt(unit)
-    if target_eps is None or best.epsilon <= target_eps:
+    if target_eps is None:
+        return best
+    if best.epsilon <= target_eps:
+        if quantile_columns:
+            return _grow(attempt, unit, best, target_eps)
         return best
     # The float grid's rounding slack (and the discrete Laplace's whole units) sit on top
     # of the share: find the largest share that fits, by shrinking then bisecting.
@@ -390,6 +395,44 @@ def _fit(
             break
         middle = (fits + too_big) / 2
         trial = attempt(middle)
+        if trial.epsilon <= target_eps:
+            fits, best = middle, trial
+        else:
+            too_big = middle
+    return best
+
+
+def _grow(
+    attempt: Callable[[float], Calibration], unit: float, best: Calibration, target_eps: float
+) -> Calibration:
+    """The largest unit share whose curve still converts to at most ``target_eps``,
+    searching upwards from ``unit`` (which fits).
+
+    Why: a quantile column's curve is the minimum of its ρ share's zCDP line and its
+    pure ε bound, so at the orders that convert at small δ it costs less than the share
+    it was given; without this the query would spend a fraction of its ε (a lone median
+    at ε = 1, δ = 1e-9 would draw at ε_g ≈ 0.3). Doubling then bisecting keeps the
+    invariant that ``best`` fits."""
+    fits, too_big = unit, unit * 2.0
+    for _ in range(64):
+        try:
+            trial = attempt(too_big)
+        except (mechanisms.MechanismError, partition.ThresholdError, CurveError, QuantileError):
+            break  # a share too large to describe is too large to fit
+        if trial.epsilon > target_eps:
+            break
+        fits, best, too_big = too_big, trial, too_big * 2.0
+    else:
+        return best
+    for _ in range(40):  # until the share is within 1e-6 of the largest that fits
+        if too_big - fits <= 1e-6 * fits:
+            break
+        middle = (fits + too_big) / 2
+        try:
+            trial = attempt(middle)
+        except (mechanisms.MechanismError, partition.ThresholdError, CurveError, QuantileError):
+            too_big = middle
+            continue
         if trial.epsilon <= target_eps:
             fits, best = middle, trial
         else:
