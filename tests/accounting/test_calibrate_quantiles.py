@@ -30,7 +30,7 @@ COUNT = ColumnSpec(
 )
 
 
-def _calibrate(mechanism: Mechanism, budget, columns, quantiles):  # noqa: ANN001, ANN202
+def _calibrate(mechanism: Mechanism, budget, columns, quantiles):
     return calibrate(
         mechanism,
         columns,

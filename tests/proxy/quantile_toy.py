@@ -67,8 +67,7 @@ def build(path: Path) -> Path:
     con = duckdb.connect(str(path))
     try:
         con.execute(
-            "CREATE TABLE people (pid INTEGER, grp VARCHAR, v INTEGER, x DOUBLE, u INTEGER, "
-            "d DATE)"
+            "CREATE TABLE people (pid INTEGER, grp VARCHAR, v INTEGER, x DOUBLE, u INTEGER, d DATE)"
         )
         rows = [
             (
