@@ -97,3 +97,46 @@ def build(path: Path) -> Path:
 def policy(folder: Path, db: Path, *, mechanism: str = "gaussian") -> Policy:
     text = POLICY.format(db=db, ledger=folder / "ledger.sqlite", mechanism=mechanism)
     return parse_policy(text, base_dir=folder)
+
+
+SMALL_POLICY = """
+[proxy]
+default_epsilon = 1.0
+default_delta = 1e-9
+mechanism = "gaussian"
+clipping_share = 0.0
+
+[database]
+duckdb = "{db}"
+
+[ledger]
+path = "{ledger}"
+
+[populations.obs]
+epsilon_cap = 100000.0
+delta = 1e-6
+
+[tables.obs]
+population = "obs"
+unit = "pid"
+one_row_per_person = true
+columns.g = {{ values = ["x", "y"] }}
+columns.v = {{ lower = {lower}, upper = {upper} }}
+"""
+
+
+def small(folder: Path, rows: list[tuple[str, int]], lower: int, upper: int) -> Policy:
+    """One row per person: (group, value) pairs as table obs(pid, g, v), v on [lower,
+    upper]; no clipping estimate, so the quantile columns are the only draws."""
+    db = folder / "obs.duckdb"
+    con = duckdb.connect(str(db))
+    try:
+        con.execute("CREATE TABLE obs (pid INTEGER, g VARCHAR, v INTEGER)")
+        con.executemany(
+            "INSERT INTO obs VALUES (?, ?, ?)", [(i, g, v) for i, (g, v) in enumerate(rows)]
+        )
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    text = SMALL_POLICY.format(db=db, ledger=folder / "ledger.sqlite", lower=lower, upper=upper)
+    return parse_policy(text, base_dir=folder)
