@@ -405,36 +405,38 @@ def _fit(
 def _grow(
     attempt: Callable[[float], Calibration], unit: float, best: Calibration, target_eps: float
 ) -> Calibration:
-    """The largest unit share whose curve still converts to at most ``target_eps``,
-    searching upwards from ``unit`` (which fits).
+    """The largest unit share whose curve still converts to at most ``target_eps`` (to
+    within 1e-4 of that ε), searching upwards from ``unit`` (which fits).
 
     Why: a quantile column's curve is the minimum of its ρ share's zCDP line and its
     pure ε bound, so at the orders that convert at small δ it costs less than the share
     it was given; without this the query would spend a fraction of its ε (a lone median
-    at ε = 1, δ = 1e-9 would draw at ε_g ≈ 0.3). Doubling then bisecting keeps the
-    invariant that ``best`` fits."""
-    fits, too_big = unit, unit * 2.0
-    for _ in range(64):
-        try:
-            trial = attempt(too_big)
-        except (mechanisms.MechanismError, partition.ThresholdError, CurveError, QuantileError):
-            break  # a share too large to describe is too large to fit
-        if trial.epsilon > target_eps:
+    at ε = 1, δ = 1e-9 would draw at ε_g ≈ 0.3). ε grows at least like √share, so the
+    first step (the share times the squared ratio) brackets the answer; then secant
+    steps on log ε against log share, kept inside the bracket. ``best`` always fits."""
+    errors = (mechanisms.MechanismError, partition.ThresholdError, CurveError, QuantileError)
+    low, eps_low = unit, best.epsilon
+    high, eps_high = math.inf, math.inf
+    for _ in range(60):
+        if eps_low >= target_eps * (1.0 - 1e-4) or high - low <= 1e-6 * low:
             break
-        fits, best, too_big = too_big, trial, too_big * 2.0
-    else:
-        return best
-    for _ in range(40):  # until the share is within 1e-6 of the largest that fits
-        if too_big - fits <= 1e-6 * fits:
-            break
-        middle = (fits + too_big) / 2
+        if not math.isfinite(high):
+            trial_share = low * min(1e6, max(1.01, (target_eps / max(eps_low, 1e-300)) ** 2))
+        else:
+            t = (math.log(target_eps) - math.log(eps_low)) / (
+                math.log(eps_high) - math.log(eps_low)
+            )
+            t = min(0.9, max(0.1, t * 0.999))  # stay inside, a little on the safe side
+            trial_share = math.exp(math.log(low) + t * (math.log(high) - math.log(low)))
         try:
-            trial = attempt(middle)
-        except (mechanisms.MechanismError, partition.ThresholdError, CurveError, QuantileError):
-            too_big = middle
+            trial = attempt(trial_share)
+        except errors:
+            high, eps_high = trial_share, math.inf if not math.isfinite(high) else eps_high
+            if not math.isfinite(eps_high):
+                eps_high = target_eps * 4.0  # too large to describe: treat as far over
             continue
         if trial.epsilon <= target_eps:
-            fits, best = middle, trial
+            low, eps_low, best = trial_share, trial.epsilon, trial
         else:
-            too_big = middle
+            high, eps_high = trial_share, trial.epsilon
     return best

@@ -7,9 +7,10 @@ integer arguments, exact when the range has at most 1024 integers). Then, per pe
 group and argument:
 
 * at most C values are kept (Linf), by a rule that reads only the person's own rows:
-  a person with c_b values in bin b ranks them k = 1..c_b at (k − ½)/c_b and keeps the C
-  smallest over all bins (ties by ``HASH(person, bin)``, then the bin), so the kept bins
-  keep the person's own mix. A person with at most C values keeps them all;
+  a person with t > C values keeps C of them at evenly spaced positions of their own
+  sorted values (positions ⌊(j + ½)·t/C⌋, j = 0..C − 1), i.e. the person's own C-point
+  summary of their distribution; no hash, seed or tie-break is needed, and exactly C
+  values are kept. A person with at most C values keeps them all;
 * only the groups the main core keeps count (L0): the histograms are joined to the
   ``bounded`` CTE of the L0 rule (same seed, same kept groups), and with one group per
   person the person's rows go to the one group the main core gives them.
@@ -170,25 +171,33 @@ def _ctes(core: C.Core, grids: dict[str, Grid]) -> list[tuple[str, exp.Expr]]:
             f"FROM (SELECT __u{g}, {_bin(f'{name}_v', grid)} AS __f FROM r) "
             "WHERE NOT __f IS NULL"
         )
+    on = "".join(f" AND qd.{k} IS NOT DISTINCT FROM qp.{k}" for k in keys)
     ctes = {
         "qv": " UNION ALL ".join(arms),
-        # Per person, group, argument and bin: the values there, and the person's total.
-        "qc": f"SELECT __u{g}, __a, __b, COUNT(*) AS __c, "
-        f"SUM(COUNT(*)) OVER (PARTITION BY __u{g}, __a) AS __t "
-        f"FROM qv GROUP BY __u{g}, __a, __b",
+        # Per person, group and argument: the values there (t); per bin: c.
+        "qp": f"SELECT __u{g}, __a, COUNT(*) AS __t FROM qv GROUP BY __u{g}, __a",
+        "qd": f"SELECT __u{g}, __a, __b, COUNT(*) AS __c FROM qv GROUP BY __u{g}, __a, __b",
+        "qc": f"SELECT qd.*, qp.__t FROM qd JOIN qp ON qd.__u = qp.__u AND qd.__a = qp.__a{on}",
     }
     if core.bounding:
         c = int(core.max_rows)
-        ctes["qx"] = (
-            f"SELECT __u{g}, __a, __b, ROW_NUMBER() OVER (PARTITION BY __u{g}, __a "
-            "ORDER BY (__i - 0.5) / __c, HASH(__u, __b), __b) AS __rn "
-            f"FROM (SELECT __u{g}, __a, __b, __c, UNNEST(RANGE(1, LEAST(__c, {c}) + 1)) AS __i "
+        # A person with t > C values keeps the values at their own positions
+        # ⌊(j + ½)·t/C⌋, j = 0..C−1, in value order: exactly C of them, spread like the
+        # person's values. Bin b, holding positions [lo, hi) of the person's sorted
+        # values, keeps F(hi) − F(lo) with F(x) = #{j ≥ 0 : (j + ½)·t/C < x} =
+        # max(0, ⌈(2xC − t)/(2t)⌉); the sum over bins telescopes to F(t) = C. Computed in
+        # DOUBLE (exact for t < 2^52/C), so no person's count can overflow.
+        f_hi = f"GREATEST(0, CAST(CEIL((2.0 * __hi * {c} - __t) / (2.0 * __t)) AS BIGINT))"
+        f_lo = f"GREATEST(0, CAST(CEIL((2.0 * (__hi - __c) * {c} - __t) / (2.0 * __t)) AS BIGINT))"
+        ctes["qs"] = (
+            f"SELECT __u{g}, __a, __b, {f_hi} - {f_lo} AS __n FROM ("
+            f"SELECT __u{g}, __a, __b, __c, __t, CAST(SUM(__c) OVER (PARTITION BY __u{g}, __a "
+            "ORDER BY __b ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS BIGINT) AS __hi "
             f"FROM qc WHERE __t > {c})"
         )
         ctes["qk"] = (
             f"SELECT __u{g}, __a, __b, __c AS __n FROM qc WHERE __t <= {c} UNION ALL "
-            f"SELECT __u{g}, __a, __b, COUNT(*) AS __n FROM qx WHERE __rn <= {c} "
-            f"GROUP BY __u{g}, __a, __b"
+            "SELECT * FROM qs WHERE __n > 0"
         )
     else:  # an audit run without bounding: every value counts
         ctes["qk"] = f"SELECT __u{g}, __a, __b, __c AS __n FROM qc"

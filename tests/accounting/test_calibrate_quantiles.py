@@ -59,7 +59,7 @@ def test_gaussian_epsilon_budget_is_used_and_never_exceeded(epsilon, columns, qu
     assert len(cal.quantiles) == len(quantiles)
     assert [q.target.kind for q in cal.quantiles] == [q.kind for q in quantiles]
     assert cal.epsilon <= epsilon
-    assert cal.epsilon >= epsilon * (1 - 1e-5)  # the budget is spent, not wasted
+    assert cal.epsilon >= epsilon * (1 - 1e-4)  # the budget is spent, not wasted
     assert cal.curve.epsilon(1e-9) == pytest.approx(cal.epsilon)
 
 
