@@ -136,10 +136,17 @@ def _grid(grid: Grid) -> dict[str, Any]:
 def _meaning(drawn: QuantileNoise) -> str:
     d = drawn.descriptor
     tau = d.rank_error
+    # τ is proportional to C: say so where a smaller cap would help.
+    cap = (
+        f" (each person counts up to {d.max_rows} values per group; a smaller "
+        "max_rows_per_group shrinks it)"
+        if d.max_rows > 1
+        else ""
+    )
     if d.target.kind is TargetKind.QUANTILE:
         return (
             f"with {d.confidence:.0%} probability the released value's rank is within "
-            f"±{tau:.3g} rows of the target rank q·n, whatever the data"
+            f"±{tau:.3g} rows of the target rank q·n, whatever the data{cap}"
         )
     end, side = ("smallest", "below") if d.target.kind is TargetKind.MIN else ("largest", "above")
     t = d.target.offset
@@ -147,7 +154,7 @@ def _meaning(drawn: QuantileNoise) -> str:
         f"released as the value about {t} rows from the {end} (the exact extreme is one "
         f"person's value and is never released); with {d.confidence:.0%} probability at most "
         f"{t + tau:.3g} rows lie {side} it, and in groups of at least {2 * t} rows it is not "
-        f"beyond the {end} value's bin"
+        f"beyond the {end} value's bin{cap}"
     )
 
 

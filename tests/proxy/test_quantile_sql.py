@@ -120,7 +120,9 @@ def test_several_quantiles_per_query_share_histograms_and_columns(engine: Engine
     result = engine.run(QueryRequest(sql, epsilon=1.0))
     [row] = result.rows
     assert row[0] == row[1]  # one release answers both spellings
-    assert 0 <= row[2] <= row[0] <= row[3] <= 1000 or row[2] > row[3]  # draws are independent
+    # Independent draws, but aimed ~30 rows from the bottom, at 200 and ~30 from the top
+    # of 400 values with a rank scale of a few rows: ordered except with negligible odds.
+    assert 0 <= row[2] <= row[0] <= row[3] <= 1000
     assert -10 <= row[4] <= 10
     assert isinstance(row[0], int) and isinstance(row[4], float)
 
@@ -176,6 +178,7 @@ def test_rows_per_person_and_groups_per_person_bound_the_histograms(engine: Engi
         "SELECT grp, MEDIAN(x * 1e300) FROM people GROUP BY grp",
         "SELECT MEDIAN(CASE WHEN pid = 1 THEN x END) FROM people",
         "SELECT kind, MAX(CAST(w AS DOUBLE) / 3) FROM events WHERE w > 1000 GROUP BY kind",
+        "SELECT label, MEDIAN(w) FROM events WHERE w > 1000 GROUP BY label",
     ],
 )
 def test_nothing_after_the_charge_fails_on_the_data(engine: Engine, sql: str) -> None:
