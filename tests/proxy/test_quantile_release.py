@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -190,3 +191,38 @@ def test_engine_run_answers_from_the_grid(uniform: Engine) -> None:
     result = uniform.run(QueryRequest("SELECT MEDIAN(v) AS m FROM obs", epsilon=1.0))
     [(m,)] = result.rows
     assert isinstance(m, int) and 0 <= m <= N - 1 and m % 2 == 0  # bins of 2: lower value
+
+
+def test_a_heavy_person_keeps_evenly_spaced_values(tmp_path: Path) -> None:
+    """C = 4: a person with the 100 values 0..99 keeps the values at positions
+    ⌊(j + ½)·100/4⌋ = 12, 37, 62, 87 of their sorted values; a person with three values
+    keeps them all."""
+    import duckdb
+
+    from proxy.policy import parse_policy
+
+    db = tmp_path / "heavy.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE obs (pid INTEGER, v INTEGER)")
+    con.executemany(
+        "INSERT INTO obs VALUES (?, ?)", [(1, v) for v in range(99, -1, -1)] + [(2, 5)] * 3
+    )
+    con.execute("CHECKPOINT")
+    con.close()
+    text = toy.SMALL_POLICY.format(db=db, ledger=tmp_path / "l.sqlite", lower=0, upper=99)
+    text = text.replace("one_row_per_person = true", "max_rows_per_group = 4").replace(
+        'columns.g = { values = ["x", "y"] }\n', ""
+    )
+    engine = Engine(parse_policy(text, base_dir=tmp_path))
+    try:
+        _, plan = engine.prepare(QueryRequest("SELECT MEDIAN(v) FROM obs", epsilon=1.0))
+        assert plan.max_rows == 4
+        exact = engine.executor.run(plan.core_sql)
+        dense = np.zeros(100, dtype=int)
+        np.add.at(dense, np.asarray(exact["__h0_b"][0]), np.asarray(exact["__h0_n"][0]))
+        expected = np.zeros(100, dtype=int)
+        expected[[12, 37, 62, 87]] = 1
+        expected[5] = 3
+        assert dense.tolist() == expected.tolist()
+    finally:
+        engine.close()
