@@ -7,6 +7,10 @@ the δ split) and the request's budget as a tagged type; this module returns a t
 :class:`Calibration`. Every comparison of mechanism names happens here (through
 :class:`Mechanism`), so no module outside ``accounting/`` needs one.
 
+Quantile columns (:class:`QuantileSpec`: MEDIAN, quantiles, MIN and MAX, drawn by the
+exponential mechanism of :mod:`accounting.quantiles`) take a weighted share like any
+other column; their curves and pure ε join the total.
+
 The budget is split in proportion to the weights: in ρ (zCDP) for the Gaussian, in pure ε
 for the Laplace. Equal weights give the equal split; a small declared share (e.g. the
 clipping estimate) is a small weight. Float columns add rounding slack to their curves
@@ -18,12 +22,14 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from accounting import mechanisms, partition, planning
+from accounting import mechanisms, partition, planning, quantiles
 from accounting.mechanisms import NoiseDescriptor
 from accounting.partition import Threshold
+from accounting.quantiles import Grid, QuantileDescriptor, QuantileError, TargetKind
 from accounting.rdp import ZERO, Curve, CurveError, max_rho_within
 from accounting.sensitivity import Sensitivity
 
@@ -138,15 +144,30 @@ class ColumnSpec:
 
 
 @dataclass(frozen=True)
+class QuantileSpec:
+    """One released column of per-group quantiles as calibration needs it: the public
+    grid of its argument, the target (``q`` for a quantile, none for MIN and MAX), the
+    rows each person keeps per group (C) and its weight in the split. K is the query's."""
+
+    grid: Grid
+    kind: TargetKind
+    q: float | None
+    max_rows: int
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
 class Calibration:
     """Noise per column (same order as the specs), the threshold if any, the curve the
-    ledger is charged, its ε at the conversion δ, and ρ for the Gaussian."""
+    ledger is charged, its ε at the conversion δ, and ρ for the Gaussian; ``quantiles``:
+    one descriptor per quantile spec, in their order."""
 
     descriptors: tuple[NoiseDescriptor, ...]
     threshold: Threshold | None
     curve: Curve
     epsilon: float
     rho: float | None
+    quantiles: tuple[QuantileDescriptor, ...] = ()
 
 
 def _noise_for(
@@ -171,10 +192,34 @@ def _noise_for(
     return descriptors, thr
 
 
-def _curve(descriptors: tuple[NoiseDescriptor, ...], thr: Threshold | None) -> Curve:
+def _quantiles_for(
+    mechanism: Mechanism, unit: float, specs: tuple[QuantileSpec, ...], k: int
+) -> tuple[QuantileDescriptor, ...]:
+    """Each quantile column at its share: ρ (ε_g = √(8ρ/K)) or pure ε (ε_g = ε/K)."""
+    return tuple(
+        quantiles.quantile_for_share(
+            mechanism=mechanism.value,
+            share=unit * q.weight,
+            grid=q.grid,
+            kind=q.kind,
+            q=q.q,
+            max_rows=q.max_rows,
+            max_groups=k,
+        )
+        for q in specs
+    )
+
+
+def _curve(
+    descriptors: tuple[NoiseDescriptor, ...],
+    thr: Threshold | None,
+    selections: tuple[QuantileDescriptor, ...] = (),
+) -> Curve:
     total = ZERO
     for d in descriptors:
         total = total + d.curve
+    for s in selections:
+        total = total + s.curve
     return total + thr.curve if thr is not None else total
 
 
@@ -184,11 +229,13 @@ def _epsilon(
     thr: Threshold | None,
     curve: Curve,
     delta_conversion: float,
+    selections: tuple[QuantileDescriptor, ...] = (),
 ) -> float:
     eps = curve.epsilon(delta_conversion)
     if mechanism is Mechanism.LAPLACE:
         # Pure ε by basic composition is also a valid statement; report the smaller.
         pure = sum(d.pure_epsilon or math.inf for d in descriptors)
+        pure += sum(s.pure_epsilon for s in selections)
         if thr is not None:
             pure += thr.max_groups / thr.scale
         eps = min(eps, pure)
@@ -248,17 +295,23 @@ def calibrate(
     max_groups: int,
     delta_conversion: float,
     delta_threshold: float,
+    quantile_columns: tuple[QuantileSpec, ...] = (),
 ) -> Calibration:
-    """The noise of every column and the threshold, for ``budget``.
+    """The noise of every column, the quantile draws and the threshold, for ``budget``.
 
     Preconditions: every weight > 0; sensitivities finite; K ≥ 1; 0 < δ's < 1.
-    Privacy claim: releasing every column with its descriptor's noise, and partition
-    selection with the threshold, costs exactly ``curve`` (composition of the parts'
-    exact curves) for neighbours within the stated sensitivities; for an ε budget,
-    ``curve`` converts to at most that ε at ``delta_conversion``. Raises
+    Privacy claim: releasing every column with its descriptor's noise, every quantile
+    column with its descriptor's draws (:func:`accounting.quantiles.release_quantiles`),
+    and partition selection with the threshold, costs exactly ``curve`` (composition of
+    the parts' exact curves) for neighbours within the stated sensitivities; for an ε
+    budget, ``curve`` converts to at most that ε at ``delta_conversion``. Raises
     CalibrationError for budgets that cannot be met.
     """
-    total_weight = sum(c.weight for c in columns) + (threshold_weight or 0.0)
+    total_weight = (
+        sum(c.weight for c in columns)
+        + sum(q.weight for q in quantile_columns)
+        + (threshold_weight or 0.0)
+    )
     if not total_weight > 0:
         raise CalibrationError("nothing to release")
     unit = _unit_share(mechanism, budget, columns, total_weight, delta_conversion)
@@ -273,8 +326,14 @@ def calibrate(
             max_groups,
             delta_conversion,
             delta_threshold,
+            quantile_columns,
         )
-    except (mechanisms.MechanismError, partition.ThresholdError, CurveError) as error:
+    except (
+        mechanisms.MechanismError,
+        partition.ThresholdError,
+        CurveError,
+        QuantileError,
+    ) as error:
         raise CalibrationError(f"the budget cannot be calibrated: {error}") from None
 
 
@@ -288,23 +347,39 @@ def _fit(
     k: int,
     delta_conversion: float,
     delta_threshold: float,
+    quantile_columns: tuple[QuantileSpec, ...] = (),
 ) -> Calibration:
     """The calibration at the largest unit share that fits ``target_eps`` (if any).
 
     A pure function of numbers, memoised: queries of the same statistics at the same
     budget share one search."""
+    weights = (
+        sum(c.weight for c in columns)
+        + sum(q.weight for q in quantile_columns)
+        + (threshold_weight or 0.0)
+    )
 
     def attempt(u: float) -> Calibration:
         descriptors, thr = _noise_for(mechanism, u, columns, threshold_weight, k, delta_threshold)
-        curve = _curve(descriptors, thr)
-        eps = _epsilon(mechanism, descriptors, thr, curve, delta_conversion)
-        total = u * (sum(c.weight for c in columns) + (threshold_weight or 0.0))
+        selections = _quantiles_for(mechanism, u, quantile_columns, k)
+        curve = _curve(descriptors, thr, selections)
+        eps = _epsilon(mechanism, descriptors, thr, curve, delta_conversion, selections)
+        total = u * weights
         return Calibration(
-            descriptors, thr, curve, eps, total if mechanism.composes_in_rho else None
+            descriptors,
+            thr,
+            curve,
+            eps,
+            total if mechanism.composes_in_rho else None,
+            selections,
         )
 
     best = attempt(unit)
-    if target_eps is None or best.epsilon <= target_eps:
+    if target_eps is None:
+        return best
+    if best.epsilon <= target_eps:
+        if quantile_columns:
+            return _grow(attempt, unit, best, target_eps)
         return best
     # The float grid's rounding slack (and the discrete Laplace's whole units) sit on top
     # of the share: find the largest share that fits, by shrinking then bisecting.
@@ -324,4 +399,44 @@ def _fit(
             fits, best = middle, trial
         else:
             too_big = middle
+    return best
+
+
+def _grow(
+    attempt: Callable[[float], Calibration], unit: float, best: Calibration, target_eps: float
+) -> Calibration:
+    """The largest unit share whose curve still converts to at most ``target_eps`` (to
+    within 1e-4 of that ε), searching upwards from ``unit`` (which fits).
+
+    Why: a quantile column's curve is the minimum of its ρ share's zCDP line and its
+    pure ε bound, so at the orders that convert at small δ it costs less than the share
+    it was given; without this the query would spend a fraction of its ε (a lone median
+    at ε = 1, δ = 1e-9 would draw at ε_g ≈ 0.3). ε grows at least like √share, so the
+    first step (the share times the squared ratio) brackets the answer; then secant
+    steps on log ε against log share, kept inside the bracket. ``best`` always fits."""
+    errors = (mechanisms.MechanismError, partition.ThresholdError, CurveError, QuantileError)
+    low, eps_low = unit, best.epsilon
+    high, eps_high = math.inf, math.inf
+    for _ in range(60):
+        if eps_low >= target_eps * (1.0 - 1e-4) or high - low <= 1e-6 * low:
+            break
+        if not math.isfinite(high):
+            trial_share = low * min(1e6, max(1.01, (target_eps / max(eps_low, 1e-300)) ** 2))
+        else:
+            t = (math.log(target_eps) - math.log(eps_low)) / (
+                math.log(eps_high) - math.log(eps_low)
+            )
+            t = min(0.9, max(0.1, t * 0.999))  # stay inside, a little on the safe side
+            trial_share = math.exp(math.log(low) + t * (math.log(high) - math.log(low)))
+        try:
+            trial = attempt(trial_share)
+        except errors:
+            high, eps_high = trial_share, math.inf if not math.isfinite(high) else eps_high
+            if not math.isfinite(eps_high):
+                eps_high = target_eps * 4.0  # too large to describe: treat as far over
+            continue
+        if trial.epsilon <= target_eps:
+            low, eps_low, best = trial_share, trial.epsilon, trial
+        else:
+            high, eps_high = trial_share, trial.epsilon
     return best

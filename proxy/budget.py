@@ -15,12 +15,14 @@ from accounting.calibrate import (
     ColumnSpec,
     EpsilonBudget,
     Mechanism,
+    QuantileSpec,
     QueryBudget,
     RhoBudget,
     calibrate,
 )
 from accounting.mechanisms import NoiseDescriptor
 from accounting.partition import Threshold
+from accounting.quantiles import QuantileDescriptor
 from accounting.rdp import ZERO, Curve
 from accounting.sensitivity import AggregateKind, Sensitivity, SensitivityError, sensitivity
 from proxy import shape as S
@@ -49,6 +51,15 @@ class ColumnNoise:
     statistic: C.Statistic
     sensitivity: Sensitivity
     descriptor: NoiseDescriptor
+
+
+@dataclass(frozen=True)
+class QuantileNoise:
+    """One quantile column (MEDIAN, a level, MIN or MAX) and its exponential mechanism:
+    grid, target, score sensitivity, scale, cost and rank error (accounting.quantiles)."""
+
+    statistic: C.QuantileStatistic
+    descriptor: QuantileDescriptor
 
 
 def _sensitivity(stat: C.Statistic, core: C.Core) -> Sensitivity:
@@ -145,6 +156,7 @@ class QueryNoise:
     delta_conversion: float
     delta_threshold: float
     rho: float | None
+    quantiles: tuple[QuantileNoise, ...] = ()
 
 
 def budget_noise(
@@ -170,9 +182,11 @@ def budget_noise(
         stat.kind == C.CLIPPED or (stat.kind == C.PERSONS and not asked_persons)
         for stat, _ in stats
     ]
+    # Each quantile column (MEDIAN, a level, MIN, MAX) takes one share like a statistic.
+    quantile_specs = tuple(QuantileSpec(q.grid, q.kind, q.q, core.max_rows) for q in core.quantiles)
     # The clipping estimate gets its declared share of the whole budget; everything the
     # analyst asked for (and the threshold) splits the rest equally.
-    main = len(stats) - sum(clip) + (1 if needs_threshold else 0)
+    main = len(stats) - sum(clip) + (1 if needs_threshold else 0) + len(quantile_specs)
     share = policy.proxy.clipping_share
     clip_weight = share / (1 - share) * main / max(1, sum(clip)) if share > 0 else 0.0
     specs = tuple(
@@ -193,6 +207,7 @@ def budget_noise(
             max_groups=core.max_groups,
             delta_conversion=delta_conv,
             delta_threshold=delta_thr,
+            quantile_columns=quantile_specs,
         )
     except CalibrationError as error:
         raise bad_request(
@@ -203,6 +218,7 @@ def budget_noise(
     columns = tuple(
         ColumnNoise(stat, sens, d) for (stat, sens), d in zip(stats, cal.descriptors, strict=True)
     )
+    drawn = tuple(QuantileNoise(q, d) for q, d in zip(core.quantiles, cal.quantiles, strict=True))
     return QueryNoise(
-        columns, cal.threshold, cal.curve, cal.epsilon, delta_conv, delta_thr, cal.rho
+        columns, cal.threshold, cal.curve, cal.epsilon, delta_conv, delta_thr, cal.rho, drawn
     )

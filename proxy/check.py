@@ -15,6 +15,8 @@ from proxy.catalog import Catalog, TableInfo, split_name
 from proxy.errors import DPSQLError, position_of, unsupported
 from proxy.joins import check_from, tables_of, unit_columns
 from proxy.pins import pinned_values
+from proxy.quantile_sql import aggregate_call as quantile_call
+from proxy.quantile_sql import is_quantile
 
 MAX_LIMIT = 2**62  # LIMIT/OFFSET: beyond any table, and within the outer layer's BIGINT
 
@@ -73,7 +75,7 @@ def _refuse_node(node: exp.Expr, where: str) -> DPSQLError:
     if isinstance(node, exp.AggFunc):
         return unsupported(
             f"aggregate {node.sql(dialect='duckdb')[:60]} is not supported",
-            "use COUNT, SUM, AVG, VAR_POP, VAR_SAMP or STDDEV",
+            "use COUNT, SUM, AVG, VAR_POP, VAR_SAMP, STDDEV, MEDIAN, QUANTILE_CONT, MIN or MAX",
             position_of(node),
         )
     name = node.name if isinstance(node, exp.Anonymous) else node.key.upper()
@@ -86,7 +88,7 @@ def _refuse_node(node: exp.Expr, where: str) -> DPSQLError:
 
 def _check_scalar(node: exp.Expr, where: str) -> None:
     for sub in node.walk():
-        if isinstance(sub, (S_AGG_TYPES, exp.Count)):
+        if isinstance(sub, (S_AGG_TYPES, exp.Count)) or is_quantile(sub):
             raise unsupported(
                 f"aggregates are not allowed in {where}",
                 "aggregates belong in the select list, HAVING or ORDER BY",
@@ -113,6 +115,11 @@ def _is_person_id(node: exp.Expr, unit_cols: set[tuple[str, str]]) -> bool:
 
 def _aggregate(node: exp.Expr, unit_cols: set[tuple[str, str]], text: str) -> S.AggregateCall:
     """``text`` is the node's canonical SQL, already rendered by the caller."""
+    if is_quantile(node):  # MEDIAN, quantiles, MIN, MAX: proxy/quantile_sql.py
+        call = quantile_call(node, text)
+        assert call.arg is not None
+        _check_scalar(call.arg, "an aggregate argument")
+        return call
     if isinstance(node, exp.Count):
         inner = node.this
         if inner is None:
@@ -160,7 +167,7 @@ def _collect_outer(
     if isinstance(node, exp.Window):
         _window(node, key_sqls, aliases, unit_cols, found, where, texts)
         return
-    aggregate = isinstance(node, (exp.Count, S_AGG_TYPES))
+    aggregate = isinstance(node, (exp.Count, S_AGG_TYPES)) or is_quantile(node)
     # Rendering is the cost: only when a key could match or an aggregate needs its text.
     text = node.sql(dialect="duckdb") if key_sqls or aggregate else ""
     if text:

@@ -20,7 +20,7 @@ from sqlglot.errors import SqlglotError
 
 from accounting.ledger import Ledger, LedgerError, Receipt
 from accounting.mechanisms import secret_seed
-from proxy import bigquery_dp, domains, nested
+from proxy import bigquery_dp, domains, nested, quantile_release
 from proxy.auto_bounds import AutoBounds, PendingBounds
 from proxy.bind import bind
 from proxy.budgets import Budgets, ledger_error
@@ -123,6 +123,7 @@ class Explanation:
                 f"{plan.threshold.tau}: groups of fewer than about {plan.threshold.tau} "
                 "people are not shown, larger ones almost always are",
             },
+            "quantiles": quantile_release.explain(plan),
             "public_domain_size": None if plan.domain is None else len(plan.domain),
             "limits": {"max_rows_per_group": plan.max_rows, "max_groups": plan.max_groups},
             "auto_bounds": [
@@ -306,6 +307,15 @@ class Engine:
             bounding=self._bounding,
             clipping=settings.clipping_share > 0,
         )
+        if core.quantiles and self.executor.dialect != "duckdb":
+            # The rank histogram's bucket arithmetic is written in DuckDB's SQL and has
+            # not been given per-engine forms (docs/ARCHITECTURE.md, engines).
+            raise DPSQLError(
+                "unsupported_sql",
+                f"quantiles (MEDIAN, PERCENTILE_CONT, MIN, MAX) run on the duckdb engine "
+                f"only; this proxy runs on {self.executor.dialect}",
+                "ask for COUNT/SUM/AVG here, or query a DuckDB-backed dpsql (nothing was charged)",
+            )
         # Bind the core first: refuses what the engine cannot run (or cannot run with
         # the reference semantics), and gives the key types.
         key_types = self._key_types(core.sql, core.key_columns())
@@ -341,6 +351,7 @@ class Engine:
         Returns the released table's columns and types."""
         columns = list(zip(core.key_columns(), key_types, strict=True))
         columns += [(s.column, "BIGINT" if s.integer else "DOUBLE") for s in core.statistics]
+        columns += [(q.column, "BIGINT" if q.grid.integer else "DOUBLE") for q in core.quantiles]
         columns.append(("__persons", "BIGINT"))
         columns.append((ROW, "BIGINT"))
         key = (outer, tuple(columns))

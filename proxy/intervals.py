@@ -25,6 +25,7 @@ from accounting.calibrate import Mechanism
 from accounting.mechanisms import simulation_draws
 from proxy.outer import ROW, direct_columns
 from proxy.plan import Plan
+from proxy.quantile_release import quantile_outputs
 from proxy.release import PostProcessor
 
 REPLICATES = 400
@@ -50,10 +51,15 @@ def simulated_columns(plan: Plan) -> tuple[int, ...]:
     statistic (exact width), not an AVG (delta method)."""
     avg = {index for index, _, _ in plan.avg_intervals}
     direct = direct_columns(plan.outer_sql)
+    # Quantile draws have no value interval; neither has arithmetic over them.
+    drawn = quantile_outputs(plan)
     return tuple(
         i
         for i, (_, _, half) in enumerate(plan.column_noise)
-        if half is None and i not in avg and not (direct[i] or "").startswith("__k")
+        if half is None
+        and i not in avg
+        and i not in drawn
+        and not (direct[i] or "").startswith("__k")
     )
 
 

@@ -56,6 +56,9 @@ def _post_expression(
     def col(kind: str) -> exp.Expr:
         return exp.column(core.statistic(kind, arg_sql.get(call.sql)).column)
 
+    if call.kind in S.QUANTILE_KINDS:
+        # The released draw itself: MIN/MAX/quantiles are post-processed no further.
+        return exp.column(next(q.column for q in core.quantiles if call.sql in q.calls))
     if call.kind == S.COUNT_ROWS:
         return _count(exp.column(core.statistic(C.ROWS, None).column), raw)
     if call.kind == S.COUNT_PERSONS:
@@ -127,7 +130,8 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool, raw: bool =
     calls = {c.sql: c for c in core.shape.aggregates}
 
     key_types = tuple({type(k) for k in core.shape.keys})
-    aggregate_types = (exp.Count, exp.AggFunc)
+    # WITHIN GROUP and APPROX_QUANTILES(...)[OFFSET(i)] wrap a quantile call.
+    aggregate_types = (exp.Count, exp.AggFunc, exp.WithinGroup, exp.Bracket)
 
     # Names the binder gave select items (e.g. _col_0 for ORDER BY 1) -> output names.
     renamed = {

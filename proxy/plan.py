@@ -17,7 +17,7 @@ from accounting.ledger import partition_name
 from accounting.partition import Threshold
 from accounting.rdp import Curve
 from proxy import shape as S
-from proxy.budget import ColumnNoise, budget_noise
+from proxy.budget import ColumnNoise, QuantileNoise, budget_noise
 from proxy.errors import bad_request
 from proxy.outer import avg_intervals, column_noise, outer_sql
 from proxy.policy import Policy, TablePolicy
@@ -56,6 +56,8 @@ class Plan:
     # run first pays for and releases their histograms, then plans again.
     pending_bounds: tuple[Any, ...] = ()
     released_columns: tuple[tuple[str, str], ...] = ()  # names and types of the release
+    # MEDIAN, quantiles, MIN, MAX: one exponential-mechanism draw per released group.
+    quantiles: tuple[QuantileNoise, ...] = ()
 
     @property
     def delta(self) -> float:
@@ -64,7 +66,7 @@ class Plan:
     @property
     def free(self) -> bool:
         """Nothing to release: the answer is the public key domain itself."""
-        return self.domain is not None and not self.noise
+        return self.domain is not None and not self.noise and not self.quantiles
 
 
 def limits(
@@ -142,7 +144,7 @@ def build_plan(
         if shape.pins and shape.partition_column
         else (shape.population,)
     )
-    facts = {
+    facts: dict[str, Any] = {
         "core": core.sql,
         "stats": [
             (s.kind, s.arg_sql, s.lower, s.upper, s.integer, s.column) for s in core.statistics
@@ -157,6 +159,20 @@ def build_plan(
         "data_version": data_version,
         "targets": targets,
     }
+    if calibrated.quantiles:
+        # Only queries with quantiles carry the key, so other cache keys stay as they were.
+        facts["quantiles"] = [
+            (
+                q.statistic.column,
+                q.statistic.kind.value,
+                q.statistic.q,
+                q.statistic.grid,
+                q.descriptor.target.offset,
+                q.descriptor.scale,
+                q.descriptor.max_rows,
+            )
+            for q in calibrated.quantiles
+        ]
     if outer is None:
         outer = outer_sql(core, names, needs_threshold, request.raw_noise)
     return Plan(
@@ -183,4 +199,5 @@ def build_plan(
         avg_intervals=avg_intervals(outer, noise),
         data_version=data_version,
         raw_noise=request.raw_noise,
+        quantiles=calibrated.quantiles,
     )

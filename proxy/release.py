@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from accounting import mechanisms
 from accounting.calibrate import Mechanism
 from accounting.mechanisms import MAX_UNITS
+from proxy import quantile_release
 from proxy.budget import ColumnNoise
 from proxy.errors import DPSQLError
 from proxy.plan import Plan
@@ -56,7 +57,8 @@ def _filled(array: np.ndarray) -> np.ndarray:
 
 def _complete_domain(
     plan: Plan, exact: Mapping[str, np.ndarray]
-) -> tuple[list[tuple[Any, ...]], dict[str, np.ndarray]]:
+) -> tuple[list[tuple[Any, ...]], dict[str, np.ndarray], list[int | None]]:
+    """Per domain key: its statistics (0 when absent) and its row in ``exact`` (or None)."""
     assert plan.domain is not None
     keys = [np.asarray(exact[k], dtype=object) for k in plan.key_columns]
     rows = len(keys[0]) if keys else len(next(iter(exact.values())))
@@ -67,7 +69,7 @@ def _complete_domain(
         out[noise.statistic.column] = np.array(
             [column[index[d]] if d in index else 0 for d in plan.domain], dtype=object
         )
-    return list(plan.domain), out
+    return list(plan.domain), out, [index.get(d) for d in plan.domain]
 
 
 def _numbers(values: np.ndarray, integer: bool) -> np.ndarray:
@@ -130,8 +132,9 @@ def _select_partitions(
 def release(plan: Plan, exact: Mapping[str, np.ndarray]) -> pa.Table:
     """The released table: key columns, one noisy column per statistic (+ ``__persons``)."""
     columns: dict[str, Any] = {}
+    sources: list[int | None]  # the row of ``exact`` each released row comes from
     if plan.domain is not None:
-        domain_rows, stats = _complete_domain(plan, exact)
+        domain_rows, stats, sources = _complete_domain(plan, exact)
         for i, name in enumerate(plan.key_columns):
             columns[name] = _key_array([row[i] for row in domain_rows])
     else:
@@ -144,6 +147,7 @@ def release(plan: Plan, exact: Mapping[str, np.ndarray]) -> pa.Table:
             for n in plan.noise
         }
         columns["__persons"] = noisy_persons[keep]
+        sources = [int(i) for i in np.flatnonzero(keep)]
     for noise in plan.noise:
         noisy = _noised(noise, stats[noise.statistic.column], plan.max_groups)
         if (
@@ -155,6 +159,8 @@ def release(plan: Plan, exact: Mapping[str, np.ndarray]) -> pa.Table:
             # scaled): shown as a whole number, since the fraction is noise alone.
             noisy = np.clip(np.rint(noisy), -MAX_UNITS, MAX_UNITS).astype(np.int64)
         columns[noise.statistic.column] = noisy
+    # MEDIAN, quantiles, MIN, MAX: drawn for the released groups only.
+    columns.update(quantile_release.released_columns(plan, exact, sources))
     table = pa.table(columns)
     if plan.domain is None and plan.key_columns:
         # The engine emits groups in the order it met them, which follows the data (e.g.

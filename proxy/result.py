@@ -10,6 +10,7 @@ from accounting.calibrate import Mechanism
 from accounting.mechanisms import Z_975
 from proxy.outer import CLIP_CUT, CLIP_PEOPLE, ROW
 from proxy.plan import Plan
+from proxy.quantile_release import answer_notes
 from proxy.rewrite import core as C
 
 
@@ -83,6 +84,9 @@ class PrivacyInfo:
     # Set for answers that read no person data (public tables, constants): exact and
     # free, e.g. "public data, no privacy cost" (proxy/public_queries.py).
     exact: str | None = None
+    # Output columns that read a MEDIAN/quantile/MIN/MAX draw: target, grid, rank error
+    # and why they have no interval (proxy/quantile_release.py).
+    quantiles: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The one rendering of an answer's privacy metadata, shared by every door."""
@@ -103,6 +107,7 @@ class PrivacyInfo:
             "population_epsilon_moved": dict(self.population_epsilon_moved or {}),
             "clipping": None if self.clipping is None else self.clipping.to_dict(),
             "exact": self.exact,
+            "quantiles": [dict(q) for q in self.quantiles],
         }
 
 
@@ -148,6 +153,7 @@ def build_result(
             "delta": plan.threshold.delta,
         }
     columns = _column_infos(plan)
+    drawn, drawn_notes = answer_notes(plan)
     return Result(
         columns=tuple(names),
         rows=rows,
@@ -167,8 +173,9 @@ def build_result(
             counts="raw" if plan.raw_noise else "at_least_zero",
             population_epsilon_moved=dict(moved or {}),
             clipping=clipping,
+            quantiles=drawn,
         ),
-        warnings=_warnings(columns, names, rows) + unreliable + clip_warnings,
+        warnings=_warnings(columns, names, rows) + unreliable + clip_warnings + drawn_notes,
         cache_key=plan.cache_key,
         intervals=intervals,
     )

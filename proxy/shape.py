@@ -20,6 +20,12 @@ VAR_SAMP = "var_samp"
 STDDEV_POP = "stddev_pop"
 STDDEV_SAMP = "stddev_samp"
 VARIANCE_KINDS = (VAR_POP, VAR_SAMP, STDDEV_POP, STDDEV_SAMP)
+# Released by the exponential mechanism over a grid (proxy/quantile_sql.py lists the
+# spellings): a quantile at level ``q``, or MIN/MAX as the value a few rows from the end.
+QUANTILE = "quantile"
+MINIMUM = "min"
+MAXIMUM = "max"
+QUANTILE_KINDS = (QUANTILE, MINIMUM, MAXIMUM)
 
 
 @dataclass(frozen=True, eq=False)
@@ -29,6 +35,7 @@ class AggregateCall:
     kind: str
     arg: exp.Expr | None
     sql: str  # canonical text of the whole aggregate node, to find it in the outer layer
+    q: float | None = None  # the level of a QUANTILE (ascending order, in [0, 1])
 
 
 @dataclass(frozen=True, eq=False)

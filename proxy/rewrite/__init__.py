@@ -10,7 +10,15 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
-from proxy.rewrite import clamp_inputs, cross_person, l0, linf, per_person, total_forms
+from proxy.rewrite import (
+    clamp_inputs,
+    cross_person,
+    l0,
+    linf,
+    per_person,
+    quantile_histogram,
+    total_forms,
+)
 from proxy.rewrite.core import Core, Statistic
 from proxy.shape import Shape
 
@@ -22,6 +30,7 @@ RULES: tuple[Rule, ...] = (
     per_person.apply,
     linf.apply,
     l0.apply,
+    quantile_histogram.apply,
     cross_person.apply,
 )
 

@@ -15,7 +15,7 @@ from sqlglot import exp
 from proxy import shape as S
 from proxy.errors import bad_request
 from proxy.rewrite import core as C
-from proxy.rewrite.ranges import bounded_range
+from proxy.rewrite.ranges import Range, bounded_range
 
 
 def _literal(value: float) -> exp.Expr:
@@ -112,16 +112,41 @@ def _integer_fits(stat: C.Statistic, max_rows: int, scaled: bool) -> C.Statistic
     return stat
 
 
+def clamped_argument(core: C.Core, raw: exp.Expr, aggregate: str) -> tuple[exp.Expr, Range]:
+    """An aggregate's (total) argument with every bounded column clamped where it is
+    read, and its derived range; refuses an argument with no finite range, naming what
+    to declare or clamp. The quantile rule bins the same argument (no second copy of
+    this logic)."""
+    clamped = _clamp_columns(core, raw)
+    rng = bounded_range(clamped, dict(core.shape.tables), aggregate)
+    if rng.integer and max(abs(rng.lower), abs(rng.upper)) > EXACT_INTEGER:
+        # Beyond 2^53 values are not exact as doubles or safe as BIGINT: treat them
+        # as floats, summed exactly in DECIMAL.
+        rng = replace(rng, integer=False)
+    if rng.lower >= 0 and rng.upper <= 1 and rng.integer:
+        clamped = _numeric(clamped)
+    # A bare bounded column is already clamped to exactly its range; anything else
+    # gets a final clamp to the derived range, in case a function's semantics and
+    # the interval arithmetic ever disagree.
+    arg = (
+        clamped
+        if isinstance(raw, exp.Column) and _is_clamp(clamped)
+        else clamp(clamped, rng.lower, rng.upper)
+    )
+    return arg, rng
+
+
 def apply(core: C.Core) -> C.Core:
     stats: dict[tuple[str, str | None], C.Statistic] = {}
     arguments: dict[str, exp.Expr] = {}
     argument_sql: dict[str, str] = {}
-    tables = dict(core.shape.tables)
 
     def add(stat: C.Statistic) -> None:
         stats.setdefault((stat.kind, stat.arg_sql), stat)
 
     for call in core.shape.aggregates:
+        if call.kind in S.QUANTILE_KINDS:
+            continue  # released from histograms: proxy/rewrite/quantile_histogram.py
         if call.kind == S.COUNT_ROWS:
             add(C.Statistic(C.ROWS, None))
             continue
@@ -135,22 +160,7 @@ def apply(core: C.Core) -> C.Core:
             argument_sql[call.sql] = arg.sql(dialect="duckdb")
             add(C.Statistic(C.COUNT, argument_sql[call.sql]))
             continue
-        clamped = _clamp_columns(core, raw)
-        rng = bounded_range(clamped, tables, call.kind.upper())
-        if rng.integer and max(abs(rng.lower), abs(rng.upper)) > EXACT_INTEGER:
-            # Beyond 2^53 values are not exact as doubles or safe as BIGINT: treat them
-            # as floats, summed exactly in DECIMAL.
-            rng = replace(rng, integer=False)
-        if rng.lower >= 0 and rng.upper <= 1 and rng.integer:
-            clamped = _numeric(clamped)
-        # A bare bounded column is already clamped to exactly its range; anything else
-        # gets a final clamp to the derived range, in case a function's semantics and
-        # the interval arithmetic ever disagree.
-        arg = (
-            clamped
-            if isinstance(raw, exp.Column) and _is_clamp(clamped)
-            else clamp(clamped, rng.lower, rng.upper)
-        )
+        arg, rng = clamped_argument(core, raw, call.kind.upper())
         arguments[call.sql] = arg
         key = argument_sql[call.sql] = arg.sql(dialect="duckdb")
         if call.kind == S.SUM:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from accounting.quantiles import Grid, TargetKind
 from proxy.shape import Shape
 
 # Statistic kinds: what one noisy column of the released table holds per group.
@@ -39,6 +40,22 @@ class Statistic:
         return (self.kind in (PERSONS, CLIPPED), self.kind, self.arg_sql or "")
 
 
+@dataclass(frozen=True)
+class QuantileStatistic:
+    """One released column of per-group quantiles (MEDIAN, a quantile level, MIN or MAX)
+    of one bounded argument, drawn from the group's histogram over the argument's public
+    grid (see proxy/rewrite/quantile_histogram.py). Calls of one argument share one
+    histogram; equal targets spelled differently share one column."""
+
+    kind: TargetKind
+    q: float | None  # the level of a quantile; None for MIN and MAX
+    arg_sql: str  # canonical text of the (total, clamped) argument
+    grid: Grid
+    column: str  # the released column
+    histogram: str  # the core's columns <histogram>_b (bins) and <histogram>_n (counts)
+    calls: tuple[str, ...]  # canonical text of the analyst's calls it answers
+
+
 @dataclass(frozen=True, eq=False)
 class Core:
     """Everything the rules derive; the last rule fills ``sql``."""
@@ -65,6 +82,8 @@ class Core:
     bounding: bool = True  # False only in audits that must show they catch a violation
     # Release the clipping estimate: the CLIPPED statistic and the people per group.
     clipping: bool = False
+    # MEDIAN, quantiles, MIN and MAX: drawn from per-group histograms the core returns.
+    quantiles: tuple[QuantileStatistic, ...] = ()
 
     def statistic(self, kind: str, arg_sql: str | None) -> Statistic:
         for s in self.statistics:

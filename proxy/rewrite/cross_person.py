@@ -18,6 +18,7 @@ from sqlglot import exp
 
 from accounting.mechanisms import MAX_UNITS
 from proxy.rewrite import core as C
+from proxy.rewrite import quantile_histogram
 
 _BIGINT = exp.DataType.build("BIGINT")  # shared: insert copies only
 _DOUBLE = exp.DataType.build("DOUBLE")
@@ -61,6 +62,9 @@ def apply(core: C.Core) -> C.Core:
     final = exp.Select(expressions=cols, from_=C.from_table("bounded"))
     if core.keys:
         final.set("group", exp.Group(expressions=[exp.column(k) for k in core.key_columns()]))
+    if core.quantiles:
+        # MEDIAN, quantiles, MIN, MAX: each group's histograms beside its statistics.
+        final = quantile_histogram.with_histograms(core, final)
     # Built directly: the builder's with_() deep-copies every CTE body.
     final.set(
         "with_",

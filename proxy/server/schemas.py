@@ -129,10 +129,44 @@ class Cost(BaseModel):
     rho: float | None
 
 
+class QuantileAccuracyOut(BaseModel):
+    rows: int
+    rank_error: float
+    quantile_error: float
+    value_error_if_uniform: float
+
+
+class QuantileOut(BaseModel):
+    """A MEDIAN/quantile/MIN/MAX column: exponential mechanism over a public grid."""
+
+    column: str
+    kind: str = Field(description="quantile, min or max")
+    q: float | None
+    argument: str
+    calls: list[str]
+    grid: dict[str, float | int | bool]
+    mechanism: str
+    max_rows_per_group: int
+    max_groups: int
+    epsilon_per_group: float
+    pure_epsilon: float
+    rho: float
+    score_sensitivity_rows: float
+    scale_rows: float
+    offset_rows: int = Field(description="MIN/MAX: rows from the end the draw aims at")
+    rank_error_95: float = Field(description="rows from the target rank, 95%, any data")
+    expected_rank_error: float
+    accuracy: list[QuantileAccuracyOut]
+    half_width_95: float | None
+    interval_note: str
+    note: str
+
+
 class ExplainResponse(BaseModel):
     core_sql: str
     outer_sql: str
     statistics: list[StatisticOut]
+    quantiles: list[QuantileOut] = Field(default_factory=list)
     partition: PartitionOut | None
     public_domain_size: int | None
     limits: dict[str, int]

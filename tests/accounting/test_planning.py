@@ -267,7 +267,7 @@ def test_accuracy_refuses_nonsense(kw, match):
 # --- releases within a cap ------------------------------------------------------------
 
 
-def _brute_force(per, cap, delta, spent=ZERO, each=0.0, extra=0.0, limit=5000):
+def _brute_force(per, cap, delta, spent=ZERO, each=0.0, extra=0.0, limit=50_000):
     total = spent
     n = 0
     while n < limit:

@@ -50,6 +50,8 @@ def test_rewrite_matches_golden_and_runs(path: Path, engines: dict[str, Engine])
     result = engine.executor.run(plan.core_sql, params)
     assert "__persons" in result
     assert {s.column for s in plan.statistics} <= set(result)
+    # MEDIAN, quantiles, MIN, MAX: each argument's histogram (bins and counts) per group.
+    assert {f"{q.statistic.histogram}_{p}" for q in plan.quantiles for p in "bn"} <= set(result)
 
 
 def test_fixture_count() -> None:

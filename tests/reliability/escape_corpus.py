@@ -195,7 +195,8 @@ CORPUS: tuple[Escape, ...] = (
     _e(UNIT, "SELECT age, region FROM users LIMIT 10"),
     _e(UNIT, "SELECT user_id FROM users ORDER BY age DESC LIMIT 1"),
     _e(UNIT, "SELECT MIN(user_id), MAX(user_id) FROM users"),
-    _e(UNIT, "SELECT MAX(age) FROM users"),
+    # MAX(age) is answered with DP (the exponential mechanism); the person id has no bounds.
+    _e(UNIT, "SELECT MAX(user_id % 1000) FROM users"),
     _e(UNIT, "SELECT SUM(user_id) FROM users"),
     _e(UNIT, "SELECT AVG(user_id * age) FROM users"),
     _e(UNIT, "SELECT COUNT(DISTINCT age) FROM users"),
@@ -203,7 +204,7 @@ CORPUS: tuple[Escape, ...] = (
     _e(UNIT, "SELECT COUNT(DISTINCT model) FROM prompts"),
     _e(UNIT, "SELECT region, COUNT(*) FROM users GROUP BY region ORDER BY age"),
     _e(UNIT, "SELECT COUNT(*) FROM users ORDER BY user_id"),
-    _e(UNIT, "SELECT region, COUNT(*) FROM users GROUP BY region HAVING MAX(age) > 90"),
+    _e(UNIT, "SELECT region, COUNT(*) FROM users GROUP BY region HAVING MAX(user_id) > 90"),
     _e(UNIT, "SELECT region, COUNT(*) FROM users GROUP BY region HAVING age > 90"),
     _e(UNIT, "SELECT region, COUNT(*), user_id FROM users GROUP BY region"),
     _e(UNIT, "SELECT region, list(user_id) FROM users GROUP BY region"),

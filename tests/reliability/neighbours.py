@@ -14,7 +14,10 @@ and checks:
     column by at most the declared L1 and L2 (a group missing on one side counts as 0,
     public domains are completed as the release step completes them); with partition
     selection, each group's person count moves by at most 1 and at most K groups move;
-(c) outside partition selection, the same released keys on both.
+(c) outside partition selection, the same released keys on both;
+(d) for MEDIAN, quantiles, MIN and MAX: per argument, every group's histogram over the
+    grid moves by at most C (the declared rows per person and group) in L1, and at most K
+    groups' histograms move (the input the exponential mechanism's cost assumes).
 
 Usage (the API the lead uses; keep it stable)::
 
@@ -103,6 +106,8 @@ class ViolationKind(StrEnum):
     PERSONS_CELL = "persons_cell"  # a group's person count moved by more than 1
     PERSONS_GROUPS = "persons_groups"  # more than K groups' person counts moved
     KEYS = "keys"  # different released keys outside partition selection
+    HISTOGRAM_CELL = "histogram_cell"  # a group's quantile histogram moved by more than C
+    HISTOGRAM_GROUPS = "histogram_groups"  # more than K groups' quantile histograms moved
 
 
 @dataclass(frozen=True)
@@ -539,6 +544,7 @@ class NeighbourPair:
         d_exact, dp_exact = exacts
         assert d_exact is not None and dp_exact is not None
         groups = self._compare(plan, d_exact, dp_exact, violation)
+        _check_histograms(plan, d_exact, dp_exact, violation)
         self._released_keys(plan, d_exact, dp_exact, violation)
         if run_engine and all(v.kind is ViolationKind.DOMAIN_ORDER for v in found):
             self._run_engines(request, violation)
@@ -708,6 +714,65 @@ def _check_column(
             declared=sens.l2,
             measured=l2,
         )
+
+
+def _histograms(
+    plan: Plan, exact: Mapping[str, np.ndarray], name: str, bins: int
+) -> dict[tuple[Any, ...], np.ndarray]:
+    """Per group, the dense histogram ``name`` (the core's ``<name>_b``/``<name>_n``
+    lists) as the release step would read it; a public domain is completed with zeros."""
+    keys = _key_rows(plan, exact)
+    found = {}
+    for i, key in enumerate(keys):
+        dense = np.zeros(bins, dtype=np.int64)
+        b, n = exact[f"{name}_b"][i], exact[f"{name}_n"][i]
+        if b is not None and n is not None:
+            np.add.at(dense, np.asarray(b, dtype=np.int64), np.asarray(n, dtype=np.int64))
+        found[key] = dense
+    if plan.domain is None:
+        return found
+    domain = [tuple(_python(v) for v in d) for d in plan.domain]
+    return {d: found.get(d, np.zeros(bins, dtype=np.int64)) for d in domain}
+
+
+def _check_histograms(
+    plan: Plan,
+    d_exact: Mapping[str, np.ndarray],
+    dp_exact: Mapping[str, np.ndarray],
+    violation: Any,
+) -> None:
+    """(d): each quantile argument's per-group histograms move by <= C in L1, in <= K
+    groups (declared by the descriptors: max_rows and max_groups)."""
+    seen = set()
+    for drawn in plan.quantiles:
+        name, grid, d = drawn.statistic.histogram, drawn.statistic.grid, drawn.descriptor
+        if name in seen:
+            continue
+        seen.add(name)
+        on_d = _histograms(plan, d_exact, name, grid.bins)
+        on_dp = _histograms(plan, dp_exact, name, grid.bins)
+        empty = np.zeros(grid.bins, dtype=np.int64)
+        moved = 0
+        for key in dict.fromkeys([*on_d, *on_dp]):
+            l1 = int(np.abs(on_d.get(key, empty) - on_dp.get(key, empty)).sum())
+            moved += l1 > 0
+            if l1 > d.max_rows:
+                violation(
+                    ViolationKind.HISTOGRAM_CELL,
+                    "a group's quantile histogram moved by more than C rows (L1)",
+                    statistic=name,
+                    group=key,
+                    declared=float(d.max_rows),
+                    measured=float(l1),
+                )
+        if moved > d.max_groups:
+            violation(
+                ViolationKind.HISTOGRAM_GROUPS,
+                "more groups' quantile histograms moved than the person may touch (K)",
+                statistic=name,
+                declared=float(d.max_groups),
+                measured=float(moved),
+            )
 
 
 def check_all(
