@@ -1,4 +1,4 @@
-"""Stage 3: refuse every query shape that DESIGN §4 does not answer, before any charge.
+"""Refuse every query shape dpsql does not answer, before any charge.
 
 The checker is an allowlist: node types and functions not named here are refused with
 a stable code, the position of the offending node and a hint that names the fix.

@@ -1,8 +1,9 @@
 """The one flow every interface shares: parse → bind → check → rewrite → plan → cache →
 charge → execute → release → cache → post-process.
 
-`Engine.run` reads as DESIGN §2. The CLI and the HTTP server call only this class, so
-they can never disagree about what is answered or charged.
+docs/ARCHITECTURE.md walks through it. Every door (CLI, HTTP, Trino, PostgreSQL wire)
+calls only this class and the budget façade beside it (proxy/budgets.py), so they can
+never disagree about what is answered or charged.
 """
 
 from __future__ import annotations
@@ -361,8 +362,8 @@ class Engine:
         return tuple(columns)
 
     def _public_query(self, request: QueryRequest) -> PublicQuery | None:
-        """The query as a public one if it reads no private table (DESIGN: such queries
-        are answered exactly and free, on their own path), else None."""
+        """The query as a public one if it reads no private table (such queries are
+        answered exactly and free, on their own path), else None."""
         if not isinstance(request.sql, str):
             return None  # prepare refuses it
         key = replace(

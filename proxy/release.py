@@ -1,4 +1,4 @@
-"""Stage 9: turn exact per-group aggregates into the released noisy table, then run the
+"""Turn exact per-group aggregates into the released noisy table, then run the
 analyst's outer layer (arithmetic, HAVING, ORDER BY, LIMIT) over it.
 
 Noise comes only from ``accounting.mechanisms``. Public key domains are completed (every

@@ -1,4 +1,4 @@
-"""Stage 4: rewrite a checked query into the bounded core, one rule per module.
+"""Rewrite a checked query into the bounded core, one rule per module.
 
 The rules run in order; each takes and returns a :class:`Core`. The final SQL is made
 by sqlglot from the AST, never by pasting analyst text.
