@@ -93,8 +93,9 @@ def sensitivity(
     Preconditions: L ≤ U, both finite; C and K integers ≥ 1 (the bounds are checked for
     every kind so that a bad policy never passes silently). Raises SensitivityError naming
     the argument otherwise.
-    Privacy claim: if the executed query enforces the bounds above (L0, Linf, clamping), adding or removing one
-    person changes one group's aggregate by at most ``per_group``, and the vector of all
+    Privacy claim: if the executed query enforces the bounds above (L0, Linf, clamping),
+    adding or removing one person changes one group's aggregate by at most ``per_group``,
+    and the vector of all
     groups' aggregates by at most ``l1`` in L1 norm and ``l2`` in L2 norm.
     """
     try:
