@@ -95,8 +95,8 @@ def sensitivity(
     the argument otherwise.
     Privacy claim: if the executed query enforces the bounds above (L0, Linf, clamping),
     adding or removing one person changes one group's aggregate by at most ``per_group``,
-    and the vector of all
-    groups' aggregates by at most ``l1`` in L1 norm and ``l2`` in L2 norm.
+    and the vector of all groups' aggregates by at most ``l1`` in L1 norm and ``l2`` in L2
+    norm.
     """
     try:
         k = AggregateKind(kind)
