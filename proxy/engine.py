@@ -545,14 +545,23 @@ class Engine:
         return replace(result, warnings=(*result.warnings, note))
 
     def _charge(self, plan: Plan, request: QueryRequest) -> Receipt:
-        return self.budgets.charge(
-            plan.charge_targets,
-            plan.curve,
-            plan.delta_threshold,
-            analyst=request.analyst,
-            fingerprint=plan.cache_key,
-            note=f"query {plan.cache_key[:12]}",
-        )
+        try:
+            return self.budgets.charge(
+                plan.charge_targets,
+                plan.curve,
+                plan.delta_threshold,
+                analyst=request.analyst,
+                fingerprint=plan.cache_key,
+                note=f"query {plan.cache_key[:12]}",
+            )
+        except DPSQLError as error:
+            if error.code == "budget_exhausted":
+                # The query's own ε beside what it would add to the population's total.
+                error.details["query_epsilon"] = float(f"{plan.epsilon:.12g}")
+                error.details["query_delta"] = float(
+                    f"{plan.delta_conversion + plan.delta_threshold:.12g}"
+                )
+            raise
 
     def _replay(self, plan: Plan, request: QueryRequest, charge_id: int, table: pa.Table) -> Result:
         self.budgets.replay(charge_id, analyst=request.analyst, fingerprint=plan.cache_key)
