@@ -279,8 +279,9 @@ class Engine:
             plan = replace(plan, pending_bounds=found.pending)
         return found.core.shape, plan
 
-    def _structure(self, request: QueryRequest) -> Structure:
-        """Parse, bind, check, rewrite and validate: everything but the budget."""
+    def checked_shape(self, request: QueryRequest) -> tuple[Shape, tuple[str, ...] | None]:
+        """Parse, bind and check (refusing what is not answered); the output names the
+        query gave, if it named them all."""
         settings = self.policy.proxy
         tree = parse(
             request.sql,
@@ -292,7 +293,13 @@ class Engine:
         tree = distinct_as_group_by(tree)
         names = output_names(tree)
         select = bind(tree, self.catalog, request.tables)
-        shape = check_shape(select, self.catalog)
+        return check_shape(select, self.catalog), names
+
+    def _structure(self, request: QueryRequest) -> Structure:
+        """Parse, bind, check, rewrite and validate: everything but the budget."""
+        settings = self.policy.proxy
+        shape, names = self.checked_shape(request)
+        select = shape.select
         if names is None or len(names) != len(select.expressions):
             names = tuple(e.alias_or_name for e in select.expressions)
         max_rows, max_groups = limits(request, shape, self.policy, self.auto_bounds.chosen)
