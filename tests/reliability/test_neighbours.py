@@ -428,5 +428,6 @@ def test_fuzz_neighbours_ci(nb_demo: dict[Removal, Side]):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # two 6,500-case fuzz runs: about 5 min on a quiet machine
 def test_fuzz_neighbours_full(nb_demo: dict[Removal, Side]):
     _fuzz(nb_demo, FULL_FUZZ, seed=1)
