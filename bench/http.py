@@ -269,8 +269,8 @@ def main() -> None:
         from sample_data.generate import generate
 
         generate(db, people=5000, prompts=100000, seed=7)
-    report: dict[str, Any] = {"cpus": os.cpu_count(), "load": shutil.which("wrk") and "wrk"
-                              or "python clients"}
+    report: dict[str, Any] = {"cpus": os.cpu_count(),
+                              "load": "wrk" if shutil.which("wrk") else "python clients"}
     hit = {"sql": HIT_SQL, "epsilon": 0.5}
     with tempfile.TemporaryDirectory() as tmp:
         policy = _policy(Path(tmp), db)
