@@ -238,7 +238,7 @@ def compare(before: Path, after: Path, rounds: int, rows: tuple[str, ...], quick
         "loads": {name: {row: [r["load_avg"] for r in runs] for row, runs in result[name].items()}
                   for name in ("before", "after")},
     }
-    results_path.write_text(json.dumps(results, indent=1, default=str))
+    results_path.write_text(json.dumps(results, indent=1, default=str, ensure_ascii=False) + "\n")
     print(result["markdown"])
 
 
