@@ -174,11 +174,6 @@ class Curve:
 ZERO = Curve(tuple(0.0 for _ in ORDERS))
 
 
-def zero_curve() -> Curve:
-    """The curve of a release that reveals nothing (replays, post-processing)."""
-    return ZERO
-
-
 def compose(curves: Iterable[Curve]) -> Curve:
     """Adaptive composition of any number of curves (order-wise sum)."""
     total = ZERO

@@ -1,6 +1,6 @@
-"""Sensitivities of the bounded aggregates of DESIGN §5, for one person.
+"""Sensitivities of the bounded aggregates, for one person.
 
-Neighbouring databases differ by all rows of one person. After the rewrite of §5 a person
+Neighbouring databases differ by all rows of one person. After the rewrite a person
 touches at most ``K = max_groups`` groups (L0) and contributes at most ``C = max_rows``
 rows to each (Linf), each row's input clamped to ``[L, U]``. From those public numbers
 alone this module derives how much one person can move one group's aggregate (Δ∞) and the
@@ -93,9 +93,10 @@ def sensitivity(
     Preconditions: L ≤ U, both finite; C and K integers ≥ 1 (the bounds are checked for
     every kind so that a bad policy never passes silently). Raises SensitivityError naming
     the argument otherwise.
-    Privacy claim: if the executed query enforces the §5 bounds, adding or removing one
-    person changes one group's aggregate by at most ``per_group``, and the vector of all
-    groups' aggregates by at most ``l1`` in L1 norm and ``l2`` in L2 norm.
+    Privacy claim: if the executed query enforces the bounds above (L0, Linf, clamping),
+    adding or removing one person changes one group's aggregate by at most ``per_group``,
+    and the vector of all groups' aggregates by at most ``l1`` in L1 norm and ``l2`` in L2
+    norm.
     """
     try:
         k = AggregateKind(kind)

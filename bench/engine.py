@@ -3,7 +3,7 @@
 Run: `python bench/engine.py [--quick]`. Prints ratios measured in one run; never used
 as a timed assertion. The big dataset is generated (never committed) under bench/out/.
 
-Floor: the per-person pre-aggregation (DESIGN §5 step 2) followed by the cross-person
+Floor: the per-person pre-aggregation followed by the cross-person
 aggregation, run alone on DuckDB with the same threads: what any user-level DP answer
 must at least compute. dpsql's cache-miss latency adds clamping, L0 bounding, the ledger
 charge, noise, the cache write and the outer layer.

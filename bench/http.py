@@ -1,4 +1,4 @@
-"""HTTP service throughput and latency on loopback (DESIGN §10, issue 4).
+"""HTTP service throughput and latency on loopback (issue 4).
 
 Starts `dpsql serve` on the demo data (a private copy of the policy with its own ledger
 in a temporary folder, rate limit off) with 1 and then 2 workers, and measures:

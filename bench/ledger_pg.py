@@ -2,7 +2,7 @@
 
 Charges per second with 1 and 4 writer processes, each charge a full admission (read
 totals, compose, CKS conversion, append event and totals, commit). PostgreSQL is a
-throwaway local server (tests/pg_server.py) with ``fsync=on`` and
+throwaway local server (tests/postgres_server.py) with ``fsync=on`` and
 ``synchronous_commit=on``: every charge is on disk before it returns, as with SQLite's
 ``synchronous=FULL``. Printed beside them: the floor of a bare durable one-row commit
 on each, and what storing curves as JSON text costs against ``float8[]``.
@@ -139,10 +139,10 @@ def curve_codecs(dsn: str, rows: int = 2000) -> dict[str, float]:
 
 
 def main() -> None:
-    from tests import pg_server
+    from tests import postgres_server
 
     seconds = float(os.environ.get("LEDGER_BENCH_SECONDS", "5"))
-    server = pg_server.start(durable=True)
+    server = postgres_server.start(durable=True)
     try:
         print(f"PostgreSQL server started in {server.start_s:.2f} s (fsync=on)")
         floor = bare_pg_commits_per_second(server.dsn(server.create_database()), seconds)
@@ -154,7 +154,7 @@ def main() -> None:
             rows = []
             for procs in (1, 4):
                 sq = charges_per_second("sqlite", str(Path(d) / f"l{procs}.sqlite"), procs, seconds)
-                dsn = server.dsn(server.create_database(), pg_server.APP_ROLE)
+                dsn = server.dsn(server.create_database(), postgres_server.APP_ROLE)
                 pg = charges_per_second("postgres", dsn, procs, seconds)
                 rows.append((procs, sq, pg))
         print("\n| writer processes | SQLite charges/s | PostgreSQL charges/s |")

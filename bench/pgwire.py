@@ -20,10 +20,8 @@ server, so answers/s are a floor. Not a test: nothing here gates CI.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import tempfile
@@ -36,29 +34,13 @@ from pathlib import Path
 import httpx
 import psycopg
 
+from bench.door_server import bench_policy, free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 DPSQL = ROOT / ".venv" / "bin" / "dpsql"
 USER, KEY = "bench", "bench-key-0123456789"
 HIT_SQL = "SELECT region, COUNT(*) AS n FROM users GROUP BY region"
 MISS_SQL = "SELECT model, COUNT(*) AS n FROM prompts WHERE tokens_in > {} GROUP BY model"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _policy(folder: Path, db: Path) -> Path:
-    text = (ROOT / "sample_data" / "policy.toml").read_text()
-    text = text.replace('duckdb = "usage.duckdb"', f'duckdb = "{db}"')
-    text = text.replace('path = "../state/ledger.sqlite"', f'path = "{folder / "ledger.sqlite"}"')
-    text = text.replace("epsilon_cap = 4.0", "epsilon_cap = 1000000.0")
-    digest = hashlib.sha256(KEY.encode()).hexdigest()
-    text += f'\n[analysts.{USER}]\nkey_sha256 = "{digest}"\nrole = "analyst"\n'
-    path = folder / "policy.toml"
-    path.write_text(text)
-    return path
 
 
 def _ready(log: Path, http_port: int) -> bool:
@@ -117,8 +99,8 @@ def main() -> None:
 
     folder = Path(tempfile.mkdtemp(prefix="dpsql-bench-pg-"))
     db = generate(folder / "usage.duckdb", people=args.people, prompts=args.prompts, seed=7)
-    policy = _policy(folder, db)
-    http_port, pg_port = _free_port(), _free_port()
+    policy = bench_policy(folder, db, USER, KEY)
+    http_port, pg_port = free_port(), free_port()
     log = folder / "serve.log"
     proc = subprocess.Popen(
         [str(DPSQL), "serve", "--policy", str(policy), "--port", str(http_port),

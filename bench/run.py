@@ -8,7 +8,9 @@ Sections: ``scale`` (floor ratio and scale curve), ``smartnoise`` (latency, erro
 equal total ε, what each accepts), ``session`` (budget efficiency), ``accounting``
 (tightness against dp-accounting), ``latency`` (in-process, HTTP, ledger), ``acceptance``
 (peer suites' PUMS queries answered by dpsql and SmartNoise: bench/acceptance.py),
-``accuracy`` (issue #12: realistic questions at ε = 1, fixed vs auto caps vs SmartNoise). ``--only``
+``accuracy`` (issue #12: realistic questions at ε = 1, fixed vs auto caps vs SmartNoise),
+``doors`` (a cached query through /v1/query, the Trino door and the PostgreSQL door:
+bench/doors.py; ``--doors-before REV`` adds commit REV beside it). ``--only``
 re-measures some sections and keeps the others from the last ``bench/results.json``.
 Writes ``bench/results.json`` (summaries, no raw rows), the figures under
 ``bench/figures/`` and ``BENCHMARKS.md``. Timings are medians measured in this run on
@@ -49,7 +51,10 @@ from bench.peers import smartnoise as sn  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results.json"
 FIGURES = ROOT / "bench" / "figures"
-SECTIONS = ("scale", "smartnoise", "session", "accounting", "latency", "acceptance", "accuracy")
+SECTIONS = ("scale", "smartnoise", "session", "accounting", "latency", "acceptance", "accuracy",
+            "doors")
+# --doors-before REV: the doors section also serves commit REV, for a before/after table
+DOORS_BEFORE: list[str] = []
 
 
 def log(msg: str) -> None:
@@ -503,6 +508,20 @@ def section_accuracy(quick: bool) -> dict[str, Any]:
                         draws=accuracy.DRAWS_QUICK if quick else accuracy.DRAWS_FULL, log=log)
 
 
+# --- 9: the doors on a cached query ------------------------------------------------------
+def section_doors(quick: bool) -> dict[str, Any]:
+    """The same cached query through /v1/query, the Trino door and the PostgreSQL door
+    (bench/doors.py), interleaved; with --doors-before, the named commit beside it."""
+    from bench import doors
+
+    data = doors.run(rounds=60 if quick else 300, per_round=2,
+                     before=DOORS_BEFORE[0] if DOORS_BEFORE else None,
+                     people=5000, prompts=100_000)
+    log("doors: " + ", ".join(f"{p} {m['ratio']:.2f}x" for p, m in
+                              list(data["servers"].values())[-1].items()))
+    return data
+
+
 RUNNERS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "scale": section_scale,
     "smartnoise": section_smartnoise,
@@ -513,6 +532,7 @@ RUNNERS: dict[str, Callable[[bool], dict[str, Any]]] = {
 
 
     "accuracy": section_accuracy,
+    "doors": section_doors,
 }
 
 
@@ -521,10 +541,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer runs and sizes")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, help="re-measure these only")
     parser.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md")
+    parser.add_argument("--doors-before", metavar="REV",
+                        help="the doors section also times commit REV (before/after)")
     parser.add_argument("--render", action="store_true",
                         help="only re-render BENCHMARKS.md and figures from results.json")
     args = parser.parse_args(argv)
     argv = sys.argv[1:] if argv is None else argv
+    if args.doors_before:
+        DOORS_BEFORE.append(args.doors_before)
     results: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     if not args.render:
         results.setdefault("sections", {})

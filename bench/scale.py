@@ -4,7 +4,7 @@ per-person floor, at growing row counts, on DuckDB, PostgreSQL and Spark local[2
 Run: `python -m bench.scale [--rows 1000000,10000000] [--engines duckdb,postgres,spark]
 [--repeat 3]`. Data comes from the project's generator (sample_data/generate.py, one
 person per 20 prompts as in the demo) and is copied to each engine (sample_data/
-export.py); PostgreSQL is a private cluster (tests/engines/pg_fixture.py) with
+export.py); PostgreSQL is a private cluster (tests/postgres_server.py) with
 work_mem = 256MB. The floor is bench/engine.py's: the per-person pre-aggregation and the
 cross-person aggregation, run alone on the same engine through the same executor;
 dpsql's miss adds clamping, L0 bounding, the ledger charge, noise, the cache write and
@@ -100,9 +100,13 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict[str, Any]] = []
     cluster = None
     if "postgres" in engines:
-        from tests.engines import pg_fixture
+        from tests import postgres_server
 
-        cluster = pg_fixture.start()
+        # fsync off as in the tests (timing the engine, not the disk); room for 10M rows
+        cluster = postgres_server.start(
+            durable=False,
+            settings={"shared_buffers": "256MB", "synchronous_commit": "off"},
+        )
     try:
         for rows in sizes:
             db = dataset(rows)
@@ -114,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                     name = f"scale_{rows}"
                     start = time.perf_counter()
                     con = duckdb.connect(str(db), read_only=True)
-                    to_postgres(con, cluster.create_database(name))
+                    to_postgres(con, cluster.replace_database(name))
                     con.close()
                     cluster.execute(f"ALTER DATABASE {name} SET work_mem = '256MB'")
                     print(f"loaded PostgreSQL in {time.perf_counter() - start:.1f} s", flush=True)

@@ -18,11 +18,9 @@ Not part of any test run:
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -33,41 +31,10 @@ from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.door_server import bench_policy, certificate, free_port
+
 KEY = "bench-trino-key-0123456789abcdef"
 SQL = "SELECT region, COUNT(*) AS n, AVG(age) AS a FROM users WHERE age > {k} GROUP BY region"
-
-
-def _policy(folder: Path, db: Path) -> Path:
-    text = (ROOT / "sample_data" / "policy.toml").read_text()
-    text = text.replace('duckdb = "usage.duckdb"', f'duckdb = "{db}"')
-    text = text.replace('path = "../state/ledger.sqlite"', f'path = "{folder / "ledger.sqlite"}"')
-    text = text.replace("epsilon_cap = 4.0", "epsilon_cap = 1000000.0")
-    digest = hashlib.sha256(KEY.encode()).hexdigest()
-    text += f'\n[analysts.bench]\nkey_sha256 = "{digest}"\nrole = "analyst"\n'
-    path = folder / "policy.toml"
-    path.write_text(text)
-    return path
-
-
-def _certificate(folder: Path) -> tuple[Path, Path]:
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        sys.exit("the openssl CLI is needed (apt-get install openssl)")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return cert, key
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _percentiles(values: list[float]) -> tuple[float, float]:
@@ -103,9 +70,9 @@ def main() -> None:
         os.environ.pop(name, None)
     folder = Path(tempfile.mkdtemp(prefix="dpsql-trino-bench-"))
     db = generate(folder / "usage.duckdb", people=args.people, prompts=args.prompts, seed=7)
-    policy = _policy(folder, db)
-    cert, key = _certificate(folder)
-    port = _free_port()
+    policy = bench_policy(folder, db, "bench", KEY)
+    cert, key = certificate(folder)
+    port = free_port()
     log = (folder / "server.log").open("wb")
     proc = subprocess.Popen(
         [str(Path(sys.executable).with_name("dpsql")), "serve", "--policy", str(policy),

@@ -1,4 +1,4 @@
-"""Stage 2: bind every column to a table, expand `*`, and inline row-level CTEs/subqueries.
+"""Bind every column to a table, expand `*`, and inline row-level CTEs/subqueries.
 
 After binding, the query is one SELECT over base tables whose every column is qualified,
 so no alias, `*` or CTE can hide which column of which table an expression reads.
@@ -14,7 +14,7 @@ from sqlglot.optimizer.merge_subqueries import merge_subqueries
 from sqlglot.optimizer.qualify import qualify
 
 from proxy import semijoins
-from proxy.catalog import CATALOG_NAME, DEFAULT_DB, Catalog, TableInfo
+from proxy.catalog import CATALOG_NAME, DEFAULT_DB, Catalog
 from proxy.errors import DPSQLError, position_of, unsupported
 from proxy.literal_times import fold_literal_times
 from proxy.spellings import normalize
@@ -145,7 +145,7 @@ def _sorted_conjuncts(condition: exp.Expr) -> exp.Expr:
 
 
 def canonicalize(select: exp.Select) -> exp.Select:
-    """One spelling per query, so equal queries share a cache key (DESIGN §8): table
+    """One spelling per query, so equal queries share a cache key: table
     aliases t0, t1, … in FROM order, unquoted lower-case identifiers, WHERE and ON
     conjuncts sorted, integral numeric literals in comparisons without a fraction."""
     # Semi-join subqueries first: their table gets s0, s1, … within its own scope, so
@@ -184,7 +184,3 @@ def canonicalize(select: exp.Select) -> exp.Select:
             join.set("on", _sorted_conjuncts(join.args["on"]))
     return select
 
-
-def table_of(column: exp.Column, tables: dict[str, TableInfo]) -> TableInfo | None:
-    """The base table a qualified column reads, by its table alias."""
-    return tables.get(column.table.lower())

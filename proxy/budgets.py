@@ -52,9 +52,12 @@ def ledger_error(error: LedgerError, doing: str) -> DPSQLError:
     ``doing`` says what was attempted, for the message ("charge this query", ...)."""
     details = {}
     if isinstance(error, BudgetExhausted):
+        # ``needed`` is what this charge would add to the population's composed total
+        # (ε at the population's δ): not the query's own ε, which the engine adds as
+        # ``query_epsilon`` (composition makes the two differ).
         details = {
             "population": error.population,
-            "requested": error.requested,
+            "needed": error.requested,
             "spent": error.spent,
             "cap": error.cap,
         }
@@ -68,7 +71,9 @@ def ledger_error(error: LedgerError, doing: str) -> DPSQLError:
     if isinstance(error, BudgetExhausted):
         return DPSQLError(
             "budget_exhausted",
-            f"the privacy budget of {error.population} cannot {doing}",
+            f"the privacy budget of {error.population} cannot {doing}: it would add "
+            f"ε {error.requested:.4g} to the population's total (ε {error.spent:.4g} spent "
+            f"of a cap of {error.cap:.4g})",
             "ask a cached query, lower epsilon, or ask the operator for a larger cap",
             details=details,
         )

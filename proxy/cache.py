@@ -1,4 +1,4 @@
-"""Stage 10: released tables, stored durably under the plan's canonical key.
+"""Released tables, stored durably under the plan's canonical key.
 
 A hit re-runs only the outer layer and charges nothing. ``ReleaseStore`` is what the
 engine needs of the store; ``ReleaseCache`` keeps it in a SQLite file beside the ledger,

@@ -1,4 +1,4 @@
-"""Stage 3: refuse every query shape that DESIGN §4 does not answer, before any charge.
+"""Refuse every query shape dpsql does not answer, before any charge.
 
 The checker is an allowlist: node types and functions not named here are refused with
 a stable code, the position of the offending node and a hint that names the fix.
@@ -17,6 +17,7 @@ from proxy.joins import check_from, tables_of, unit_columns
 from proxy.pins import pinned_values
 from proxy.quantile_sql import aggregate_call as quantile_call
 from proxy.quantile_sql import is_quantile
+from proxy.string_growth import check_string_growth
 
 MAX_LIMIT = 2**62  # LIMIT/OFFSET: beyond any table, and within the outer layer's BIGINT
 
@@ -98,6 +99,7 @@ def _check_scalar(node: exp.Expr, where: str) -> None:
             raise _refuse_node(sub, where)
         if isinstance(sub, exp.Star) and where != "COUNT(*)":
             raise unsupported("* is only allowed in COUNT(*)", "name the columns", position_of(sub))
+    check_string_growth(node, where)
 
 
 S_AGG_TYPES = tuple(AGGREGATES)

@@ -1,4 +1,4 @@
-"""Stage 6a: which group keys have a public domain, and what it is.
+"""Which group keys have a public domain, and what it is.
 
 A key's domain is public when it comes from the policy (`values`, or the integers
 between an integer column's declared `lower` and `upper` when they are few enough), from

@@ -1,8 +1,9 @@
 """The one flow every interface shares: parse → bind → check → rewrite → plan → cache →
 charge → execute → release → cache → post-process.
 
-`Engine.run` reads as DESIGN §2. The CLI and the HTTP server call only this class, so
-they can never disagree about what is answered or charged.
+docs/ARCHITECTURE.md walks through it. Every door (CLI, HTTP, Trino, PostgreSQL wire)
+calls only this class and the budget façade beside it (proxy/budgets.py), so they can
+never disagree about what is answered or charged.
 """
 
 from __future__ import annotations
@@ -286,8 +287,9 @@ class Engine:
             plan = replace(plan, pending_bounds=found.pending)
         return found.core.shape, plan
 
-    def _structure(self, request: QueryRequest) -> Structure:
-        """Parse, bind, check, rewrite and validate: everything but the budget."""
+    def checked_shape(self, request: QueryRequest) -> tuple[Shape, tuple[str, ...] | None]:
+        """Parse, bind and check (refusing what is not answered); the output names the
+        query gave, if it named them all."""
         settings = self.policy.proxy
         tree = parse(
             request.sql,
@@ -299,7 +301,13 @@ class Engine:
         tree = distinct_as_group_by(tree)
         names = output_names(tree)
         select = bind(tree, self.catalog, request.tables)
-        shape = check_shape(select, self.catalog)
+        return check_shape(select, self.catalog), names
+
+    def _structure(self, request: QueryRequest) -> Structure:
+        """Parse, bind, check, rewrite and validate: everything but the budget."""
+        settings = self.policy.proxy
+        shape, names = self.checked_shape(request)
+        select = shape.select
         if names is None or len(names) != len(select.expressions):
             names = tuple(e.alias_or_name for e in select.expressions)
         max_rows, max_groups = limits(request, shape, self.policy, self.auto_bounds.chosen)
@@ -369,8 +377,8 @@ class Engine:
         return tuple(columns)
 
     def _public_query(self, request: QueryRequest) -> PublicQuery | None:
-        """The query as a public one if it reads no private table (DESIGN: such queries
-        are answered exactly and free, on their own path), else None."""
+        """The query as a public one if it reads no private table (such queries are
+        answered exactly and free, on their own path), else None."""
         if not isinstance(request.sql, str):
             return None  # prepare refuses it
         key = replace(
@@ -568,14 +576,23 @@ class Engine:
         return replace(result, warnings=(*result.warnings, note))
 
     def _charge(self, plan: Plan, request: QueryRequest) -> Receipt:
-        return self.budgets.charge(
-            plan.charge_targets,
-            plan.curve,
-            plan.delta_threshold,
-            analyst=request.analyst,
-            fingerprint=plan.cache_key,
-            note=f"query {plan.cache_key[:12]}",
-        )
+        try:
+            return self.budgets.charge(
+                plan.charge_targets,
+                plan.curve,
+                plan.delta_threshold,
+                analyst=request.analyst,
+                fingerprint=plan.cache_key,
+                note=f"query {plan.cache_key[:12]}",
+            )
+        except DPSQLError as error:
+            if error.code == "budget_exhausted":
+                # The query's own ε beside what it would add to the population's total.
+                error.details["query_epsilon"] = float(f"{plan.epsilon:.12g}")
+                error.details["query_delta"] = float(
+                    f"{plan.delta_conversion + plan.delta_threshold:.12g}"
+                )
+            raise
 
     def _replay(self, plan: Plan, request: QueryRequest, charge_id: int, table: pa.Table) -> Result:
         self.budgets.replay(charge_id, analyst=request.analyst, fingerprint=plan.cache_key)

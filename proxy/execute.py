@@ -1,4 +1,4 @@
-"""Stage 8: run the bounded core on DuckDB, sandboxed (the default engine).
+"""Run the bounded core on DuckDB, sandboxed (the default engine).
 
 The connection is read-only (or an in-memory copy of CSV sources), with external access
 off, extensions never installed or loaded, the configuration locked, a thread count and

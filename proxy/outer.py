@@ -1,4 +1,4 @@
-"""Stage 9b: the analyst's outer layer — select-list arithmetic over aggregates, HAVING,
+"""The analyst's outer layer — select-list arithmetic over aggregates, HAVING,
 ORDER BY, LIMIT — rewritten to run on the released noisy table, never on private rows;
 plus which output columns carry a known noise width.
 """

@@ -1,4 +1,4 @@
-"""Stage 1: SQL text to one sqlglot statement, within size limits, in any supported dialect."""
+"""SQL text to one sqlglot statement, within size limits, in any supported dialect."""
 
 from __future__ import annotations
 

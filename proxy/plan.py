@@ -1,4 +1,4 @@
-"""Stage 5: the frozen plan — core SQL, statistics, sensitivities, budget split, noise,
+"""The frozen plan — core SQL, statistics, sensitivities, budget split, noise,
 cost, populations charged, key domain and the cache key.
 
 The plan is computed from public facts only (policy, query text, request); it reads no

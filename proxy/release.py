@@ -1,4 +1,4 @@
-"""Stage 9: turn exact per-group aggregates into the released noisy table, then run the
+"""Turn exact per-group aggregates into the released noisy table, then run the
 analyst's outer layer (arithmetic, HAVING, ORDER BY, LIMIT) over it.
 
 Noise comes only from ``accounting.mechanisms``. Public key domains are completed (every
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import duckdb
@@ -39,10 +40,15 @@ def release_keys(values: list[Any]) -> pa.Array:
     return _key_array(values)
 
 
-def _key_array(values: list[Any]) -> pa.Array:
+def _key_array(values: list[Any], sql_type: str = "") -> pa.Array:
     """Key values as an Arrow column; values Arrow cannot type (128-bit integers,
-    mixed kinds) are released as text rather than failing after the charge."""
+    mixed kinds) are released as text rather than failing after the charge. A DATE key
+    stays a date (NumPy fetches it as a timestamp at midnight)."""
     try:
+        if sql_type == "DATE":
+            return pa.array(
+                [v.date() if isinstance(v, datetime) else v for v in values], type=pa.date32()
+            )
         return pa.array(values)
     except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError):
         return pa.array([None if v is None else str(v) for v in values], type=pa.string())
@@ -133,15 +139,16 @@ def release(plan: Plan, exact: Mapping[str, np.ndarray]) -> pa.Table:
     """The released table: key columns, one noisy column per statistic (+ ``__persons``)."""
     columns: dict[str, Any] = {}
     sources: list[int | None]  # the row of ``exact`` each released row comes from
+    types = {name: kind.upper() for name, kind in plan.released_columns}
     if plan.domain is not None:
         domain_rows, stats, sources = _complete_domain(plan, exact)
         for i, name in enumerate(plan.key_columns):
-            columns[name] = _key_array([row[i] for row in domain_rows])
+            columns[name] = _key_array([row[i] for row in domain_rows], types.get(name, ""))
     else:
         keep, noisy_persons = _select_partitions(plan, exact)
         for name in plan.key_columns:
             values = np.asarray(exact[name], dtype=object)[keep]
-            columns[name] = _key_array([_python(v) for v in values])
+            columns[name] = _key_array([_python(v) for v in values], types.get(name, ""))
         stats = {
             n.statistic.column: _filled(np.asarray(exact[n.statistic.column]))[keep]
             for n in plan.noise

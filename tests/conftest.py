@@ -1,7 +1,7 @@
 """Fixtures every suite may use: one real PostgreSQL server per test session.
 
-``pg_server`` starts it on first use (initdb + pg_ctl in a temp dir, 127.0.0.1 only;
-see tests/pg_server.py) and stops it at the end of the session; tests that need it are
+``pg_server_session`` starts it on first use (initdb + pg_ctl in a temp dir, 127.0.0.1 only;
+see tests/postgres_server.py) and stops it at the end of the session; tests that need it are
 skipped with the reason when the PostgreSQL binaries or psycopg are missing (CI
 installs both: .ci/run, ``make install``). ``pg_database`` gives each test a fresh,
 empty database owned by the non-superuser role ``dpsql``.
@@ -15,20 +15,20 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests import pg_server
+from tests import postgres_server
 
 _FAILED: list[str] = []
 
 
 @dataclass(frozen=True)
 class PgDatabase:
-    server: pg_server.PgServer
+    server: postgres_server.PgServer
     name: str
 
     @property
     def dsn(self) -> str:
         """For the stores: the non-superuser role that owns the database."""
-        return self.server.dsn(self.name, pg_server.APP_ROLE)
+        return self.server.dsn(self.name, postgres_server.APP_ROLE)
 
     @property
     def admin_dsn(self) -> str:
@@ -37,7 +37,7 @@ class PgDatabase:
 
 
 @pytest.fixture(scope="session")
-def pg_server_session() -> Iterator[pg_server.PgServer]:
+def pg_server_session() -> Iterator[postgres_server.PgServer]:
     if _FAILED:
         pytest.skip(_FAILED[0])
     try:
@@ -46,8 +46,8 @@ def pg_server_session() -> Iterator[pg_server.PgServer]:
         _FAILED.append("psycopg is not installed (pip install -e '.[postgres]')")
         pytest.skip(_FAILED[0])
     try:
-        server = pg_server.start(durable=os.environ.get("DPSQL_TEST_PG_FSYNC") == "1")
-    except pg_server.PgUnavailable as exc:
+        server = postgres_server.start(durable=os.environ.get("DPSQL_TEST_PG_FSYNC") == "1")
+    except postgres_server.PgUnavailable as exc:
         _FAILED.append(f"no PostgreSQL for the tests: {exc}")
         pytest.skip(_FAILED[0])
     print(f"\nPostgreSQL test server started in {server.start_s:.2f} s on port {server.port}")
@@ -58,5 +58,5 @@ def pg_server_session() -> Iterator[pg_server.PgServer]:
 
 
 @pytest.fixture
-def pg_database(pg_server_session: pg_server.PgServer) -> PgDatabase:
+def pg_database(pg_server_session: postgres_server.PgServer) -> PgDatabase:
     return PgDatabase(pg_server_session, pg_server_session.create_database())

@@ -8,9 +8,12 @@ hand-written codec means rewriting this file only.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pg_mimic import messages as _m
 from pg_mimic import types as _t
-from pg_mimic.stream import ConnectionClosed, PgStream
+from pg_mimic.stream import ConnectionClosed
+from pg_mimic.stream import PgStream as _PgStream
 
 __all__ = [
     "BOOL",
@@ -75,6 +78,31 @@ UUID = _t.UUID
 encode_text = _t.encode_value
 encode_binary = _t.encode_value_binary
 decode_binary_param = _t.decode_binary_param
+
+
+class PgStream(_PgStream):
+    """pg-mimic's framing with the replies buffered until :meth:`drain`: one answer (row
+    description, rows, notices, completion, ReadyForQuery) leaves in one socket write,
+    and one TLS record, instead of one per message. PostgreSQL itself sends its output
+    at Sync, Flush and the end of a simple query; the connection drains there."""
+
+    def __init__(self, reader: Any, writer: Any):
+        super().__init__(reader, writer)
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self._pending.append(data)
+
+    def flush(self) -> None:
+        """Hand what is buffered to the transport (without waiting for it to drain)."""
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            self.writer.write(data)
+
+    async def drain(self) -> None:
+        self.flush()
+        await self.writer.drain()
 
 
 class Tags:

@@ -48,6 +48,7 @@ from proxy.pgwire.statements import (
     classify,
     engine_sql,
 )
+from proxy.result import Result
 from proxy.server.auth import Caller
 
 if TYPE_CHECKING:
@@ -91,6 +92,11 @@ class Portal:
     sent: int = 0
 
 
+# Replies are buffered (codec.PgStream) and sent where PostgreSQL sends its output: at the
+# end of a simple query, at Sync and at Flush; a whole extended batch is one write.
+_SENDS_OUTPUT = frozenset({codec.Tags.QUERY, codec.Tags.SYNC, codec.Tags.FLUSH})
+
+
 def _duckdb_oid(type_name: str) -> int:
     return pgtypes.from_duckdb(type_name).oid
 
@@ -120,7 +126,8 @@ class Connection:
         self.prepared: dict[str, Prepared] = {}
         self.portals: dict[str, Portal] = {}
         self.skipping = False
-        self.last_release: str | None = None
+        # the last answer, rendered as JSON only when SHOW dpsql.last_release asks
+        self.last_result: Result | None = None
         self._task: asyncio.Task[None] | None = None
         self.user_tables = server.user_table_keys
         self.shadow = server.shadow_for(caller)
@@ -153,9 +160,11 @@ class Connection:
                     self._ready()
                 else:
                     self.skipping = True  # the rest of the extended batch, up to Sync
+                await self.stream.drain()
             finally:
                 self._task = None
-            await self.stream.drain()
+            if tag in _SENDS_OUTPUT:
+                await self.stream.drain()
 
     def cancel(self) -> None:
         """A CancelRequest for this connection: stop waiting for the current statement.
@@ -484,7 +493,7 @@ class Connection:
                 left = self.server.door.remaining(self.caller)
                 value = ", ".join(f"{k}={v:.6g}" for k, v in left.items()) or "n/a"
             elif short == "last_release":
-                value = self.last_release or ""
+                value = "" if self.last_result is None else release_json(self.last_result)
             else:
                 raise unknown(key)
             return Answer([Column(column, codec.TEXT)], [(value,)], "SHOW")
@@ -543,7 +552,7 @@ class Connection:
             raise WireError(
                 INTERNAL_ERROR, "internal error", hint="report this to the operator"
             ) from None
-        self.last_release = release_json(result)
+        self.last_result = result
         oids_out = pgtypes.infer_oids(len(result.columns), result.rows)
         columns = [Column(n, o) for n, o in zip(result.columns, oids_out, strict=True)]
         return Answer(columns, list(result.rows), "SELECT", notices(result) if notify else [])

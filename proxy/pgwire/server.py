@@ -131,6 +131,7 @@ class PgServer:
                     ).fields()
                 )
             )
+            connection.stream.flush()
         for task in list(self._handlers):
             task.cancel()
         if self._handlers:

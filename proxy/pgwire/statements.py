@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
+from proxy.memo import Memo
 from proxy.pgwire import codec
 from proxy.pgwire.shadow import PUBLIC, is_catalog_table, parse_catalog
 from proxy.pgwire.sqlstate import FEATURE_NOT_SUPPORTED, WireError
@@ -184,6 +186,13 @@ def _value(text: str) -> str | None:
     return None if raw.upper() in ("DEFAULT", "LOCAL") else unquote(raw)
 
 
+# Parsing dominates what the door adds to a cached answer, and clients send the same
+# text again and again: both functions below are pure in their arguments, so they are
+# memoised (a raised WireError is not kept). Their trees are never changed in place.
+_MEMO_SIZE = 1024
+
+
+@functools.lru_cache(maxsize=_MEMO_SIZE)
 def _query(sql: str, user_tables: frozenset[tuple[str, str]]) -> Statement:
     try:
         tree: exp.Expr | None = sqlglot.parse_one(sql, dialect="postgres")
@@ -229,6 +238,34 @@ def engine_sql(
     """The SQL the engine receives: ``public.`` (and ``<database>.public.``) dropped,
     bare names qualified by the first search_path schema that holds them, and ``$n``
     replaced by literals. Untouched text is passed as written."""
+    # A value is keyed by its type and repr: True == 1 and Decimal("1") == Decimal("1.0"),
+    # yet each binds as a different literal.
+    key = (
+        sql,
+        tuple((type(v).__name__, repr(v)) for v in params),
+        tuple(param_oids),
+        database,
+        tuple(search_path),
+        user_tables,
+    )
+    found = _ENGINE_SQL.get(key)
+    if found is None:
+        found = _engine_sql(sql, params, param_oids, database, search_path, user_tables)
+        _ENGINE_SQL.put(key, found)
+    return found
+
+
+_ENGINE_SQL: Memo[tuple[Any, ...], str] = Memo(_MEMO_SIZE)
+
+
+def _engine_sql(
+    sql: str,
+    params: Sequence[Any],
+    param_oids: Sequence[int],
+    database: str,
+    search_path: Sequence[str],
+    user_tables: frozenset[tuple[str, str]],
+) -> str:
     try:
         tree = sqlglot.parse_one(sql, dialect="postgres")
     except sqlglot.errors.ParseError:

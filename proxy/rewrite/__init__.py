@@ -1,4 +1,4 @@
-"""Stage 4: rewrite a checked query into the bounded core, one rule per module.
+"""Rewrite a checked query into the bounded core, one rule per module.
 
 The rules run in order; each takes and returns a :class:`Core`. The final SQL is made
 by sqlglot from the AST, never by pasting analyst text.
@@ -111,8 +111,20 @@ def rewrite(
     """The bounded core of a checked query. ``bounding=False`` skips the Linf and L0
     rules while the sensitivities stay as if they ran: it breaks the privacy promise and
     exists only so that empirical audits can show they detect a violation."""
+    core = initial_core(
+        shape, max_rows=max_rows, max_groups=max_groups, bounding=bounding, clipping=clipping
+    )
+    for rule in RULES:
+        core = rule(core)
+    return core
+
+
+def initial_core(
+    shape: Shape, *, max_rows: int, max_groups: int, bounding: bool = True, clipping: bool = False
+) -> Core:
+    """The core before any rule ran (the per-rule fixtures start from it)."""
     one = _one_group_per_person(shape)
-    core = Core(
+    return Core(
         shape=shape,
         max_rows=max_rows,
         max_groups=1 if one else max_groups,
@@ -123,9 +135,6 @@ def rewrite(
         bounding=bounding,
         clipping=clipping and bounding,
     )
-    for rule in RULES:
-        core = rule(core)
-    return core
 
 
-__all__ = ["RULES", "Core", "Statistic", "rewrite"]
+__all__ = ["RULES", "Core", "Statistic", "initial_core", "rewrite"]

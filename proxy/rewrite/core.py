@@ -100,4 +100,3 @@ def from_table(name: str) -> exp.From:
     return exp.From(this=exp.Table(this=exp.to_identifier(name)))
 
 
-SEED = exp.Placeholder()  # the secret L0 seed is bound at execution, never written in SQL

@@ -43,18 +43,6 @@ def privacy_dict(p: PrivacyInfo) -> dict[str, Any]:
     return p.to_dict()
 
 
-def replayed(privacy: dict[str, Any], remaining: dict[str, float]) -> dict[str, Any]:
-    """The metadata of a page served again: nothing is charged for it."""
-    return {
-        **privacy,
-        "epsilon": 0.0,
-        "delta": 0.0,
-        "rho": None,
-        "cached": True,
-        "remaining": remaining,
-    }
-
-
 def page_response(
     ctx: Context,
     caller: Caller,

@@ -19,6 +19,7 @@ from typing import Any
 from sqlglot import exp
 
 from proxy.errors import DPSQLError
+from proxy.memo import Memo
 from proxy.parse import parse
 from proxy.result import Result
 from proxy.server.answers import privacy_dict
@@ -43,6 +44,7 @@ from proxy.trino.statements import (
 
 VERSION = "476-dpsql"
 MAX_NESTING = 3  # EXECUTE of a prepared EXECUTE IMMEDIATE ... is refused beyond this
+ROUTE_MEMO_SIZE = 1024
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,9 @@ class TrinoDoor:
         self.adapter = adapter
         self._shadows: dict[frozenset[str], ShadowCatalog] = {}
         self._lock = threading.Lock()
+        # Parsing and re-rendering a statement is most of what the door adds to a cached
+        # answer; BI tools send the same texts again and again.
+        self._routes: Memo[tuple[str, str, str], PrivateRoute] = Memo(ROUTE_MEMO_SIZE)
 
     def shadow(self, tables: frozenset[str]) -> ShadowCatalog:
         with self._lock:
@@ -194,6 +199,11 @@ class TrinoDoor:
     def _query(
         self, sql: str, client: ClientSession, caller: Caller, values: list[exp.Expr]
     ) -> Answer:
+        key = (sql, client.catalog, client.schema)
+        if not values:
+            known = self._routes.get(key)
+            if known is not None:
+                return self._private_query(known, client, caller)
         max_length, max_nodes = self.adapter.sql_limits
         tree = parse(sql, "trino", max_length=max_length, max_nodes=max_nodes)
         if values or any(True for _ in tree.find_all(exp.Placeholder)):
@@ -213,7 +223,10 @@ class TrinoDoor:
             )
         if isinstance(tree, exp.Query) and (not refs or meta or _limit_zero(tree)):
             return self._catalog_query(tree, client, caller)
-        return self._private_query(tree, sql, client, caller)
+        route = _private_route(tree, client)
+        if not values:
+            self._routes.put(key, route)
+        return self._private_query(route, client, caller)
 
     def _catalog_query(self, tree: exp.Expr, client: ClientSession, caller: Caller) -> Answer:
         shadow = self.shadow(caller.tables)
@@ -236,30 +249,13 @@ class TrinoDoor:
         tree = tree.transform(lambda node: _handshake(node, client, caller), copy=False)
         return shadow.run(tree.sql(dialect="duckdb"))
 
-    def _private_query(
-        self, tree: exp.Expr, original: str, client: ClientSession, caller: Caller
-    ) -> Answer:
-        for table in tree.find_all(exp.Table):
-            if not isinstance(table.this, exp.Identifier):
-                continue  # the engine refuses table functions with its own message
-            if table.catalog:
-                if table.catalog.lower() != CATALOG:
-                    raise DPSQLError(
-                        "not_found",
-                        f"catalog '{table.catalog}' does not exist",
-                        f"the only catalog is {CATALOG}",
-                    )
-                table.set("catalog", None)
-            if not table.db and client.schema != "main":
-                table.set("db", exp.to_identifier(client.schema))
+    def _private_query(self, route: PrivateRoute, client: ClientSession, caller: Caller) -> Answer:
         current = S.from_header(client.session_header, self.adapter.analyst_defaults(caller.name))
-        part = series_limit.split(tree)
+        part = route.series_limit
         try:
             if part is None:
                 result = self.adapter.run(
-                    current.request(
-                        tree.sql(dialect="trino"), analyst=caller.name, tables=caller.tables
-                    )
+                    current.request(route.sql, analyst=caller.name, tables=caller.tables)
                 )
                 return _answer(result, current, ())
             ranking = self.adapter.run(
@@ -277,11 +273,41 @@ class TrinoDoor:
             )
             return _answer(result, current, (ranking,))
         except DPSQLError as error:
-            if error.code == "unsupported_sql" and _is_row_preview(tree):
+            if error.code == "unsupported_sql" and route.row_preview:
                 raise DPSQLError(
                     "unsupported_sql", f"{error.message}: a row preview", ROW_PREVIEW_HINT
                 ) from None
             raise
+
+
+@dataclass(frozen=True)
+class PrivateRoute:
+    """How a statement text reaches the engine from one client catalog and schema: the
+    engine's SQL, or a series-limit chart's two parts; kept per text (the translation
+    reads only the text and the client's catalog and schema, never the caller)."""
+
+    sql: str
+    series_limit: series_limit.SeriesLimit | None
+    row_preview: bool
+
+
+def _private_route(tree: exp.Expr, client: ClientSession) -> PrivateRoute:
+    """The engine's SQL for a data query (dpsql's one catalog dropped, bare names in the
+    client's schema); another catalog is refused."""
+    for table in tree.find_all(exp.Table):
+        if not isinstance(table.this, exp.Identifier):
+            continue  # the engine refuses table functions with its own message
+        if table.catalog:
+            if table.catalog.lower() != CATALOG:
+                raise DPSQLError(
+                    "not_found",
+                    f"catalog '{table.catalog}' does not exist",
+                    f"the only catalog is {CATALOG}",
+                )
+            table.set("catalog", None)
+        if not table.db and client.schema != "main":
+            table.set("db", exp.to_identifier(client.schema))
+    return PrivateRoute(tree.sql(dialect="trino"), series_limit.split(tree), _is_row_preview(tree))
 
 
 def _is_meta(table: exp.Table, client: ClientSession) -> bool:

@@ -1,19 +1,18 @@
-"""Real engines for the executor tests: a private PostgreSQL cluster (tests/engines/
-pg_fixture.py) and a Spark session in local mode, each loaded with the same small demo
-and PUMS data the DuckDB tests use."""
+"""Real engines for the executor tests: the session's PostgreSQL server (tests/
+postgres_server.py, started by tests/conftest.py) and a Spark session in local mode, each
+loaded with the same small demo and PUMS data the DuckDB tests use."""
 
 from __future__ import annotations
 
 import importlib.util
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from sample_data.export import source, to_parquet, to_postgres
 from sample_data.generate import generate
-from tests.engines import pg_fixture
+from tests.postgres_server import PgServer
 from tests.proxy.conftest import ROOT, demo_policy, pums_policy
 
 CAP = 1e7
@@ -47,20 +46,14 @@ def engine_demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def pg_cluster() -> Iterator[pg_fixture.Cluster]:
-    if importlib.util.find_spec("psycopg") is None:
-        pytest.skip("psycopg is not installed (pip install -e '.[postgres]')")
-    try:
-        cluster = pg_fixture.start()
-    except pg_fixture.NoPostgres as error:
-        pytest.skip(f"no PostgreSQL here: {error}")
-    yield cluster
-    cluster.stop()
+def pg_cluster(pg_server_session: PgServer) -> PgServer:
+    """The one test server of the session (skipped, with the reason, where there is none)."""
+    return pg_server_session
 
 
 @pytest.fixture(scope="session")
 def pg_sources(
-    pg_cluster: pg_fixture.Cluster, engine_demo_db: Path, tmp_path_factory: pytest.TempPathFactory
+    pg_cluster: PgServer, engine_demo_db: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, str]:
     """The demo and PUMS data loaded into two databases; name -> read-only DSN."""
     tmp = tmp_path_factory.mktemp("pg-load")
@@ -70,7 +63,7 @@ def pg_sources(
         ("pums", pums_policy(tmp)),
     ):
         with source(policy) as con:
-            to_postgres(con, pg_cluster.create_database(name))
+            to_postgres(con, pg_cluster.replace_database(name))
         out[name] = pg_cluster.grant_reader(name)
     return out
 

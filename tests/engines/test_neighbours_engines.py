@@ -15,7 +15,7 @@ import pytest
 
 from proxy.policy import DatabaseSettings, EngineKind, Policy
 from sample_data.export import source, to_parquet, to_postgres
-from tests.engines.pg_fixture import Cluster
+from tests.postgres_server import PgServer
 from tests.reliability import neighbour_corpus as corpus
 from tests.reliability.conftest import fz_demo_policy, fz_pums_policy
 from tests.reliability.neighbours import NeighbourPair, Removal, build_neighbours
@@ -57,13 +57,15 @@ def _moved(policy: Policy, database: DatabaseSettings, timeout_s: float) -> Poli
     )
 
 
-def _pg_side(cluster: Cluster, base: Policy, folder: Path, name: str, pums: bool) -> Iterator[Side]:
+def _pg_side(
+    cluster: PgServer, base: Policy, folder: Path, name: str, pums: bool
+) -> Iterator[Side]:
     neighbours = build_neighbours(base, folder, Removal.HEAVIEST, timeout_s=10.0)
     policies = []
     for label, policy in (("d", neighbours.d), ("dp", neighbours.d_prime)):
         database = f"nb_{name}_{label}"
         with source(policy) as con:
-            to_postgres(con, cluster.create_database(database))
+            to_postgres(con, cluster.replace_database(database))
         settings = DatabaseSettings(engine=EngineKind.POSTGRES, dsn=cluster.grant_reader(database))
         policies.append(_moved(policy, settings, 10.0))
     moved = dataclasses.replace(neighbours, d=policies[0], d_prime=policies[1])
@@ -77,14 +79,14 @@ def _pg_side(cluster: Cluster, base: Policy, folder: Path, name: str, pums: bool
 
 @pytest.fixture(scope="module")
 def pg_demo_side(
-    pg_cluster: Cluster, engine_demo_db: Path, tmp_path_factory: pytest.TempPathFactory
+    pg_cluster: PgServer, engine_demo_db: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Side]:
     folder = tmp_path_factory.mktemp("nb-pg-demo")
     yield from _pg_side(pg_cluster, fz_demo_policy(folder, engine_demo_db), folder, "demo", False)
 
 
 @pytest.fixture(scope="module")
-def pg_pums_side(pg_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Side]:
+def pg_pums_side(pg_cluster: PgServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Side]:
     folder = tmp_path_factory.mktemp("nb-pg-pums")
     yield from _pg_side(pg_cluster, fz_pums_policy(folder), folder, "pums", True)
 

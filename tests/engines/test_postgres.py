@@ -1,4 +1,4 @@
-"""The PostgreSQL executor against a real server (tests/engines/pg_fixture.py): the same
+"""The PostgreSQL executor against a real server (tests/postgres_server.py): the same
 bounded answers as DuckDB, total forms, refusals before any charge, read-only access, the
 time limit and a seed that never appears in SQL text or logs."""
 
@@ -16,7 +16,7 @@ from proxy.policy import parse_policy
 from proxy.request import QueryRequest
 from tests.engines import compare
 from tests.engines.conftest import database_section, demo_text, pums_text, with_database
-from tests.engines.pg_fixture import Cluster
+from tests.postgres_server import PgServer
 from tests.reliability import neighbour_corpus as corpus
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "rewrite"
@@ -184,7 +184,7 @@ def test_the_connection_is_read_only(pair: dict[str, tuple[Engine, Engine]]) -> 
 
 
 def test_the_reader_role_cannot_write_even_outside_dpsql(
-    pg_cluster: Cluster, pg_sources: dict[str, str]
+    pg_cluster: PgServer, pg_sources: dict[str, str]
 ) -> None:
     import psycopg
 
@@ -213,7 +213,7 @@ def test_the_time_limit_stops_the_server_side_query(
 
 
 def test_the_seed_is_bound_never_written(
-    pg_cluster: Cluster, pair: dict[str, tuple[Engine, Engine]]
+    pg_cluster: PgServer, pair: dict[str, tuple[Engine, Engine]]
 ) -> None:
     _, pg = pair["demo"]
     pg_cluster.execute("ALTER DATABASE demo SET log_statement = 'all'")
@@ -226,7 +226,7 @@ def test_the_seed_is_bound_never_written(
         rendered = pg.executor.rendered(plan.core_sql)  # type: ignore[attr-defined]
         assert "$1" in rendered and str(seed) not in rendered
         pg.executor.run(plan.core_sql, [seed])
-        log = (pg_cluster.root / "log").read_text(errors="replace")
+        log = pg_cluster.log_path.read_text(errors="replace")
         assert "hash_record_extended" in log.lower()
         assert str(seed) not in log
     finally:
@@ -245,13 +245,13 @@ def test_types_map_to_the_catalogs_names(pair: dict[str, tuple[Engine, Engine]])
         }
 
 
-def test_generate_loads_postgres_and_writes_parquet(pg_cluster: Cluster, tmp_path: Path) -> None:
+def test_generate_loads_postgres_and_writes_parquet(pg_cluster: PgServer, tmp_path: Path) -> None:
     import duckdb
     import psycopg
 
     from proxy.cli import main
 
-    dsn = pg_cluster.create_database("generated")
+    dsn = pg_cluster.replace_database("generated")
     code = main(
         [
             "generate",

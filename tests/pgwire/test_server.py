@@ -125,6 +125,58 @@ def test_slow_query_blocks_no_other_connection_and_cancel(slow_door: SlowDoor) -
         fast.close()
 
 
+class _Writer:
+    """What PgStream needs of an asyncio.StreamWriter, recording each socket write."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    async def drain(self) -> None:
+        return None
+
+
+def test_replies_leave_in_one_write_at_drain() -> None:
+    writer = _Writer()
+    stream = codec.PgStream(asyncio.StreamReader(), writer)  # type: ignore[arg-type]
+    stream.write(codec.m.make_parse_complete())
+    stream.write(codec.m.make_bind_complete())
+    stream.write(codec.m.make_ready_for_query(b"I"))
+    assert writer.writes == []
+    asyncio.run(stream.drain())
+    assert writer.writes == [
+        codec.m.make_parse_complete()
+        + codec.m.make_bind_complete()
+        + codec.m.make_ready_for_query(b"I")
+    ]
+    asyncio.run(stream.drain())  # nothing buffered: no empty write
+    assert len(writer.writes) == 1
+
+
+def test_pipeline_mode_gets_its_replies_at_sync(slow_door: SlowDoor) -> None:
+    """psycopg's pipeline sends several extended batches before one Sync; replies are
+    buffered until Sync (as PostgreSQL does) and every query is answered."""
+    with (
+        in_process(slow_door, PgSettings(port=0, rate_limit="off")) as server,
+        psycopg.connect(dsn(server), autocommit=True) as conn,
+    ):
+        with conn.pipeline() as pipeline:
+            first = conn.execute("SELECT region, COUNT(*) AS n FROM users GROUP BY region")
+            second = conn.execute(
+                "SELECT COUNT(*) AS n FROM users WHERE age > %s", (30,), prepare=False
+            )
+            pipeline.sync()
+            assert len(first.fetchall()) == 4
+            assert len(second.fetchall()) == 1
+        # the connection is usable after the pipeline
+        assert (
+            len(conn.execute("SELECT region, COUNT(*) AS n FROM users GROUP BY region").fetchall())
+            == 4
+        )
+
+
 def _self_signed(folder: Path) -> tuple[Path, Path]:
     cert, key = folder / "cert.pem", folder / "key.pem"
     subprocess.run(

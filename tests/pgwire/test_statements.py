@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
 from proxy.pgwire import codec
@@ -123,3 +125,32 @@ def test_settings_and_privacy_controls() -> None:
             settings.set(name, value)
     settings.reset_all()
     assert settings.get("timezone") == "UTC" and settings.privacy.accuracy is None
+
+
+def test_engine_sql_is_memoised_per_value_and_type() -> None:
+    def bind(value: object, oid: int = 0) -> str:
+        return engine_sql(
+            "SELECT COUNT(*) FROM public.users WHERE flag = $1",
+            [value],
+            [oid],
+            database="dpsql",
+            search_path=["public"],
+            user_tables=USER,
+        )
+
+    assert bind("1", codec.INT4) == "SELECT COUNT(*) FROM users WHERE flag = 1"
+    assert bind("1", codec.INT4) == bind("1", codec.INT4)
+    assert bind("2", codec.INT4) == "SELECT COUNT(*) FROM users WHERE flag = 2"
+    # equal values of other types (or spellings) bind as their own literals
+    assert bind(True) != bind(1)
+    assert bind(Decimal("1")) != bind(Decimal("1.0"))
+    assert bind("1") == "SELECT COUNT(*) FROM users WHERE flag = '1'"
+    with pytest.raises(WireError):  # a refusal is raised again, not remembered
+        engine_sql(
+            "SELECT COUNT(*) FROM users WHERE age > $2",
+            ["1"],
+            [codec.INT4],
+            database="dpsql",
+            search_path=["public"],
+            user_tables=USER,
+        )

@@ -239,3 +239,47 @@ def test_public_joins_that_fan_out_a_persons_rows_are_refused(
         "SELECT r.name, COUNT(*) FROM users u JOIN regions r ON r.region = u.region GROUP BY r.name"
     )
     assert engine.prepare(QueryRequest(ok))[1].statistics
+
+
+STRING_BLOWUP = (
+    "WITH t0 AS (SELECT user_id, model || model || model || model AS m FROM prompts), "
+    "t1 AS (SELECT user_id, replace(m, 'a', m) AS m FROM t0), "
+    "t2 AS (SELECT user_id, replace(m, 'a', m) AS m FROM t1), "
+    "t3 AS (SELECT user_id, replace(m, 'a', m) AS m FROM t2) "
+    "SELECT COUNT(*) AS n FROM t3 WHERE user_id = {pid} AND length(m) > 3"
+)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        STRING_BLOWUP,
+        # a constant replacement, nested: 8 × 8 × 8 times the value's length
+        "SELECT COUNT(*) AS n FROM prompts WHERE user_id = {pid} AND "
+        "replace(replace(replace(model, 'a', 'aaaaaaaa'), 'a', 'aaaaaaaa'), 'a', 'aaaaaaaa') = 'x'",
+    ],
+)
+def test_strings_that_grow_with_nesting_are_refused_before_the_charge(
+    sql: str, neighbours: tuple[Engine, Engine, int]
+) -> None:
+    # Nested REPLACE squared a value's length per level: pinned to one person, the core
+    # ran 330 ms with them and 2 ms without, and one more level reached the time limit
+    # only when the person existed (issue #10 §3).
+    a, b, heavy = neighbours
+    for engine in (a, b):
+        before = engine.ledger.spent("users").epsilon
+        with pytest.raises(DPSQLError) as info:
+            engine.run(QueryRequest(sql.format(pid=heavy), epsilon=0.5))
+        assert info.value.code == "unsupported_sql"
+        assert "REPLACE" in info.value.message or "times the longest" in info.value.message
+        assert engine.ledger.spent("users").epsilon == before
+
+
+def test_ordinary_string_cleaning_is_still_answered(neighbours: tuple[Engine, Engine, int]) -> None:
+    engine = neighbours[0]
+    sql = (
+        "SELECT lower(trim(model)) AS m, COUNT(*) AS n FROM prompts "
+        "WHERE replace(model, '-', '') <> 'x' AND 'EU-' || upper(model) <> 'y' "
+        "AND concat(model, '/', model) LIKE '%a%' GROUP BY 1"
+    )
+    assert engine.prepare(QueryRequest(sql))[1].statistics

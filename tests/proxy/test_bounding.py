@@ -1,4 +1,4 @@
-"""The exact bounded core (DESIGN §5), run directly on DuckDB without noise.
+"""The exact bounded core, run directly on DuckDB without noise.
 
 (a) With bounds that cover the data and L0/Linf above every person's contribution, the
     core's exact aggregates equal the analyst's query run plainly on DuckDB.

@@ -10,6 +10,7 @@ by chance with probability below 1e-6.
 
 from __future__ import annotations
 
+import datetime
 import math
 import shutil
 from collections.abc import Iterator
@@ -470,7 +471,10 @@ def test_exhaustion_refuses_with_details_and_charges_nothing(tiny: Engine) -> No
     assert details["population"] == "users"
     assert details["cap"] == pytest.approx(1.0)
     assert details["spent"] == pytest.approx(spent)
-    assert details["requested"] > 0
+    assert details["needed"] > 0
+    # the query's own ε, beside what it would add to the population's composed total
+    assert details["query_epsilon"] == 1.0
+    assert "it would add" in error.message
     assert n_events(tiny) == events
     assert tiny.ledger.spent("users").epsilon == spent
 
@@ -633,3 +637,15 @@ def test_threshold_is_well_above_one(lonely: Engine) -> None:
     tau = result.privacy.partition["tau"]
     assert 1 < tau < 500
     assert math.isfinite(result.privacy.partition["scale"])
+
+
+def test_a_date_key_comes_back_as_a_date(engine: Engine) -> None:
+    # NumPy fetches DuckDB's DATE as a timestamp at midnight; the answer keeps the type
+    # the query asked for (issue #11 §5).
+    sql = (
+        "SELECT CAST(date_trunc('month', ts) AS DATE) AS m, COUNT(*) AS n "
+        "FROM prompts GROUP BY 1 ORDER BY 1"
+    )
+    result = engine.run(QueryRequest(sql, epsilon=2.0))
+    assert result.rows, "a monthly key over 20,000 prompts releases some months"
+    assert all(type(m) is datetime.date for m, _ in result.rows)

@@ -221,6 +221,21 @@ DEMO: tuple[Entry, ...] = (
         "§3 k = 5 on one person",
     ),
     Entry(
+        "string_blowup_pinned",
+        "WITH t0 AS (SELECT user_id, model || model || model || model AS m FROM prompts), "
+        "t1 AS (SELECT user_id, replace(m, 'a', m) AS m FROM t0), "
+        "t2 AS (SELECT user_id, replace(m, 'a', m) AS m FROM t1), "
+        "t3 AS (SELECT user_id, replace(m, 'a', m) AS m FROM t2) "
+        "SELECT COUNT(*) AS n FROM t3 WHERE user_id = {pid} AND length(m) > 3",
+        "§3 nested REPLACE squares a value's length per level: seconds on one person's rows",
+    ),
+    Entry(
+        "string_growth_pinned",
+        "SELECT COUNT(*) AS n FROM prompts WHERE user_id = {pid} AND "
+        "contains(replace(replace(replace(model, 'a', 'aaaa'), 'a', 'aaaa'), 'a', 'aa'), 'q')",
+        "§3 string growth just within the limit, on one person (the residual timing)",
+    ),
+    Entry(
         "self_join_users",
         "SELECT a.region, COUNT(*) AS n FROM users a JOIN users b ON b.user_id = a.user_id "
         "GROUP BY a.region",

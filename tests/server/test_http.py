@@ -166,7 +166,7 @@ def test_exhaustion_is_402_with_numbers_and_charges_nothing(c: httpx.Client) -> 
     assert err["population"] == "users"
     assert err["cap"] == pytest.approx(new_cap)
     assert err["spent"] == pytest.approx(now["epsilon_spent"])
-    assert err["requested"] > 0.05
+    assert err["needed"] > 0.05
     assert len(events(c, "charge")) == charges
     # A cached answer is still free to read, exhausted or not.
     assert ask(c, {"sql": SQL, "epsilon": 0.44}).json()["privacy"]["cached"] is True

@@ -85,7 +85,7 @@ function renderError(error) {
   const details = [];
   const d = error.details || {};
   if (d.position) details.push(["position", `line ${d.position.line}, column ${d.position.column}`]);
-  for (const name of ["population", "requested", "spent", "cap"]) {
+  for (const name of ["population", "query_epsilon", "needed", "spent", "cap"]) {
     if (d[name] !== undefined) details.push([name, typeof d[name] === "number" ? `ε ${eps(d[name])}` : d[name]]);
   }
   if (error.status) details.push(["status", String(error.status)]);

@@ -1,11 +1,15 @@
-"""A throwaway PostgreSQL server for tests and benchmarks, from the distribution's binaries.
+"""A throwaway PostgreSQL server for tests and benchmarks, from the distribution's binaries:
+the one module every test tree (the ledger and cache stores, the PostgreSQL door, the
+PostgreSQL executor) and the benchmarks start PostgreSQL with.
 
 ``initdb`` and ``pg_ctl`` (on PATH, else the newest ``/usr/lib/postgresql/*/bin``) run in
 a fresh directory under the system temp dir, as an unprivileged user: ``initdb`` refuses
 root, so when running as root (CI) a system user ``dpsqltest`` is created once with
 ``useradd`` and the server runs as that user. The server listens on 127.0.0.1 only, on a
 free port, with its Unix socket inside its directory, and trusts local connections (it
-is reachable from this machine only and lives for one test session).
+is reachable from this machine only and lives for one test session). Two roles exist
+from the start: ``dpsql`` (a login that is not a superuser, for the stores) and
+``dpsql_reader`` (a login given SELECT only, what an operator gives dpsql's executor).
 
 Nothing is left running: :meth:`PgServer.stop` (called by the pytest fixture and by
 ``atexit``) stops it, and a watchdog process started beside it stops it and removes its
@@ -25,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +39,7 @@ SUPERUSER = "postgres"
 # The role tests and benchmarks give the stores: a login role that is not a superuser
 # (the PostgreSQL ledger refuses superusers: they bypass its append-only rules).
 APP_ROLE = "dpsql"
+READER = "dpsql_reader"  # SELECT only: what an operator should give dpsql's executor
 
 _WATCHDOG = r"""
 import os, shutil, subprocess, sys
@@ -120,6 +126,11 @@ class PgServer:
     def data(self) -> Path:
         return self.root / "data"
 
+    @property
+    def log_path(self) -> Path:
+        """The server's log (statements appear there when a test turns logging on)."""
+        return self.root / "server.log"
+
     def dsn(self, dbname: str = "postgres", user: str = SUPERUSER) -> str:
         return f"postgresql://{user}@127.0.0.1:{self.port}/{dbname}"
 
@@ -142,6 +153,38 @@ class PgServer:
         import psycopg
 
         return psycopg.connect(self.dsn(), autocommit=True, connect_timeout=10)
+
+    def execute(self, sql: str, database: str = "postgres") -> None:
+        """Run trusted SQL as the superuser (setting up roles and databases)."""
+        import psycopg
+
+        with psycopg.connect(self.dsn(database), autocommit=True, connect_timeout=10) as conn:
+            conn.execute(sql)  # type: ignore[arg-type]
+
+    def replace_database(self, name: str) -> str:
+        """An empty database ``name`` owned by the superuser (dropped first if it exists),
+        for data a test or benchmark loads; returns the superuser's DSN to it."""
+        self.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        self.execute(f'CREATE DATABASE "{name}" STRATEGY WAL_LOG')
+        return self.dsn(name)
+
+    def grant_reader(self, database: str) -> str:
+        """SELECT on every table of ``database`` to :data:`READER`; returns its DSN."""
+        import psycopg
+
+        with psycopg.connect(self.dsn(database), autocommit=True) as conn:
+            schemas = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg_%' "
+                    "AND nspname <> 'information_schema'"
+                )
+            ]
+            conn.execute(f'GRANT CONNECT ON DATABASE "{database}" TO {READER}')  # type: ignore[arg-type]
+            for schema in schemas:
+                conn.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO {READER}')  # type: ignore[arg-type]
+                conn.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA "{schema}" TO {READER}')  # type: ignore[arg-type]
+        return self.dsn(database, READER)
 
     def create_database(self, owner: str = APP_ROLE, prefix: str = "t") -> str:
         """A fresh empty database owned by ``owner``; returns its name."""
@@ -177,12 +220,15 @@ class PgServer:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def start(*, durable: bool = True, attempts: int = 4) -> PgServer:
+def start(
+    *, durable: bool = True, settings: Mapping[str, str] | None = None, attempts: int = 4
+) -> PgServer:
     """initdb + pg_ctl start; raises PgUnavailable with the reason when it cannot.
 
     ``durable=False`` turns ``fsync`` off (commits still wait for the WAL write, and
     visibility and locking are unchanged): tests observe no difference, only speed.
-    Benchmarks keep ``fsync=on`` and ``synchronous_commit=on``.
+    The ledger benchmark keeps ``fsync=on`` and ``synchronous_commit=on``; ``settings``
+    adds or overrides server settings (bench/scale.py gives more shared buffers).
     """
     bindir = find_bindir()
     if bindir is None:
@@ -235,7 +281,7 @@ def start(*, durable: bool = True, attempts: int = 4) -> PgServer:
         )
         if init.returncode != 0:
             raise PgUnavailable(f"initdb failed: {init.stderr.strip()[-2000:]}")
-        settings = {
+        conf_base = {
             "listen_addresses": "'127.0.0.1'",
             "unix_socket_directories": f"'{root}'",
             "max_connections": "200",
@@ -245,11 +291,12 @@ def start(*, durable: bool = True, attempts: int = 4) -> PgServer:
             "full_page_writes": "on" if durable else "off",
             "log_min_messages": "warning",
             "log_min_error_statement": "panic",  # tests provoke errors on purpose
+            **(settings or {}),
         }
         last = ""
         for _ in range(attempts):
             server.port = _free_port()
-            conf = {**settings, "port": str(server.port)}
+            conf = {**conf_base, "port": str(server.port)}
             with (server.data / "postgresql.auto.conf").open("w") as f:
                 f.writelines(f"{k} = {v}\n" for k, v in conf.items())
             started = server._run(
@@ -257,7 +304,7 @@ def start(*, durable: bool = True, attempts: int = 4) -> PgServer:
                 "-D",
                 str(server.data),
                 "-l",
-                str(root / "server.log"),
+                str(server.log_path),
                 "-w",
                 "-t",
                 "60",
@@ -266,13 +313,14 @@ def start(*, durable: bool = True, attempts: int = 4) -> PgServer:
             )
             if started.returncode == 0:
                 break
-            log = root / "server.log"
+            log = server.log_path
             last = (started.stderr + (log.read_text() if log.exists() else ""))[-2000:]
         else:
             raise PgUnavailable(f"pg_ctl start failed: {last}")
         try:
             with server.admin() as conn:
                 conn.execute(f'CREATE ROLE "{APP_ROLE}" LOGIN NOSUPERUSER')
+                conn.execute(f'CREATE ROLE "{READER}" LOGIN NOSUPERUSER')
         except ImportError as exc:
             raise PgUnavailable("psycopg is not installed (pip install -e '.[postgres]')") from exc
     except BaseException:

@@ -1,0 +1,178 @@
+"""How much string work a row-level expression can do per row, bounded before any charge.
+
+A row-level expression runs on every row of every person before the per-person caps
+apply (a WHERE clause sees all of a person's rows). Most allowed functions cost time
+linear in their input, but ``REPLACE`` and concatenation can build strings that grow
+with nesting: ``replace(m, 'a', m)`` squares a value's length, and three CTEs of it
+turn one 40-character value into 94 million characters. Pinned to one person with
+``WHERE user_id = <id>``, such a query ran its core in 330 ms with the person and 2 ms
+without, and one more level reaches the time limit: a timeout that exists only when
+the person does (issue #10 §3: the time limit must not be reachable through one
+person's rows).
+
+The rule bounds every string an expression makes on a row by ``a·L + b``, where ``L``
+is the length of the longest input value and ``a``, ``b`` come from the expression's
+shape alone: a column is ``L``, a literal its length, a concatenation the sum of its
+parts, ``REPLACE(x, p, r)`` with a constant ``r`` multiplies ``x`` by at most
+``max(1, |r| / |p|)``. A row-dependent replacement (``r`` not a constant) multiplies a
+value's length by another's and is refused. The row's total string work (the sum over
+every row-dependent string the expression makes) must stay within ``MAX_FACTOR · L +
+MAX_CONSTANT``, which ordinary cleaning expressions (``lower(trim(name))``, ``'EU-' ||
+region``, ``replace(phone, '-', '')``) never approach.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from proxy.errors import DPSQLError, position_of, unsupported
+
+#: the row's string work may be at most this many times its longest input value ...
+MAX_FACTOR = 64
+#: ... plus this many characters of constants copied into row-dependent strings
+MAX_CONSTANT = 65_536
+#: the length of a non-text value rendered as text (a number, date or timestamp)
+RENDERED = 64
+
+
+@dataclass(frozen=True)
+class Growth:
+    """A string of length at most ``factor · L + constant`` (L: longest input value)."""
+
+    factor: float
+    constant: float
+
+    def __add__(self, other: Growth) -> Growth:
+        return Growth(self.factor + other.factor, self.constant + other.constant)
+
+    def scaled(self, by: float) -> Growth:
+        return Growth(self.factor * by, self.constant * by)
+
+    def widest(self, other: Growth) -> Growth:
+        return Growth(max(self.factor, other.factor), max(self.constant, other.constant))
+
+    @property
+    def row_dependent(self) -> bool:
+        return self.factor > 0
+
+
+ZERO = Growth(0.0, 0.0)
+PASS_THROUGH = (exp.Lower, exp.Upper, exp.Trim, exp.Left, exp.Right, exp.Substring, exp.Paren)
+BRANCHES = (exp.Case, exp.If, exp.Coalesce, exp.Least, exp.Greatest)
+# The nodes that build a new string on each row (a column or a branch only passes one on).
+BUILDERS = (
+    exp.Concat,
+    exp.DPipe,
+    exp.Replace,
+    exp.Lower,
+    exp.Upper,
+    exp.Trim,
+    exp.Left,
+    exp.Right,
+    exp.Substring,
+    exp.Cast,
+    exp.TryCast,
+)
+
+
+class _Walk:
+    """One expression's strings: the growth of each node, and the row's total work."""
+
+    def __init__(self) -> None:
+        self.work = ZERO
+
+    def growth(self, node: exp.Expr) -> Growth:
+        out = self._growth(node)
+        if out.row_dependent and isinstance(node, BUILDERS):
+            self.work = self.work + out
+        return out
+
+    def _growth(self, node: exp.Expr) -> Growth:
+        if isinstance(node, exp.Column):
+            return Growth(1.0, 0.0)
+        if isinstance(node, exp.Literal):
+            return Growth(0.0, float(len(node.this))) if node.is_string else ZERO
+        if isinstance(node, (exp.Concat, exp.DPipe)):
+            parts = (
+                node.expressions if isinstance(node, exp.Concat) else [node.this, node.expression]
+            )
+            total = ZERO
+            for part in parts:
+                total = total + self.growth(part)
+            return total
+        if isinstance(node, exp.Replace):
+            return self._replace(node)
+        if isinstance(node, PASS_THROUGH):
+            for arg in _arguments(node)[1:]:
+                self.growth(arg)
+            return self.growth(node.this)
+        if isinstance(node, BRANCHES):
+            widest = ZERO
+            for arg in _arguments(node):
+                widest = widest.widest(self.growth(arg))
+            return widest
+        if isinstance(node, (exp.Cast, exp.TryCast)):
+            inner = self.growth(node.this)
+            return inner + Growth(0.0, RENDERED) if inner.row_dependent else ZERO
+        # Every other allowed node yields a number, a boolean or a date (whose text form
+        # is at most RENDERED long when cast); its string arguments still do their work.
+        for arg in _arguments(node):
+            self.growth(arg)
+        return ZERO
+
+    def _replace(self, node: exp.Replace) -> Growth:
+        subject = self.growth(node.this)
+        pattern = node.expression
+        replacement = node.args.get("replacement")
+        by = self.growth(replacement) if replacement is not None else ZERO
+        if pattern is not None:
+            self.growth(pattern)
+        if by.row_dependent:
+            raise unsupported(
+                "REPLACE with a replacement that depends on the row is not answered: it "
+                "can multiply a value's length by another's on every row",
+                "replace with a constant string, e.g. replace(phone, '-', '')",
+                position_of(node),
+            )
+        shortest = (
+            len(pattern.this)
+            if isinstance(pattern, exp.Literal) and pattern.is_string and pattern.this
+            else 1
+        )
+        return subject.scaled(max(1.0, by.constant / shortest))
+
+
+def _arguments(node: exp.Expr) -> list[exp.Expr]:
+    out: list[exp.Expr] = []
+    for value in node.args.values():
+        if isinstance(value, exp.Expr):
+            out.append(value)
+        elif isinstance(value, list):
+            out.extend(v for v in value if isinstance(v, exp.Expr))
+    return out
+
+
+def check_string_growth(node: exp.Expr, where: str) -> None:
+    """Refuse, before any charge, a row-level expression whose string work per row is not
+    within ``MAX_FACTOR`` times its longest input value plus ``MAX_CONSTANT`` characters.
+
+    Precondition: ``node`` passed the allowlist (only allowlisted row-level nodes).
+    Claim: the accepted expression's per-row work is linear in its input values' length,
+    with a constant fixed by the query text, so a person's rows cost time in proportion
+    to their number (the residual timing signal RELIABILITY.md measures), never more.
+    """
+    walk = _Walk()
+    walk.growth(node)
+    if walk.work.factor > MAX_FACTOR or walk.work.constant > MAX_CONSTANT:
+        raise DPSQLError(
+            "unsupported_sql",
+            f"the string expressions in {where} build up to "
+            f"{walk.work.factor:.3g} times the longest input value plus "
+            f"{walk.work.constant:.3g} characters per row; the limit is {MAX_FACTOR} times "
+            f"plus {MAX_CONSTANT:,} (nested REPLACE and concatenation grow without bound, "
+            "and a person's rows would then cost time out of proportion to their number)",
+            "build shorter strings: fewer nested REPLACE or || of the same column",
+            position_of(node),
+        )

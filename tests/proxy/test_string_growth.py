@@ -1,0 +1,55 @@
+"""The string-growth bound of proxy/string_growth.py on expressions (no engine)."""
+
+from __future__ import annotations
+
+import pytest
+import sqlglot
+
+from proxy.errors import DPSQLError
+from proxy.string_growth import MAX_FACTOR, Growth, _Walk, check_string_growth
+
+
+def _work(sql: str) -> Growth:
+    walk = _Walk()
+    walk.growth(sqlglot.parse_one(sql, read="duckdb"))
+    return walk.work
+
+
+@pytest.mark.parametrize(
+    ("sql", "factor", "constant"),
+    [
+        ("lower(trim(name))", 2, 0),  # trim(name), then lower(...): each at most L
+        ("'EU-' || region", 1, 3),
+        ("replace(phone, '-', '')", 1, 0),  # a result no longer than phone
+        ("replace(m, 'a', 'aaaa')", 4, 0),  # at most 4 × m
+        ("CAST(age AS VARCHAR) || 'y'", 2, 64 + 64 + 1),
+        ("CASE WHEN x > 1 THEN a ELSE b || b END", 2, 0),  # only b || b is built
+        ("age + 1 > 3", 0, 0),  # numbers only: no string is built
+        ("'a' || 'b'", 0, 0),  # constant: folded once, not per row
+    ],
+)
+def test_the_work_of_an_expression(sql: str, factor: float, constant: float) -> None:
+    work = _work(sql)
+    assert (work.factor, work.constant) == (factor, constant)
+
+
+def test_nesting_multiplies_and_is_refused() -> None:
+    ok = "replace(replace(model, 'a', 'aaaa'), 'a', 'aaaa')"  # 4 + 16
+    assert _work(ok).factor == 20
+    check_string_growth(sqlglot.parse_one(ok), "WHERE")
+    deep = f"replace({ok}, 'a', 'aaaa')"  # 4 + 16 + 64
+    assert _work(deep).factor > MAX_FACTOR
+    with pytest.raises(DPSQLError) as info:
+        check_string_growth(sqlglot.parse_one(deep), "WHERE")
+    assert info.value.code == "unsupported_sql" and "64 times" in info.value.message
+
+
+def test_a_row_dependent_replacement_is_refused() -> None:
+    with pytest.raises(DPSQLError) as info:
+        check_string_growth(sqlglot.parse_one("replace(m, 'a', m)"), "WHERE")
+    assert "REPLACE" in info.value.message and "constant" in info.value.hint
+
+
+def test_a_longer_pattern_divides_the_growth() -> None:
+    # at most |m| / 4 matches of 'abcd', each replaced by 8 characters: 2 × m
+    assert _work("replace(m, 'abcd', 'xxxxxxxx')").factor == 2

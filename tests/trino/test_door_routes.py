@@ -1,0 +1,63 @@
+"""The Trino door's memo of statement routes, over a real engine: a text seen before
+skips parsing but is still answered for the client's own schema, refused where it was
+refused, and charged once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from proxy.engine import Engine
+from proxy.errors import DPSQLError
+from proxy.server.auth import Caller
+from proxy.trino.adapter import EngineAdapter
+from proxy.trino.door import ClientSession, TrinoDoor
+from sample_data.generate import generate
+from tests.proxy.conftest import demo_policy
+
+SQL = "SELECT region, COUNT(*) AS n FROM users GROUP BY region"
+CALLER = Caller("ana", "analyst", frozenset({"users", "prompts", "tickets", "regions"}))
+
+
+@pytest.fixture(scope="module")
+def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrinoDoor]:
+    tmp = tmp_path_factory.mktemp("trino-routes")
+    db = generate(tmp / "usage.duckdb", people=300, prompts=3000, seed=5)
+    engine = Engine(demo_policy(tmp, db))
+    door = TrinoDoor(EngineAdapter(engine))
+    yield door
+    door.close()
+    engine.close()
+
+
+def test_a_repeated_text_is_one_route_and_one_charge(door: TrinoDoor) -> None:
+    first = door.execute(SQL, ClientSession(), CALLER)
+    assert first.privacy is not None and first.privacy["cached"] is False
+    assert len(door._routes._entries) == 1
+    again = door.execute(SQL + " ", ClientSession(), CALLER)  # classify strips the blank
+    assert again.privacy is not None and again.privacy["cached"] is True
+    assert again.rows == first.rows
+    assert len(door._routes._entries) == 1
+
+
+def test_the_route_depends_on_the_clients_schema(door: TrinoDoor) -> None:
+    door.execute(SQL, ClientSession(), CALLER)
+    with pytest.raises(DPSQLError) as info:
+        door.execute(SQL, ClientSession(schema="elsewhere"), CALLER)
+    assert "elsewhere" in info.value.message
+
+
+def test_refusals_are_not_remembered_as_routes(door: TrinoDoor) -> None:
+    before = len(door._routes._entries)
+    sql = "SELECT COUNT(*) AS n FROM hive.main.users"
+    for _ in range(2):
+        with pytest.raises(DPSQLError) as info:
+            door.execute(sql, ClientSession(), CALLER)
+        assert info.value.code == "not_found"
+    preview = "SELECT * FROM users LIMIT 100"
+    for _ in range(2):  # the engine refuses it each time; the door adds its hint each time
+        with pytest.raises(DPSQLError) as info:
+            door.execute(preview, ClientSession(), CALLER)
+        assert "a row preview" in info.value.message
+    assert len(door._routes._entries) == before + 1  # only the preview's route is kept
