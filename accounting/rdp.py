@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 ORDERS: tuple[float, ...] = (
     *(round(1.1 + 0.1 * i, 1) for i in range(99)),
@@ -396,6 +396,8 @@ def analytic_gaussian_epsilon(mu: float, delta: float) -> float:
     hi = 1.0
     while _analytic_delta(m, hi) > d:
         hi *= 2.0
+    from scipy import optimize  # lazily: a third of a CLI start-up, rarely needed
+
     return float(optimize.brentq(lambda e: _analytic_delta(m, e) - d, 0.0, hi, xtol=1e-12))
 
 
@@ -411,5 +413,7 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float)
     lo, hi = 1e-12, 1.0
     while _analytic_delta(hi, e) < d:
         hi *= 2.0
+    from scipy import optimize  # lazily: a third of a CLI start-up, rarely needed
+
     mu = float(optimize.brentq(lambda m: _analytic_delta(m, e) - d, lo, hi, xtol=1e-14))
     return s / mu
