@@ -19,9 +19,13 @@ Two things keep the store off the hot path without weakening any of that (issue 
   checks the store made before (a stored row that is byte-for-byte the one already
   step-checked is not parsed again). A charge on an unchanged store is then admitted
   from memory and appends under the lock: event, totals, commit.
-* **Group commit of replays**: concurrent :meth:`SQLiteLedger.replay` calls queue up and
-  one of them appends the whole queue in one transaction (one fsync); each call returns
-  only after the commit that holds its event, and raises if that commit fails.
+* **Group commit**: concurrent charges, external charges and replays of one process
+  queue up and one of the callers appends the whole queue in one transaction (one fsync),
+  admitting each charge in queue order against the totals the earlier ones of the batch
+  left, exactly as if they had come one by one. A charge the budget refuses appends
+  nothing and leaves the others alone; any store error rolls the whole batch back and
+  every caller in it gets an error. Each call returns only after the commit that holds
+  its event is durable (a charge before its noise is drawn).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from typing import Any
 from accounting.ledger import (
     EMPTY_TOTAL,
     SEPARATOR,
+    BudgetExhausted,
     Event,
     InvalidRequest,
     Ledger,
@@ -170,6 +175,28 @@ class _Replay:
     done: bool = False
 
 
+@dataclass
+class _Spend:
+    """One queued charge or external charge: its arguments, then its receipt or the
+    error that refused it."""
+
+    kind: str
+    targets: tuple[str, ...]
+    curve: Curve
+    delta_extra: float
+    analyst: str
+    fingerprint: str
+    note: str
+    receipt: Receipt | None = None
+    error: BaseException | None = None
+    done: bool = False
+
+
+# What admission may refuse a single spend with: the batch goes on without it. Anything
+# else (a store error, an inconsistency) fails the whole batch.
+_REFUSALS = (BudgetExhausted, UnknownPopulation, InvalidRequest)
+
+
 class SQLiteLedger(Ledger):
     """The ledger on one SQLite file, shared by any number of threads and processes.
 
@@ -205,10 +232,10 @@ class SQLiteLedger(Ledger):
         # processes' ones at the last data_version seen (see :meth:`version`).
         self._cost_commits = 0
         self._foreign: tuple[int, tuple[Any, ...]] | None = None
-        # Replays waiting for the next group commit, and whether one is under way.
-        self._replays: list[_Replay] = []
-        self._replay_cv = threading.Condition(threading.Lock())
-        self._replay_leader = False
+        # Appends waiting for the next group commit, and whether one is under way.
+        self._queue: list[_Replay | _Spend] = []
+        self._queue_cv = threading.Condition(threading.Lock())
+        self._leader = False
         try:
             self._conn = self._connect()
             self._open_store(self._conn)
@@ -304,9 +331,9 @@ class SQLiteLedger(Ledger):
             self._pid = os.getpid()
             self._mirror = None
             self._foreign = None
-            self._replays = []
-            self._replay_cv = threading.Condition(threading.Lock())
-            self._replay_leader = False
+            self._queue = []
+            self._queue_cv = threading.Condition(threading.Lock())
+            self._leader = False
             try:
                 self._conn = self._connect()
             except (sqlite3.Error, Inconsistent) as exc:
@@ -634,29 +661,39 @@ class SQLiteLedger(Ledger):
     ) -> Receipt:
         targets = normalize_targets(population)
         dx = check_request(curve, delta_extra)
-        with self._transaction(write=True) as conn:
+        ticket = _Spend(kind, targets, curve, dx, analyst, fingerprint, note)
+        self._group_commit(ticket)
+        assert ticket.receipt is not None
+        return ticket.receipt
+
+    def _append_spend(self, conn: sqlite3.Connection, t: _Spend) -> None:
+        """Admit and append one queued spend inside the batch's transaction."""
+        try:
             admitted = admit_spend(
                 _State(self, conn),
-                targets,
-                curve,
-                dx,
-                analyst,
+                t.targets,
+                t.curve,
+                t.delta_extra,
+                t.analyst,
                 self._registered,
                 lambda name: check_target(name, self._partitionings),
             )
-            event_id = self._append_event(
-                conn,
-                kind,
-                targets,
-                curve=curve,
-                delta_extra=dx,
-                analyst=analyst,
-                fingerprint=fingerprint,
-                note=note,
-            )
-            self._insert_admitted(conn, admitted, event_id, kind)
-            self._cost_commits += 1
-        return admitted.receipt(event_id, kind)
+        except _REFUSALS as exc:
+            t.error = exc  # refused before anything was written
+            return
+        event_id = self._append_event(
+            conn,
+            t.kind,
+            t.targets,
+            curve=t.curve,
+            delta_extra=t.delta_extra,
+            analyst=t.analyst,
+            fingerprint=t.fingerprint,
+            note=t.note,
+        )
+        self._insert_admitted(conn, admitted, event_id, t.kind)
+        self._cost_commits += 1
+        t.receipt = admitted.receipt(event_id, t.kind)
 
     def _insert_admitted(
         self, conn: sqlite3.Connection, admitted: Admission, event_id: int, kind: str
@@ -699,9 +736,9 @@ class SQLiteLedger(Ledger):
                 names.append(t)
 
     def replay(self, parent_id: int, *, analyst: str, fingerprint: str, note: str = "") -> int:
-        """Append a replay event, committed together with the replays other threads of
-        this process asked for meanwhile (one transaction, one fsync); returns once the
-        commit holding this event is durable, and raises if it failed."""
+        """Append a replay event, committed together with what other threads of this
+        process asked for meanwhile (one transaction, one fsync); returns once the commit
+        holding this event is durable, and raises if it failed."""
         if isinstance(parent_id, bool) or not isinstance(parent_id, int):
             raise InvalidRequest(f"parent_id must be an event id, got {parent_id!r}")
         ticket = _Replay(
@@ -710,66 +747,86 @@ class SQLiteLedger(Ledger):
             check_text("fingerprint", fingerprint),
             check_text("note", note),
         )
+        self._group_commit(ticket)
+        assert ticket.event_id is not None
+        return ticket.event_id
+
+    def _group_commit(self, ticket: _Replay | _Spend) -> None:
+        """Queue ``ticket``; the first caller to find no commit under way appends the
+        whole queue in one transaction, the others wait for it. Returns once the commit
+        holding the ticket's event is durable; raises the ticket's own error."""
         if os.getpid() != self._pid:
             with self._lock:
                 self._connection()  # a forked child starts its own queue
-        cv = self._replay_cv
+        cv = self._queue_cv
         with cv:
-            self._replays.append(ticket)
-            while not ticket.done and self._replay_leader:
+            self._queue.append(ticket)
+            while not ticket.done and self._leader:
                 cv.wait()
             lead = not ticket.done
             if lead:
-                self._replay_leader = True
-                batch, self._replays = self._replays, []
+                self._leader = True
+                batch, self._queue = self._queue, []
         if lead:
             try:
-                self._commit_replays(batch)
+                self._commit_batch(batch)
             finally:
                 with cv:
                     for t in batch:
                         t.done = True
-                    self._replay_leader = False
+                    self._leader = False
                     cv.notify_all()
         if ticket.error is not None:
             raise ticket.error
-        assert ticket.event_id is not None
-        return ticket.event_id
 
-    def _commit_replays(self, batch: list[_Replay]) -> None:
-        """Append every queued replay whose parent is a charge, in one transaction."""
+    def _commit_batch(self, batch: list[_Replay | _Spend]) -> None:
+        """Append every queued ticket that is admitted, in order, in one transaction."""
         try:
             with self._transaction(write=True) as conn:
                 for t in batch:
-                    names = self._charge_populations(conn, t.parent_id)
-                    if names is None:
-                        t.error = InvalidRequest(
-                            f"event {t.parent_id} is not a charge that could be replayed"
-                        )
-                        continue
-                    t.event_id = self._append_event(
-                        conn,
-                        "replay",
-                        parse_names(names),
-                        analyst=t.analyst,
-                        fingerprint=t.fingerprint,
-                        note=t.note,
-                        parent_id=t.parent_id,
-                    )
+                    if isinstance(t, _Spend):
+                        self._append_spend(conn, t)
+                    else:
+                        self._append_replay(conn, t)
         except Exception as exc:
+            self._batch_failed(batch)
             # Nothing of the batch was committed: every caller in it gets an error of
             # its own (one exception object must not be raised in several threads).
             for t in batch:
-                t.event_id = None
                 if isinstance(exc, LedgerUnavailable):
                     t.error = LedgerUnavailable(str(exc))
                 else:
-                    t.error = LedgerUnavailable(f"the ledger could not record a replay: {exc}")
+                    t.error = LedgerUnavailable(f"the ledger could not record an event: {exc}")
         except BaseException:
+            self._batch_failed(batch)
             for t in batch:
-                t.event_id = None
-                t.error = LedgerUnavailable("the ledger could not record a replay: interrupted")
+                t.error = LedgerUnavailable("the ledger could not record an event: interrupted")
             raise
+
+    def _batch_failed(self, batch: list[_Replay | _Spend]) -> None:
+        """Forget what the rolled-back batch taught: its receipts and event ids, and the
+        analysts' totals, which may have read its uncommitted events."""
+        self._analyst_totals.clear()
+        for t in batch:
+            if isinstance(t, _Spend):
+                t.receipt = None
+            else:
+                t.event_id = None
+
+    def _append_replay(self, conn: sqlite3.Connection, t: _Replay) -> None:
+        names = self._charge_populations(conn, t.parent_id)
+        if names is None:
+            t.error = InvalidRequest(f"event {t.parent_id} is not a charge that could be replayed")
+            return
+        t.event_id = self._append_event(
+            conn,
+            "replay",
+            parse_names(names),
+            analyst=t.analyst,
+            fingerprint=t.fingerprint,
+            note=t.note,
+            parent_id=t.parent_id,
+        )
 
     def _charge_populations(self, conn: sqlite3.Connection, event_id: int) -> str | None:
         """The stored population list of charge ``event_id``; None if it is no charge."""

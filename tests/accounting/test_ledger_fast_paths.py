@@ -1,5 +1,6 @@
 """The SQLite ledger's fast paths (issue 18) keep every guarantee of the slow ones:
-group-committed replays are durable when acknowledged, the in-memory mirror never
+group-committed charges and replays are durable when acknowledged, charges sharing a
+commit are admitted exactly as if they came one by one, the in-memory mirror never
 admits what the store would refuse when another process charges, the version token
 moves with every budget-changing commit of any process, and packed curves read back
 bit for bit (as do rows written before them, as JSON)."""
@@ -234,3 +235,99 @@ def test_a_store_with_json_curves_keeps_working(tmp_path: Path) -> None:
     assert again.spent("users").curve.values == (zcdp_curve(RHO) + zcdp_curve(RHO)).values
     assert again.verify().ok
     again.close()
+
+
+def test_threads_charging_at_once_admit_exactly_the_budget(tmp_path: Path) -> None:
+    # 2k threads charge once each, together: the group commit admits each in queue order
+    # against the totals the earlier ones left, so exactly k fit and the rest are refused
+    # without disturbing the batch they were in.
+    lg = _open(tmp_path / "l.sqlite")
+    k = expected_admissions()
+    admitted: list[int] = []
+    refused: list[BaseException] = []
+    other: list[BaseException] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(2 * k)
+
+    def work(i: int) -> None:
+        barrier.wait()
+        try:
+            got = lg.charge("users", zcdp_curve(RHO), analyst="x", fingerprint=str(i)).event_id
+        except BudgetExhausted as exc:
+            with lock:
+                refused.append(exc)
+            return
+        except BaseException as exc:  # collected: a thread's failure must fail the test
+            with lock:
+                other.append(exc)
+            return
+        with lock:
+            admitted.append(got)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2 * k)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not other
+    assert len(admitted) == len(set(admitted)) == k
+    assert len(refused) == k
+    assert lg.spent("users").epsilon <= CAP
+    charges, counted, _ = StoreTarget("sqlite", str(tmp_path / "l.sqlite")).facts()
+    assert charges == counted == k
+    assert lg.verify().ok
+    lg.close()
+
+
+_CHARGER = """
+import sys, threading
+from accounting.ledger import PopulationSpec
+from accounting.rdp import zcdp_curve
+from accounting.store_sqlite import SQLiteLedger
+lg = SQLiteLedger(sys.argv[1])
+lg.register(PopulationSpec("users", 1e6, 1e-6))
+out = threading.Lock()
+print("ready", flush=True)
+def work(k):
+    i = 0
+    while True:
+        receipt = lg.charge("users", zcdp_curve(1e-7), analyst="c", fingerprint=f"{k}-{i}")
+        with out:  # acknowledged: the id leaves only after charge() returned
+            sys.stdout.write(f"{receipt.event_id}\\n")
+            sys.stdout.flush()
+        i += 1
+for k in range(6):
+    threading.Thread(target=work, args=(k,), daemon=True).start()
+threading.Event().wait()
+"""
+
+
+def test_no_acknowledged_charge_is_lost_to_sigkill(tmp_path: Path) -> None:
+    path = tmp_path / "l.sqlite"
+    store = StoreTarget("sqlite", str(path))
+    for round_ in range(3):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _CHARGER, str(path)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+            time.sleep(0.3 + 0.2 * round_)
+            proc.send_signal(signal.SIGKILL)
+            acknowledged = [int(line) for line in proc.stdout.read().split()]
+            proc.wait(30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == -signal.SIGKILL
+        assert len(acknowledged) > 10  # the child did charge before it was killed
+        stored = {r[0] for r in store.query("SELECT id FROM events WHERE kind = 'charge'")}
+        assert set(acknowledged) <= stored
+        charges, counted, _ = store.facts()  # every stored charge is in the totals
+        assert charges == counted == len(stored)
+    lg = SQLiteLedger(path)
+    report = lg.verify()
+    assert report.ok, report.problems
+    lg.close()
