@@ -8,12 +8,14 @@ bit for bit (as do rows written before them, as JSON)."""
 from __future__ import annotations
 
 import math
+import multiprocessing as mp
 import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -330,4 +332,61 @@ def test_no_acknowledged_charge_is_lost_to_sigkill(tmp_path: Path) -> None:
     lg = SQLiteLedger(path)
     report = lg.verify()
     assert report.ok, report.problems
+    lg.close()
+
+
+def _threads_charge_until_refused(path: str, threads: int, start: Any, out: Any) -> None:
+    """Worker process (module level for spawn): ``threads`` threads share one ledger
+    instance, so their charges share group commits, while other processes commit too."""
+    lg = SQLiteLedger(path)
+    lg.register(PopulationSpec("users", CAP, DELTA, REGIONS))
+    ids: list[int] = []
+    lock = threading.Lock()
+    start.wait(60)
+
+    def work(k: int) -> None:
+        mine = []
+        try:
+            while True:
+                receipt = lg.charge("users", zcdp_curve(RHO), analyst="p", fingerprint=str(k))
+                mine.append(receipt.event_id)
+        except BudgetExhausted:
+            pass
+        with lock:
+            ids.extend(mine)
+
+    workers = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(120)
+    lg.close()
+    out.put(ids)
+
+
+def test_processes_of_threads_never_overspend(tmp_path: Path) -> None:
+    # Group commits inside each process, mirrors invalidated by the others' commits:
+    # together they still admit exactly what one sequential ledger would.
+    path = str(tmp_path / "l.sqlite")
+    _open(tmp_path / "l.sqlite").close()
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [
+        ctx.Process(target=_threads_charge_until_refused, args=(path, 4, start, out))
+        for _ in range(3)
+    ]
+    for p in procs:
+        p.start()
+    start.set()
+    results = [out.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    ids = [i for r in results for i in r]
+    assert len(ids) == len(set(ids)) == expected_admissions()
+    charges, counted, _ = StoreTarget("sqlite", path).facts()
+    assert charges == counted == len(ids)
+    lg = SQLiteLedger(path)
+    assert lg.spent("users").epsilon <= CAP
+    assert lg.verify().ok
     lg.close()
