@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import TracebackType
 
@@ -484,6 +484,15 @@ class Ledger(ABC):
     def remaining(self, population: str) -> float:
         """ε still available to the persons of ``population`` (0 when over the cap)."""
         return self.spent(population).remaining
+
+    def version(self) -> Hashable | None:
+        """A token that changes whenever any process commits an event that can change
+        what has been spent or its cap (a charge, an external charge, a cap change, a
+        registration); replays need not change it. Equal tokens mean equal
+        :meth:`spent`, :meth:`share_spent` and :meth:`populations`, so readers may keep
+        figures read under a token until it changes. None: the store cannot tell
+        cheaply, and nothing may be kept. Admission never relies on it."""
+        return None
 
     @abstractmethod
     def share_spent(self, population: str, analyst: str) -> Spend | None:

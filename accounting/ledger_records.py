@@ -9,12 +9,15 @@ under the other's rules because both use the functions below.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+import numpy as np
 
 from accounting.ledger import (
     COST_KINDS,
@@ -60,15 +63,30 @@ def names_json(names: Sequence[str]) -> str:
     return json.dumps(list(names), separators=(",", ":"))
 
 
+# Curves are stored packed: this prefix, then the base64 of the values as little-endian
+# float64 (bit-exact, a fifth of the time of writing 109 floats as JSON and half the
+# bytes). Rows written before issue 18 hold a JSON list; both are read.
+PACKED_CURVE = "f64le:"
+_PACKED_BYTES = 8 * len(ORDERS)
+
+
 def curve_json(curve: Curve) -> str:
-    # json writes floats with repr, which round-trips exactly (inf as Infinity).
-    return json.dumps(list(curve.values), separators=(",", ":"))
+    """A curve's stored text (the packed form; the name predates it)."""
+    return PACKED_CURVE + base64.b64encode(curve.as_array().astype("<f8").tobytes()).decode(
+        "ascii"
+    )
 
 
 def parse_curve(text: str | None) -> Curve:
     if text is None:
         return ZERO
     try:
+        if text.startswith(PACKED_CURVE):
+            raw = base64.b64decode(text[len(PACKED_CURVE) :], validate=True)
+            if len(raw) != _PACKED_BYTES:
+                raise Inconsistent(f"stored curve has {len(raw)} bytes, not {_PACKED_BYTES}")
+            return Curve(tuple(np.frombuffer(raw, dtype="<f8").tolist()))
+        # json writes floats with repr, which round-trips exactly (inf as Infinity).
         values = json.loads(text)
         if not isinstance(values, list):
             raise Inconsistent(f"stored curve is not a list: {text[:40]!r}")

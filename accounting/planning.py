@@ -20,7 +20,7 @@ import operator
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import special
 
 from accounting.rdp import ZERO, Curve, laplace_curve, max_rho_within, zcdp_curve
 
@@ -157,6 +157,9 @@ def laplace_sum_tail(u: float, cells: int) -> float:
 def _laplace_tail_with(u: float, m: int, *, drop: float) -> float:
     if m == 1:
         return math.exp(-u)
+    # Imported here: scipy.stats costs more than the rest of a CLI start-up.
+    from scipy import stats
+
     i_min = 0
     if drop > 0.0:
         i_min = int(stats.nbinom.ppf(drop, m, 0.5))
@@ -184,6 +187,8 @@ def _laplace_quantile(confidence: float, m: int) -> float:
     hi = max(1.0, math.sqrt(2.0 * m) * _gaussian_quantile(confidence))
     while excess(hi) > 0.0:
         hi *= 2.0
+    from scipy import optimize  # lazily, like scipy.stats above
+
     u = float(optimize.brentq(excess, 0.0, hi, xtol=1e-14, rtol=1e-14))
     # Root finding may land a hair on the wrong side; only ever round towards more width.
     while excess(u) > 0.0:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 ORDERS: tuple[float, ...] = (
     *(round(1.1 + 0.1 * i, 1) for i in range(99)),
@@ -31,6 +31,23 @@ ORDERS: tuple[float, ...] = (
 )
 
 _ALPHA = np.asarray(ORDERS, dtype=float)
+# The δ-independent parts of the CKS conversion, computed once; ε(δ) below performs the
+# same floating-point operations on them as the formula written out, so it is bit-exact.
+_LOG1P = np.log1p(-1.0 / _ALPHA)
+_LOG_ALPHA = np.log(_ALPHA)
+_ALPHA_M1 = _ALPHA - 1.0
+_CKS_DELTA_TERMS: dict[float, np.ndarray] = {}
+
+
+def _cks_delta_term(d: float) -> np.ndarray:
+    """(ln δ + ln α)/(α − 1) for every order, memoised per δ (a handful are in use)."""
+    term = _CKS_DELTA_TERMS.get(d)
+    if term is None:
+        term = (math.log(d) + _LOG_ALPHA) / _ALPHA_M1
+        term.flags.writeable = False
+        if len(_CKS_DELTA_TERMS) < 4096:
+            _CKS_DELTA_TERMS[d] = term
+    return term
 
 
 class CurveError(ValueError):
@@ -61,17 +78,37 @@ class Curve:
     Privacy claim: a mechanism described by this curve is (α, ε(α))-RDP at every order
     of the grid; ``a + b`` describes the adaptive composition of both mechanisms and
     ``a * k`` the k-fold composition of one.
+
+    The values are also held as a read-only float64 array, so that composing and
+    converting are numpy operations (the ledger does both inside its write lock);
+    equality and hashing use ``values`` alone.
     """
 
     values: tuple[float, ...]
+    _array: np.ndarray = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        if len(self.values) != len(ORDERS):
+        array = np.array(self.values, dtype=float)
+        if array.shape != (len(ORDERS),):
             raise CurveError(f"a curve needs {len(ORDERS)} values, got {len(self.values)}")
         # `v >= 0` is False for NaN too: one pass catches both.
-        if not all(v >= 0.0 for v in self.values):
+        if not bool(np.all(array >= 0.0)):
             bad = next(v for v in self.values if not v >= 0.0)
             raise CurveError(f"curve values must be >= 0 and not NaN, got {bad!r}")
+        array.flags.writeable = False
+        object.__setattr__(self, "_array", array)
+        if type(self.values) is not tuple or not all(type(v) is float for v in self.values):
+            object.__setattr__(self, "values", tuple(array.tolist()))
+
+    @classmethod
+    def _of(cls, array: np.ndarray) -> Curve:
+        """A curve from an array already known to be valid (a sum or multiple of valid
+        curves: non-negative, no NaN, one value per order): skips re-validation."""
+        curve = object.__new__(cls)
+        array.flags.writeable = False
+        object.__setattr__(curve, "values", tuple(array.tolist()))
+        object.__setattr__(curve, "_array", array)
+        return curve
 
     @classmethod
     def from_array(cls, values: Iterable[float]) -> Curve:
@@ -79,12 +116,14 @@ class Curve:
         return cls(tuple(float(v) for v in values))
 
     def as_array(self) -> np.ndarray:
-        return np.asarray(self.values, dtype=float)
+        """The values as a read-only float64 array (shared: copy it to modify)."""
+        return self._array
 
     def __add__(self, other: Curve) -> Curve:
         if not isinstance(other, Curve):
             return NotImplemented
-        return Curve(tuple(a + b for a, b in zip(self.values, other.values, strict=True)))
+        # IEEE addition, element by element: the same bits as adding the floats in Python.
+        return Curve._of(self._array + other._array)
 
     def __mul__(self, k: int) -> Curve:
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
@@ -92,12 +131,19 @@ class Curve:
         if k == 0:
             # Zero-fold composition reveals nothing, even for +inf entries (0·inf is NaN).
             return ZERO
-        return Curve(tuple(k * v for v in self.values))
+        return Curve._of(self._array * float(k))
 
     __rmul__ = __mul__
 
+    def __getstate__(self) -> dict[str, object]:
+        return {"values": self.values}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        object.__setattr__(self, "values", state["values"])
+        self.__post_init__()
+
     def is_zero(self) -> bool:
-        return all(v == 0.0 for v in self.values)
+        return not bool(np.any(self._array))
 
     def epsilon(self, delta: float) -> float:
         """(ε, δ)-DP implied by this curve, by the Canonne–Kamath–Steinke conversion.
@@ -106,12 +152,8 @@ class Curve:
         Preconditions: 0 < δ < 1. Privacy claim: the mechanism is (ε, δ)-DP.
         """
         d = _check_delta(delta)
-        eps = (
-            self.as_array()
-            + np.log1p(-1.0 / _ALPHA)
-            - (math.log(d) + np.log(_ALPHA)) / (_ALPHA - 1.0)
-        )
-        return max(0.0, float(np.min(eps)))
+        eps = self._array + _LOG1P - _cks_delta_term(d)
+        return max(0.0, float(eps.min()))
 
     def epsilon_textbook(self, delta: float) -> float:
         """The classic conversion min_α ε(α) + ln(1/δ)/(α − 1) (Mironov 2017, Prop. 3).
@@ -119,17 +161,13 @@ class Curve:
         Kept for cross-checks: it is never smaller than :meth:`epsilon`.
         """
         d = _check_delta(delta)
-        eps = self.as_array() + math.log(1.0 / d) / (_ALPHA - 1.0)
+        eps = self._array + math.log(1.0 / d) / (_ALPHA - 1.0)
         return max(0.0, float(np.min(eps)))
 
     def best_order(self, delta: float) -> float:
         """The order at which the CKS conversion attains its minimum (for reports)."""
         d = _check_delta(delta)
-        eps = (
-            self.as_array()
-            + np.log1p(-1.0 / _ALPHA)
-            - (math.log(d) + np.log(_ALPHA)) / (_ALPHA - 1.0)
-        )
+        eps = self._array + _LOG1P - _cks_delta_term(d)
         return ORDERS[int(np.argmin(eps))]
 
 
@@ -358,6 +396,8 @@ def analytic_gaussian_epsilon(mu: float, delta: float) -> float:
     hi = 1.0
     while _analytic_delta(m, hi) > d:
         hi *= 2.0
+    from scipy import optimize  # lazily: a third of a CLI start-up, rarely needed
+
     return float(optimize.brentq(lambda e: _analytic_delta(m, e) - d, 0.0, hi, xtol=1e-12))
 
 
@@ -373,5 +413,7 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float)
     lo, hi = 1e-12, 1.0
     while _analytic_delta(hi, e) < d:
         hi *= 2.0
+    from scipy import optimize  # lazily: a third of a CLI start-up, rarely needed
+
     mu = float(optimize.brentq(lambda m: _analytic_delta(m, e) - d, lo, hi, xtol=1e-14))
     return s / mu

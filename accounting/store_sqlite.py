@@ -7,6 +7,25 @@ refuse UPDATE and DELETE on all three and any insert that is not a true append. 
 write is one ``BEGIN IMMEDIATE`` transaction, so admission is serialised across threads
 and processes. The store fails closed: any doubt about its integrity makes every
 operation that could lead to a release raise LedgerUnavailable.
+
+Two things keep the store off the hot path without weakening any of that (issue 18):
+
+* **A mirror of the committed state** (:class:`_Mirror`): the latest own total of each
+  population, caps, known partitions, the head of the hash chain and the charges that
+  replays may point at, as this process last read or wrote them. It is trusted only
+  inside a write transaction (which holds the store's write lock, so nothing can commit
+  meanwhile) and only while ``PRAGMA data_version`` says no other connection has
+  committed since it was filled; otherwise it is refilled by exactly the reads and
+  checks the store made before (a stored row that is byte-for-byte the one already
+  step-checked is not parsed again). A charge on an unchanged store is then admitted
+  from memory and appends under the lock: event, totals, commit.
+* **Group commit**: concurrent charges, external charges and replays of one process
+  queue up and one of the callers appends the whole queue in one transaction (one fsync),
+  admitting each charge in queue order against the totals the earlier ones of the batch
+  left, exactly as if they had come one by one. A charge the budget refuses appends
+  nothing and leaves the others alone; any store error rolls the whole batch back and
+  every caller in it gets an error. Each call returns only after the commit that holds
+  its event is durable (a charge before its noise is drawn).
 """
 
 from __future__ import annotations
@@ -17,11 +36,13 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 from typing import Any
 
 from accounting.ledger import (
     EMPTY_TOTAL,
     SEPARATOR,
+    BudgetExhausted,
     Event,
     InvalidRequest,
     Ledger,
@@ -53,6 +74,7 @@ from accounting.ledger_records import (
     check_head,
     check_registration,
     check_target,
+    check_text,
     curve_json,
     digest,
     event_from_row,
@@ -103,6 +125,78 @@ _SCHEMA: tuple[str, ...] = (
 )
 
 
+# A totals row as stored (event_id, curve, delta_extra, events), the row before it (None
+# for the first) and the event it follows (kind, populations, curve, delta_extra): what
+# one step check of an own total reads.
+_TotalRows = tuple[tuple[Any, ...], tuple[Any, ...] | None, tuple[Any, ...] | None]
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    """SQLITE_BUSY / SQLITE_LOCKED: another connection holds the lock."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return int(code) & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
+@dataclass
+class _Mirror:
+    """What this process knows of the committed store (see the module docstring), as of
+    ``data_version``. Entries are filled by reads and writes inside write transactions;
+    a missing entry is read from the store."""
+
+    data_version: int
+    head: tuple[int, str] | None = None  # the last event (id, hash), once known
+    head_known: bool = False
+    caps: dict[str, float] = field(default_factory=dict)  # root -> cap in force
+    known: dict[str, list[str]] = field(default_factory=dict)  # root -> populations
+    totals: dict[str, tuple[_TotalRows, Total]] = field(default_factory=dict)
+    charges: dict[int, str] = field(default_factory=dict)  # charge id -> populations json
+    # Rows step-checked under an earlier data_version: a re-read that finds them
+    # unchanged, byte for byte, needs no new parse (the check would repeat itself).
+    checked: dict[str, tuple[_TotalRows, Total]] = field(default_factory=dict)
+
+    def refreshed(self, data_version: int) -> _Mirror:
+        """Another connection committed: keep only what lets re-reads skip re-parsing."""
+        return _Mirror(data_version, checked={**self.checked, **self.totals})
+
+
+@dataclass
+class _Replay:
+    """One queued replay: its arguments, then its event id or the error that refused it."""
+
+    parent_id: int
+    analyst: str
+    fingerprint: str
+    note: str
+    event_id: int | None = None
+    error: BaseException | None = None
+    done: bool = False
+
+
+@dataclass
+class _Spend:
+    """One queued charge or external charge: its arguments, then its receipt or the
+    error that refused it."""
+
+    kind: str
+    targets: tuple[str, ...]
+    curve: Curve
+    delta_extra: float
+    analyst: str
+    fingerprint: str
+    note: str
+    receipt: Receipt | None = None
+    error: BaseException | None = None
+    done: bool = False
+
+
+# What admission may refuse a single spend with: the batch goes on without it. Anything
+# else (a store error, an inconsistency) fails the whole batch.
+_REFUSALS = (BudgetExhausted, UnknownPopulation, InvalidRequest)
+
+
 class SQLiteLedger(Ledger):
     """The ledger on one SQLite file, shared by any number of threads and processes.
 
@@ -130,6 +224,18 @@ class SQLiteLedger(Ledger):
         # analyst -> (last event id read, own totals of their cost events): read forward
         # from the committed events on each charge, so it is never ahead of the store.
         self._analyst_totals: dict[str, tuple[int, dict[str, Total]]] = {}
+        # The mirror of the committed state (None: read everything from the store), and
+        # whether the transaction in progress may use it (write transactions only).
+        self._mirror: _Mirror | None = None
+        self._writing = False
+        # Budget-changing commits made by this process, and what the store said of other
+        # processes' ones at the last data_version seen (see :meth:`version`).
+        self._cost_commits = 0
+        self._foreign: tuple[int, tuple[Any, ...]] | None = None
+        # Appends waiting for the next group commit, and whether one is under way.
+        self._queue: list[_Replay | _Spend] = []
+        self._queue_cv = threading.Condition(threading.Lock())
+        self._leader = False
         try:
             self._conn = self._connect()
             self._open_store(self._conn)
@@ -223,6 +329,11 @@ class SQLiteLedger(Ledger):
             self._inherited.append(self._conn)
             self._conn = None
             self._pid = os.getpid()
+            self._mirror = None
+            self._foreign = None
+            self._queue = []
+            self._queue_cv = threading.Condition(threading.Lock())
+            self._leader = False
             try:
                 self._conn = self._connect()
             except (sqlite3.Error, Inconsistent) as exc:
@@ -242,11 +353,26 @@ class SQLiteLedger(Ledger):
         with self._lock:
             conn = self._usable() if gated else self._connection()
             try:
-                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                if write:
+                    self._begin_write(conn)
+                else:
+                    conn.execute("BEGIN")
             except sqlite3.Error as exc:
                 raise LedgerUnavailable(f"cannot lock the ledger store: {exc}") from exc
+            ok = False
             try:
+                if write:
+                    # The write lock is held from here to the commit: no other connection
+                    # can commit meanwhile, so data_version tells whether the mirror is
+                    # the store's current state.
+                    version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+                    if self._mirror is None:
+                        self._mirror = _Mirror(version)
+                    elif self._mirror.data_version != version:
+                        self._mirror = self._mirror.refreshed(version)
+                    self._writing = True
                 yield conn
+                ok = True
             except Inconsistent as exc:
                 self._rollback(conn)
                 self._broken = f"ledger store is inconsistent: {exc}"
@@ -257,11 +383,38 @@ class SQLiteLedger(Ledger):
             except BaseException:
                 self._rollback(conn)
                 raise
+            finally:
+                if write and not ok:
+                    # Rolled back: what the mirror learnt meanwhile is not in the store.
+                    self._mirror = None
+                self._writing = False
             try:
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
+                self._mirror = None
                 self._rollback(conn)
                 raise LedgerUnavailable(f"ledger commit failed: {exc}") from exc
+
+    def _begin_write(self, conn: sqlite3.Connection) -> None:
+        """BEGIN IMMEDIATE, waiting for another process's write transaction in steps of
+        tens of microseconds: SQLite's own busy handler sleeps 1, 2, 5, 10 ... ms, longer
+        than a whole commit, which left a second process idle most of the time. Other
+        statements keep SQLite's handler (readers of a WAL store rarely wait)."""
+        conn.execute("PRAGMA busy_timeout=0")
+        try:
+            deadline = time.monotonic() + self._timeout
+            pause = 20e-6
+            while True:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if not _is_busy(exc) or time.monotonic() > deadline:
+                        raise
+                time.sleep(pause)
+                pause = min(pause * 1.5, 1e-3)
+        finally:
+            conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
 
     @staticmethod
     def _rollback(conn: sqlite3.Connection) -> None:
@@ -274,17 +427,30 @@ class SQLiteLedger(Ledger):
     def _own_total(self, conn: sqlite3.Connection, name: str) -> Total:
         """The latest own total of ``name``, after checking that it is the previous one
         plus the event it claims to follow (one step of verify, per charge)."""
+        mirror = self._mirror if self._writing else None
+        if mirror is not None and (found := mirror.totals.get(name)) is not None:
+            return found[1]
         rows = conn.execute(
             "SELECT event_id, curve, delta_extra, events FROM totals "
             "WHERE population = ? ORDER BY event_id DESC LIMIT 2",
             (name,),
         ).fetchall()
         if not rows:
+            if mirror is not None:
+                mirror.totals[name] = (((), None, None), EMPTY_TOTAL)
             return EMPTY_TOTAL
         ev = conn.execute(
             "SELECT kind, populations, curve, delta_extra FROM events WHERE id = ?", (rows[0][0],)
         ).fetchone()
-        return total_step(name, rows[0], rows[1] if len(rows) > 1 else None, ev)
+        raw: _TotalRows = (tuple(rows[0]), tuple(rows[1]) if len(rows) > 1 else None, ev)
+        seen = None if mirror is None else mirror.checked.get(name)
+        if seen is not None and seen[0] == raw:
+            total = seen[1]  # the very rows already step-checked: the check would repeat
+        else:
+            total = total_step(name, rows[0], rows[1] if len(rows) > 1 else None, ev)
+        if mirror is not None:
+            mirror.totals[name] = (raw, total)
+        return total
 
     def _spec(self, conn: sqlite3.Connection, root: str) -> PopulationSpec:
         delta = self._deltas.get(root)
@@ -298,22 +464,45 @@ class SQLiteLedger(Ledger):
                 raise Inconsistent(f"root {root!r} has no delta")
             delta = float(row[0])
             self._deltas[root] = delta
-        cap = conn.execute(
-            "SELECT cap FROM events WHERE cap IS NOT NULL AND populations = ? "
-            "ORDER BY id DESC LIMIT 1",
-            (names_json([root]),),
-        ).fetchone()
+        mirror = self._mirror if self._writing else None
+        cap = None if mirror is None else mirror.caps.get(root)
         if cap is None:
-            raise Inconsistent(f"root {root!r} has no register event")
-        return PopulationSpec(root, float(cap[0]), delta)
+            found = conn.execute(
+                "SELECT cap FROM events WHERE cap IS NOT NULL AND populations = ? "
+                "ORDER BY id DESC LIMIT 1",
+                (names_json([root]),),
+            ).fetchone()
+            if found is None:
+                raise Inconsistent(f"root {root!r} has no register event")
+            cap = float(found[0])
+            if mirror is not None:
+                mirror.caps[root] = cap
+        return PopulationSpec(root, cap, delta)
 
     def _known(self, conn: sqlite3.Connection, roots: Sequence[str]) -> list[str]:
+        mirror = self._mirror if self._writing else None
         out: list[str] = []
         for r in roots:
-            out.extend(
-                n for (n,) in conn.execute("SELECT name FROM populations WHERE root = ?", (r,))
-            )
+            names = None if mirror is None else mirror.known.get(r)
+            if names is None:
+                names = [
+                    n for (n,) in conn.execute("SELECT name FROM populations WHERE root = ?", (r,))
+                ]
+                if mirror is not None:
+                    mirror.known[r] = names
+            out.extend(names)
         return out
+
+    def _head(self, conn: sqlite3.Connection) -> tuple[int, str] | None:
+        """The last event's (id, hash), None for an empty log."""
+        mirror = self._mirror if self._writing else None
+        if mirror is not None and mirror.head_known:
+            return mirror.head
+        last = conn.execute("SELECT id, hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
+        head = None if last is None else (int(last[0]), str(last[1]))
+        if mirror is not None:
+            mirror.head, mirror.head_known = head, True
+        return head
 
     def _append_event(
         self,
@@ -330,8 +519,8 @@ class SQLiteLedger(Ledger):
         cap: float | None = None,
         delta: float | None = None,
     ) -> int:
-        last = conn.execute("SELECT id, hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
-        event_id, prev = (1, GENESIS) if last is None else (int(last[0]) + 1, str(last[1]))
+        last = self._head(conn)
+        event_id, prev = (1, GENESIS) if last is None else (last[0] + 1, last[1])
         row = event_row(
             event_id,
             time.time(),
@@ -346,10 +535,18 @@ class SQLiteLedger(Ledger):
             cap=cap,
             delta=delta,
         )
+        hashed = digest(prev, row)
         conn.execute(
             f"INSERT INTO events ({EVENT_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (*row, digest(prev, row)),
+            (*row, hashed),
         )
+        mirror = self._mirror if self._writing else None
+        if mirror is not None:
+            mirror.head, mirror.head_known = (event_id, hashed), True
+            if kind == "charge":
+                mirror.charges[event_id] = row[3]
+            if cap is not None:
+                mirror.caps[names[0]] = float(cap)
         return event_id
 
     # --- the interface ---------------------------------------------------------------------
@@ -399,6 +596,9 @@ class SQLiteLedger(Ledger):
                     "INSERT INTO populations (name, root, delta, created_event) VALUES (?,?,?,?)",
                     (name, name, delta, eid),
                 )
+                if self._mirror is not None:
+                    self._mirror.known.pop(name, None)
+                self._cost_commits += 1
                 return
             if found[1] is None or float(found[1]) != delta:
                 raise InvalidRequest(
@@ -422,6 +622,7 @@ class SQLiteLedger(Ledger):
                     delta=delta,
                     note=f"policy cap changed from {float(last[0])!r} to {cap!r}",
                 )
+                self._cost_commits += 1
 
     def charge(
         self,
@@ -460,62 +661,186 @@ class SQLiteLedger(Ledger):
     ) -> Receipt:
         targets = normalize_targets(population)
         dx = check_request(curve, delta_extra)
-        with self._transaction(write=True) as conn:
+        ticket = _Spend(kind, targets, curve, dx, analyst, fingerprint, note)
+        self._group_commit(ticket)
+        assert ticket.receipt is not None
+        return ticket.receipt
+
+    def _append_spend(self, conn: sqlite3.Connection, t: _Spend) -> None:
+        """Admit and append one queued spend inside the batch's transaction."""
+        try:
             admitted = admit_spend(
                 _State(self, conn),
-                targets,
-                curve,
-                dx,
-                analyst,
+                t.targets,
+                t.curve,
+                t.delta_extra,
+                t.analyst,
                 self._registered,
                 lambda name: check_target(name, self._partitionings),
             )
-            event_id = self._append_event(
-                conn,
-                kind,
-                targets,
-                curve=curve,
-                delta_extra=dx,
-                analyst=analyst,
-                fingerprint=fingerprint,
-                note=note,
-            )
-            self._insert_admitted(conn, admitted, event_id)
-        return admitted.receipt(event_id, kind)
+        except _REFUSALS as exc:
+            t.error = exc  # refused before anything was written
+            return
+        event_id = self._append_event(
+            conn,
+            t.kind,
+            t.targets,
+            curve=t.curve,
+            delta_extra=t.delta_extra,
+            analyst=t.analyst,
+            fingerprint=t.fingerprint,
+            note=t.note,
+        )
+        self._insert_admitted(conn, admitted, event_id, t.kind)
+        self._cost_commits += 1
+        t.receipt = admitted.receipt(event_id, t.kind)
 
-    @staticmethod
-    def _insert_admitted(conn: sqlite3.Connection, admitted: Admission, event_id: int) -> None:
+    def _insert_admitted(
+        self, conn: sqlite3.Connection, admitted: Admission, event_id: int, kind: str
+    ) -> None:
+        rows = [
+            (t, event_id, curve_json(new.curve), new.delta_extra, new.events)
+            for t, new in admitted.totals
+        ]
         conn.executemany(
             "INSERT INTO totals (population, event_id, curve, delta_extra, events) "
             "VALUES (?,?,?,?,?)",
-            [
-                (t, event_id, curve_json(new.curve), new.delta_extra, new.events)
-                for t, new in admitted.totals
-            ],
+            rows,
         )
-        conn.executemany(
-            "INSERT INTO populations (name, root, delta, created_event) VALUES (?,?,NULL,?)",
-            [(t, root_of(t), event_id) for t in admitted.created],
+        if admitted.created:
+            conn.executemany(
+                "INSERT INTO populations (name, root, delta, created_event) VALUES (?,?,NULL,?)",
+                [(t, root_of(t), event_id) for t in admitted.created],
+            )
+        mirror = self._mirror if self._writing else None
+        if mirror is None:
+            return
+        # What a re-read of these rows would find and step-check: the new total, the one
+        # before it and this event.
+        event = (
+            kind,
+            names_json(admitted.targets),
+            curve_json(admitted.curve),
+            float(admitted.delta_extra),
         )
+        for (t, new), row in zip(admitted.totals, rows, strict=True):
+            before = mirror.totals.get(t)
+            if before is None:
+                mirror.totals.pop(t, None)
+                continue
+            previous = before[0][0] or None
+            mirror.totals[t] = ((row[1:], previous, event), new)
+        for t in admitted.created:
+            names = mirror.known.get(root_of(t))
+            if names is not None and t not in names:
+                names.append(t)
 
     def replay(self, parent_id: int, *, analyst: str, fingerprint: str, note: str = "") -> int:
+        """Append a replay event, committed together with what other threads of this
+        process asked for meanwhile (one transaction, one fsync); returns once the commit
+        holding this event is durable, and raises if it failed."""
         if isinstance(parent_id, bool) or not isinstance(parent_id, int):
             raise InvalidRequest(f"parent_id must be an event id, got {parent_id!r}")
-        with self._transaction(write=True) as conn:
-            parent = conn.execute(
-                "SELECT kind, populations FROM events WHERE id = ?", (parent_id,)
-            ).fetchone()
-            if parent is None or parent[0] != "charge":
-                raise InvalidRequest(f"event {parent_id} is not a charge that could be replayed")
-            return self._append_event(
-                conn,
-                "replay",
-                parse_names(parent[1]),
-                analyst=analyst,
-                fingerprint=fingerprint,
-                note=note,
-                parent_id=parent_id,
-            )
+        ticket = _Replay(
+            parent_id,
+            check_text("analyst", analyst),
+            check_text("fingerprint", fingerprint),
+            check_text("note", note),
+        )
+        self._group_commit(ticket)
+        assert ticket.event_id is not None
+        return ticket.event_id
+
+    def _group_commit(self, ticket: _Replay | _Spend) -> None:
+        """Queue ``ticket``; the first caller to find no commit under way appends the
+        whole queue in one transaction, the others wait for it. Returns once the commit
+        holding the ticket's event is durable; raises the ticket's own error."""
+        if os.getpid() != self._pid:
+            with self._lock:
+                self._connection()  # a forked child starts its own queue
+        cv = self._queue_cv
+        with cv:
+            self._queue.append(ticket)
+            while not ticket.done and self._leader:
+                cv.wait()
+            lead = not ticket.done
+            if lead:
+                self._leader = True
+                batch, self._queue = self._queue, []
+        if lead:
+            try:
+                self._commit_batch(batch)
+            finally:
+                with cv:
+                    for t in batch:
+                        t.done = True
+                    self._leader = False
+                    cv.notify_all()
+        if ticket.error is not None:
+            raise ticket.error
+
+    def _commit_batch(self, batch: list[_Replay | _Spend]) -> None:
+        """Append every queued ticket that is admitted, in order, in one transaction."""
+        try:
+            with self._transaction(write=True) as conn:
+                for t in batch:
+                    if isinstance(t, _Spend):
+                        self._append_spend(conn, t)
+                    else:
+                        self._append_replay(conn, t)
+        except Exception as exc:
+            self._batch_failed(batch)
+            # Nothing of the batch was committed: every caller in it gets an error of
+            # its own (one exception object must not be raised in several threads).
+            for t in batch:
+                if isinstance(exc, LedgerUnavailable):
+                    t.error = LedgerUnavailable(str(exc))
+                else:
+                    t.error = LedgerUnavailable(f"the ledger could not record an event: {exc}")
+        except BaseException:
+            self._batch_failed(batch)
+            for t in batch:
+                t.error = LedgerUnavailable("the ledger could not record an event: interrupted")
+            raise
+
+    def _batch_failed(self, batch: list[_Replay | _Spend]) -> None:
+        """Forget what the rolled-back batch taught: its receipts and event ids, and the
+        analysts' totals, which may have read its uncommitted events."""
+        self._analyst_totals.clear()
+        for t in batch:
+            if isinstance(t, _Spend):
+                t.receipt = None
+            else:
+                t.event_id = None
+
+    def _append_replay(self, conn: sqlite3.Connection, t: _Replay) -> None:
+        names = self._charge_populations(conn, t.parent_id)
+        if names is None:
+            t.error = InvalidRequest(f"event {t.parent_id} is not a charge that could be replayed")
+            return
+        t.event_id = self._append_event(
+            conn,
+            "replay",
+            parse_names(names),
+            analyst=t.analyst,
+            fingerprint=t.fingerprint,
+            note=t.note,
+            parent_id=t.parent_id,
+        )
+
+    def _charge_populations(self, conn: sqlite3.Connection, event_id: int) -> str | None:
+        """The stored population list of charge ``event_id``; None if it is no charge."""
+        mirror = self._mirror if self._writing else None
+        if mirror is not None and (found := mirror.charges.get(event_id)) is not None:
+            return found
+        parent = conn.execute(
+            "SELECT kind, populations FROM events WHERE id = ?", (event_id,)
+        ).fetchone()
+        if parent is None or parent[0] != "charge":
+            return None
+        if mirror is not None:
+            mirror.charges[event_id] = str(parent[1])
+        return str(parent[1])
 
     def set_cap(self, population: str, epsilon_cap: float, *, reason: str, analyst: str) -> int:
         name = check_population_name(population)
@@ -526,9 +851,31 @@ class SQLiteLedger(Ledger):
             raise InvalidRequest("a cap change needs a reason")
         with self._transaction(write=True) as conn:
             self._spec(conn, name)
+            self._cost_commits += 1
             return self._append_event(
                 conn, "cap_change", [name], analyst=analyst, note=reason, cap=cap
             )
+
+    def version(self) -> tuple[int, tuple[Any, ...]]:
+        """A token that changes whenever a charge, external charge, cap change or
+        registration commits, in any process; replays leave it alone. This process's
+        own commits are counted; other processes' are seen through ``PRAGMA
+        data_version`` and then read off the store (the newest totals row, the newest
+        cap and the number of populations, each from an index)."""
+        with self._lock:
+            conn = self._usable()
+            try:
+                seen = int(conn.execute("PRAGMA data_version").fetchone()[0])
+                if self._foreign is None or self._foreign[0] != seen:
+                    row = conn.execute(
+                        "SELECT (SELECT max(event_id) FROM totals), "
+                        "(SELECT max(id) FROM events WHERE cap IS NOT NULL), "
+                        "(SELECT count(*) FROM populations)"
+                    ).fetchone()
+                    self._foreign = (seen, tuple(row))
+            except sqlite3.Error as exc:
+                raise LedgerUnavailable(f"cannot read the ledger store: {exc}") from exc
+            return (self._cost_commits, self._foreign[1])
 
     def spent(self, population: str) -> Spend:
         name = check_population_name(population)

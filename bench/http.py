@@ -6,13 +6,16 @@ in a temporary folder, rate limit off) with 1 and then 2 workers, and measures:
 * cache-hit latency p50/p99 from one sequential client (unloaded), and cache-hit
   requests/s from several client processes on keep-alive connections;
 * cache-miss requests/s: distinct queries, each planned, charged, run on DuckDB and
-  noised.
+  noised;
+* the yardstick (issue 18): the same uvicorn (protocol class, workers, settings) serving
+  a bare FastAPI JSON route (bench/bare_app.py), loaded by the same client; the summary
+  gives dpsql's cache-hit requests/s over it, and the second worker's gain on hits.
 
 The load generator talks to 127.0.0.1 only and is bounded in both requests and seconds.
 It runs on the same 2 cores as the server, so requests/s are a floor. Nothing here
 gates CI.
 
-    .venv/bin/python bench/http.py [--seconds 5] [--clients 4]
+    .venv/bin/python bench/http.py [--seconds 5] [--clients 4] [--hits-only]
 """
 
 from __future__ import annotations
@@ -92,6 +95,38 @@ def _start(policy: Path, workers: int) -> tuple[subprocess.Popen[bytes], str]:
             time.sleep(0.1)
     _stop(proc)
     raise RuntimeError("server did not start")
+
+
+_BARE = """
+import uvicorn
+uvicorn.run("bench.bare_app:create", factory=True, http="proxy.server.protocol:NoDelayProtocol",
+            host="127.0.0.1", port={port}, workers={workers}, access_log=False,
+            server_header=False, log_level="warning", timeout_graceful_shutdown=5)
+"""
+
+
+def _start_bare(workers: int) -> tuple[subprocess.Popen[bytes], str]:
+    """The yardstick: bench/bare_app.py on the same uvicorn settings as `dpsql serve`."""
+    import httpx
+
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _BARE.format(port=port, workers=workers)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            time.sleep(0.1)
+    _stop(proc)
+    raise RuntimeError("bare server did not start")
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -197,6 +232,28 @@ def _miss_bodies(client: int, n: int, workers: int) -> list[dict[str, Any]]:
     ]
 
 
+def _hit_load(url: str, hit: dict[str, Any], seconds: float, clients: int) -> dict[str, float]:
+    """Cache-hit (or bare) load: wrk when installed, else Python clients."""
+    if shutil.which("wrk"):
+        return _wrk(url, hit, seconds, clients)
+    return _load(url, [[hit] * MAX_REQUESTS] * clients, seconds)
+
+
+def summary(report: dict[str, Any], clients: int) -> dict[str, float]:
+    """Issue 18's ratios: dpsql cache hits over the bare route (same workers), and the
+    second worker's gain on hits."""
+    load = f"cache_hit_wrk_{clients}_connections"
+    hit = {w: (report[f"workers={w}"].get(load) or report[f"workers={w}"][f"cache_hit_{clients}_clients"])["rps"]
+           for w in (1, 2)}
+    bare = {w: report[f"workers={w}"]["bare_fastapi"]["rps"] for w in (1, 2)}
+    return {
+        "hit_over_bare_1": hit[1] / bare[1],
+        "hit_over_bare_2": hit[2] / bare[2],
+        "second_worker_gain": hit[2] / hit[1],
+        "bare_second_worker_gain": bare[2] / bare[1],
+    }
+
+
 def main() -> None:
     import httpx
 
@@ -204,49 +261,57 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--sequential", type=int, default=2000, help="requests for p50/p99")
+    parser.add_argument("--hits-only", action="store_true",
+                        help="cache hits and the bare route only (issue 18's rows)")
     args = parser.parse_args()
     db = ROOT / "sample_data" / "usage.duckdb"
     if not db.exists():
         from sample_data.generate import generate
 
         generate(db, people=5000, prompts=100000, seed=7)
-    report: dict[str, Any] = {"cpus": os.cpu_count()}
+    report: dict[str, Any] = {"cpus": os.cpu_count(),
+                              "load": "wrk" if shutil.which("wrk") else "python clients"}
+    hit = {"sql": HIT_SQL, "epsilon": 0.5}
     with tempfile.TemporaryDirectory() as tmp:
         policy = _policy(Path(tmp), db)
         for workers in (1, 2):
+            phases: dict[str, Any] = {}
             proc, url = _start(policy, workers)
             try:
-                hit = {"sql": HIT_SQL, "epsilon": 0.5}
                 with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {KEY}"}) as c:
                     assert c.post("/v1/query", json=hit).status_code == 200  # warm the cache
-                seq = _load(url, [[hit] * args.sequential], args.seconds * 4)
-                par = _load(url, [[hit] * MAX_REQUESTS] * args.clients, args.seconds)
-                wrk = _wrk(url, hit, args.seconds, args.clients) if shutil.which("wrk") else None
-                miss = _load(
-                    url,
-                    [_miss_bodies(k, 5000, workers) for k in range(args.clients)],
-                    args.seconds,
-                )
+                if not args.hits_only:
+                    phases["cache_hit_sequential"] = _load(url, [[hit] * args.sequential],
+                                                           args.seconds * 4)
+                    phases[f"cache_hit_{args.clients}_clients"] = _load(
+                        url, [[hit] * MAX_REQUESTS] * args.clients, args.seconds)
+                if shutil.which("wrk"):
+                    phases[f"cache_hit_wrk_{args.clients}_connections"] = _wrk(
+                        url, hit, args.seconds, args.clients)
+                elif args.hits_only:
+                    phases[f"cache_hit_{args.clients}_clients"] = _load(
+                        url, [[hit] * MAX_REQUESTS] * args.clients, args.seconds)
+                if not args.hits_only:
+                    phases[f"cache_miss_{args.clients}_clients"] = _load(
+                        url,
+                        [_miss_bodies(k, 5000, workers) for k in range(args.clients)],
+                        args.seconds,
+                    )
             finally:
                 _stop(proc)
-            report[f"workers={workers}"] = {
-                "cache_hit_sequential": seq,
-                f"cache_hit_{args.clients}_clients": par,
-                f"cache_miss_{args.clients}_clients": miss,
-                f"cache_hit_wrk_{args.clients}_connections": wrk,
-            }
+            proc, url = _start_bare(workers)
+            try:
+                phases["bare_fastapi"] = _hit_load(url, hit, args.seconds, args.clients)
+            finally:
+                _stop(proc)
+            report[f"workers={workers}"] = phases
             print(f"workers={workers}", file=sys.stderr)
-            print(f"  cache hit, 1 client : p50 {seq['p50_ms']:.2f} ms  p99 {seq['p99_ms']:.2f} ms"
-                  f"  {seq['rps']:.0f} req/s", file=sys.stderr)
-            print(f"  cache hit, {args.clients} clients: p50 {par['p50_ms']:.2f} ms  "
-                  f"p99 {par['p99_ms']:.2f} ms  {par['rps']:.0f} req/s  errors {par['errors']}",
-                  file=sys.stderr)
-            if wrk is not None:
-                print(f"  cache hit, wrk {args.clients} conns: p50 {wrk['p50_ms']:.2f} ms  "
-                      f"p99 {wrk['p99_ms']:.2f} ms  {wrk['rps']:.0f} req/s  errors {wrk['errors']}",
+            for name, x in phases.items():
+                print(f"  {name.replace('_', ' ')}: p50 {x['p50_ms']:.2f} ms  p99 "
+                      f"{x['p99_ms']:.2f} ms  {x['rps']:.0f} req/s  errors {x['errors']}",
                       file=sys.stderr)
-            print(f"  cache miss, {args.clients} clients: p50 {miss['p50_ms']:.1f} ms  "
-                  f"{miss['rps']:.0f} req/s  errors {miss['errors']}", file=sys.stderr)
+    report["summary"] = summary(report, args.clients)
+    print(f"summary: {report['summary']}", file=sys.stderr)
     print(json.dumps(report, indent=2))
 
 

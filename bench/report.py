@@ -507,6 +507,35 @@ def render_latency(sec: dict[str, Any], fig: dict[str, str]) -> str:
     return "\n".join(parts)
 
 
+def render_issue18(run: dict[str, Any]) -> str:
+    """Issue 18's before/after table (bench/issue18.py), measured in one interleaved run."""
+    loads = run.get("loads", {})
+    every = [x[0] for tree in loads.values() for row in tree.values() for x in row]
+    mode = "quick mode" if run.get("quick") else "full mode"
+    return "\n".join([
+        "### 5a. Issue 18: cache hits, the ledger's I/O and start-up, before and after",
+        "",
+        f"Both trees measured in one run ({run['started']}, {run['rounds']} rounds, "
+        f"interleaved, alternating which goes first; medians; {mode}; {run['cpus']} cores; "
+        f"1-minute load average {min(every, default=0):.1f}–{max(every, default=0):.1f} "
+        f"while measuring). Rows marked *in RAM* run the same measurement with the ledger "
+        "and release store in /dev/shm: they separate the CPU path from this disk's fsync, "
+        "which is the floor of every durable event (one per cache hit: the replay record; "
+        "one per charge) and which other workers on this machine share. That fsync rate "
+        "moved several-fold between measurements (the bare-commit rows), so the disk rows "
+        "compare through the last three: durable charges per bare fsync'd commit, each pair "
+        "measured in the same process.",
+        "",
+        run["markdown"],
+        "",
+        f"*Reproduce: `git archive {run['before_commit']} | tar -x -C /tmp/before && "
+        f".venv/bin/python bench/issue18.py --before /tmp/before --rounds {run['rounds']}"
+        f"{' --quick' if run.get('quick') else ''}` (writes bench/out/issue18.json and the "
+        "`issue18` entry of bench/results.json, which this table renders).*",
+        "",
+    ])
+
+
 def render_acceptance(sec: dict[str, Any], fig: dict[str, str]) -> str:
     d = sec["data"]
     parts = [
@@ -606,6 +635,8 @@ def render(results: dict[str, Any], figures: dict[str, str], root: Path) -> str:
         parts.append(render_accounting(s["accounting"], figures))
     if "latency" in s:
         parts.append(render_latency(s["latency"], figures))
+    if "issue18" in results:
+        parts.append(render_issue18(results["issue18"]))
     if "scale" in s:
         parts.append(render_scale_curve(s["scale"], figures))
     if "acceptance" in s:

@@ -43,6 +43,8 @@ from proxy.errors import DPSQLError, bad_request
 from proxy.ledger_store import open_ledger
 from proxy.policy import Policy
 
+_MAX_VIEWS = 4096  # (population, analyst) pairs kept; all are dropped past it
+
 
 def ledger_error(error: LedgerError, doing: str) -> DPSQLError:
     """The one translation of a ledger refusal or failure into a dpsql error code.
@@ -141,6 +143,10 @@ class Budgets:
         except LedgerUnavailable:
             # Registration needs the store: without it every later call fails closed.
             pass
+        # Views by (population, analyst), each with the ledger's version token it was read
+        # under: kept until a charge, cap change or registration in any process changes
+        # the token (Ledger.version). Display only: admission always reads the store.
+        self._views: dict[tuple[str, str | None], tuple[object, PopulationView]] = {}
 
     @property
     def orders(self) -> tuple[float, ...]:
@@ -228,6 +234,25 @@ class Budgets:
     def view(self, population: str, analyst: str | None = None) -> PopulationView:
         """Spent / cap / remaining of ``population`` and its known partitions (and the
         analyst's share of it, if they have one). Raises DPSQLError if unreadable."""
+        try:
+            token = self._ledger.version()
+        except LedgerError as error:
+            raise ledger_error(error, "read the budget") from None
+        key = (population, analyst)
+        if token is not None:
+            found = self._views.get(key)
+            if found is not None and found[0] == token:
+                return found[1]
+        # The token is read before the figures, so figures kept under it are never older
+        # than the state it names.
+        view = self._read_view(population, analyst)
+        if token is not None:
+            if len(self._views) >= _MAX_VIEWS:
+                self._views.clear()
+            self._views[key] = (token, view)
+        return view
+
+    def _read_view(self, population: str, analyst: str | None) -> PopulationView:
         try:
             own, below = self._spends(population)
             share = None if analyst is None else self._ledger.share_spent(population, analyst)

@@ -200,6 +200,14 @@ class Engine:
         # Queries that read no person data run here, on copies of the public tables.
         self.public = PublicSandbox(policy, self.executor, self.catalog)
         self._routes: Memo[QueryRequest, Route] = Memo(PLAN_MEMO_SIZE)
+        # Whether a text is a nested query (and its split), by (sql, dialect): asked on
+        # every run, and a parse costs more than the rest of a cache hit.
+        self._splits: Memo[tuple[str, str], tuple[nested.NestedQuery | None]] = Memo(
+            PLAN_MEMO_SIZE
+        )
+        # Released tables by cache key, as stored: a release never changes once stored
+        # (the first one stored under a key stays), so a hit need not read the store.
+        self._released: Memo[str, tuple[int, pa.Table]] = Memo(PLAN_MEMO_SIZE)
 
     # --- planning (no private data is read) ----------------------------------------
     def _with_defaults(self, request: QueryRequest) -> QueryRequest:
@@ -429,14 +437,28 @@ class Engine:
     def _nested(self, request: QueryRequest) -> nested.NestedQuery | None:
         if not isinstance(request.sql, str):
             return None
-        settings = self.policy.proxy
-        tree = parse(
-            request.sql,
-            request.dialect,
-            max_length=settings.max_sql_length,
-            max_nodes=settings.max_nodes,
-        )
-        return nested.split(tree)
+        key = (request.sql, request.dialect)
+        found = self._splits.get(key)
+        if found is None:
+            settings = self.policy.proxy
+            tree = parse(
+                request.sql,
+                request.dialect,
+                max_length=settings.max_sql_length,
+                max_nodes=settings.max_nodes,
+            )
+            found = (nested.split(tree),)
+            self._splits.put(key, found)
+        return found[0]
+
+    def _stored(self, key: str) -> tuple[int, pa.Table] | None:
+        """The release stored under ``key`` (charge id, table), or None."""
+        found = self._released.get(key)
+        if found is None:
+            found = self.cache.get(key)
+            if found is not None:
+                self._released.put(key, found)
+        return found
 
     def _validate_nested(self, inner: QueryRequest, found: nested.NestedQuery) -> None:
         """The outer query, run on a stand-in of the inner answer (one row of zeros and
@@ -503,7 +525,7 @@ class Engine:
                 table = next(t for t in self.policy.tables if t.name == pending.table)
                 self.auto_bounds.release(table, request.analyst)
             _, plan = self.prepare(request)
-        hit = self.cache.get(plan.cache_key)
+        hit = self._stored(plan.cache_key)
         if hit is not None:
             return self._replay(plan, request, *hit)
         with self._single_flight(plan.cache_key) as cached:
@@ -514,6 +536,8 @@ class Engine:
                 plan.core_sql, [secret_seed()] if "?" in plan.core_sql else []
             )
             table = release(plan, exact)
+            # Not memoised here: if another process stored first, the store keeps its
+            # release, and later hits must replay that one (see _stored).
             self.cache.put(plan.cache_key, receipt.event_id, table)
         return self._answer(
             plan,

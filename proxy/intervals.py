@@ -43,7 +43,11 @@ def items_sql(outer: str) -> str:
 
 
 def with_row_index(table: pa.Table) -> pa.Table:
-    return table.append_column(ROW, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    # Built from the buffer: pa.array() asks pyarrow's pandas shim about its argument,
+    # which imports pandas (half a second of a cold `dpsql query` that needs none).
+    rows = np.arange(table.num_rows, dtype=np.int64)
+    index = pa.Array.from_buffers(pa.int64(), table.num_rows, [None, pa.py_buffer(rows)])
+    return table.append_column(ROW, index)
 
 
 def simulated_columns(plan: Plan) -> tuple[int, ...]:

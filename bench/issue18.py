@@ -1,0 +1,396 @@
+"""Issue 18's rows, measured before and after in one run (interleaved, same machine).
+
+    .venv/bin/python bench/issue18.py --before DIR [--after DIR] [--rounds 2] [--quick]
+
+``DIR`` is a source tree of dpsql (e.g. ``git archive <commit> | tar -x -C DIR``); each
+measurement runs in a fresh process of this venv with that tree first on the path, so
+both trees share the interpreter, the libraries and the disk. Rounds alternate which
+tree goes first. Rows: the in-process PUMS cache hit and never-seen-text miss, durable
+charges/s with 1 and 2 processes (one charging thread each, and 8 each: what the group
+commit shares one fsync between), the HTTP cache-hit throughput over a bare FastAPI
+route with 1 and 2 workers (bench/http.py --hits-only, wrk when installed), and the
+wall time of a cold ``dpsql query`` on PUMS. The in-process, ledger and HTTP rows run
+again with their files in RAM (/dev/shm), which separates the CPU path from the disk's
+fsync. Writes ``bench/out/issue18.json``, stores
+the summary under ``issue18`` in bench/results.json (BENCHMARKS.md renders it) and
+prints a Markdown table. Nothing here gates CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+TREE = Path(os.environ.get("ISSUE18_TREE", ROOT)).resolve()
+# The tree under test heads sys.path (never bench/ itself: it would shadow `http`).
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
+sys.path.insert(0, str(TREE))
+
+SQL = "SELECT sex, COUNT(*) AS n, AVG(income) FROM PUMS.PUMS GROUP BY sex"
+ROWS = ("inproc", "ledger", "http", "cli")
+# A RAM-backed directory: the same measurement with the ledger where fsync costs almost
+# nothing separates the CPU path from this machine's disk (its fsync is the floor of a
+# durable event: hundreds per second when the disk is shared).
+RAM_DIR = Path("/dev/shm")
+
+
+def _folders() -> list[tuple[str, str | None]]:
+    """(suffix, parent directory) of each variant: the disk, then RAM when present."""
+    return [("", None)] + ([("_ram", str(RAM_DIR))] if RAM_DIR.is_dir() else [])
+
+
+def _median_ms(fn: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return 1000 * statistics.median(times)
+
+
+def _pums_policy(folder: Path) -> str:
+    from bench import workloads
+
+    return workloads.pums_policy(
+        workloads.PUMS_CSV, folder / "ledger.sqlite", mechanism="gaussian", population_delta=1e-4
+    )
+
+
+# --- measurements (run in a child process, in the tree under test) ----------------------
+def _inproc_in(parent: str | None, repeat: int) -> dict[str, float]:
+    from proxy.engine import Engine
+    from proxy.policy import parse_policy
+    from proxy.request import QueryRequest
+
+    with tempfile.TemporaryDirectory(dir=parent) as tmp:
+        engine = Engine(parse_policy(_pums_policy(Path(tmp)), base_dir=Path(tmp)))
+        engine.run(QueryRequest(SQL, epsilon=1.0))
+        hit = _median_ms(lambda: engine.run(QueryRequest(SQL, epsilon=1.0)), repeat)
+        fresh = iter(range(10**9))
+        new_text = _median_ms(
+            lambda: engine.run(
+                QueryRequest(SQL.replace("GROUP BY", f"WHERE age > {next(fresh)} GROUP BY"),
+                             epsilon=1.0)
+            ),
+            repeat // 5,
+        )
+        counter = iter(range(1, 10**9))
+        new_eps = _median_ms(
+            lambda: engine.run(QueryRequest(SQL, epsilon=1.0 + next(counter) * 1e-6)),
+            repeat // 5,
+        )
+        engine.close()
+    return {"hit_ms": hit, "new_text_ms": new_text, "new_epsilon_ms": new_eps}
+
+
+def measure_inproc(quick: bool) -> dict[str, float]:
+    repeat = 200 if quick else 1000
+    out: dict[str, float] = {}
+    for suffix, parent in _folders():
+        out |= {k + suffix: v for k, v in _inproc_in(parent, repeat).items()}
+    return out
+
+
+THREADS = 8  # charging threads per process in the concurrent rows
+
+
+def _charging_process(path: str, threads: int, seconds: float, start: Any, out: Any) -> None:
+    """``threads`` threads of one process charging one ledger for ``seconds`` (spawned:
+    module level). What a server worker does under concurrent misses."""
+    import threading
+
+    from accounting.rdp import zcdp_curve
+    from accounting.store_sqlite import SQLiteLedger
+
+    lg = SQLiteLedger(path)
+    curve = zcdp_curve(1e-12)
+    counts = [0] * threads
+    start.wait(120)
+    deadline = time.perf_counter() + seconds
+
+    def work(k: int) -> None:
+        n = 0
+        while time.perf_counter() < deadline:
+            lg.charge("bench", curve, analyst="bench", fingerprint=f"{k}-{n}")
+            n += 1
+        counts[k] = n
+
+    workers = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    lg.close()
+    out.put(sum(counts))
+
+
+def _threaded_charges_per_second(path: str, processes: int, seconds: float) -> float:
+    import multiprocessing as mp
+
+    from accounting.ledger import PopulationSpec
+    from accounting.store_sqlite import SQLiteLedger
+
+    lg = SQLiteLedger(path)
+    lg.register(PopulationSpec("bench", 1e9, 1e-6))
+    lg.close()
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_charging_process, args=(path, THREADS, seconds, start, out))
+             for _ in range(processes)]
+    for p in procs:
+        p.start()
+    time.sleep(1.5)  # every child imported before the clock starts
+    start.set()
+    total = sum(out.get(timeout=seconds + 120) for _ in procs)
+    for p in procs:
+        p.join(30)
+    return total / seconds
+
+
+def measure_ledger(quick: bool) -> dict[str, float]:
+    from bench import ledger_bench as lb
+
+    seconds = 2.0 if quick else 5.0
+    out: dict[str, float] = {}
+    for suffix, parent in _folders():
+        with tempfile.TemporaryDirectory(dir=parent) as tmp:
+            out[f"bare_commits_per_s{suffix}"] = lb.bare_commits_per_second(
+                str(Path(tmp) / "b.sqlite"), seconds
+            )
+            for procs in (1, 2):
+                out[f"charges_per_s_{procs}{suffix}"] = lb.charges_per_second(
+                    str(Path(tmp) / f"l{procs}.sqlite"), procs, seconds
+                )
+                out[f"charges_per_s_{procs}_threads{suffix}"] = _threaded_charges_per_second(
+                    str(Path(tmp) / f"t{procs}.sqlite"), procs, seconds
+                )
+    return out
+
+
+def measure_http(quick: bool) -> dict[str, Any]:
+    seconds = 3 if quick else 5
+    out: dict[str, Any] = {}
+    for suffix, parent in _folders():
+        # bench/http.py keeps the policy, ledger and release store in a temporary folder.
+        env = {**os.environ, "PYTHONPATH": str(TREE), "TMPDIR": parent or tempfile.gettempdir()}
+        proc = subprocess.run(
+            [sys.executable, str(ROOT / "bench" / "http.py"), "--hits-only",
+             "--seconds", str(seconds)],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=True,
+        )
+        report = json.loads(proc.stdout)
+        out[f"summary{suffix}"] = report["summary"]
+        out[f"report{suffix}"] = report
+    return out
+
+
+def measure_cli(quick: bool) -> dict[str, float]:
+    """Wall time of `dpsql query` in a new process: with empty state (the query is
+    planned, charged, run and noised) and again (answered from the release cache)."""
+    runs = 3 if quick else 5
+    dpsql = str(Path(sys.executable).with_name("dpsql"))
+    env = {**os.environ, "PYTHONPATH": str(TREE)}
+    cold: list[float] = []
+    again: list[float] = []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory() as tmp:
+            policy = Path(tmp) / "policy.toml"
+            policy.write_text(_pums_policy(Path(tmp)))
+            cmd = [dpsql, "--policy", str(policy), "query", SQL, "--epsilon", "1"]
+            for into in (cold, again):
+                t = time.perf_counter()
+                subprocess.run(cmd, cwd=tmp, env=env, check=True, capture_output=True)
+                into.append(time.perf_counter() - t)
+    return {"first_s": statistics.median(cold), "cached_s": statistics.median(again)}
+
+
+MEASURES: dict[str, Callable[[bool], dict[str, Any]]] = {
+    "inproc": measure_inproc,
+    "ledger": measure_ledger,
+    "http": measure_http,
+    "cli": measure_cli,
+}
+
+
+# --- the driver -------------------------------------------------------------------------
+def _run(tree: Path, row: str, quick: bool) -> dict[str, Any]:
+    env = {**os.environ, "ISSUE18_TREE": str(tree), "PYTHONPATH": str(tree)}
+    load = os.getloadavg()
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--measure", row]
+        + (["--quick"] if quick else []),
+        cwd=tree, env=env, capture_output=True, text=True, timeout=1800, check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{row} in {tree} failed:\n{proc.stderr[-3000:]}")
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    data["load_avg"] = [round(x, 2) for x in load]
+    return data
+
+
+def _git(tree: Path) -> str:
+    try:
+        return subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        marker = tree / "COMMIT"
+        return marker.read_text().strip() if marker.exists() else tree.name
+
+
+def _med(runs: list[dict[str, Any]], *path: str) -> float:
+    values = []
+    for r in runs:
+        x: Any = r
+        for p in path:
+            x = x[p]
+        values.append(float(x))
+    return statistics.median(values)
+
+
+# (label, unit, path into a row's data, goal text)
+TABLE: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
+    ("in-process cache hit (PUMS)", "ms", ("inproc", "hit_ms"), "≤ 0.15 ms"),
+    ("in-process cache hit, ledger in RAM", "ms", ("inproc", "hit_ms_ram"), "—"),
+    ("HTTP cache-hit req/s over bare FastAPI, 2 workers", "×",
+     ("http", "summary", "hit_over_bare_2"), "≥ 0.5"),
+    ("HTTP cache-hit req/s over bare FastAPI, 1 worker", "×",
+     ("http", "summary", "hit_over_bare_1"), "—"),
+    ("second worker's gain on cache hits", "×", ("http", "summary", "second_worker_gain"),
+     "≥ 1.6×"),
+    ("HTTP cache hits over bare FastAPI, 2 workers, ledger in RAM", "×",
+     ("http", "summary_ram", "hit_over_bare_2"), "—"),
+    ("second worker's gain on cache hits, ledger in RAM", "×",
+     ("http", "summary_ram", "second_worker_gain"), "—"),
+    ("bare FastAPI: second worker's gain", "×", ("http", "summary", "bare_second_worker_gain"),
+     "—"),
+    ("PUMS miss on never-seen text", "ms", ("inproc", "new_text_ms"), "≤ 5 ms"),
+    ("PUMS miss on never-seen text, ledger in RAM", "ms", ("inproc", "new_text_ms_ram"), "—"),
+    ("PUMS miss, same text at a new ε", "ms", ("inproc", "new_epsilon_ms"), "—"),
+    ("durable charges/s, 1 process", "/s", ("ledger", "charges_per_s_1"), "≥ 3,000"),
+    ("durable charges/s, 2 processes", "/s", ("ledger", "charges_per_s_2"), "≥ 4,000"),
+    (f"durable charges/s, 1 process × {THREADS} threads", "/s",
+     ("ledger", "charges_per_s_1_threads"), "≥ 3,000"),
+    (f"durable charges/s, 2 processes × {THREADS} threads", "/s",
+     ("ledger", "charges_per_s_2_threads"), "≥ 4,000"),
+    ("bare SQLite WAL+FULL commits/s (the fsync floor)", "/s",
+     ("ledger", "bare_commits_per_s"), "—"),
+    ("durable charges/s, 1 process, ledger in RAM", "/s", ("ledger", "charges_per_s_1_ram"),
+     "—"),
+    ("durable charges/s, 2 processes, ledger in RAM", "/s", ("ledger", "charges_per_s_2_ram"),
+     "—"),
+    ("bare SQLite commits/s, in RAM", "/s", ("ledger", "bare_commits_per_s_ram"), "—"),
+    ("`dpsql query` on PUMS, cold process, empty state", "s", ("cli", "first_s"), "≤ 0.5 s"),
+    ("`dpsql query` on PUMS, cold process, cached", "s", ("cli", "cached_s"), "≤ 0.5 s"),
+)
+
+
+def markdown(result: dict[str, Any]) -> str:
+    b, a = result["before"], result["after"]
+    lines = [
+        f"| measure | before ({result['before_commit']}) | after ({result['after_commit']}) "
+        "| after / before | goal |",
+        "| --- | ---: | ---: | ---: | --- |",
+    ]
+    for label, unit, (row, *path), goal in TABLE:
+        if row not in b or row not in a:
+            continue
+        try:
+            x, y = _med(b[row], *path), _med(a[row], *path)
+        except KeyError:
+            continue
+        digits = 3 if unit in ("ms", "s", "×") and max(x, y) < 10 else 0
+        fmt = f"{{:,.{digits}f}}"
+        lines.append(f"| {label} | {fmt.format(x)} {unit} | {fmt.format(y)} {unit} | "
+                     f"{y / x:.2f} | {goal} |")
+    # The disk's fsync rate moves with other jobs on the machine between measurements:
+    # charges per bare commit, each measured in the same child process, compare fairly.
+    for label, key in (("1 process", "charges_per_s_1"),
+                       (f"1 process × {THREADS} threads", "charges_per_s_1_threads"),
+                       (f"2 processes × {THREADS} threads", "charges_per_s_2_threads")):
+        if "ledger" not in b or "ledger" not in a:
+            break
+        try:
+            x, y = (statistics.median(r[key] / r["bare_commits_per_s"] for r in runs)
+                    for runs in (b["ledger"], a["ledger"]))
+        except KeyError:
+            continue
+        lines.append(f"| durable charges per bare fsync'd commit, {label} (disk) | {x:.2f} | "
+                     f"{y:.2f} | {y / x:.2f} | — |")
+    return "\n".join(lines)
+
+
+def _store(result: dict[str, Any]) -> None:
+    """The summary into bench/results.json (BENCHMARKS.md §5a renders it)."""
+    results_path = ROOT / "bench" / "results.json"
+    results = json.loads(results_path.read_text()) if results_path.exists() else {}
+    results["issue18"] = {k: v for k, v in result.items() if k not in ("before", "after")} | {
+        "loads": {name: {row: [r["load_avg"] for r in runs] for row, runs in result[name].items()}
+                  for name in ("before", "after")},
+    }
+    results_path.write_text(json.dumps(results, indent=1, default=str, ensure_ascii=False) + "\n")
+
+
+def compare(before: Path, after: Path, rounds: int, rows: tuple[str, ...], quick: bool) -> None:
+    result: dict[str, Any] = {
+        "before_commit": _git(before), "after_commit": _git(after),
+        "rounds": rounds, "quick": quick, "cpus": os.cpu_count(),
+        "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load_at_start": [round(x, 2) for x in os.getloadavg()],
+        "wrk": shutil.which("wrk") is not None,
+        "before": {}, "after": {},
+    }
+    for row in rows:
+        for k in range(rounds):
+            order = (("before", before), ("after", after))
+            for name, tree in order if k % 2 == 0 else order[::-1]:
+                print(f"[{time.strftime('%H:%M:%S')}] {row} round {k + 1}: {name}",
+                      file=sys.stderr, flush=True)
+                result[name].setdefault(row, []).append(_run(tree, row, quick))
+    result["load_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    result["markdown"] = markdown(result)
+    out = ROOT / "bench" / "out"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "issue18.json").write_text(json.dumps(result, indent=1))
+    _store(result)
+    print(result["markdown"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--before", type=Path)
+    parser.add_argument("--after", type=Path, default=ROOT)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS))
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--measure", choices=ROWS, help=argparse.SUPPRESS)
+    parser.add_argument("--render", action="store_true",
+                        help="only rebuild the table from bench/out/issue18.json")
+    args = parser.parse_args()
+    if args.render:
+        result = json.loads((ROOT / "bench" / "out" / "issue18.json").read_text())
+        result["markdown"] = markdown(result)
+        (ROOT / "bench" / "out" / "issue18.json").write_text(json.dumps(result, indent=1))
+        _store(result)
+        print(result["markdown"])
+        return
+    if args.measure:
+        print(json.dumps(MEASURES[args.measure](args.quick)))
+        return
+    if args.before is None:
+        parser.error("--before DIR is required")
+    compare(args.before.resolve(), args.after.resolve(), args.rounds, tuple(args.rows), args.quick)
+
+
+if __name__ == "__main__":
+    main()
