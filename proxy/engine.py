@@ -394,13 +394,7 @@ class Engine:
         )
         route = self._routes.get(key)
         if route is None:
-            settings = self.policy.proxy
-            tree = parse(
-                request.sql,
-                request.dialect,
-                max_length=settings.max_sql_length,
-                max_nodes=settings.max_nodes,
-            )
+            tree = self._parse(request)
             try:
                 route = Route(classify(tree, self.catalog, request.tables))
             except SqlglotError as error:
@@ -411,6 +405,16 @@ class Engine:
                 ) from None
             self._routes.put(key, route)
         return route.public
+
+    def _parse(self, request: QueryRequest) -> exp.Expr:
+        """The request's text as a tree, within the policy's length and size limits."""
+        settings = self.policy.proxy
+        return parse(
+            request.sql,
+            request.dialect,
+            max_length=settings.max_sql_length,
+            max_nodes=settings.max_nodes,
+        )
 
     def explain(self, request: QueryRequest) -> Explanation | PublicExplanation:
         request = self._translate(request)[0]
@@ -440,13 +444,7 @@ class Engine:
         key = (request.sql, request.dialect)
         found = self._splits.get(key)
         if found is None:
-            settings = self.policy.proxy
-            tree = parse(
-                request.sql,
-                request.dialect,
-                max_length=settings.max_sql_length,
-                max_nodes=settings.max_nodes,
-            )
+            tree = self._parse(request)
             found = (nested.split(tree),)
             self._splits.put(key, found)
         return found[0]
