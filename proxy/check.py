@@ -103,13 +103,13 @@ def _check_scalar(node: exp.Expr, where: str) -> None:
 S_AGG_TYPES = tuple(AGGREGATES)
 
 
-def _is_person_id(node: exp.Expr, unit_cols: set[tuple[str, str]]) -> bool:
+def is_person_id(node: exp.Expr, unit_cols: set[tuple[str, str]]) -> bool:
     """A person id that is never NULL on a row: one of ``unit_cols``, or the
     ``COALESCE`` of several that ``JOIN ... USING (id)`` binds a bare ``id`` to (its
     first argument is never NULL, so the COALESCE is that id)."""
     if isinstance(node, exp.Coalesce):
         parts = [node.this, *node.expressions]
-        return all(_is_person_id(p, unit_cols) for p in parts)
+        return all(is_person_id(p, unit_cols) for p in parts)
     return isinstance(node, exp.Column) and (node.table.lower(), node.name.lower()) in unit_cols
 
 
@@ -130,7 +130,7 @@ def _aggregate(node: exp.Expr, unit_cols: set[tuple[str, str]], text: str) -> S.
             return S.AggregateCall(S.COUNT_ROWS, None, text)
         if isinstance(inner, exp.Distinct):
             exprs = inner.expressions
-            if len(exprs) == 1 and _is_person_id(exprs[0], unit_cols):
+            if len(exprs) == 1 and is_person_id(exprs[0], unit_cols):
                 return S.AggregateCall(S.COUNT_PERSONS, None, text)
             raise unsupported(
                 "COUNT(DISTINCT ...) is only answered for the person id of the query's "

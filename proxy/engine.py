@@ -20,7 +20,7 @@ from sqlglot.errors import SqlglotError
 
 from accounting.ledger import Ledger, LedgerError, Receipt
 from accounting.mechanisms import secret_seed
-from proxy import bigquery_dp, domains, nested, quantile_release
+from proxy import bigquery_dp, domains, nested, per_person_values, quantile_release
 from proxy.auto_bounds import AutoBounds, PendingBounds
 from proxy.bind import bind
 from proxy.budgets import Budgets, ledger_error
@@ -290,22 +290,38 @@ class Engine:
         check_statement(tree)
         tree = distinct_as_group_by(tree)
         names = output_names(tree)
-        select = bind(tree, self.catalog, request.tables)
-        shape = check_shape(select, self.catalog)
+        # An inner query grouped by the person id: the outer one reads a derived table
+        # of bounded per-person values (proxy/per_person_values.py).
+        per_person = per_person_values.derive_query(
+            tree,
+            self.catalog,
+            request.tables,
+            self.executor,
+            lambda inner: limits(request, inner, self.policy, self.auto_bounds.chosen)[0],
+        )
+        catalog = self.catalog
+        outer_request = request
+        if per_person is not None:
+            tree, catalog = per_person.outer, per_person.catalog
+            # The request's caps are the inner tables' (the derived table has C = K = 1).
+            outer_request = replace(request, max_rows_per_group=None, max_groups=None)
+        select = bind(tree, catalog, request.tables)
+        shape = check_shape(select, catalog)
         if names is None or len(names) != len(select.expressions):
             names = tuple(e.alias_or_name for e in select.expressions)
-        max_rows, max_groups = limits(request, shape, self.policy, self.auto_bounds.chosen)
-        pending = tuple(
-            p
-            for t in shape.private_tables()
-            if (p := self.auto_bounds.pending(t.policy)) is not None
-        )
+        max_rows, max_groups = limits(outer_request, shape, self.policy, self.auto_bounds.chosen)
+        read = shape.private_tables()
+        if per_person is not None:
+            per_person_values.embed(shape, per_person)
+            read = (*read, *per_person.inner.private_tables())
+        pending = tuple(p for t in read if (p := self.auto_bounds.pending(t.policy)) is not None)
         core = rewrite(
             shape,
             max_rows=max_rows,
             max_groups=max_groups,
             bounding=self._bounding,
-            clipping=settings.clipping_share > 0,
+            # Per-person values are clamped, not cut by row caps: no clipping estimate.
+            clipping=settings.clipping_share > 0 and per_person is None,
         )
         if core.quantiles and self.executor.dialect != "duckdb":
             # The rank histogram's bucket arithmetic is written in DuckDB's SQL and has
@@ -428,7 +444,12 @@ class Engine:
             max_length=settings.max_sql_length,
             max_nodes=settings.max_nodes,
         )
-        return nested.split(tree)
+        found = nested.split(tree)
+        if found is not None and per_person_values.groups_by_person(
+            tree, self.catalog, request.tables
+        ):
+            return None  # a per-person aggregate: answered by _structure
+        return found
 
     def _validate_nested(self, inner: QueryRequest, found: nested.NestedQuery) -> None:
         """The outer query, run on a stand-in of the inner answer (one row of zeros and

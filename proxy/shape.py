@@ -13,6 +13,9 @@ from proxy.catalog import TableInfo
 COUNT_ROWS = "count_rows"
 COUNT = "count"
 COUNT_PERSONS = "count_persons"
+# COUNT(DISTINCT k), k not the person: each person keeps at most C distinct values of k
+# per group (proxy/rewrite/distinct_values.py).
+COUNT_DISTINCT = "count_distinct"
 SUM = "sum"
 AVG = "avg"
 VAR_POP = "var_pop"

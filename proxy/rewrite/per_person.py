@@ -140,7 +140,7 @@ def apply(core: C.Core) -> C.Core:
     # piece again and parse the table name.
     if core.one_group_per_person:
         # One row per person whatever the data: the keys are expected to be constant for
-        # each person (see rewrite._person_constant), and grouping by the person alone
+        # each person (see rewrite.person_constant), and grouping by the person alone
         # enforces L0 = 1 even if they were not — each person's rows then all count in
         # the group of their smallest key.
         group = [exp.column("__u")]
