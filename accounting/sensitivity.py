@@ -27,6 +27,7 @@ class AggregateKind(StrEnum):
     SUM = "sum"
     CENTRED_SUM = "centred_sum"
     SUM_SQUARES = "sum_squares"
+    DISTINCT_COUNT = "distinct_count"
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,10 @@ def sensitivity(
 
     * ROW_COUNT: C (a person's rows are capped at C per group);
     * PERSON_COUNT: 1;
+    * DISTINCT_COUNT (COUNT(DISTINCT k), k not the person): C — each person keeps at
+      most C distinct values of k per group, and the group's count is the number of
+      distinct values among everyone's kept values; removing a person removes only the
+      values nobody else kept, at most C of them (a value held by many counts once);
     * SUM: C·max(|L|, |U|) — a person's clamped sum lies in [C·min(L,0), C·max(U,0)] and
       removing the person moves the group's sum by exactly that contribution;
     * CENTRED_SUM (values minus m = (L+U)/2, for AVG and VAR): C·(U−L)/2;
@@ -109,7 +114,7 @@ def sensitivity(
     groups = _count("max_groups", max_groups)
 
     half_range = (hi - lo) / 2.0
-    if k is AggregateKind.ROW_COUNT:
+    if k in (AggregateKind.ROW_COUNT, AggregateKind.DISTINCT_COUNT):
         per_group = float(c)
     elif k is AggregateKind.PERSON_COUNT:
         per_group = 1.0

@@ -323,6 +323,15 @@ class Engine:
             # Per-person values are clamped, not cut by row caps: no clipping estimate.
             clipping=settings.clipping_share > 0 and per_person is None,
         )
+        if self.executor.dialect != "duckdb" and any(s.kind == "distinct" for s in core.statistics):
+            # Like the quantiles' histograms below: DuckDB SQL only for now.
+            raise DPSQLError(
+                "unsupported_sql",
+                f"COUNT(DISTINCT <value>) runs on the duckdb engine only; this proxy runs "
+                f"on {self.executor.dialect}",
+                "count people with COUNT(DISTINCT <person id>), or list the values with "
+                "SELECT DISTINCT (nothing was charged)",
+            )
         if core.quantiles and self.executor.dialect != "duckdb":
             # The rank histogram's bucket arithmetic is written in DuckDB's SQL and has
             # not been given per-engine forms (docs/ARCHITECTURE.md, engines).

@@ -70,6 +70,8 @@ def _post_expression(
         )
     if call.kind == S.COUNT:
         return _count(col(C.COUNT), raw)
+    if call.kind == S.COUNT_DISTINCT:
+        return _count(col(C.DISTINCT), raw)
     if call.kind == S.SUM:
         return col(C.SUM)
     stat = core.statistic(C.CENTRED_SUM, arg_sql[call.sql])

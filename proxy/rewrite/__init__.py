@@ -13,6 +13,7 @@ from sqlglot import exp
 from proxy.rewrite import (
     clamp_inputs,
     cross_person,
+    distinct_values,
     l0,
     linf,
     per_person,
@@ -30,6 +31,7 @@ RULES: tuple[Rule, ...] = (
     per_person.apply,
     linf.apply,
     l0.apply,
+    distinct_values.apply,
     quantile_histogram.apply,
     cross_person.apply,
 )

@@ -154,6 +154,12 @@ def apply(core: C.Core) -> C.Core:
             add(C.Statistic(C.PERSONS, None))
             continue
         raw = core.arguments[call.sql]
+        if call.kind == S.COUNT_DISTINCT:
+            # Values are counted, not summed: no range needed (any type, unclamped).
+            arguments[call.sql] = raw
+            argument_sql[call.sql] = raw.sql(dialect="duckdb")
+            add(C.Statistic(C.DISTINCT, argument_sql[call.sql]))
+            continue
         if call.kind == S.COUNT:
             arg = raw
             arguments[call.sql] = arg

@@ -44,7 +44,9 @@ def _widened(core: C.Core, arg_sql: str, arg: exp.Expr) -> exp.Expr:
     integer statistics (bounds keep |x|, (x−m)² ≤ 1e18), DOUBLE otherwise. Arithmetic in
     the column's own type (e.g. INTEGER squares) could fail on some rows, and that
     failure would depend on the data."""
-    stats = [s for s in core.statistics if s.arg_sql == arg_sql and s.kind != C.COUNT]
+    stats = [
+        s for s in core.statistics if s.arg_sql == arg_sql and s.kind not in (C.COUNT, C.DISTINCT)
+    ]
     if not stats:
         return arg  # only counted: its type does not matter
     target = "BIGINT" if any(s.integer or s.values_integer for s in stats) else "DOUBLE"
@@ -85,8 +87,8 @@ def raw_statistic(
     sums of a person with more than C values are scaled to C values' worth."""
     if stat.kind == C.ROWS:
         return exp.Count(this=exp.Star())
-    if stat.kind == C.PERSONS:
-        return None
+    if stat.kind in (C.PERSONS, C.DISTINCT):
+        return None  # counted across people (cross_person, distinct_values)
     if stat.kind == C.CLIPPED:
         if max_rows is None:
             return exp.Literal.number(0)
