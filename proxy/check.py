@@ -86,6 +86,11 @@ def _refuse_node(node: exp.Expr, where: str) -> DPSQLError:
     )
 
 
+def check_scalar(node: exp.Expr, where: str) -> None:
+    """Refuse anything but the allowlisted row-level functions in ``node``."""
+    _check_scalar(node, where)
+
+
 def _check_scalar(node: exp.Expr, where: str) -> None:
     for sub in node.walk():
         if isinstance(sub, (S_AGG_TYPES, exp.Count)) or is_quantile(sub):

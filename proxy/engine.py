@@ -20,7 +20,7 @@ from sqlglot.errors import SqlglotError
 
 from accounting.ledger import Ledger, LedgerError, Receipt
 from accounting.mechanisms import secret_seed
-from proxy import bigquery_dp, domains, nested, per_person_values, quantile_release
+from proxy import bigquery_dp, domains, nested, per_person_values, quantile_release, union_rows
 from proxy.auto_bounds import AutoBounds, PendingBounds
 from proxy.bind import bind
 from proxy.budgets import Budgets, ledger_error
@@ -287,6 +287,23 @@ class Engine:
             max_length=settings.max_sql_length,
             max_nodes=settings.max_nodes,
         )
+        # UNION ALL of row-level arms in FROM: a derived row-level table of the arms'
+        # population (proxy/union_rows.py); other set operations are refused below.
+        union = union_rows.derive_query(
+            tree,
+            self.catalog,
+            request.tables,
+            self.executor,
+            lambda arm: limits(
+                replace(request, max_rows_per_group=None, max_groups=None),
+                arm,
+                self.policy,
+                self.auto_bounds.chosen,
+            ),
+        )
+        base = self.catalog
+        if union is not None:
+            tree, base = union.outer, union.catalog
         check_statement(tree)
         tree = distinct_as_group_by(tree)
         names = output_names(tree)
@@ -294,12 +311,12 @@ class Engine:
         # of bounded per-person values (proxy/per_person_values.py).
         per_person = per_person_values.derive_query(
             tree,
-            self.catalog,
+            base,
             request.tables,
             self.executor,
             lambda inner: limits(request, inner, self.policy, self.auto_bounds.chosen)[0],
         )
-        catalog = self.catalog
+        catalog = base
         outer_request = request
         if per_person is not None:
             tree, catalog = per_person.outer, per_person.catalog
@@ -314,6 +331,9 @@ class Engine:
         if per_person is not None:
             per_person_values.embed(shape, per_person)
             read = (*read, *per_person.inner.private_tables())
+        if union is not None:
+            union_rows.embed(shape, union)
+            read = (*read, *(t for arm in union.arms for t in arm.private_tables()))
         pending = tuple(p for t in read if (p := self.auto_bounds.pending(t.policy)) is not None)
         core = rewrite(
             shape,
