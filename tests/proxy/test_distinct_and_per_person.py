@@ -277,9 +277,7 @@ def test_count_distinct_noise_has_the_declared_scale(env) -> None:
     column = noise.statistic.column
     truth = float(exact[column][0])
     std = Mechanism(noise.descriptor.mechanism).std(noise.descriptor.scale)
-    draws = np.array(
-        [float(release(plan, exact).column(column)[0].as_py()) for _ in range(4000)]
-    )
+    draws = np.array([float(release(plan, exact).column(column)[0].as_py()) for _ in range(4000)])
     assert abs(draws.mean() - truth) < 4 * std / math.sqrt(len(draws))
     assert draws.std() == pytest.approx(std, rel=0.05)
     # The scale is the one of a row count with the same C (Δ∞ = C).

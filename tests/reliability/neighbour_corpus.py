@@ -411,8 +411,7 @@ DEMO: tuple[Entry, ...] = (
     ),
     Entry(
         "distinct_models_by_week",
-        "SELECT date_trunc('week', ts) AS w, COUNT(DISTINCT model) AS m FROM prompts "
-        "GROUP BY w",
+        "SELECT date_trunc('week', ts) AS w, COUNT(DISTINCT model) AS m FROM prompts GROUP BY w",
         "#13 §2 COUNT(DISTINCT value) per private key: C values per person, L0 groups",
     ),
     Entry(
