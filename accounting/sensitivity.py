@@ -28,6 +28,7 @@ class AggregateKind(StrEnum):
     CENTRED_SUM = "centred_sum"
     SUM_SQUARES = "sum_squares"
     DISTINCT_COUNT = "distinct_count"
+    DISTINCT_SUM = "distinct_sum"
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,8 @@ def sensitivity(
       most C distinct values of k per group, and the group's count is the number of
       distinct values among everyone's kept values; removing a person removes only the
       values nobody else kept, at most C of them (a value held by many counts once);
+    * DISTINCT_SUM (SUM(DISTINCT x) over the same kept values): C·max(|L|, |U|) — the
+      values removed with a person are at most C, each in [L, U];
     * SUM: C·max(|L|, |U|) — a person's clamped sum lies in [C·min(L,0), C·max(U,0)] and
       removing the person moves the group's sum by exactly that contribution;
     * CENTRED_SUM (values minus m = (L+U)/2, for AVG and VAR): C·(U−L)/2;
@@ -118,7 +121,7 @@ def sensitivity(
         per_group = float(c)
     elif k is AggregateKind.PERSON_COUNT:
         per_group = 1.0
-    elif k is AggregateKind.SUM:
+    elif k in (AggregateKind.SUM, AggregateKind.DISTINCT_SUM):
         per_group = c * max(abs(lo), abs(hi))
     elif k is AggregateKind.CENTRED_SUM:
         per_group = c * half_range

@@ -36,6 +36,7 @@ _KINDS = {
     C.ROWS: AggregateKind.ROW_COUNT,
     C.COUNT: AggregateKind.ROW_COUNT,
     C.DISTINCT: AggregateKind.DISTINCT_COUNT,
+    C.DISTINCT_SUM: AggregateKind.DISTINCT_SUM,
     C.PERSONS: AggregateKind.PERSON_COUNT,
     C.CLIPPED: AggregateKind.PERSON_COUNT,
     C.SUM: AggregateKind.SUM,

@@ -343,7 +343,9 @@ class Engine:
             # Per-person values are clamped, not cut by row caps: no clipping estimate.
             clipping=settings.clipping_share > 0 and per_person is None,
         )
-        if self.executor.dialect != "duckdb" and any(s.kind == "distinct" for s in core.statistics):
+        if self.executor.dialect != "duckdb" and any(
+            s.kind in ("distinct", "distinct_sum") for s in core.statistics
+        ):
             # Like the quantiles' histograms below: DuckDB SQL only for now.
             raise DPSQLError(
                 "unsupported_sql",

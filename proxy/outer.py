@@ -72,6 +72,13 @@ def _post_expression(
         return _count(col(C.COUNT), raw)
     if call.kind == S.COUNT_DISTINCT:
         return _count(col(C.DISTINCT), raw)
+    if call.kind == S.SUM_DISTINCT:
+        return col(C.DISTINCT_SUM)
+    if call.kind == S.AVG_DISTINCT:
+        # sum / GREATEST(count, 1), clamped to [lower, upper]
+        total = core.statistic(C.DISTINCT_SUM, arg_sql[call.sql])
+        mean = _div(col(C.DISTINCT_SUM), _greatest(col(C.DISTINCT), exp.Literal.number(1)))
+        return _least(_greatest(mean, _number(total.lower)), _number(total.upper))
     if call.kind == S.SUM:
         return col(C.SUM)
     stat = core.statistic(C.CENTRED_SUM, arg_sql[call.sql])
@@ -177,7 +184,7 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool, raw: bool =
         if text is not None:
             rendered[id(copied)] = (copied, text)
         call = calls.get(text) if text is not None and isinstance(body, exp.Avg) else None
-        if call is not None:
+        if call is not None and call.kind == S.AVG:
             # Carry the AVG's released parts along, for its per-cell interval.
             arg = arg_sql[call.sql]
             for suffix, kind in (("s", C.CENTRED_SUM), ("n", C.COUNT)):

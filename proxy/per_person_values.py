@@ -58,6 +58,8 @@ _KINDS = {
     S.COUNT: InnerAggregate.COUNT,
     S.COUNT_DISTINCT: InnerAggregate.COUNT,
     S.COUNT_PERSONS: InnerAggregate.PERSONS,
+    S.SUM_DISTINCT: InnerAggregate.SUM,
+    S.AVG_DISTINCT: InnerAggregate.MEAN,
     S.SUM: InnerAggregate.SUM,
     S.AVG: InnerAggregate.MEAN,
     S.QUANTILE: InnerAggregate.MEAN,
@@ -94,7 +96,10 @@ def _inner_source(tree: exp.Expr) -> tuple[exp.Select, str] | None:
     source = from_.this
     if isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select):
         return source.this, source.alias_or_name
-    if isinstance(source, exp.Table) and not source.db and tree.args.get("with_") is not None:
+    with_ = tree.args.get("with_")
+    if with_ is not None and with_.args.get("recursive"):
+        return None  # refused by the checker, as every recursive CTE
+    if isinstance(source, exp.Table) and not source.db and with_ is not None:
         ctes = {c.alias_or_name.lower(): c.this for c in tree.args["with_"].expressions}
         inner = ctes.get(source.name.lower())
         if isinstance(inner, exp.Select) and len(ctes) == 1:

@@ -16,6 +16,9 @@ COUNT_PERSONS = "count_persons"
 # COUNT(DISTINCT k), k not the person: each person keeps at most C distinct values of k
 # per group (proxy/rewrite/distinct_values.py).
 COUNT_DISTINCT = "count_distinct"
+# SUM(DISTINCT x), AVG(DISTINCT x): over the same bounded distinct values.
+SUM_DISTINCT = "sum_distinct"
+AVG_DISTINCT = "avg_distinct"
 SUM = "sum"
 AVG = "avg"
 VAR_POP = "var_pop"

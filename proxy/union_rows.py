@@ -64,7 +64,10 @@ def _union_source(tree: exp.Expr) -> tuple[exp.SetOperation, str] | None:
     source = from_.this
     if isinstance(source, exp.Subquery) and isinstance(source.this, exp.SetOperation):
         return source.this, source.alias_or_name
-    if isinstance(source, exp.Table) and not source.db and tree.args.get("with_") is not None:
+    with_ = tree.args.get("with_")
+    if with_ is not None and with_.args.get("recursive"):
+        return None  # refused by the checker, as every recursive CTE
+    if isinstance(source, exp.Table) and not source.db and with_ is not None:
         ctes = {c.alias_or_name.lower(): c.this for c in tree.args["with_"].expressions}
         inner = ctes.get(source.name.lower())
         if isinstance(inner, exp.SetOperation) and len(ctes) == 1:

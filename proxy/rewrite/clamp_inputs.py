@@ -160,6 +160,23 @@ def apply(core: C.Core) -> C.Core:
             argument_sql[call.sql] = raw.sql(dialect="duckdb")
             add(C.Statistic(C.DISTINCT, argument_sql[call.sql]))
             continue
+        if call.kind in (S.SUM_DISTINCT, S.AVG_DISTINCT):
+            arg, rng = clamped_argument(core, raw, call.kind.upper().replace("_", "(") + ")")
+            arguments[call.sql] = arg
+            key = argument_sql[call.sql] = arg.sql(dialect="duckdb")
+            add(
+                C.Statistic(
+                    C.DISTINCT_SUM,
+                    key,
+                    rng.lower,
+                    rng.upper,
+                    rng.integer,
+                    values_integer=rng.integer,
+                )
+            )
+            if call.kind == S.AVG_DISTINCT:
+                add(C.Statistic(C.DISTINCT, key))
+            continue
         if call.kind == S.COUNT:
             arg = raw
             arguments[call.sql] = arg

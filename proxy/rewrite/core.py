@@ -16,6 +16,7 @@ PERSONS = "persons"  # number of distinct people
 # Number of distinct values of an argument among each person's first C distinct values
 # in the group (by a hash of person and value): proxy/rewrite/distinct_values.py.
 DISTINCT = "distinct"
+DISTINCT_SUM = "distinct_sum"  # the sum of those distinct (clamped) values
 SUM = "sum"  # clamped sum
 CENTRED_SUM = "centred_sum"  # clamped sum of (x − m), m the midpoint of [L, U]
 CENTRED_SQUARES = "centred_squares"  # clamped sum of (x − m)²

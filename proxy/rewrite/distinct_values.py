@@ -33,8 +33,20 @@ from sqlglot import exp
 from proxy.rewrite import core as C
 from proxy.rewrite.per_person import argument_columns
 
+_KINDS = (C.DISTINCT, C.DISTINCT_SUM)
+MAX_UNITS = 2**62  # integer sums saturate here, as in the cross-person rule
 
-def _ctes(core: C.Core, stat: C.Statistic, index: int, column: str) -> dict[str, str]:
+
+def _aggregate(stat: C.Statistic, value: str) -> str:
+    if stat.kind == C.DISTINCT:
+        return f"COUNT(DISTINCT {value})"
+    if stat.integer:
+        # Exact in HUGEINT, saturated (a contraction) so the BIGINT cast cannot fail.
+        return f"LEAST(GREATEST(COALESCE(SUM(DISTINCT {value}), 0), -{MAX_UNITS}), {MAX_UNITS})"
+    return f"COALESCE(SUM(DISTINCT CAST({value} AS DOUBLE)), 0)"
+
+
+def _ctes(core: C.Core, stats: list[C.Statistic], index: int, column: str) -> dict[str, str]:
     one = core.one_group_per_person or not core.keys
     keys = [] if one else list(core.key_columns())
     g = "".join(f", {k}" for k in keys)
@@ -61,20 +73,27 @@ def _ctes(core: C.Core, stat: C.Statistic, index: int, column: str) -> dict[str,
         picked = "".join(f"dk{index}.{k}, " for k in keys)
         source = f"dk{index} SEMI JOIN bounded ON dk{index}.__u = bounded.__u{same}"
     group = f" GROUP BY {', '.join(picked.rstrip(', ').split(', '))}" if all_keys else ""
-    ctes[f"dg{index}"] = (
-        f"SELECT {picked}COUNT(DISTINCT dk{index}.__v) AS {stat.column} FROM {source}{group}"
-    )
+    outputs = ", ".join(f"{_aggregate(s, f'dk{index}.__v')} AS {s.column}" for s in stats)
+    ctes[f"dg{index}"] = f"SELECT {picked}{outputs} FROM {source}{group}"
     return ctes
 
 
+def _by_argument(core: C.Core) -> dict[str, list[C.Statistic]]:
+    found: dict[str, list[C.Statistic]] = {}
+    for stat in core.statistics:
+        if stat.kind in _KINDS:
+            found.setdefault(str(stat.arg_sql), []).append(stat)
+    return found
+
+
 def apply(core: C.Core) -> C.Core:
-    stats = [s for s in core.statistics if s.kind == C.DISTINCT]
-    if not stats:
+    groups = _by_argument(core)
+    if not groups:
         return core
     columns = argument_columns(core)
     ctes = dict(core.ctes)
-    for index, stat in enumerate(stats):
-        for name, sql in _ctes(core, stat, index, columns[str(stat.arg_sql)]).items():
+    for index, (arg, stats) in enumerate(groups.items()):
+        for name, sql in _ctes(core, stats, index, columns[arg]).items():
             ctes[name] = sqlglot.parse_one(sql, read="duckdb")
     return replace(core, ctes=tuple(ctes.items()))
 
@@ -82,8 +101,8 @@ def apply(core: C.Core) -> C.Core:
 def with_counts(core: C.Core, final: exp.Select) -> exp.Select:
     """The per-group result with each distinct count joined on (NULL-safe) keys; a group
     with no value gets 0. Every counted group is a group of ``bounded``: no row is added."""
-    stats = [s for s in core.statistics if s.kind == C.DISTINCT]
-    if not stats:
+    groups = _by_argument(core)
+    if not groups:
         return final
     keys = core.key_columns()
     wrapped = exp.Select(
@@ -92,22 +111,23 @@ def with_counts(core: C.Core, final: exp.Select) -> exp.Select:
             this=exp.Subquery(this=final, alias=exp.TableAlias(this=exp.to_identifier("__m")))
         ),
     )
-    for index, stat in enumerate(stats):
+    for index, stats in enumerate(groups.values()):
         alias = f"__dg{index}"
-        wrapped.append(
-            "expressions",
-            exp.alias_(
-                exp.Cast(
-                    this=exp.Coalesce(
-                        this=exp.column(stat.column, table=alias),
-                        expressions=[exp.Literal.number(0)],
+        for stat in stats:
+            wrapped.append(
+                "expressions",
+                exp.alias_(
+                    exp.Cast(
+                        this=exp.Coalesce(
+                            this=exp.column(stat.column, table=alias),
+                            expressions=[exp.Literal.number(0)],
+                        ),
+                        to=exp.DataType.build("BIGINT" if stat.integer else "DOUBLE"),
                     ),
-                    to=exp.DataType.build("BIGINT"),
+                    stat.column,
+                    copy=False,
                 ),
-                stat.column,
-                copy=False,
-            ),
-        )
+            )
         on: exp.Expr = (
             exp.and_(
                 *(

@@ -34,7 +34,9 @@ QUANTILE_FIXTURES = frozenset(
 # and friends overflow differently) are refused there before any charge too.
 # COUNT(DISTINCT value)'s per-person cut (a window and SEMI JOIN in DuckDB's SQL) has no
 # PostgreSQL form yet: refused there before any charge, like the quantiles.
-DISTINCT_FIXTURES = frozenset({"demo_count_distinct_l0", "pums_count_distinct"})
+DISTINCT_FIXTURES = frozenset(
+    {"demo_count_distinct_l0", "pums_count_distinct", "pums_sum_avg_distinct"}
+)
 # Arithmetic over a per-person value (FLOOR(COUNT(*) / 3)): the PostgreSQL renderer types
 # expressions from the catalog's columns and cannot type the derived table's aggregate
 # columns, so it refuses the division (before any charge) instead of guessing.

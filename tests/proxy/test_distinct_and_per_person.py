@@ -352,6 +352,32 @@ def test_new_neighbour_corpus_entries_are_answered(env) -> None:
     engine, truth = env
     (pid,) = truth.execute("SELECT MIN(user_id) FROM prompts").fetchone()
     names = [e for e in corpus.DEMO if e.name.startswith(("per_person", "distinct_", "union_all"))]
-    assert len(names) == 10
+    assert len(names) == 11
     for entry in names:
         engine.prepare(QueryRequest(entry.sql.format(pid=pid), epsilon=1.0))
+
+
+def test_sum_and_avg_distinct_over_the_kept_values(env) -> None:
+    engine, truth = env
+    # users: one row per person (C = 1), so every value is kept: the plain answers.
+    exact, plan = _core(
+        engine,
+        "SELECT plan, SUM(DISTINCT age) AS s, AVG(DISTINCT age) AS a FROM users GROUP BY plan",
+    )
+    want = {
+        k: (s, n)
+        for k, s, n in truth.execute(
+            "SELECT plan, SUM(DISTINCT age), COUNT(DISTINCT age) FROM users GROUP BY plan"
+        ).fetchall()
+    }
+    total = next(s for s in plan.statistics if s.kind == "distinct_sum")
+    count = next(s for s in plan.statistics if s.kind == "distinct")
+    got = {
+        k: (s, n)
+        for k, s, n in zip(exact["__k0"], exact[total.column], exact[count.column], strict=True)
+    }
+    assert got == want
+    noise = next(n for n in plan.noise if n.statistic.kind == "distinct_sum")
+    assert noise.sensitivity.per_group == 100  # C · max(|18|, |100|) with C = 1
+    r = engine.run(QueryRequest("SELECT AVG(DISTINCT age) AS a FROM users", epsilon=1.0))
+    assert 18 <= r.rows[0][0] <= 100

@@ -427,6 +427,12 @@ DEMO: tuple[Entry, ...] = (
         "#13 §2 distinct values of the removed person alone",
     ),
     Entry(
+        "distinct_sum_avg_by_model",
+        "SELECT model, SUM(DISTINCT tokens_in) AS s, AVG(DISTINCT latency_ms) AS a "
+        "FROM prompts GROUP BY model",
+        "#13 §2 SUM/AVG(DISTINCT value): C kept values per person, each in [L, U]",
+    ),
+    Entry(
         "union_all_sources",
         "SELECT src, COUNT(*) AS n, SUM(x) AS s FROM (SELECT user_id, 'prompt' AS src, "
         "tokens_in AS x FROM prompts UNION ALL SELECT user_id, 'ticket', "
