@@ -262,10 +262,8 @@ def print_summary(s: Summary) -> None:
     print(f"all queries answered by dpsql:            {_pct(s.total)}")
     for suite, rate in s.by_suite.items():
         print(f"  {suite:<10}                              {_pct(rate)}")
-    print(
-        f"SmartNoise SQL accepts (run here):         {s.smartnoise_answered[0]} / "
-        f"{s.smartnoise_answered[1]} of the queries its grammar reads"
-    )
+    print(f"SmartNoise SQL accepts (run here):         {s.smartnoise_answered[0]} / "
+          f"{s.smartnoise_answered[1]} of the queries its grammar reads")
     print(f"of those, answered by dpsql:               {_pct(s.smartnoise_accepts)}")
     print(f"of all peer-accepted, answered by dpsql:   {_pct(s.peer_accepts)}")
     print()

@@ -208,23 +208,15 @@ def timing_table(quick: bool) -> None:
         for ev, k in _dp_events(w):
             acc.compose(ev, k)
         rows.append(
-            (
-                "dp_accounting: RdpAccountant.get_epsilon",
-                per_call_us(lambda: acc.get_epsilon(d), max(reps // 10, 20)),
-            )
+            ("dp_accounting: RdpAccountant.get_epsilon", per_call_us(lambda: acc.get_epsilon(d),
+                                                                     max(reps // 10, 20)))
         )
         rows.append(
-            (
-                "dp_accounting: RDP build + compose mixed",
-                per_call_us(lambda: rdp_epsilon(w, list(ORDERS)), max(reps // 100, 5)),
-            )
+            ("dp_accounting: RDP build + compose mixed", per_call_us(
+                lambda: rdp_epsilon(w, list(ORDERS)), max(reps // 100, 5)))
         )
-        rows.append(
-            (
-                "dp_accounting: PLD build + compose mixed",
-                per_call_us(lambda: pld_epsilon(w), 3 if quick else 10),
-            )
-        )
+        rows.append(("dp_accounting: PLD build + compose mixed",
+                     per_call_us(lambda: pld_epsilon(w), 3 if quick else 10)))
     for name, us in rows:
         print(f"  {name:<44}{us:>12.1f}")
 

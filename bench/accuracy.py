@@ -175,7 +175,6 @@ def exact_answers(con: duckdb.DuckDBPyConnection, sql: str, keys: int) -> dict[s
 def _noise_free_table(plan: Plan, exact: dict[str, np.ndarray]) -> pa.Table:
     """What ``proxy.release.release`` builds, without noise and without partition
     selection: every group the core returned (a public domain completed with zeros)."""
-
     def value(v: Any, integer: bool) -> Any:
         if v is None:
             return 0
@@ -187,29 +186,23 @@ def _noise_free_table(plan: Plan, exact: dict[str, np.ndarray]) -> pa.Table:
     stats = [(n.statistic.column, n.statistic.integer) for n in plan.noise]
     if plan.domain is not None:
         keys = [list(exact[k]) for k in plan.key_columns]
-        index = {
-            tuple(_plain(k[i]) for k in keys): i
-            for i in range(len(keys[0]) if keys else len(next(iter(exact.values()))))
-        }
+        index = {tuple(_plain(k[i]) for k in keys): i
+                 for i in range(len(keys[0]) if keys else len(next(iter(exact.values()))))}
         for j, name in enumerate(plan.key_columns):
             columns[name] = pa.array([d[j] for d in plan.domain])
         for name, integer in stats:
             col = list(exact[name])
             columns[name] = pa.array(
                 [value(col[index[d]], integer) if d in index else 0 for d in plan.domain],
-                type=pa.int64() if integer else pa.float64(),
-            )
+                type=pa.int64() if integer else pa.float64())
     else:
         for name in plan.key_columns:
             columns[name] = pa.array([_plain(v) for v in exact[name]])
         for name, integer in stats:
-            columns[name] = pa.array(
-                [value(v, integer) for v in exact[name]],
-                type=pa.int64() if integer else pa.float64(),
-            )
-        columns["__persons"] = pa.array(
-            [value(v, True) for v in exact["__persons"]], type=pa.int64()
-        )
+            columns[name] = pa.array([value(v, integer) for v in exact[name]],
+                                     type=pa.int64() if integer else pa.float64())
+        columns["__persons"] = pa.array([value(v, True) for v in exact["__persons"]],
+                                        type=pa.int64())
     return pa.table(columns)
 
 
@@ -217,9 +210,8 @@ def _plain(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
 
-def bounded_answers(
-    engine: Engine, post: PostProcessor, plan: Plan, seed: int, keys: int
-) -> dict[str, float]:
+def bounded_answers(engine: Engine, post: PostProcessor, plan: Plan, seed: int,
+                    keys: int) -> dict[str, float]:
     """The answer without noise: the core (with ``seed`` for its per-person sampling)
     through the analyst's select list, by group key."""
     exact = engine.executor.run(plan.core_sql, [seed] if "?" in plan.core_sql else [])
@@ -229,7 +221,7 @@ def bounded_answers(
     for r in rows:
         v = _number(r[1 + keys])
         if v is not None:
-            out[key_of(r[1 : 1 + keys])] = v
+            out[key_of(r[1:1 + keys])] = v
     return out
 
 
@@ -266,14 +258,8 @@ def _short(text: str) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def measure(
-    engine: Engine,
-    post: PostProcessor,
-    recorder: SeedRecorder,
-    q: Question,
-    exact: dict[str, float],
-    runs: int,
-) -> Measure:
+def measure(engine: Engine, post: PostProcessor, recorder: SeedRecorder, q: Question,
+            exact: dict[str, float], runs: int) -> Measure:
     m = Measure(runs=runs, exact_groups=len(exact))
     t0 = time.perf_counter()
     rel: dict[str, list[float]] = {}
@@ -312,7 +298,7 @@ def measure(
         column = result.columns[q.keys]
         warned_here = any(_applies(w, column) for w in result.warnings)
         for row, widths in zip(result.rows, result.intervals, strict=True):
-            k = key_of(row[: q.keys])
+            k = key_of(row[:q.keys])
             if k not in exact:
                 continue
             released += 1
@@ -343,12 +329,8 @@ def measure(
     if m.cell_errors:
         m.median_rel_error = statistics.median(m.cell_errors.values())
         m.worst_rel_error = max(m.cell_errors.values())
-    biases = [
-        abs(b - exact[k]) / abs(exact[k])
-        for bounded in bounded_by_seed.values()
-        for k, b in bounded.items()
-        if k in exact and exact[k] != 0
-    ]
+    biases = [abs(b - exact[k]) / abs(exact[k]) for bounded in bounded_by_seed.values()
+              for k, b in bounded.items() if k in exact and exact[k] != 0]
     if biases:
         m.bias = statistics.median(biases)
         m.worst_bias = max(biases)
@@ -379,9 +361,8 @@ def demo_policy_text(db: Path, ledger: Path, config: Config) -> str:
 def demo_engine(db: Path, config: Config) -> Iterator[Engine]:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        engine = Engine(
-            parse_policy(demo_policy_text(db, folder / "ledger.sqlite", config), base_dir=folder)
-        )
+        engine = Engine(parse_policy(demo_policy_text(db, folder / "ledger.sqlite", config),
+                                     base_dir=folder))
         try:
             yield engine
         finally:
@@ -392,12 +373,8 @@ def demo_engine(db: Path, config: Config) -> Iterator[Engine]:
 def pums_engine() -> Iterator[Engine]:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        text = workloads.pums_policy(
-            workloads.PUMS_CSV,
-            folder / "ledger.sqlite",
-            mechanism="gaussian",
-            population_delta=POPULATION_DELTA,
-        )
+        text = workloads.pums_policy(workloads.PUMS_CSV, folder / "ledger.sqlite",
+                                     mechanism="gaussian", population_delta=POPULATION_DELTA)
         engine = Engine(parse_policy(text, base_dir=folder))
         try:
             yield engine
@@ -409,17 +386,15 @@ def pums_exact(sql: str, keys: int) -> dict[str, float]:
     con = duckdb.connect()
     try:
         con.execute("CREATE SCHEMA PUMS")
-        con.execute(
-            "CREATE TABLE PUMS.PUMS AS SELECT * FROM read_csv_auto(?)", [str(workloads.PUMS_CSV)]
-        )
+        con.execute("CREATE TABLE PUMS.PUMS AS SELECT * FROM read_csv_auto(?)",
+                    [str(workloads.PUMS_CSV)])
         return exact_answers(con, sql, keys)
     finally:
         con.close()
 
 
-def smartnoise_measures(
-    questions: list[Question], runs: int, log: Callable[[str], None]
-) -> tuple[dict[str, Measure], dict[str, Any]]:
+def smartnoise_measures(questions: list[Question], runs: int,
+                        log: Callable[[str], None]) -> tuple[dict[str, Measure], dict[str, Any]]:
     """SmartNoise's median relative error per PUMS question it is asked (no intervals,
     no warnings: it reports neither)."""
     from bench.peers import smartnoise as sn
@@ -428,22 +403,11 @@ def smartnoise_measures(
     if not asked:
         return {}, {}
     try:
-        answer = sn.run_job(
-            {
-                "csv": str(workloads.PUMS_CSV),
-                "rows": 1000,
-                "delta": DELTA,
-                "tasks": [
-                    {
-                        "kind": "runs",
-                        "queries": [q.smartnoise_sql for q in asked],
-                        "epsilon": EPSILON,
-                        "runs": runs,
-                        "keep_rows": True,
-                    }
-                ],
-            }
-        )
+        answer = sn.run_job({"csv": str(workloads.PUMS_CSV), "rows": 1000, "delta": DELTA,
+                             "tasks": [{"kind": "runs", "queries": [q.smartnoise_sql
+                                                                    for q in asked],
+                                        "epsilon": EPSILON, "runs": runs,
+                                        "keep_rows": True}]})
     except (OSError, RuntimeError, ValueError) as error:  # no venv offline, runner failed
         log(f"SmartNoise skipped: {error}")
         return {}, {"skipped": str(error).splitlines()[0][:300]}
@@ -460,8 +424,8 @@ def smartnoise_measures(
         seen: dict[str, int] = {}
         for rows in item["rows"]:
             for r in rows:
-                seen[key_of(r[: q.keys])] = seen.get(key_of(r[: q.keys]), 0) + 1
-                k = key_of(r[: q.keys])
+                seen[key_of(r[:q.keys])] = seen.get(key_of(r[:q.keys]), 0) + 1
+                k = key_of(r[:q.keys])
                 value = _number(r[q.keys])
                 if k not in truth or value is None:
                     continue
@@ -495,14 +459,8 @@ def cap_draws(db: Path, draws: int) -> dict[str, dict[str, int]]:
     return {t: dict(sorted(c.items(), key=lambda kv: int(kv[0]))) for t, c in seen.items()}
 
 
-def run(
-    runs: int,
-    only: list[str] | None = None,
-    *,
-    smartnoise: bool = True,
-    draws: int = 0,
-    log: Callable[[str], None] = lambda s: None,
-) -> dict[str, Any]:
+def run(runs: int, only: list[str] | None = None, *, smartnoise: bool = True,
+        draws: int = 0, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """Measure every question (or those named in ``only``) in every configuration."""
     questions = [q for q in QUESTIONS if not only or q.name in only]
     results: dict[str, dict[str, Any]] = {q.name: {} for q in questions}
@@ -525,10 +483,8 @@ def run(
                         m = measure(engine, post, recorder, q, exact[q.name], runs)
                         results[q.name][config.value] = asdict(m)
                     chosen[config.value] = {
-                        t.name: engine.auto_bounds.chosen(t)
-                        for t in engine.policy.tables
-                        if t.auto_rows_limit is not None
-                    }
+                        t.name: engine.auto_bounds.chosen(t) for t in engine.policy.tables
+                        if t.auto_rows_limit is not None}
         pums = [q for q in questions if q.data is Data.PUMS]
         if pums:
             with pums_engine() as engine:
@@ -537,44 +493,28 @@ def run(
                     m = measure(engine, post, recorder, q, pums_exact(q.truth, q.keys), runs)
                     results[q.name][Config.PUMS.value] = asdict(m)
             if smartnoise:
-                log(
-                    f"SmartNoise: {sum(1 for q in pums if q.smartnoise_sql)} questions "
-                    f"({runs} runs)"
-                )
+                log(f"SmartNoise: {sum(1 for q in pums if q.smartnoise_sql)} questions "
+                    f"({runs} runs)")
                 sn, sn_info = smartnoise_measures(pums, runs, log)
                 for name, m in sn.items():
                     results[name][Config.SMARTNOISE.value] = asdict(m)
                 chosen["smartnoise"] = sn_info
         post.close()
     return {
-        "runs": runs,
-        "epsilon": EPSILON,
-        "delta": DELTA,
-        "off": OFF,
-        "demo_size": DEMO_SIZE,
-        "auto_caps": chosen.get("auto", {}),
+        "runs": runs, "epsilon": EPSILON, "delta": DELTA, "off": OFF,
+        "demo_size": DEMO_SIZE, "auto_caps": chosen.get("auto", {}),
         "auto_cap_draws": chosen.get("draws", {}),
         "smartnoise": chosen.get("smartnoise", {}),
-        "questions": [
-            {
-                "name": q.name,
-                "data": q.data.value,
-                "sql": q.sql,
-                "what": q.what,
-                "keys": q.keys,
-                "smartnoise_sql": q.smartnoise_sql,
-                "results": results[q.name],
-            }
-            for q in questions
-        ],
+        "questions": [{"name": q.name, "data": q.data.value, "sql": q.sql, "what": q.what,
+                       "keys": q.keys, "smartnoise_sql": q.smartnoise_sql,
+                       "results": results[q.name]} for q in questions],
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
-    parser.add_argument(
-        "--quick", action="store_true", help=f"{RUNS_QUICK} repetitions instead of {RUNS_FULL}"
-    )
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{RUNS_QUICK} repetitions instead of {RUNS_FULL}")
     parser.add_argument("--runs", type=int, help="repetitions per question")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="these questions only")
     parser.add_argument("--no-smartnoise", action="store_true", help="skip SmartNoise")
@@ -585,13 +525,8 @@ def main(argv: list[str] | None = None) -> int:
     def log(msg: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
-    data = run(
-        runs,
-        args.only,
-        smartnoise=not args.no_smartnoise,
-        draws=DRAWS_QUICK if args.quick else DRAWS_FULL,
-        log=log,
-    )
+    data = run(runs, args.only, smartnoise=not args.no_smartnoise,
+               draws=DRAWS_QUICK if args.quick else DRAWS_FULL, log=log)
     if args.json:
         args.json.write_text(json.dumps(data, indent=1, default=str))
     print_table(data)

@@ -51,25 +51,22 @@ def goals(data: dict[str, Any]) -> list[Goal]:
     """The issue's goals at ε = 1, judged on today's demo policy (``auto``) and on PUMS,
     with the fixed caps' figure beside each."""
     out = []
-    for name, limit, label in (
-        ("prompts by region", 0.15, "COUNT(*) of prompts by region within 15% of exact"),
-        ("mean tokens_out by plan", 0.10, "AVG(tokens_out) by plan within 10% of exact"),
-    ):
+    for name, limit, label in (("prompts by region", 0.15,
+                                "COUNT(*) of prompts by region within 15% of exact"),
+                               ("mean tokens_out by plan", 0.10,
+                                "AVG(tokens_out) by plan within 10% of exact")):
         r = _find(data, name)
         if r is None or "auto" not in r:
             continue
         a, f = r["auto"], r.get("fixed", {})
-        out.append(
-            Goal(
-                label,
-                f"worst group's median error {_pct(a['worst_rel_error'])} with auto caps "
-                f"(C = {a['cap']}); {_pct(f.get('worst_rel_error'))} with fixed caps "
-                f"(C = {f.get('cap')})",
-                a["worst_rel_error"] <= limit,
-                f"median over groups {_pct(a['median_rel_error'])} (auto); bias of the bounded "
-                f"value {_pct(a['bias'])} (auto), {_pct(f.get('bias'))} (fixed)",
-            )
-        )
+        out.append(Goal(
+            label,
+            f"worst group's median error {_pct(a['worst_rel_error'])} with auto caps "
+            f"(C = {a['cap']}); {_pct(f.get('worst_rel_error'))} with fixed caps "
+            f"(C = {f.get('cap')})",
+            a["worst_rel_error"] <= limit,
+            f"median over groups {_pct(a['median_rel_error'])} (auto); bias of the bounded "
+            f"value {_pct(a['bias'])} (auto), {_pct(f.get('bias'))} (fixed)"))
     cov = {c: [0, 0] for c in CONFIGS}
     off = {c: [0, 0, 0, 0, 0] for c in CONFIGS}
     for q in data["questions"]:
@@ -85,41 +82,26 @@ def goals(data: dict[str, Any]) -> list[Goal]:
     if any(v[1] for v in cov.values()):
         total = sum(v[0] for v in cov.values()) / sum(v[1] for v in cov.values())
         short = coverage_shortfalls(data)
-        out.append(
-            Goal(
-                "interval coverage of the bounded value ≥ 93%",
-                f"{total:.1%} over all cells with an interval ("
-                + ", ".join(f"{c} {v[0] / v[1]:.1%}" for c, v in cov.items() if v[1])
-                + "); "
-                + (
-                    "below it beyond sampling error: "
-                    + "; ".join(f"{n} ({c}) {x:.1%} of {k:,}" for n, c, x, k in short)
-                    if short
-                    else "no question below it beyond sampling error"
-                ),
-                total >= COVERAGE_GOAL and not short,
-                f"{data['runs']} repetitions per question",
-            )
-        )
+        out.append(Goal(
+            "interval coverage of the bounded value ≥ 93%",
+            f"{total:.1%} over all cells with an interval ("
+            + ", ".join(f"{c} {v[0] / v[1]:.1%}" for c, v in cov.items() if v[1]) + "); "
+            + ("below it beyond sampling error: " + "; ".join(
+                f"{n} ({c}) {x:.1%} of {k:,}" for n, c, x, k in short) if short
+               else "no question below it beyond sampling error"),
+            total >= COVERAGE_GOAL and not short,
+            f"{data['runs']} repetitions per question"))
     if any(v[1] for v in off.values()):
         judged = [c for c in ("auto", "pums") if off[c][1]]
-        out.append(
-            Goal(
-                "every cell more than 10% off its exact value carries a warning",
-                "; ".join(
-                    f"{c}: {v[0]:,} of {v[1]:,} ({v[0] / v[1]:.1%})" for c, v in off.items() if v[1]
-                ),
-                all(off[c][0] == off[c][1] for c in judged),
-                "judged on today's policies (auto, PUMS). A warning on every cell whose 95% "
-                "interval is at least 10% of its value would reach "
-                + ", ".join(
-                    f"{c} {v[2]:,} of the {v[1]:,} off cells and {v[4]:,} of the {v[3]:,} within "
-                    "10%"
-                    for c, v in off.items()
-                    if v[1]
-                ),
-            )
-        )
+        out.append(Goal(
+            "every cell more than 10% off its exact value carries a warning",
+            "; ".join(f"{c}: {v[0]:,} of {v[1]:,} ({v[0] / v[1]:.1%})"
+                      for c, v in off.items() if v[1]),
+            all(off[c][0] == off[c][1] for c in judged),
+            "judged on today's policies (auto, PUMS). A warning on every cell whose 95% "
+            "interval is at least 10% of its value would reach " + ", ".join(
+                f"{c} {v[2]:,} of the {v[1]:,} off cells and {v[4]:,} of the {v[3]:,} within "
+                "10%" for c, v in off.items() if v[1])))
     return out
 
 
@@ -137,31 +119,21 @@ def cells(m: dict[str, Any] | None) -> list[str]:
         return ["—"] * 5
     if m["error"]:
         return ["refused: " + m["error"][:80], "", "", "", ""]
-    rows = (
-        f"; {m['rows_per_run']:.1f}/{m['exact_groups']} groups"
-        if m["rows_per_run"] < m["exact_groups"] - 1e-9
-        else ""
-    )
-    err = (
-        f"{_pct(m['median_rel_error'])} ({_pct(m['worst_rel_error'])}{rows})"
-        if m["rows_per_run"] > 0
-        else f"nothing released ({m['exact_groups']} groups)"
-    )
+    rows = (f"; {m['rows_per_run']:.1f}/{m['exact_groups']} groups"
+            if m["rows_per_run"] < m["exact_groups"] - 1e-9 else "")
+    err = (f"{_pct(m['median_rel_error'])} ({_pct(m['worst_rel_error'])}{rows})"
+           if m["rows_per_run"] > 0 else f"nothing released ({m['exact_groups']} groups)")
     cov = _pct(m["covered"] / m["with_interval"]) if m["with_interval"] else "—"
     if m["null_intervals"]:
         cov += f" ({m['null_intervals']} null)"
-    off = (
-        f"{m['off_cells_warned']:,}/{m['off_cells']:,} ({m['off_cells_wide']:,} wide)"
-        if m["off_cells"]
-        else "none off"
-    )
+    off = (f"{m['off_cells_warned']:,}/{m['off_cells']:,} ({m['off_cells_wide']:,} wide)"
+           if m["off_cells"] else "none off")
     warned = _pct(m["warned_runs"] / m["runs"]) if m["runs"] else "—"
     return [err, _pct(m["bias"]), cov, warned, off]
 
 
-def smartnoise_cells(
-    dp: dict[str, Any] | None, sn: dict[str, Any] | None, q: dict[str, Any]
-) -> list[str]:
+def smartnoise_cells(dp: dict[str, Any] | None, sn: dict[str, Any] | None,
+                     q: dict[str, Any]) -> list[str]:
     """SmartNoise's error on the groups it releases in most runs | dpsql's on them."""
     if not q.get("smartnoise_sql"):
         return ["not asked", ""]
@@ -170,75 +142,36 @@ def smartnoise_cells(
     if sn["error"]:
         return ["refused: " + sn["error"][:80], ""]
     if not sn["common_groups"]:
-        return [
-            f"nothing released in most runs ({sn['rows_per_run']:.1f} of "
-            f"{sn['exact_groups']} groups per run)",
-            "—",
-        ]
-    rows = (
-        f" ({len(sn['common_groups'])}/{sn['exact_groups']} groups)"
-        if len(sn["common_groups"]) < sn["exact_groups"]
-        else ""
-    )
-    return [
-        _pct(common_error(sn, sn["common_groups"])) + rows,
-        _pct(common_error(dp, sn["common_groups"])),
-    ]
+        return [f"nothing released in most runs ({sn['rows_per_run']:.1f} of "
+                f"{sn['exact_groups']} groups per run)", "—"]
+    rows = (f" ({len(sn['common_groups'])}/{sn['exact_groups']} groups)"
+            if len(sn["common_groups"]) < sn["exact_groups"] else "")
+    return [_pct(common_error(sn, sn["common_groups"])) + rows,
+            _pct(common_error(dp, sn["common_groups"]))]
 
 
-DEMO_HEAD = [
-    "question",
-    "fixed: error (worst)",
-    "bias",
-    "coverage",
-    "warned",
-    "off warned",
-    "auto: error (worst)",
-    "bias",
-    "coverage",
-    "warned",
-    "off warned",
-]
-PUMS_HEAD = [
-    "question",
-    "dpsql: error (worst)",
-    "bias",
-    "coverage",
-    "warned",
-    "off warned",
-    "SmartNoise error",
-    "dpsql, same groups",
-]
+DEMO_HEAD = ["question", "fixed: error (worst)", "bias", "coverage", "warned", "off warned",
+             "auto: error (worst)", "bias", "coverage", "warned", "off warned"]
+PUMS_HEAD = ["question", "dpsql: error (worst)", "bias", "coverage", "warned", "off warned",
+             "SmartNoise error", "dpsql, same groups"]
 
 
 def demo_rows(data: dict[str, Any]) -> list[list[str]]:
-    return [
-        [q["name"], *cells(q["results"].get("fixed")), *cells(q["results"].get("auto"))]
-        for q in data["questions"]
-        if q["data"] == "demo"
-    ]
+    return [[q["name"], *cells(q["results"].get("fixed")), *cells(q["results"].get("auto"))]
+            for q in data["questions"] if q["data"] == "demo"]
 
 
 def pums_rows(data: dict[str, Any]) -> list[list[str]]:
-    return [
-        [
-            q["name"],
-            *cells(q["results"].get("pums")),
-            *smartnoise_cells(q["results"].get("pums"), q["results"].get("smartnoise"), q),
-        ]
-        for q in data["questions"]
-        if q["data"] == "pums"
-    ]
+    return [[q["name"], *cells(q["results"].get("pums")),
+             *smartnoise_cells(q["results"].get("pums"), q["results"].get("smartnoise"), q)]
+            for q in data["questions"] if q["data"] == "pums"]
 
 
 def _draws(data: dict[str, Any]) -> str:
     draws = data.get("auto_cap_draws") or {}
     return "; ".join(
-        f"{t}: "
-        + ", ".join(f"C = {c} in {n}" for c, n in caps.items())
-        + f" of {sum(caps.values())}"
-        for t, caps in draws.items()
-    )
+        f"{t}: " + ", ".join(f"C = {c} in {n}" for c, n in caps.items())
+        + f" of {sum(caps.values())}" for t, caps in draws.items())
 
 
 def print_table(data: dict[str, Any]) -> None:
@@ -247,12 +180,10 @@ def print_table(data: dict[str, Any]) -> None:
         for line in [head, *rows]:
             print("  ".join(str(v).ljust(w) for v, w in zip(line, widths, strict=True)).rstrip())
         print()
-    print(
-        f"{data['runs']} repetitions at ε = {data['epsilon']:g} per query. error: median over "
-        "cells of each cell's median relative error (worst cell's); bias: of the "
-        "noise-free bounded value; off warned: cells > 10% off whose answer warned about "
-        "them (how many of them had a 95% interval ≥ 10% of the value)"
-    )
+    print(f"{data['runs']} repetitions at ε = {data['epsilon']:g} per query. error: median over "
+          "cells of each cell's median relative error (worst cell's); bias: of the "
+          "noise-free bounded value; off warned: cells > 10% off whose answer warned about "
+          "them (how many of them had a 95% interval ≥ 10% of the value)")
     print(f"auto caps of this run: {data['auto_caps']}")
     if data.get("auto_cap_draws"):
         print(f"auto caps over independent histogram releases: {_draws(data)}")
@@ -286,7 +217,7 @@ def markdown(data: dict[str, Any], figure: str | None, provenance: str) -> str:
         "",
         "* **fixed**: the demo policy with the row caps it had before issue #12 (prompts "
         "C = 10, tickets C = 3; K = 4 and 2 groups). **auto**: today's demo policy, "
-        '`max_rows_per_group = "auto"`: C chosen once per table from a DP histogram of '
+        "`max_rows_per_group = \"auto\"`: C chosen once per table from a DP histogram of "
         "rows per person. Both with today's bounding (per-person sums scaled to C rows at "
         "the person's own mean), clipping estimate and intervals.",
         "* **error**: per cell, the median over the runs of |released − exact| / |exact|; "
@@ -305,28 +236,19 @@ def markdown(data: dict[str, Any], figure: str | None, provenance: str) -> str:
     ]
     if figure:
         parts += [f"![accuracy](bench/figures/{figure})", ""]
-    parts += [
-        f"### 7a. Demo data: fixed caps against auto caps ({runs} runs per question)",
-        "",
-        _table(DEMO_HEAD, demo_rows(data)),
-        "",
-    ]
+    parts += [f"### 7a. Demo data: fixed caps against auto caps ({runs} runs per question)", "",
+              _table(DEMO_HEAD, demo_rows(data)), ""]
     caps = ", ".join(f"{t} C = {c}" for t, c in data["auto_caps"].items())
     line = f"Auto caps in this run: {caps}."
     if data.get("auto_cap_draws"):
-        line += (
-            " The cap rests on one noisy histogram (ε = 0.1, paid once per table); over "
-            f"independent releases it came out as: {_draws(data)}."
-        )
+        line += (" The cap rests on one noisy histogram (ε = 0.1, paid once per table); over "
+                 f"independent releases it came out as: {_draws(data)}.")
     parts += [line, ""]
-    sn_note = (
-        f"SmartNoise SQL {sn['versions'].get('smartnoise-sql', '?')} (its own venv, "
-        "`bench/peers/smartnoise.py`; per-statistic ε chosen so its odometer charges "
-        f"ε = {eps:g} per query; its VARIANCE/STDDEV are the population forms and are "
-        "compared with those)"
-        if sn.get("versions")
-        else f"SmartNoise SQL: not run ({sn.get('skipped', 'not asked')})"
-    )
+    sn_note = (f"SmartNoise SQL {sn['versions'].get('smartnoise-sql', '?')} (its own venv, "
+               "`bench/peers/smartnoise.py`; per-statistic ε chosen so its odometer charges "
+               f"ε = {eps:g} per query; its VARIANCE/STDDEV are the population forms and are "
+               "compared with those)" if sn.get("versions") else
+               f"SmartNoise SQL: not run ({sn.get('skipped', 'not asked')})")
     parts += [
         f"### 7b. PUMS: dpsql against SmartNoise SQL ({runs} runs per question)",
         "",
@@ -339,17 +261,14 @@ def markdown(data: dict[str, Any], figure: str | None, provenance: str) -> str:
         "",
         "### 7c. The questions",
         "",
-        _table(
-            ["question", "data", "SQL", "exercises"],
-            [[q["name"], q["data"], f"`{q['sql']}`", q["what"]] for q in data["questions"]],
-        ),
+        _table(["question", "data", "SQL", "exercises"],
+               [[q["name"], q["data"], f"`{q['sql']}`", q["what"]] for q in data["questions"]]),
         "",
         "### 7d. Goals (issue #12)",
         "",
-        _table(
-            ["goal", "measured", "verdict", "note"],
-            [[g.goal, g.measured, "met" if g.met else "missed", g.note] for g in goals(data)],
-        ),
+        _table(["goal", "measured", "verdict", "note"],
+               [[g.goal, g.measured, "met" if g.met else "missed", g.note]
+                for g in goals(data)]),
         "",
         "Warnings seen with auto caps on three of the issue's questions (distinct texts, shortened):",
         "",

@@ -29,21 +29,17 @@ from proxy.policy import parse_policy  # noqa: E402
 from proxy.request import QueryRequest  # noqa: E402
 from sample_data.generate import generate  # noqa: E402
 
-PUBLIC_KEY = (
-    "SELECT region, COUNT(*), SUM(tokens_in) FROM prompts JOIN users USING (user_id) "
-    "GROUP BY region"
-)
+PUBLIC_KEY = ("SELECT region, COUNT(*), SUM(tokens_in) FROM prompts JOIN users USING (user_id) "
+              "GROUP BY region")
 PUBLIC_FLOOR = (
     "SELECT region, SUM(c), SUM(s), COUNT(*) FROM (SELECT p.user_id, u.region, COUNT(*) AS c, "
     "SUM(p.tokens_in) AS s FROM prompts p JOIN users u ON p.user_id = u.user_id "
     "GROUP BY p.user_id, u.region) GROUP BY region"
 )
-PRIVATE_KEY = (
-    "SELECT date_trunc('day', ts) AS d, COUNT(*) FROM prompts GROUP BY date_trunc('day', ts)"
-)
-PRIVATE_MONTH = (
-    "SELECT date_trunc('month', ts) AS m, COUNT(*) FROM prompts GROUP BY date_trunc('month', ts)"
-)
+PRIVATE_KEY = ("SELECT date_trunc('day', ts) AS d, COUNT(*) FROM prompts "
+               "GROUP BY date_trunc('day', ts)")
+PRIVATE_MONTH = ("SELECT date_trunc('month', ts) AS m, COUNT(*) FROM prompts "
+                 "GROUP BY date_trunc('month', ts)")
 PRIVATE_FLOOR = (
     "SELECT d, SUM(c), COUNT(*) FROM (SELECT user_id, date_trunc('day', ts) AS d, COUNT(*) AS c "
     "FROM prompts GROUP BY user_id, date_trunc('day', ts)) GROUP BY d"
@@ -79,18 +75,15 @@ def floor_ratio(people: int, prompts: int, repeat: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         policy = parse_policy(demo_policy(db, Path(tmp) / "ledger.sqlite", 2), base_dir=Path(tmp))
         engine = Engine(policy)
-
         # The floor runs on the engine's own DuckDB instance: same file, same settings.
         def bare(sql: str) -> object:
             return engine.executor.evaluate(sql)
 
         print(f"\nfloor ratio, {prompts:,} prompts / {people:,} people (median of {repeat})")
         print(f"{'query':<14}{'floor s':>10}{'dpsql miss s':>14}{'ratio':>8}")
-        for name, sql, floor in (
-            ("public key", PUBLIC_KEY, PUBLIC_FLOOR),
-            ("private day", PRIVATE_KEY, PRIVATE_FLOOR),
-            ("private month", PRIVATE_MONTH, MONTH_FLOOR),
-        ):
+        for name, sql, floor in (("public key", PUBLIC_KEY, PUBLIC_FLOOR),
+                                 ("private day", PRIVATE_KEY, PRIVATE_FLOOR),
+                                 ("private month", PRIVATE_MONTH, MONTH_FLOOR)):
             bare(floor)  # warm the page cache
             t_floor = median_time(lambda f=floor: bare(f), repeat)
             counter = iter(range(10**9))
@@ -113,31 +106,18 @@ def fixed_overhead(repeat: int) -> None:
         engine.run(QueryRequest(sql, epsilon=1.0))
         counter = iter(range(10**9))
         miss = median_time(
-            lambda: engine.run(QueryRequest(sql, epsilon=1.0 + next(counter) * 1e-6)), repeat
-        )
+            lambda: engine.run(QueryRequest(sql, epsilon=1.0 + next(counter) * 1e-6)), repeat)
         hit = median_time(lambda: engine.run(QueryRequest(sql, epsilon=1.0)), repeat)
         fresh = iter(range(10**9))
-        new_text = median_time(
-            lambda: engine.run(
-                QueryRequest(
-                    sql.replace("GROUP BY", f"WHERE age > {next(fresh)} GROUP BY"), epsilon=1.0
-                )
-            ),
-            repeat,
-        )
+        new_text = median_time(lambda: engine.run(QueryRequest(
+            sql.replace("GROUP BY", f"WHERE age > {next(fresh)} GROUP BY"), epsilon=1.0)), repeat)
         variant = sql + " ORDER BY n DESC LIMIT 1"
         engine.run(QueryRequest(variant, epsilon=1.0))
         reorder = median_time(lambda: engine.run(QueryRequest(variant, epsilon=1.0)), repeat)
         bare = duckdb.connect()
-        bare.execute(
-            f"CREATE TABLE p AS SELECT * FROM read_csv_auto('{ROOT}/sample_data/pums/PUMS_pid.csv')"
-        )
-        raw = median_time(
-            lambda: bare.execute(
-                "SELECT sex, COUNT(*), AVG(income) FROM p GROUP BY sex"
-            ).fetchall(),
-            repeat,
-        )
+        bare.execute(f"CREATE TABLE p AS SELECT * FROM read_csv_auto('{ROOT}/sample_data/pums/PUMS_pid.csv')")
+        raw = median_time(lambda: bare.execute(
+            "SELECT sex, COUNT(*), AVG(income) FROM p GROUP BY sex").fetchall(), repeat)
         print(f"\nfixed overhead on PUMS (1,000 rows, median of {repeat}, in-process)")
         print(f"  bare DuckDB query        {raw * 1000:8.2f} ms")
         print(f"  dpsql miss, new ε        {miss * 1000:8.2f} ms   (goal <= 10 ms)")

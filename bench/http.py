@@ -75,18 +75,8 @@ def _start(policy: Path, workers: int) -> tuple[subprocess.Popen[bytes], str]:
 
     port = _free_port()
     proc = subprocess.Popen(
-        [
-            str(Path(sys.executable).with_name("dpsql")),
-            "serve",
-            "--policy",
-            str(policy),
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
-            "--rate-limit",
-            "off",
-        ],
+        [str(Path(sys.executable).with_name("dpsql")), "serve", "--policy", str(policy),
+         "--port", str(port), "--workers", str(workers), "--rate-limit", "off"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**os.environ, "DPSQL_LOG_LEVEL": "WARNING"},
@@ -133,15 +123,11 @@ def _client(url: str, bodies: list[dict[str, Any]], seconds: float, start: Any, 
     out.put((latencies, errors))
 
 
-def _load(
-    url: str, bodies_per_client: list[list[dict[str, Any]]], seconds: float
-) -> dict[str, float]:
+def _load(url: str, bodies_per_client: list[list[dict[str, Any]]], seconds: float) -> dict[str, float]:
     ctx = mp.get_context("spawn")
     start = ctx.Event()
     out = ctx.Queue()
-    procs = [
-        ctx.Process(target=_client, args=(url, b, seconds, start, out)) for b in bodies_per_client
-    ]
+    procs = [ctx.Process(target=_client, args=(url, b, seconds, start, out)) for b in bodies_per_client]
     for p in procs:
         p.start()
     time.sleep(1.0)  # let every client import httpx and connect
@@ -176,20 +162,9 @@ def _wrk(url: str, body: dict[str, Any], seconds: float, connections: int) -> di
         f.write(_WRK_SCRIPT % (json.dumps(body), KEY))
     try:
         out = subprocess.run(
-            [
-                "wrk",
-                "-t1",
-                f"-c{connections}",
-                f"-d{max(1, round(seconds))}s",
-                "--latency",
-                "-s",
-                f.name,
-                url + "/v1/query",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=seconds + 60,
-            check=True,
+            ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency",
+             "-s", f.name, url + "/v1/query"],
+            capture_output=True, text=True, timeout=seconds + 60, check=True,
         ).stdout
     finally:
         os.unlink(f.name)
@@ -215,12 +190,9 @@ def _wrk(url: str, body: dict[str, Any], seconds: float, connections: int) -> di
 def _miss_bodies(client: int, n: int, workers: int) -> list[dict[str, Any]]:
     # Distinct plans: a different filter constant and ε per request, never seen before.
     return [
-        {
-            "sql": f"SELECT plan, COUNT(*) AS n, AVG(latency_ms) AS ms FROM prompts "
-            f"JOIN users USING (user_id) WHERE tokens_in > {client * 100000 + i} "
-            f"GROUP BY plan",
-            "epsilon": 0.1 + 1e-7 * workers,
-        }
+        {"sql": f"SELECT plan, COUNT(*) AS n, AVG(latency_ms) AS ms FROM prompts "
+                f"JOIN users USING (user_id) WHERE tokens_in > {client * 100000 + i} "
+                f"GROUP BY plan", "epsilon": 0.1 + 1e-7 * workers}
         for i in range(n)
     ]
 
@@ -264,27 +236,17 @@ def main() -> None:
                 f"cache_hit_wrk_{args.clients}_connections": wrk,
             }
             print(f"workers={workers}", file=sys.stderr)
-            print(
-                f"  cache hit, 1 client : p50 {seq['p50_ms']:.2f} ms  p99 {seq['p99_ms']:.2f} ms"
-                f"  {seq['rps']:.0f} req/s",
-                file=sys.stderr,
-            )
-            print(
-                f"  cache hit, {args.clients} clients: p50 {par['p50_ms']:.2f} ms  "
-                f"p99 {par['p99_ms']:.2f} ms  {par['rps']:.0f} req/s  errors {par['errors']}",
-                file=sys.stderr,
-            )
+            print(f"  cache hit, 1 client : p50 {seq['p50_ms']:.2f} ms  p99 {seq['p99_ms']:.2f} ms"
+                  f"  {seq['rps']:.0f} req/s", file=sys.stderr)
+            print(f"  cache hit, {args.clients} clients: p50 {par['p50_ms']:.2f} ms  "
+                  f"p99 {par['p99_ms']:.2f} ms  {par['rps']:.0f} req/s  errors {par['errors']}",
+                  file=sys.stderr)
             if wrk is not None:
-                print(
-                    f"  cache hit, wrk {args.clients} conns: p50 {wrk['p50_ms']:.2f} ms  "
-                    f"p99 {wrk['p99_ms']:.2f} ms  {wrk['rps']:.0f} req/s  errors {wrk['errors']}",
-                    file=sys.stderr,
-                )
-            print(
-                f"  cache miss, {args.clients} clients: p50 {miss['p50_ms']:.1f} ms  "
-                f"{miss['rps']:.0f} req/s  errors {miss['errors']}",
-                file=sys.stderr,
-            )
+                print(f"  cache hit, wrk {args.clients} conns: p50 {wrk['p50_ms']:.2f} ms  "
+                      f"p99 {wrk['p99_ms']:.2f} ms  {wrk['rps']:.0f} req/s  errors {wrk['errors']}",
+                      file=sys.stderr)
+            print(f"  cache miss, {args.clients} clients: p50 {miss['p50_ms']:.1f} ms  "
+                  f"{miss['rps']:.0f} req/s  errors {miss['errors']}", file=sys.stderr)
     print(json.dumps(report, indent=2))
 
 

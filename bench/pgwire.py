@@ -121,18 +121,9 @@ def main() -> None:
     http_port, pg_port = _free_port(), _free_port()
     log = folder / "serve.log"
     proc = subprocess.Popen(
-        [
-            str(DPSQL),
-            "serve",
-            "--policy",
-            str(policy),
-            "--port",
-            str(http_port),
-            "--pg-port",
-            str(pg_port),
-        ],
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
+        [str(DPSQL), "serve", "--policy", str(policy), "--port", str(http_port),
+         "--pg-port", str(pg_port)],
+        stdout=log.open("wb"), stderr=subprocess.STDOUT,
         env={**os.environ, "DPSQL_RATE_LIMIT": "off", "DPSQL_LOG_LEVEL": "WARNING"},
         start_new_session=True,
     )
@@ -155,34 +146,24 @@ def main() -> None:
             client = httpx.Client(timeout=60)
 
             def ask(sql: str) -> object:
-                response = client.post(
-                    url, headers=headers, json={"sql": sql, "dialect": "postgres"}
-                )
+                response = client.post(url, headers=headers, json={"sql": sql, "dialect": "postgres"})
                 response.raise_for_status()
                 return response.json()
 
             return ask
 
-        print(
-            f"dpsql bench: PG door vs HTTP /v1/query, {args.people} people, "
-            f"{args.prompts} prompts, {os.cpu_count()} cores (clients share them)"
-        )
+        print(f"dpsql bench: PG door vs HTTP /v1/query, {args.people} people, "
+              f"{args.prompts} prompts, {os.cpu_count()} cores (clients share them)")
         for door, make in (("psycopg", pg_client), ("HTTP", http_client)):
             ask = make()
             ask(HIT_SQL)  # paid once (the first door), then a cache hit
             hits = _timed(ask, [HIT_SQL] * args.requests)
-            misses = _timed(
-                ask, [MISS_SQL.format(next(literals)) for _ in range(args.requests // 3)]
-            )
+            misses = _timed(ask, [MISS_SQL.format(next(literals)) for _ in range(args.requests // 3)])
             rate = _throughput(make, args.threads, args.seconds)
-            print(
-                f"{door:8s} cached   {_percentiles(hits)}   {rate:8.0f} answers/s "
-                f"({args.threads} clients)"
-            )
-            print(
-                f"{door:8s} uncached {_percentiles(misses)}   {len(misses) / sum(misses):8.0f} "
-                "answers/s (1 client)"
-            )
+            print(f"{door:8s} cached   {_percentiles(hits)}   {rate:8.0f} answers/s "
+                  f"({args.threads} clients)")
+            print(f"{door:8s} uncached {_percentiles(misses)}   {len(misses) / sum(misses):8.0f} "
+                  "answers/s (1 client)")
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)

@@ -63,95 +63,66 @@ def goals(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     if "scale" in s:
         pts = s["scale"]["data"]["points"]
         top = max(p["rows"] for p in pts)
-        at = [p for p in pts if p["rows"] in (1_000_000, 10_000_000)] or [
-            p for p in pts if p["rows"] == top
-        ]
+        at = [p for p in pts if p["rows"] in (1_000_000, 10_000_000)] or \
+             [p for p in pts if p["rows"] == top]
         worst = max(at, key=lambda p: p["ratio"])
-        out.append(
-            (
-                "floor ratio ≤ 1.25×",
-                " / ".join(f"{p['query']} {p['rows']:,}: {p['ratio']:.2f}×" for p in at),
-                "met"
-                if worst["ratio"] <= 1.25
-                else f"missed: worst {worst['ratio']:.2f}× ({worst['query']}) is "
-                f"{worst['ratio'] / 1.25:.1f}× the goal",
-                "worst case counts",
-            )
-        )
+        out.append(("floor ratio ≤ 1.25×",
+                    " / ".join(f"{p['query']} {p['rows']:,}: {p['ratio']:.2f}×" for p in at),
+                    "met" if worst["ratio"] <= 1.25 else
+                    f"missed: worst {worst['ratio']:.2f}× ({worst['query']}) is "
+                    f"{worst['ratio'] / 1.25:.1f}× the goal",
+                    "worst case counts"))
     if "smartnoise" in s:
         d = s["smartnoise"]["data"]
         size = "1000000" if "1000000" in d["sizes"] else max(d["sizes"], key=int)
         speed = _speedups(d, size)
         if speed:
             med = statistics.median(speed)
-            out.append(
-                (
-                    f"≥ 10× faster than SmartNoise at {int(size):,} rows",
-                    f"median {med:.1f}× (range {min(speed):.1f}–{max(speed):.1f}×) over "
-                    f"{len(speed)} queries",
-                    "met"
-                    if med >= 10
-                    else f"missed: {med:.1f}× is {(1 - med / 10) * 100:.0f}% short",
-                    "cache-miss latency; SmartNoise on its pandas (SQLite) reader",
-                )
-            )
+            out.append((f"≥ 10× faster than SmartNoise at {int(size):,} rows",
+                        f"median {med:.1f}× (range {min(speed):.1f}–{max(speed):.1f}×) over "
+                        f"{len(speed)} queries",
+                        "met" if med >= 10 else f"missed: {med:.1f}× is {(1 - med / 10) * 100:.0f}% short",
+                        "cache-miss latency; SmartNoise on its pandas (SQLite) reader"))
         for system in (DPG, DPL):
             r = _mae_ratios(d, system)
             if r:
                 med = statistics.median(r)
                 r_all = _mae_ratios(d, system, " all")
                 med_all = statistics.median(r_all) if r_all else math.nan
-                out.append(
-                    (
-                        f"MAE ≤ 0.5× SmartNoise's at equal total ε ({system})",
-                        f"median ratio {med:.2f} over {len(r)} query columns, common "
-                        f"groups ({med_all:.2f} over all released rows)",
-                        "met" if med <= 0.5 else f"missed: {med:.2f} is {med / 0.5:.1f}× the goal",
-                        f"ε = {d['epsilon']:g}, δ = {d['delta']:g} per query",
-                    )
-                )
+                out.append((f"MAE ≤ 0.5× SmartNoise's at equal total ε ({system})",
+                            f"median ratio {med:.2f} over {len(r)} query columns, common "
+                            f"groups ({med_all:.2f} over all released rows)",
+                            "met" if med <= 0.5 else f"missed: {med:.2f} is {med / 0.5:.1f}× the goal",
+                            f"ε = {d['epsilon']:g}, δ = {d['delta']:g} per query"))
     if "session" in s:
         d = s["session"]["data"]
         for system in (DPG, DPL):
             r = d[system]["epsilon_at_smartnoise_delta"] / d[SN]["epsilon"]
-            out.append(
-                (
-                    f"session ε ≤ 0.3× SmartNoise's ({system})",
-                    f"{r:.3f} ({d[system]['epsilon_at_smartnoise_delta']:.2f} vs "
-                    f"{d[SN]['epsilon']:.2f}, both at δ = {d[SN]['delta']:.2g})",
-                    "met" if r <= 0.3 else f"missed: {r:.2f} is {r / 0.3:.1f}× the goal",
-                    f"{d['queries']} queries, ε = {d['epsilon']:g} each",
-                )
-            )
+            out.append((f"session ε ≤ 0.3× SmartNoise's ({system})",
+                        f"{r:.3f} ({d[system]['epsilon_at_smartnoise_delta']:.2f} vs "
+                        f"{d[SN]['epsilon']:.2f}, both at δ = {d[SN]['delta']:.2g})",
+                        "met" if r <= 0.3 else f"missed: {r:.2f} is {r / 0.3:.1f}× the goal",
+                        f"{d['queries']} queries, ε = {d['epsilon']:g} each"))
     if "accounting" in s and s["accounting"]["data"]["dp_accounting"]:
         rows = s["accounting"]["data"]["rows"]
         dev_same = max(abs(r["ours"] / r["rdp_our_orders"] - 1) for r in rows)
         dev_dflt = max(abs(r["ours"] / r["rdp_default"] - 1) for r in rows)
-        out.append(
-            (
-                "reported ε within 1% of dp-accounting RDP",
-                f"max deviation {dev_same * 100:.3f}% on the same orders, "
-                f"{dev_dflt * 100:.2f}% against its default orders",
-                "met"
-                if dev_dflt <= 0.01
-                else ("met on the same orders; " if dev_same <= 0.01 else "")
-                + f"{dev_dflt * 100:.2f}% against default orders",
-                f"{len(rows)} workloads",
-            )
-        )
+        out.append(("reported ε within 1% of dp-accounting RDP",
+                    f"max deviation {dev_same * 100:.3f}% on the same orders, "
+                    f"{dev_dflt * 100:.2f}% against its default orders",
+                    "met" if dev_dflt <= 0.01 else
+                    ("met on the same orders; " if dev_same <= 0.01 else "") +
+                    f"{dev_dflt * 100:.2f}% against default orders",
+                    f"{len(rows)} workloads"))
     if "acceptance" in s:
         d = s["acceptance"]["data"]["summary"]
         k, n, pct = d["smartnoise_accepts"]
-        out.append(
-            (
-                "≥ 95% of the queries a peer accepts answered",
-                f"{k} / {n} = {pct:.1f}% of those SmartNoise SQL accepts; "
-                f"{d['peer_accepts'][0]} / {d['peer_accepts'][1]} = "
-                f"{d['peer_accepts'][2]:.1f}% of all peer-accepted",
-                "met" if pct >= 95 else f"missed: {pct:.1f}% is {95 - pct:.1f} points short",
-                f"{d['total'][1]} PUMS queries from SmartNoise, Qrlew, Google (section 7)",
-            )
-        )
+        out.append(("≥ 95% of the queries a peer accepts answered",
+                    f"{k} / {n} = {pct:.1f}% of those SmartNoise SQL accepts; "
+                    f"{d['peer_accepts'][0]} / {d['peer_accepts'][1]} = "
+                    f"{d['peer_accepts'][2]:.1f}% of all peer-accepted",
+                    "met" if pct >= 95 else f"missed: {pct:.1f}% is {95 - pct:.1f} points short",
+                    f"{d['total'][1]} PUMS queries from SmartNoise, Qrlew, Google (section 7)"))
     if "accuracy" in s:
         from bench import accuracy_report
 
@@ -172,11 +143,9 @@ def _speedups(d: dict[str, Any], size: str) -> list[float]:
 
 def _mae_ratios(d: dict[str, Any], system: str, suffix: str = "") -> list[float]:
     a, b = system + suffix, SN + suffix
-    return [
-        c[a] / c[b]
-        for c in d["accuracy"]
-        if c.get(a) is not None and c.get(b) and not math.isnan(c[a]) and not math.isnan(c[b])
-    ]
+    return [c[a] / c[b] for c in d["accuracy"]
+            if c.get(a) is not None and c.get(b) and not math.isnan(c[a])
+            and not math.isnan(c[b])]
 
 
 # --- sections -----------------------------------------------------------------------
@@ -185,17 +154,9 @@ def render_scale(sec: dict[str, Any], fig: dict[str, str]) -> str:
     pts = d["points"]
     rows = []
     for p in sorted(pts, key=lambda p: (p["query"], p["rows"])):
-        rows.append(
-            [
-                p["query"],
-                f"{p['rows']:,}",
-                f"{p['people']:,}",
-                _f(p["floor_s"] * 1000, 1),
-                _f(p["miss_s"] * 1000, 1),
-                _f(p["hit_s"] * 1000, 2),
-                f"{p['ratio']:.2f}×",
-            ]
-        )
+        rows.append([p["query"], f"{p['rows']:,}", f"{p['people']:,}",
+                     _f(p["floor_s"] * 1000, 1), _f(p["miss_s"] * 1000, 1),
+                     _f(p["hit_s"] * 1000, 2), f"{p['ratio']:.2f}×"])
     floor_rows = [r for r in rows if r[1] in ("1,000,000", "10,000,000")]
     parts = [
         "## 1. Floor ratio",
@@ -210,10 +171,8 @@ def render_scale(sec: dict[str, Any], fig: dict[str, str]) -> str:
         "release (ε changes by 1e-6), so it plans, charges the ledger, runs the bounded "
         "query, draws noise and writes the cache.",
         "",
-        _table(
-            ["query", "rows", "people", "floor ms", "dpsql miss ms", "dpsql hit ms", "ratio"],
-            floor_rows or rows,
-        ),
+        _table(["query", "rows", "people", "floor ms", "dpsql miss ms", "dpsql hit ms",
+                "ratio"], floor_rows or rows),
         "",
         _provenance(sec, "scale"),
         "",
@@ -225,24 +184,13 @@ def render_scale_curve(sec: dict[str, Any], fig: dict[str, str]) -> str:
     d = sec["data"]
     rows = []
     for p in sorted(d["points"], key=lambda p: (p["query"], p["rows"])):
-        rows.append(
-            [
-                p["query"],
-                f"{p['rows']:,}",
-                _f(p["floor_s"] * 1000, 1),
-                _f(p["miss_s"] * 1000, 1),
-                f"{p['ratio']:.2f}×",
-            ]
-        )
+        rows.append([p["query"], f"{p['rows']:,}", _f(p["floor_s"] * 1000, 1),
+                     _f(p["miss_s"] * 1000, 1), f"{p['ratio']:.2f}×"])
     parts = ["## 6. Scale curve", ""]
     if "scale" in fig:
         parts += [f"![latency vs rows](bench/figures/{fig['scale']})", ""]
-    parts += [
-        _table(["query", "rows", "floor ms", "dpsql miss ms", "ratio"], rows),
-        "",
-        _provenance(sec, "scale"),
-        "",
-    ]
+    parts += [_table(["query", "rows", "floor ms", "dpsql miss ms", "ratio"], rows), "",
+              _provenance(sec, "scale"), ""]
     return "\n".join(parts)
 
 
@@ -312,35 +260,21 @@ def render_smartnoise(sec: dict[str, Any], fig: dict[str, str]) -> str:
     if floors:
         parts += [
             "For scale, the bare per-person pre-aggregation on dpsql's DuckDB "
-            "(`"
-            + d.get(
-                "floor_sql",
-                "SELECT SUM(c), COUNT(*) FROM (SELECT pid, COUNT(*) AS c "
-                "FROM PUMS.PUMS GROUP BY pid)",
-            )
-            + "`), which every user-level answer "
-            "must at least compute: "
-            + ", ".join(f"{_f(ms, 1)} ms at {int(s):,} rows" for s, ms in floors)
-            + ".",
+            "(`" + d.get("floor_sql", "SELECT SUM(c), COUNT(*) FROM (SELECT pid, COUNT(*) AS c "
+                         "FROM PUMS.PUMS GROUP BY pid)") + "`), which every user-level answer "
+            "must at least compute: " + ", ".join(f"{_f(ms, 1)} ms at {int(s):,} rows"
+                                                 for s, ms in floors) + ".",
             "",
         ]
     # 2b accuracy
     rows = []
     for c in d["accuracy"]:
-        rows.append(
-            [
-                c["query"],
-                c["column"],
-                str(c.get("common_groups", "")),
-                _f(c.get(DPG), 2),
-                _f(c.get(DPL), 2),
-                _f(c.get(SN), 2),
-                _f(_ratio(c.get(DPG), c.get(SN)), 2),
-                _f(_ratio(c.get(DPL), c.get(SN)), 2),
-                _f(_ratio(c.get(f"{DPG} all"), c.get(f"{SN} all")), 2),
-                _f(_ratio(c.get(f"{DPL} all"), c.get(f"{SN} all")), 2),
-            ]
-        )
+        rows.append([c["query"], c["column"], str(c.get("common_groups", "")),
+                     _f(c.get(DPG), 2), _f(c.get(DPL), 2),
+                     _f(c.get(SN), 2), _f(_ratio(c.get(DPG), c.get(SN)), 2),
+                     _f(_ratio(c.get(DPL), c.get(SN)), 2),
+                     _f(_ratio(c.get(f"{DPG} all"), c.get(f"{SN} all")), 2),
+                     _f(_ratio(c.get(f"{DPL} all"), c.get(f"{SN} all")), 2)])
     med = ["**median**", "", "", "", "", ""]
     for system, suffix in ((DPG, ""), (DPL, ""), (DPG, " all"), (DPL, " all")):
         r = _mae_ratios(d, system, suffix)
@@ -363,45 +297,19 @@ def render_smartnoise(sec: dict[str, Any], fig: dict[str, str]) -> str:
     ]
     if "mae_ratio" in fig:
         parts += [f"![MAE ratio](bench/figures/{fig['mae_ratio']})", ""]
-    parts += [
-        _table(
-            [
-                "query",
-                "column",
-                "common groups",
-                "MAE dpsql gaussian",
-                "MAE dpsql laplace",
-                "MAE SmartNoise",
-                "ratio gaussian",
-                "ratio laplace",
-                "ratio gaussian, all released",
-                "ratio laplace, all released",
-            ],
-            rows,
-            "llrrrrrrrr",
-        ),
-        "",
-    ]
+    parts += [_table(["query", "column", "common groups", "MAE dpsql gaussian",
+                      "MAE dpsql laplace", "MAE SmartNoise", "ratio gaussian",
+                      "ratio laplace", "ratio gaussian, all released",
+                      "ratio laplace, all released"], rows, "llrrrrrrrr"), ""]
     # 2c spending and rows
     rows = []
     for q in d["queries"]:
         sp = q["spent"]
         rp = q["rows_per_run"]
-        rows.append(
-            [
-                q["name"],
-                f"`{q['sql']}`",
-                _f(sp.get(DPG), 4),
-                _f(sp.get(DPL), 4),
-                _f(sp.get(SN), 4),
-                str(sp.get("smartnoise_statistics") or "—"),
-                _f(sp.get("smartnoise_per_statistic"), 4),
-                str(q["true_groups"]),
-                _f(rp.get(DPG), 1),
-                _f(rp.get(DPL), 1),
-                _f(rp.get(SN), 1),
-            ]
-        )
+        rows.append([q["name"], f"`{q['sql']}`", _f(sp.get(DPG), 4), _f(sp.get(DPL), 4),
+                     _f(sp.get(SN), 4), str(sp.get("smartnoise_statistics") or "—"),
+                     _f(sp.get("smartnoise_per_statistic"), 4), str(q["true_groups"]),
+                     _f(rp.get(DPG), 1), _f(rp.get(DPL), 1), _f(rp.get(SN), 1)])
     parts += [
         "### 2c. What each query actually spent, and rows released",
         "",
@@ -410,23 +318,9 @@ def render_smartnoise(sec: dict[str, Any], fig: dict[str, str]) -> str:
         "*SN e*: the per-statistic ε it was given. Rows: true groups, and mean rows released "
         "per run.",
         "",
-        _table(
-            [
-                "query",
-                "SQL",
-                "ε dpsql g",
-                "ε dpsql l",
-                "ε SN",
-                "SN stats",
-                "SN e",
-                "true groups",
-                "rows dpsql g",
-                "rows dpsql l",
-                "rows SN",
-            ],
-            rows,
-            "llrrrrrrrrr",
-        ),
+        _table(["query", "SQL", "ε dpsql g", "ε dpsql l", "ε SN", "SN stats", "SN e",
+                "true groups", "rows dpsql g", "rows dpsql l", "rows SN"], rows,
+               "llrrrrrrrrr"),
         "",
     ]
     # 2d acceptance
@@ -436,22 +330,17 @@ def render_smartnoise(sec: dict[str, Any], fig: dict[str, str]) -> str:
             refused.append([q["name"], system, f"`{err}`"])
     rows = []
     for p in d["probes"]:
-        rows.append(
-            [
-                p["label"],
-                f"`{p['sql']}`",
-                "yes" if p["dpsql"] else "no",
-                "yes" if p[SN] else "no",
-                f"`{p['dpsql_error'][:120]}`" if not p["dpsql"] else "",
-                f"`{p['smartnoise_error'][:120]}`" if not p[SN] else "",
-            ]
-        )
+        rows.append([p["label"], f"`{p['sql']}`", "yes" if p["dpsql"] else "no",
+                     "yes" if p[SN] else "no",
+                     f"`{p['dpsql_error'][:120]}`" if not p["dpsql"] else "",
+                     f"`{p['smartnoise_error'][:120]}`" if not p[SN] else ""])
     only_dp = [p["label"] for p in d["probes"] if p["dpsql"] and not p[SN]]
     only_sn = [p["label"] for p in d["probes"] if p[SN] and not p["dpsql"]]
     parts += [
         "### 2d. What each accepts",
         "",
-        "Every common query above was accepted by both sides" + (" except:" if refused else "."),
+        "Every common query above was accepted by both sides"
+        + (" except:" if refused else "."),
         "",
     ]
     if refused:
@@ -460,11 +349,8 @@ def render_smartnoise(sec: dict[str, Any], fig: dict[str, str]) -> str:
         "Probes outside the common set (ε = 1, δ as above; *accepted* means an answer came "
         "back, not that it is sensible):",
         "",
-        _table(
-            ["probe", "SQL", "dpsql", "SmartNoise", "dpsql error", "SmartNoise error"],
-            rows,
-            "llllll",
-        ),
+        _table(["probe", "SQL", "dpsql", "SmartNoise", "dpsql error", "SmartNoise error"],
+               rows, "llllll"),
         "",
         f"Accepted by dpsql only: {', '.join(only_dp) or 'none'}. "
         f"Accepted by SmartNoise only: {', '.join(only_sn) or 'none'}.",
@@ -478,41 +364,19 @@ def render_smartnoise(sec: dict[str, Any], fig: dict[str, str]) -> str:
 def render_session(sec: dict[str, Any], fig: dict[str, str]) -> str:
     d = sec["data"]
     s = d[SN]
-    rows = [
-        [
-            "SmartNoise odometer",
-            str(s["answered"]),
-            f"{s['answered']} ({s['statistics']} statistics)",
-            _f(s["epsilon"], 3),
-            f"{s['delta']:.2g}",
-            "1.000",
-            f"basic composition {s['basic']:.2f}; advanced (Kairouz et al.) is the min",
-        ]
-    ]
+    rows = [["SmartNoise odometer", str(s["answered"]), f"{s['answered']} ({s['statistics']} "
+             "statistics)", _f(s["epsilon"], 3), f"{s['delta']:.2g}", "1.000",
+             f"basic composition {s['basic']:.2f}; advanced (Kairouz et al.) is the min"]]
     for system in (DPG, DPL):
         x = d[system]
-        rows.append(
-            [
-                f"{system} ledger",
-                str(x["answered"]),
-                str(x["charged"]),
-                _f(x["epsilon_at_smartnoise_delta"], 3),
-                f"{s['delta']:.2g}",
-                _f(x["epsilon_at_smartnoise_delta"] / s["epsilon"], 3),
-                f"{x['epsilon']:.3f} at the population's δ = {x['delta']:g}",
-            ]
-        )
-        rows.append(
-            [
-                f"{system}, no cache",
-                str(x["answered"]),
-                str(x["answered"]),
-                _f(x["no_cache_at_smartnoise_delta"], 3),
-                f"{s['delta']:.2g}",
-                _f(x["no_cache_at_smartnoise_delta"] / s["epsilon"], 3),
-                "every query's curve composed: RDP accounting alone",
-            ]
-        )
+        rows.append([f"{system} ledger", str(x["answered"]), str(x["charged"]),
+                     _f(x["epsilon_at_smartnoise_delta"], 3), f"{s['delta']:.2g}",
+                     _f(x["epsilon_at_smartnoise_delta"] / s["epsilon"], 3),
+                     f"{x['epsilon']:.3f} at the population's δ = {x['delta']:g}"])
+        rows.append([f"{system}, no cache", str(x["answered"]), str(x["answered"]),
+                     _f(x["no_cache_at_smartnoise_delta"], 3), f"{s['delta']:.2g}",
+                     _f(x["no_cache_at_smartnoise_delta"] / s["epsilon"], 3),
+                     "every query's curve composed: RDP accounting alone"])
     parts = [
         "## 3. Budget efficiency: a scripted analyst session",
         "",
@@ -530,21 +394,12 @@ def render_session(sec: dict[str, Any], fig: dict[str, str]) -> str:
     ]
     if "session" in fig:
         parts += [f"![session](bench/figures/{fig['session']})", ""]
-    parts += [
-        _table(
-            ["system", "answered", "charged", "total ε", "at δ", "ratio to SN", "note"],
-            rows,
-            "lrrrrrl",
-        ),
-        "",
-    ]
+    parts += [_table(["system", "answered", "charged", "total ε", "at δ", "ratio to SN",
+                      "note"], rows, "lrrrrrl"), ""]
     for system in (SN, DPG, DPL):
         if d[system]["refused"]:
-            parts += [
-                f"Refused by {system}: "
-                + "; ".join(f"{lab} ({err})" for lab, err in d[system]["refused"]),
-                "",
-            ]
+            parts += [f"Refused by {system}: " + "; ".join(
+                f"{lab} ({err})" for lab, err in d[system]["refused"]), ""]
     parts += [_provenance(sec, "session"), ""]
     return "\n".join(parts)
 
@@ -554,48 +409,31 @@ def render_accounting(sec: dict[str, Any], fig: dict[str, str]) -> str:
     have = d["dp_accounting"]
     head = ["workload", "δ", "dpsql (CKS)", "textbook", "exact"]
     if have:
-        head += [
-            "RDP, our orders",
-            "RDP, its orders",
-            "PLD",
-            "dpsql / RDP its orders",
-            "dpsql / PLD",
-        ]
+        head += ["RDP, our orders", "RDP, its orders", "PLD", "dpsql / RDP its orders",
+                 "dpsql / PLD"]
     rows = []
     for r in d["rows"]:
-        row = [
-            r["workload"],
-            f"{r['delta']:.0e}",
-            _f(r["ours"], 4),
-            _f(r["textbook"], 4),
-            _f(r["exact"], 4),
-        ]
+        row = [r["workload"], f"{r['delta']:.0e}", _f(r["ours"], 4), _f(r["textbook"], 4),
+               _f(r["exact"], 4)]
         if have:
-            row += [
-                _f(r["rdp_our_orders"], 4),
-                _f(r["rdp_default"], 4),
-                _f(r["pld"], 4),
-                _f(r["ours"] / r["rdp_default"], 4),
-                _f(r["ours"] / r["pld"], 4),
-            ]
+            row += [_f(r["rdp_our_orders"], 4), _f(r["rdp_default"], 4), _f(r["pld"], 4),
+                    _f(r["ours"] / r["rdp_default"], 4), _f(r["ours"] / r["pld"], 4)]
         rows.append(row)
-    return "\n".join(
-        [
-            "## 4. Accounting tightness",
-            "",
-            "dpsql's reported ε (its ledger's conversion of the composed RDP curve, "
-            "Canonne–Kamath–Steinke) against Google's `dp-accounting` on the same events "
-            "(unit sensitivity; thresholding δ taken off the target δ for every accountant): "
-            "its RDP accountant on dpsql's order grid and on its own default orders, and its "
-            "PLD accountant (near exact). *exact*: the analytic Gaussian where the workload is "
-            "all Gaussian. The functions are those of `bench/accounting.py`.",
-            "",
-            _table(head, rows),
-            "",
-            _provenance(sec, "accounting"),
-            "",
-        ]
-    )
+    return "\n".join([
+        "## 4. Accounting tightness",
+        "",
+        "dpsql's reported ε (its ledger's conversion of the composed RDP curve, "
+        "Canonne–Kamath–Steinke) against Google's `dp-accounting` on the same events "
+        "(unit sensitivity; thresholding δ taken off the target δ for every accountant): "
+        "its RDP accountant on dpsql's order grid and on its own default orders, and its "
+        "PLD accountant (near exact). *exact*: the analytic Gaussian where the workload is "
+        "all Gaussian. The functions are those of `bench/accounting.py`.",
+        "",
+        _table(head, rows),
+        "",
+        _provenance(sec, "accounting"),
+        "",
+    ])
 
 
 def render_latency(sec: dict[str, Any], fig: dict[str, str]) -> str:
@@ -606,26 +444,15 @@ def render_latency(sec: dict[str, Any], fig: dict[str, str]) -> str:
         "",
         f"In process on PUMS (`{ip['sql']}`, median of {d['repeat']}):",
         "",
-        _table(
-            ["path", "ms"],
-            [
-                ["bare DuckDB (same query, no privacy)", _f(ip["bare_ms"], 2)],
-                [
-                    "dpsql cache miss, same text at a new ε (budget re-planned, charge, run, noise, "
-                    "cache write)",
-                    _f(ip["miss_ms"], 2),
-                ],
-                [
-                    "dpsql cache miss, new query text (parse, bind, check, rewrite too)",
-                    _f(ip.get("new_text_miss_ms", float("nan")), 2),
-                ],
-                ["dpsql cache hit", _f(ip["hit_ms"], 3)],
-                [
-                    "dpsql cache hit, re-sorted / aliased / LIMIT variant",
-                    _f(ip["resorted_hit_ms"], 3),
-                ],
-            ],
-        ),
+        _table(["path", "ms"], [
+            ["bare DuckDB (same query, no privacy)", _f(ip["bare_ms"], 2)],
+            ["dpsql cache miss, same text at a new ε (budget re-planned, charge, run, noise, "
+             "cache write)", _f(ip["miss_ms"], 2)],
+            ["dpsql cache miss, new query text (parse, bind, check, rewrite too)",
+             _f(ip.get("new_text_miss_ms", float("nan")), 2)],
+            ["dpsql cache hit", _f(ip["hit_ms"], 3)],
+            ["dpsql cache hit, re-sorted / aliased / LIMIT variant", _f(ip["resorted_hit_ms"], 3)],
+        ]),
         "",
     ]
     http = d.get("http", {})
@@ -636,53 +463,34 @@ def render_latency(sec: dict[str, Any], fig: dict[str, str]) -> str:
             for phase, x in rep[key].items():
                 if not isinstance(x, dict):
                     continue
-                rows.append(
-                    [
-                        key.split("=")[1],
-                        phase.replace("_", " "),
-                        str(x.get("requests", "—")),
-                        str(x.get("errors", "—")),
-                        _f(x.get("p50_ms"), 2),
-                        _f(x.get("p99_ms"), 2),
-                        _f(x.get("rps"), 0),
-                    ]
-                )
+                rows.append([key.split("=")[1], phase.replace("_", " "),
+                             str(x.get("requests", "—")), str(x.get("errors", "—")),
+                             _f(x.get("p50_ms"), 2), _f(x.get("p99_ms"), 2),
+                             _f(x.get("rps"), 0)])
         parts += [
             f"HTTP on loopback (`bench/http.py --seconds {http['seconds']} --sequential "
             f"{http['sequential']}`; `dpsql serve` on the demo data; the load generator "
             "shares the 2 cores with the server, so requests/s are a floor):",
             "",
-            _table(
-                ["workers", "phase", "requests", "errors", "p50 ms", "p99 ms", "req/s"],
-                rows,
-                "rlrrrrr",
-            ),
+            _table(["workers", "phase", "requests", "errors", "p50 ms", "p99 ms", "req/s"],
+                   rows, "rlrrrrr"),
             "",
         ]
     else:
-        parts += [
-            f"HTTP: not measured ({http.get('error', 'no data')}). Hook: "
-            "`bench/run.py: section_latency` runs `bench/http.py` when it exists.",
-            "",
-        ]
+        parts += [f"HTTP: not measured ({http.get('error', 'no data')}). Hook: "
+                  "`bench/run.py: section_latency` runs `bench/http.py` when it exists.", ""]
     lg = d["ledger"]
     parts += [
         f"Ledger (`bench/ledger_bench.py`, {lg['seconds']:g} s per measurement, a real file "
         "with WAL and synchronous=FULL; each charge reads totals, composes, converts and "
         "commits):",
         "",
-        _table(
-            ["measure", "value"],
-            [
-                ["durable charges/s, 1 process", _f(lg["charges_per_s_1"], 0)],
-                ["durable charges/s, 2 processes", _f(lg["charges_per_s_2"], 0)],
-                [
-                    "bare SQLite WAL+FULL commits/s (the fsync floor)",
-                    _f(lg["bare_commits_per_s"], 0),
-                ],
-                ["one CKS conversion, µs", _f(lg["conversion_us"], 1)],
-            ],
-        ),
+        _table(["measure", "value"], [
+            ["durable charges/s, 1 process", _f(lg["charges_per_s_1"], 0)],
+            ["durable charges/s, 2 processes", _f(lg["charges_per_s_2"], 0)],
+            ["bare SQLite WAL+FULL commits/s (the fsync floor)", _f(lg["bare_commits_per_s"], 0)],
+            ["one CKS conversion, µs", _f(lg["conversion_us"], 1)],
+        ]),
         "",
         _provenance(sec, "latency"),
         "",
@@ -717,8 +525,6 @@ def render_acceptance(sec: dict[str, Any], fig: dict[str, str]) -> str:
         "",
     ]
     return "\n".join(parts)
-
-
 def render_accuracy(sec: dict[str, Any], fig: dict[str, str]) -> str:
     from bench import accuracy_report
 
@@ -738,29 +544,19 @@ def render(results: dict[str, Any], figures: dict[str, str], root: Path) -> str:
         "the machine named under each table; the ratios are the point.",
         "",
     ]
-    loads = [
-        sec["env"]["load_average_at_start"][0] / max(1, _cores(sec["env"])) for sec in s.values()
-    ]
+    loads = [sec["env"]["load_average_at_start"][0] / max(1, _cores(sec["env"]))
+             for sec in s.values()]
     if quick:
-        parts += [
-            "> **Quick-mode figures**: fewer runs and smaller sizes. Run `make bench` "
-            "for the full tables.",
-            "",
-        ]
+        parts += ["> **Quick-mode figures**: fewer runs and smaller sizes. Run `make bench` "
+                  "for the full tables.", ""]
     if loads and max(loads) > 0.5:
-        parts += [
-            f"> **Measured on a busy machine** (load average up to {max(loads):.1f} per "
-            "core at the start of a section): timings and speed ratios are noisy. "
-            "Re-run `make bench` on a quiet machine before quoting them; error, "
-            "budget and accounting figures do not depend on load.",
-            "",
-        ]
-    parts += [
-        "## Goals",
-        "",
-        _table(["goal", "measured", "verdict", "note"], [list(x) for x in g], "llll"),
-        "",
-    ]
+        parts += [f"> **Measured on a busy machine** (load average up to {max(loads):.1f} per "
+                  "core at the start of a section): timings and speed ratios are noisy. "
+                  "Re-run `make bench` on a quiet machine before quoting them; error, "
+                  "budget and accounting figures do not depend on load.", ""]
+    parts += ["## Goals", "",
+              _table(["goal", "measured", "verdict", "note"],
+                     [list(x) for x in g], "llll"), ""]
     if "scale" in s:
         parts.append(render_scale(s["scale"], figures))
     if "smartnoise" in s:
@@ -792,8 +588,7 @@ WHY = {
     "≥ 95% of the queries a peer accepts answered": (
         "Every query SmartNoise accepts that dpsql refuses uses a construct of issue 13 §1–§5 "
         "(mostly §2: GROUP BY without an aggregate, COUNT(DISTINCT non-person), SUM(DISTINCT); "
-        "§4 nested aggregates; §1 quantiles), which land separately; see section 7."
-    ),
+        "§4 nested aggregates; §1 quantiles), which land separately; see section 7."),
     "floor ratio ≤ 1.25×": (
         "On top of the floor, a miss plans the query (sqlglot), commits a durable ledger "
         "charge and cache entries (SQLite, fsync'd), clamps and bounds each person's "
@@ -805,35 +600,30 @@ WHY = {
         "per-person rows (window and whole-row top-K variants measured slower; cutting raw "
         "rows before the per-person step pays only when keys are nearly unique per row). "
         "The day key also releases "
-        "hundreds of noisy cells. The fixed part (ms) weighs less as the data grows."
-    ),
+        "hundreds of noisy cells. The fixed part (ms) weighs less as the data grows."),
     "≥ 10× faster than SmartNoise": (
         "Both sides must group by person (SmartNoise with a ROW_NUMBER window in SQLite, "
         "dpsql with a GROUP BY in DuckDB); at 1M people that step dominates dpsql's time "
         "(compare the floor under table 2a), so the speed-up is roughly DuckDB's over "
         "SQLite on it, less dpsql's fixed per-query cost. Timings under load are noisy; "
-        "re-run on a quiet machine."
-    ),
+        "re-run on a quiet machine."),
     "MAE ≤ 0.5× SmartNoise's at equal total ε": (
         "For the gaussian mechanism: one release calibrated to (ε = 1, δ = 1e-9) needs a "
         "Gaussian σ several times the Laplace scale b = Δ/ε, so a single query is less "
         "accurate; the Gaussian pays off when many releases compose (section 3). The "
-        "laplace mechanism is the like-for-like comparison with SmartNoise's Laplace noise."
-    ),
+        "laplace mechanism is the like-for-like comparison with SmartNoise's Laplace noise."),
     "session ε ≤ 0.3× SmartNoise's": (
         "For the laplace mechanism: the ledger composes RDP curves, and for many small pure-ε "
         "releases the RDP bound converted to (ε, δ) is looser than the advanced composition "
         "theorem SmartNoise's odometer applies (see the *no cache* row, above 1× SmartNoise); "
         "the saving comes from the cache (20 of 100 queries charged). A ledger that also took "
-        "the advanced-composition (or PLD) bound for pure-ε events would close this."
-    ),
+        "the advanced-composition (or PLD) bound for pure-ε events would close this."),
     "COUNT(*) of prompts by region": (
         "The auto cap comes from one histogram of rows per person released at ε = 0.1; over "
         "independent releases it is 128 or 256 (§7a). At C = 128 the bounded count itself "
         "is about 20% low — the 3% of people with more than 128 prompts hold 18% of the "
         "prompts beyond it — and at 256 about 8% low; the old fixed cap of 10 loses 71%. "
-        "Noise is a few percent either way: the miss is bounding, not noise."
-    ),
+        "Noise is a few percent either way: the miss is bounding, not noise."),
     "AVG(tokens_out) by plan": (
         "Bounding keeps each person's own mean (the bounded AVG is within 0.2% of exact "
         "under both caps), so the error is noise: that of a sum whose sensitivity grows "
@@ -842,26 +632,22 @@ WHY = {
         "noisier; at C = 10 it is within about 10% in its smallest group (team). The auto "
         "cap is chosen for totals and applies to every statistic of the table; a cap "
         "chosen per statistic (small for AVG, VAR and ratios, whose bias from a small cap "
-        "is only a reweighting of people) would meet it."
-    ),
+        "is only a reweighting of people) would meet it."),
     "interval coverage of the bounded value": (
         "Pooled over all cells the intervals cover as claimed; the simulated intervals of "
         "VAR/STDDEV and the delta-method intervals of AVGs over small noisy counts "
         "under-cover (85–89%): both take the spread at the noisy released value, which for "
-        "a variance pinned near 0, or a count pushed down by noise, is too narrow."
-    ),
+        "a variance pinned near 0, or a count pushed down by noise, is too narrow."),
     "every cell more than 10% off": (
         "Cells far off through noise carry an interval that says so but no warning (AVG, "
         "ratios, VAR/STDDEV, differences of released values); cells far off through "
         "bounding carry none when few people are cut but they hold many rows (prompts by "
         "region at C = 128: 3% of people, 20% of the rows; the histogram's rows-left-out "
         "note then estimated under 5%). The goal's note (table above) shows what a warning "
-        "on every cell whose interval exceeds 10% of its value would reach."
-    ),
+        "on every cell whose interval exceeds 10% of its value would reach."),
     "reported ε within 1% of dp-accounting RDP": (
         "The gap is against dp-accounting's default orders (up to 1024) on a few pure-ε "
         "Laplace workloads, whose best order lies beyond dpsql's last order (256); on the "
         "same orders the two agree to rounding. For a single Laplace query dpsql reports "
-        "the pure ε when smaller, so what an analyst sees there is exact."
-    ),
+        "the pure ε when smaller, so what an analyst sees there is exact."),
 }

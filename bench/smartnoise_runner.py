@@ -63,7 +63,6 @@ def _plain(v: Any) -> Any:
 def per_statistic_epsilon(reader: Any, sql: str, total: float, delta: float) -> float:
     """The per-statistic ε whose composed cost, by SmartNoise's own odometer, is ``total``
     (rounded down, so SmartNoise never spends more than dpsql)."""
-
     def cost(e: float) -> float:
         reader.privacy = Privacy(epsilon=e, delta=delta)
         return float(reader.get_privacy_cost(sql)[0])
@@ -99,12 +98,8 @@ def run_queries(reader: Any, task: dict[str, Any], delta: float) -> list[dict[st
             reader.odometer = OdometerHeterogeneous(reader.privacy)
             reader.execute(sql)  # warm-up, and the odometer's spend for one execution
             spent = reader.odometer.spent
-            item.update(
-                per_statistic_epsilon=e,
-                statistics=reader.odometer.k,
-                spent_epsilon=float(spent[0]),
-                spent_delta=float(spent[1]),
-            )
+            item.update(per_statistic_epsilon=e, statistics=reader.odometer.k,
+                        spent_epsilon=float(spent[0]), spent_delta=float(spent[1]))
             times, rows = [], []
             for _ in range(task["runs"]):
                 t0 = time.perf_counter()
@@ -125,13 +120,8 @@ def accept(reader: Any, task: dict[str, Any], delta: float) -> list[dict[str, An
         try:
             reader.privacy = Privacy(epsilon=task["epsilon"], delta=delta)
             result = reader.execute(sql)
-            out.append(
-                {
-                    "sql": sql,
-                    "ok": True,
-                    "first_row": [_plain(v) for v in result[1]] if len(result) > 1 else None,
-                }
-            )
+            out.append({"sql": sql, "ok": True, "first_row": [_plain(v) for v in result[1]]
+                        if len(result) > 1 else None})
         except Exception as exc:
             out.append({"sql": sql, "ok": False, "error": _error(exc)})
     return out
@@ -152,11 +142,8 @@ def session(reader: Any, task: dict[str, Any], delta: float) -> list[dict[str, A
         except Exception as exc:
             item.update(ok=False, error=_error(exc))
         spent = reader.odometer.spent
-        item.update(
-            epsilon=float(spent[0]),
-            delta=float(spent[1]),
-            basic=float(sum(s[0] for s in reader.odometer.steps)),
-        )
+        item.update(epsilon=float(spent[0]), delta=float(spent[1]),
+                    basic=float(sum(s[0] for s in reader.odometer.steps)))
         out.append(item)
     return out
 
@@ -165,11 +152,8 @@ def main() -> None:
     job = json.load(sys.stdin)
     t0 = time.perf_counter()
     df = pd.read_csv(job["csv"])
-    reader = snsql.from_df(
-        df,
-        privacy=Privacy(epsilon=1.0, delta=job["delta"]),
-        metadata=workloads.pums_metadata(job["rows"]),
-    )
+    reader = snsql.from_df(df, privacy=Privacy(epsilon=1.0, delta=job["delta"]),
+                           metadata=workloads.pums_metadata(job["rows"]))
     answer: dict[str, Any] = {
         "load_seconds": time.perf_counter() - t0,
         "versions": {p: version(p) for p in ("smartnoise-sql", "opendp", "pandas", "SQLAlchemy")},

@@ -147,10 +147,7 @@ def main() -> None:
 
         n = args.runs
         results = {}
-        for label, call, offset in (
-            ("trino client", via_trino, 0),
-            ("POST /v1/query", via_rest, n),
-        ):
+        for label, call, offset in (("trino client", via_trino, 0), ("POST /v1/query", via_rest, n)):
             cached_sql = SQL.format(k=17 + offset)
             call(cached_sql)  # the one charge; every later run replays it
             results[label, "cached"] = _percentiles(_time(call, [cached_sql] * n))

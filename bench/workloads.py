@@ -192,35 +192,28 @@ PROBES: tuple[tuple[str, str], ...] = (
     ("MEDIAN", f"SELECT MEDIAN(age) AS m FROM {T}"),
     ("COUNT(DISTINCT person)", f"SELECT COUNT(DISTINCT pid) AS people FROM {T}"),
     ("COUNT(DISTINCT non-person)", f"SELECT COUNT(DISTINCT educ) AS k FROM {T}"),
-    (
-        "HAVING on a hidden aggregate",
-        f"SELECT educ, AVG(age) AS a FROM {T} GROUP BY educ HAVING COUNT(*) > 50",
-    ),
-    ("GROUP BY expression", f"SELECT age / 10 AS decade, COUNT(*) AS n FROM {T} GROUP BY age / 10"),
-    ("CASE inside SUM", f"SELECT SUM(CASE WHEN income > 50000 THEN 1 ELSE 0 END) AS rich FROM {T}"),
+    ("HAVING on a hidden aggregate", f"SELECT educ, AVG(age) AS a FROM {T} GROUP BY educ "
+     "HAVING COUNT(*) > 50"),
+    ("GROUP BY expression", f"SELECT age / 10 AS decade, COUNT(*) AS n FROM {T} "
+     "GROUP BY age / 10"),
+    ("CASE inside SUM", f"SELECT SUM(CASE WHEN income > 50000 THEN 1 ELSE 0 END) AS rich "
+     f"FROM {T}"),
     ("LEAST clamp inside SUM", f"SELECT SUM(LEAST(income, 100000)) AS s FROM {T}"),
-    (
-        "row-level subquery",
-        f"SELECT COUNT(*) AS n FROM (SELECT pid, age FROM {T} WHERE age > 30) AS s",
-    ),
-    (
-        "aggregating subquery",
-        f"SELECT AVG(n) AS a FROM (SELECT educ, COUNT(*) AS n FROM {T} GROUP BY educ) AS s",
-    ),
-    ("self-join on person", f"SELECT COUNT(*) AS n FROM {T} AS a JOIN {T} AS b ON a.pid = b.pid"),
+    ("row-level subquery", f"SELECT COUNT(*) AS n FROM (SELECT pid, age FROM {T} "
+     "WHERE age > 30) AS s"),
+    ("aggregating subquery", f"SELECT AVG(n) AS a FROM (SELECT educ, COUNT(*) AS n FROM {T} "
+     "GROUP BY educ) AS s"),
+    ("self-join on person", f"SELECT COUNT(*) AS n FROM {T} AS a JOIN {T} AS b "
+     "ON a.pid = b.pid"),
     ("IN list", f"SELECT COUNT(*) AS n FROM {T} WHERE educ IN (9, 13)"),
     ("OR in WHERE", f"SELECT COUNT(*) AS n FROM {T} WHERE age < 20 OR age > 80"),
-    (
-        "ORDER BY aggregate expr",
-        f"SELECT educ, COUNT(*) AS n FROM {T} GROUP BY educ ORDER BY COUNT(*) DESC",
-    ),
+    ("ORDER BY aggregate expr", f"SELECT educ, COUNT(*) AS n FROM {T} GROUP BY educ "
+     "ORDER BY COUNT(*) DESC"),
     ("raw column", f"SELECT age FROM {T}"),
     ("GROUP BY person id", f"SELECT pid, COUNT(*) AS n FROM {T} GROUP BY pid"),
     ("window function", f"SELECT COUNT(*) OVER () AS n FROM {T}"),
-    (
-        "UNION of aggregates",
-        f"SELECT COUNT(*) AS n FROM {T} UNION ALL SELECT COUNT(*) AS n FROM {T}",
-    ),
+    ("UNION of aggregates", f"SELECT COUNT(*) AS n FROM {T} UNION ALL "
+     f"SELECT COUNT(*) AS n FROM {T}"),
 )
 
 
@@ -232,201 +225,126 @@ def session(eps_label: str = "") -> list[tuple[str, str]]:
     del eps_label
     # (base sql, four variants): every variant post-processes the base's aggregates.
     questions: list[tuple[str, list[str]]] = [
-        (
+        (f"SELECT COUNT(*) AS n FROM {T}", [
             f"SELECT COUNT(*) AS n FROM {T}",
-            [
-                f"SELECT COUNT(*) AS n FROM {T}",
-                f"SELECT COUNT(*) AS people FROM {T}",
-                f"select count(*) as n from {T}",
-                f"SELECT COUNT(*) / 1000.0 AS thousands FROM {T}",
-            ],
-        ),
-        (
+            f"SELECT COUNT(*) AS people FROM {T}",
+            f"select count(*) as n from {T}",
+            f"SELECT COUNT(*) / 1000.0 AS thousands FROM {T}"]),
+        (f"SELECT SUM(income) AS total FROM {T}", [
             f"SELECT SUM(income) AS total FROM {T}",
-            [
-                f"SELECT SUM(income) AS total FROM {T}",
-                f"SELECT SUM(income) AS income_sum FROM {T}",
-                f"SELECT SUM(income) / 1000 AS total_k FROM {T}",
-                f"SELECT  SUM(income)  AS total  FROM {T}",
-            ],
-        ),
-        (
+            f"SELECT SUM(income) AS income_sum FROM {T}",
+            f"SELECT SUM(income) / 1000 AS total_k FROM {T}",
+            f"SELECT  SUM(income)  AS total  FROM {T}"]),
+        (f"SELECT AVG(age) AS mean_age FROM {T}", [
             f"SELECT AVG(age) AS mean_age FROM {T}",
-            [
-                f"SELECT AVG(age) AS mean_age FROM {T}",
-                f"SELECT AVG(age) AS a FROM {T}",
-                f"SELECT AVG(age) * 12 AS mean_age_months FROM {T}",
-                f"select avg(age) as mean_age from {T}",
-            ],
-        ),
-        (
-            f"SELECT sex, COUNT(*) AS n FROM {T} GROUP BY sex",
-            [
-                f"SELECT sex, COUNT(*) AS n FROM {T} GROUP BY sex ORDER BY n DESC",
-                f"SELECT sex, COUNT(*) AS n FROM {T} GROUP BY sex ORDER BY sex",
-                f"SELECT sex, COUNT(*) AS n FROM {T} GROUP BY sex ORDER BY n DESC LIMIT 1",
-                f"SELECT sex AS s, COUNT(*) AS cnt FROM {T} GROUP BY sex",
-            ],
-        ),
-        (
-            f"SELECT educ, COUNT(*) AS n FROM {T} GROUP BY educ",
-            [
-                f"SELECT educ, COUNT(*) AS n FROM {T} GROUP BY educ ORDER BY n DESC",
-                f"SELECT educ, COUNT(*) AS n FROM {T} GROUP BY educ ORDER BY n DESC LIMIT 3",
-                f"SELECT educ, COUNT(*) AS n FROM {T} GROUP BY educ HAVING n > 100",
-                f"SELECT educ, COUNT(*) AS n FROM {T} GROUP BY educ HAVING n > 20 ORDER BY educ",
-            ],
-        ),
-        (
-            f"SELECT educ, AVG(income) AS mean_income FROM {T} GROUP BY educ",
-            [
-                f"SELECT educ, AVG(income) AS mean_income FROM {T} GROUP BY educ "
-                "ORDER BY mean_income DESC",
-                f"SELECT educ, AVG(income) AS mean_income FROM {T} GROUP BY educ "
-                "ORDER BY mean_income DESC LIMIT 5",
-                f"SELECT educ, AVG(income) AS inc FROM {T} GROUP BY educ",
-                f"SELECT educ, AVG(income) AS mean_income FROM {T} GROUP BY educ "
-                "HAVING mean_income > 30000",
-            ],
-        ),
-        (
+            f"SELECT AVG(age) AS a FROM {T}",
+            f"SELECT AVG(age) * 12 AS mean_age_months FROM {T}",
+            f"select avg(age) as mean_age from {T}"]),
+        (f"SELECT sex, COUNT(*) AS n FROM {T} GROUP BY sex", [
+            f"SELECT sex, COUNT(*) AS n FROM {T} GROUP BY sex ORDER BY n DESC",
+            f"SELECT sex, COUNT(*) AS n FROM {T} GROUP BY sex ORDER BY sex",
+            f"SELECT sex, COUNT(*) AS n FROM {T} GROUP BY sex ORDER BY n DESC LIMIT 1",
+            f"SELECT sex AS s, COUNT(*) AS cnt FROM {T} GROUP BY sex"]),
+        (f"SELECT educ, COUNT(*) AS n FROM {T} GROUP BY educ", [
+            f"SELECT educ, COUNT(*) AS n FROM {T} GROUP BY educ ORDER BY n DESC",
+            f"SELECT educ, COUNT(*) AS n FROM {T} GROUP BY educ ORDER BY n DESC LIMIT 3",
+            f"SELECT educ, COUNT(*) AS n FROM {T} GROUP BY educ HAVING n > 100",
+            f"SELECT educ, COUNT(*) AS n FROM {T} GROUP BY educ HAVING n > 20 ORDER BY educ"]),
+        (f"SELECT educ, AVG(income) AS mean_income FROM {T} GROUP BY educ", [
+            f"SELECT educ, AVG(income) AS mean_income FROM {T} GROUP BY educ "
+            "ORDER BY mean_income DESC",
+            f"SELECT educ, AVG(income) AS mean_income FROM {T} GROUP BY educ "
+            "ORDER BY mean_income DESC LIMIT 5",
+            f"SELECT educ, AVG(income) AS inc FROM {T} GROUP BY educ",
+            f"SELECT educ, AVG(income) AS mean_income FROM {T} GROUP BY educ "
+            "HAVING mean_income > 30000"]),
+        (f"SELECT race, COUNT(*) AS n FROM {T} GROUP BY race", [
             f"SELECT race, COUNT(*) AS n FROM {T} GROUP BY race",
-            [
-                f"SELECT race, COUNT(*) AS n FROM {T} GROUP BY race",
-                f"SELECT race, COUNT(*) AS n FROM {T} GROUP BY race ORDER BY n DESC",
-                f"SELECT race, COUNT(*) AS n FROM {T} GROUP BY race ORDER BY n DESC LIMIT 2",
-                f"SELECT race AS r, COUNT(*) AS k FROM {T} GROUP BY race",
-            ],
-        ),
-        (
-            f"SELECT married, AVG(age) AS mean_age FROM {T} GROUP BY married",
-            [
-                f"SELECT married, AVG(age) AS mean_age FROM {T} GROUP BY married ORDER BY mean_age",
-                f"SELECT married, AVG(age) AS a FROM {T} GROUP BY married",
-                f"SELECT married, AVG(age) AS mean_age FROM {T} GROUP BY married LIMIT 1",
-                f"SELECT married, AVG(age) AS mean_age FROM {T} GROUP BY married "
-                "HAVING mean_age > 40",
-            ],
-        ),
-        (
-            f"SELECT sex, SUM(income) AS total FROM {T} GROUP BY sex",
-            [
-                f"SELECT sex, SUM(income) AS total FROM {T} GROUP BY sex ORDER BY total DESC",
-                f"SELECT sex, SUM(income) / 1000 AS total_k FROM {T} GROUP BY sex",
-                f"SELECT sex, SUM(income) AS s FROM {T} GROUP BY sex",
-                f"SELECT sex, SUM(income) AS total FROM {T} GROUP BY sex "
-                "ORDER BY total DESC LIMIT 1",
-            ],
-        ),
-        (
+            f"SELECT race, COUNT(*) AS n FROM {T} GROUP BY race ORDER BY n DESC",
+            f"SELECT race, COUNT(*) AS n FROM {T} GROUP BY race ORDER BY n DESC LIMIT 2",
+            f"SELECT race AS r, COUNT(*) AS k FROM {T} GROUP BY race"]),
+        (f"SELECT married, AVG(age) AS mean_age FROM {T} GROUP BY married", [
+            f"SELECT married, AVG(age) AS mean_age FROM {T} GROUP BY married "
+            "ORDER BY mean_age",
+            f"SELECT married, AVG(age) AS a FROM {T} GROUP BY married",
+            f"SELECT married, AVG(age) AS mean_age FROM {T} GROUP BY married LIMIT 1",
+            f"SELECT married, AVG(age) AS mean_age FROM {T} GROUP BY married "
+            "HAVING mean_age > 40"]),
+        (f"SELECT sex, SUM(income) AS total FROM {T} GROUP BY sex", [
+            f"SELECT sex, SUM(income) AS total FROM {T} GROUP BY sex ORDER BY total DESC",
+            f"SELECT sex, SUM(income) / 1000 AS total_k FROM {T} GROUP BY sex",
+            f"SELECT sex, SUM(income) AS s FROM {T} GROUP BY sex",
+            f"SELECT sex, SUM(income) AS total FROM {T} GROUP BY sex "
+            "ORDER BY total DESC LIMIT 1"]),
+        (f"SELECT COUNT(*) AS n FROM {T} WHERE age >= 65", [
             f"SELECT COUNT(*) AS n FROM {T} WHERE age >= 65",
-            [
-                f"SELECT COUNT(*) AS n FROM {T} WHERE age >= 65",
-                f"SELECT COUNT(*) AS seniors FROM {T} WHERE age >= 65",
-                f"SELECT COUNT(*) AS n FROM {T}  WHERE  age >= 65",
-                f"select count(*) as n from {T} where age >= 65",
-            ],
-        ),
-        (
+            f"SELECT COUNT(*) AS seniors FROM {T} WHERE age >= 65",
+            f"SELECT COUNT(*) AS n FROM {T}  WHERE  age >= 65",
+            f"select count(*) as n from {T} where age >= 65"]),
+        (f"SELECT COUNT(*) AS n FROM {T} WHERE age >= 40 AND married = 1", [
+            f"SELECT COUNT(*) AS n FROM {T} WHERE married = 1 AND age >= 40",
             f"SELECT COUNT(*) AS n FROM {T} WHERE age >= 40 AND married = 1",
-            [
-                f"SELECT COUNT(*) AS n FROM {T} WHERE married = 1 AND age >= 40",
-                f"SELECT COUNT(*) AS n FROM {T} WHERE age >= 40 AND married = 1",
-                f"SELECT COUNT(*) AS c FROM {T} WHERE age >= 40 AND married = 1",
-                f"SELECT COUNT(*) * 1.0 AS n FROM {T} WHERE age >= 40 AND married = 1",
-            ],
-        ),
-        (
+            f"SELECT COUNT(*) AS c FROM {T} WHERE age >= 40 AND married = 1",
+            f"SELECT COUNT(*) * 1.0 AS n FROM {T} WHERE age >= 40 AND married = 1"]),
+        (f"SELECT VARIANCE(age) AS var_age FROM {T}", [
             f"SELECT VARIANCE(age) AS var_age FROM {T}",
-            [
-                f"SELECT VARIANCE(age) AS var_age FROM {T}",
-                f"SELECT VARIANCE(age) AS v FROM {T}",
-                f"select variance(age) as var_age from {T}",
-                f"SELECT VARIANCE(age) / 100 AS var_age_scaled FROM {T}",
-            ],
-        ),
-        (
-            f"SELECT sex, married, COUNT(*) AS n FROM {T} GROUP BY sex, married",
-            [
-                f"SELECT sex, married, COUNT(*) AS n FROM {T} GROUP BY sex, married "
-                "ORDER BY n DESC",
-                f"SELECT sex, married, COUNT(*) AS n FROM {T} GROUP BY sex, married "
-                "ORDER BY sex, married",
-                f"SELECT sex, married, COUNT(*) AS n FROM {T} GROUP BY sex, married HAVING n > 200",
-                f"SELECT sex, married, COUNT(*) AS n FROM {T} GROUP BY sex, married LIMIT 2",
-            ],
-        ),
-        (
-            f"SELECT educ, SUM(income) AS total, COUNT(*) AS n FROM {T} GROUP BY educ",
-            [
-                f"SELECT educ, SUM(income) AS total, COUNT(*) AS n FROM {T} GROUP BY educ "
-                "ORDER BY total DESC",
-                f"SELECT educ, SUM(income) AS total, COUNT(*) AS n FROM {T} GROUP BY educ "
-                "ORDER BY n DESC LIMIT 4",
-                f"SELECT educ, SUM(income) AS t, COUNT(*) AS c FROM {T} GROUP BY educ",
-                f"SELECT educ, SUM(income) AS total, COUNT(*) AS n FROM {T} GROUP BY educ "
-                "HAVING n > 30",
-            ],
-        ),
-        (
+            f"SELECT VARIANCE(age) AS v FROM {T}",
+            f"select variance(age) as var_age from {T}",
+            f"SELECT VARIANCE(age) / 100 AS var_age_scaled FROM {T}"]),
+        (f"SELECT sex, married, COUNT(*) AS n FROM {T} GROUP BY sex, married", [
+            f"SELECT sex, married, COUNT(*) AS n FROM {T} GROUP BY sex, married "
+            "ORDER BY n DESC",
+            f"SELECT sex, married, COUNT(*) AS n FROM {T} GROUP BY sex, married "
+            "ORDER BY sex, married",
+            f"SELECT sex, married, COUNT(*) AS n FROM {T} GROUP BY sex, married "
+            "HAVING n > 200",
+            f"SELECT sex, married, COUNT(*) AS n FROM {T} GROUP BY sex, married LIMIT 2"]),
+        (f"SELECT educ, SUM(income) AS total, COUNT(*) AS n FROM {T} GROUP BY educ", [
+            f"SELECT educ, SUM(income) AS total, COUNT(*) AS n FROM {T} GROUP BY educ "
+            "ORDER BY total DESC",
+            f"SELECT educ, SUM(income) AS total, COUNT(*) AS n FROM {T} GROUP BY educ "
+            "ORDER BY n DESC LIMIT 4",
+            f"SELECT educ, SUM(income) AS t, COUNT(*) AS c FROM {T} GROUP BY educ",
+            f"SELECT educ, SUM(income) AS total, COUNT(*) AS n FROM {T} GROUP BY educ "
+            "HAVING n > 30"]),
+        (f"SELECT COUNT(*) AS n FROM {T} WHERE income > 50000", [
             f"SELECT COUNT(*) AS n FROM {T} WHERE income > 50000",
-            [
-                f"SELECT COUNT(*) AS n FROM {T} WHERE income > 50000",
-                f"SELECT COUNT(*) AS high_earners FROM {T} WHERE income > 50000",
-                f"select count(*) as n from {T} where income > 50000",
-                f"SELECT COUNT(*) / 10.0 AS pct FROM {T} WHERE income > 50000",
-            ],
-        ),
-        (
-            f"SELECT married, SUM(income) AS total FROM {T} GROUP BY married",
-            [
-                f"SELECT married, SUM(income) AS total FROM {T} GROUP BY married ORDER BY total",
-                f"SELECT married, SUM(income) AS s FROM {T} GROUP BY married",
-                f"SELECT married, SUM(income) AS total FROM {T} GROUP BY married LIMIT 1",
-                f"SELECT married, SUM(income) AS total FROM {T} GROUP BY married "
-                "ORDER BY total DESC LIMIT 1",
-            ],
-        ),
-        (
+            f"SELECT COUNT(*) AS high_earners FROM {T} WHERE income > 50000",
+            f"select count(*) as n from {T} where income > 50000",
+            f"SELECT COUNT(*) / 10.0 AS pct FROM {T} WHERE income > 50000"]),
+        (f"SELECT married, SUM(income) AS total FROM {T} GROUP BY married", [
+            f"SELECT married, SUM(income) AS total FROM {T} GROUP BY married "
+            "ORDER BY total",
+            f"SELECT married, SUM(income) AS s FROM {T} GROUP BY married",
+            f"SELECT married, SUM(income) AS total FROM {T} GROUP BY married LIMIT 1",
+            f"SELECT married, SUM(income) AS total FROM {T} GROUP BY married "
+            "ORDER BY total DESC LIMIT 1"]),
+        (f"SELECT AVG(income) AS mean_income FROM {T} WHERE age BETWEEN 25 AND 64", [
             f"SELECT AVG(income) AS mean_income FROM {T} WHERE age BETWEEN 25 AND 64",
-            [
-                f"SELECT AVG(income) AS mean_income FROM {T} WHERE age BETWEEN 25 AND 64",
-                f"SELECT AVG(income) AS m FROM {T} WHERE age BETWEEN 25 AND 64",
-                f"SELECT AVG(income) / 1000 AS mean_k FROM {T} WHERE age BETWEEN 25 AND 64",
-                f"select avg(income) as mean_income from {T} where age between 25 and 64",
-            ],
-        ),
-        (
-            f"SELECT race, AVG(age) AS mean_age FROM {T} GROUP BY race",
-            [
-                f"SELECT race, AVG(age) AS mean_age FROM {T} GROUP BY race ORDER BY mean_age",
-                f"SELECT race, AVG(age) AS a FROM {T} GROUP BY race",
-                f"SELECT race, AVG(age) AS mean_age FROM {T} GROUP BY race LIMIT 3",
-                f"SELECT race, AVG(age) AS mean_age FROM {T} GROUP BY race "
-                "ORDER BY mean_age DESC LIMIT 1",
-            ],
-        ),
-        (
-            f"SELECT sex, AVG(income) AS mean_income FROM {T} WHERE married = 1 GROUP BY sex",
-            [
-                f"SELECT sex, AVG(income) AS mean_income FROM {T} WHERE married = 1 "
-                "GROUP BY sex ORDER BY mean_income DESC",
-                f"SELECT sex, AVG(income) AS mi FROM {T} WHERE married = 1 GROUP BY sex",
-                f"SELECT sex, AVG(income) AS mean_income FROM {T} WHERE married = 1 "
-                "GROUP BY sex LIMIT 1",
-                f"SELECT sex, AVG(income) / 1000 AS mean_k FROM {T} WHERE married = 1 GROUP BY sex",
-            ],
-        ),
-        (
-            f"SELECT educ, AVG(age) AS mean_age FROM {T} GROUP BY educ",
-            [
-                f"SELECT educ, AVG(age) AS mean_age FROM {T} GROUP BY educ ORDER BY mean_age",
-                f"SELECT educ, AVG(age) AS a FROM {T} GROUP BY educ",
-                f"SELECT educ, AVG(age) AS mean_age FROM {T} GROUP BY educ "
-                "ORDER BY mean_age DESC LIMIT 3",
-                f"SELECT educ, AVG(age) AS mean_age FROM {T} GROUP BY educ HAVING mean_age > 45",
-            ],
-        ),
+            f"SELECT AVG(income) AS m FROM {T} WHERE age BETWEEN 25 AND 64",
+            f"SELECT AVG(income) / 1000 AS mean_k FROM {T} WHERE age BETWEEN 25 AND 64",
+            f"select avg(income) as mean_income from {T} where age between 25 and 64"]),
+        (f"SELECT race, AVG(age) AS mean_age FROM {T} GROUP BY race", [
+            f"SELECT race, AVG(age) AS mean_age FROM {T} GROUP BY race ORDER BY mean_age",
+            f"SELECT race, AVG(age) AS a FROM {T} GROUP BY race",
+            f"SELECT race, AVG(age) AS mean_age FROM {T} GROUP BY race LIMIT 3",
+            f"SELECT race, AVG(age) AS mean_age FROM {T} GROUP BY race "
+            "ORDER BY mean_age DESC LIMIT 1"]),
+        (f"SELECT sex, AVG(income) AS mean_income FROM {T} WHERE married = 1 GROUP BY sex", [
+            f"SELECT sex, AVG(income) AS mean_income FROM {T} WHERE married = 1 "
+            "GROUP BY sex ORDER BY mean_income DESC",
+            f"SELECT sex, AVG(income) AS mi FROM {T} WHERE married = 1 GROUP BY sex",
+            f"SELECT sex, AVG(income) AS mean_income FROM {T} WHERE married = 1 "
+            "GROUP BY sex LIMIT 1",
+            f"SELECT sex, AVG(income) / 1000 AS mean_k FROM {T} WHERE married = 1 "
+            "GROUP BY sex"]),
+        (f"SELECT educ, AVG(age) AS mean_age FROM {T} GROUP BY educ", [
+            f"SELECT educ, AVG(age) AS mean_age FROM {T} GROUP BY educ ORDER BY mean_age",
+            f"SELECT educ, AVG(age) AS a FROM {T} GROUP BY educ",
+            f"SELECT educ, AVG(age) AS mean_age FROM {T} GROUP BY educ "
+            "ORDER BY mean_age DESC LIMIT 3",
+            f"SELECT educ, AVG(age) AS mean_age FROM {T} GROUP BY educ "
+            "HAVING mean_age > 45"]),
     ]
     out: list[tuple[str, str]] = []
     # Five passes: the 20 questions first, then each pass revisits every question with
@@ -435,7 +353,7 @@ def session(eps_label: str = "") -> list[tuple[str, str]]:
         out.append((f"Q{q + 1}", base))
     for v in range(4):
         order = list(range(len(questions)))
-        order = order[v * 5 :] + order[: v * 5]
+        order = order[v * 5:] + order[:v * 5]
         for q in order:
             out.append((f"Q{q + 1}.{v + 1}", questions[q][1][v]))
     assert len(out) == 100

@@ -44,10 +44,8 @@ class PumsEngine:
         self._tmp = tempfile.TemporaryDirectory()
         folder = Path(self._tmp.name)
         text = workloads.pums_policy(
-            workloads.dataset(rows),
-            folder / "ledger.sqlite",
-            mechanism=mechanism,
-            population_delta=population_delta,
+            workloads.dataset(rows), folder / "ledger.sqlite",
+            mechanism=mechanism, population_delta=population_delta,
         )
         t0 = time.perf_counter()
         self.engine = Engine(parse_policy(text, base_dir=folder))
@@ -58,24 +56,14 @@ class PumsEngine:
         try:
             r = self.engine.run(QueryRequest(sql, epsilon=epsilon, delta=delta))
         except DPSQLError as error:
-            return Answer(
-                False,
-                time.perf_counter() - t0,
-                error=f"{error.code}: {str(error).splitlines()[0][:300]}",
-            )
+            return Answer(False, time.perf_counter() - t0,
+                          error=f"{error.code}: {str(error).splitlines()[0][:300]}")
         seconds = time.perf_counter() - t0
-        return Answer(
-            True,
-            seconds,
-            tuple(r.columns),
-            tuple(tuple(x) for x in r.rows),
-            r.privacy.epsilon,
-            r.privacy.cached,
-        )
+        return Answer(True, seconds, tuple(r.columns), tuple(tuple(x) for x in r.rows),
+                      r.privacy.epsilon, r.privacy.cached)
 
-    def plan_curve(
-        self, sql: str, epsilon: float, delta: float = workloads.QUERY_DELTA
-    ) -> tuple[Curve, float]:
+    def plan_curve(self, sql: str, epsilon: float,
+                   delta: float = workloads.QUERY_DELTA) -> tuple[Curve, float]:
         """The RDP curve and thresholding δ the query would be charged if it missed."""
         _, plan = self.engine.prepare(QueryRequest(sql, epsilon=epsilon, delta=delta))
         return plan.curve, plan.delta_threshold
