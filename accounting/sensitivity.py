@@ -29,6 +29,7 @@ class AggregateKind(StrEnum):
     SUM_SQUARES = "sum_squares"
     DISTINCT_COUNT = "distinct_count"
     DISTINCT_SUM = "distinct_sum"
+    DISTINCT_SQUARES = "distinct_squares"
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,9 @@ def sensitivity(
       values nobody else kept, at most C of them (a value held by many counts once);
     * DISTINCT_SUM (SUM(DISTINCT x) over the same kept values): C·max(|L|, |U|) — the
       values removed with a person are at most C, each in [L, U];
+    * DISTINCT_SQUARES (Σ (v − m)² over the same kept distinct values, m = (L+U)/2, for
+      VAR(DISTINCT x)): C·((U−L)/2)² — at most C values removed, each term in
+      [0, ((U−L)/2)²];
     * SUM: C·max(|L|, |U|) — a person's clamped sum lies in [C·min(L,0), C·max(U,0)] and
       removing the person moves the group's sum by exactly that contribution;
     * CENTRED_SUM (values minus m = (L+U)/2, for AVG and VAR): C·(U−L)/2;

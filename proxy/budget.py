@@ -37,6 +37,7 @@ _KINDS = {
     C.COUNT: AggregateKind.ROW_COUNT,
     C.DISTINCT: AggregateKind.DISTINCT_COUNT,
     C.DISTINCT_SUM: AggregateKind.DISTINCT_SUM,
+    C.DISTINCT_SQUARES: AggregateKind.DISTINCT_SQUARES,
     C.PERSONS: AggregateKind.PERSON_COUNT,
     C.CLIPPED: AggregateKind.PERSON_COUNT,
     C.SUM: AggregateKind.SUM,

@@ -150,12 +150,12 @@ def _aggregate(node: exp.Expr, unit_cols: set[tuple[str, str]], text: str) -> S.
         _check_scalar(inner, "an aggregate argument")
         return S.AggregateCall(S.COUNT, inner, text)
     kind = AGGREGATES[type(node)]
-    if isinstance(node.this, exp.Distinct) and kind in (S.SUM, S.AVG):
+    distinct_kinds = {S.SUM: S.SUM_DISTINCT, S.AVG: S.AVG_DISTINCT, **S.DISTINCT_VARIANCE}
+    if isinstance(node.this, exp.Distinct) and kind in distinct_kinds:
         exprs = node.this.expressions
         if len(exprs) == 1:
             _check_scalar(exprs[0], "an aggregate argument")
-            distinct = S.SUM_DISTINCT if kind == S.SUM else S.AVG_DISTINCT
-            return S.AggregateCall(distinct, exprs[0], text)
+            return S.AggregateCall(distinct_kinds[kind], exprs[0], text)
     if isinstance(node.this, exp.Distinct):
         raise unsupported(
             f"{kind.upper()}(DISTINCT ...) is not answered", "drop DISTINCT", position_of(node)

@@ -48,6 +48,7 @@ from proxy.release import PostProcessor, release, release_keys
 from proxy.request import QueryRequest
 from proxy.result import Result, build_result
 from proxy.rewrite import Core, rewrite
+from proxy.rewrite.core import DISTINCT_KINDS
 from proxy.shape import Shape
 
 PLAN_MEMO_SIZE = 512
@@ -344,7 +345,7 @@ class Engine:
             clipping=settings.clipping_share > 0 and per_person is None,
         )
         if self.executor.dialect != "duckdb" and any(
-            s.kind in ("distinct", "distinct_sum") for s in core.statistics
+            s.kind in DISTINCT_KINDS for s in core.statistics
         ):
             # Like the quantiles' histograms below: DuckDB SQL only for now.
             raise DPSQLError(

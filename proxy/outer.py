@@ -81,12 +81,18 @@ def _post_expression(
         return _least(_greatest(mean, _number(total.lower)), _number(total.upper))
     if call.kind == S.SUM:
         return col(C.SUM)
-    stat = core.statistic(C.CENTRED_SUM, arg_sql[call.sql])
+    distinct = call.kind in S.VARIANCE_DISTINCT_KINDS
+    stat = core.statistic(C.DISTINCT_SUM if distinct else C.CENTRED_SUM, arg_sql[call.sql])
+    count, squares = (C.DISTINCT, C.DISTINCT_SQUARES) if distinct else (C.COUNT, C.CENTRED_SQUARES)
 
     def n(floor: int = 1) -> exp.Expr:  # GREATEST(count, floor)
-        return _greatest(col(C.COUNT), exp.Literal.number(floor))
+        return _greatest(col(count), exp.Literal.number(floor))
 
-    def mean_c() -> exp.Expr:  # (centred sum / n)
+    def mean_c() -> exp.Expr:  # (centred sum / n); distinct: (sum / n − m)
+        if distinct:
+            return exp.Paren(
+                this=exp.Sub(this=_div(col(C.DISTINCT_SUM), n()), expression=_number(stat.centre))
+            )
         return exp.Paren(this=_div(col(C.CENTRED_SUM), n()))
 
     if call.kind == S.AVG:
@@ -96,11 +102,11 @@ def _post_expression(
     half = (stat.upper - stat.lower) / 2.0
     # LEAST(GREATEST(squares / n - mean_c * mean_c, 0), half²)
     spread = exp.Sub(
-        this=_div(col(C.CENTRED_SQUARES), n()),
+        this=_div(col(squares), n()),
         expression=exp.Mul(this=mean_c(), expression=mean_c()),
     )
     var = _least(_greatest(spread, exp.Literal.number(0)), _number(half * half))
-    if call.kind in (S.VAR_SAMP, S.STDDEV_SAMP):
+    if call.kind.removesuffix("_distinct") in (S.VAR_SAMP, S.STDDEV_SAMP):
         # (var * n2 / (n2 - 1)) with n2 = GREATEST(count, 2)
         minus_one = exp.Paren(this=exp.Sub(this=n(2), expression=exp.Literal.number(1)))
         var = exp.Paren(this=_div(exp.Mul(this=var, expression=n(2)), minus_one))

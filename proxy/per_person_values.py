@@ -65,6 +65,11 @@ _KINDS = {
     S.QUANTILE: InnerAggregate.MEAN,
     S.MINIMUM: InnerAggregate.ORDER,
     S.MAXIMUM: InnerAggregate.ORDER,
+    # Distinct values are a subset of the person's values: the same bounds hold.
+    S.DISTINCT_VARIANCE[S.VAR_POP]: InnerAggregate.VAR_POP,
+    S.DISTINCT_VARIANCE[S.VAR_SAMP]: InnerAggregate.VAR_SAMP,
+    S.DISTINCT_VARIANCE[S.STDDEV_POP]: InnerAggregate.STDDEV_POP,
+    S.DISTINCT_VARIANCE[S.STDDEV_SAMP]: InnerAggregate.STDDEV_SAMP,
     S.VAR_POP: InnerAggregate.VAR_POP,
     S.VAR_SAMP: InnerAggregate.VAR_SAMP,
     S.STDDEV_POP: InnerAggregate.STDDEV_POP,

@@ -26,6 +26,9 @@ VAR_SAMP = "var_samp"
 STDDEV_POP = "stddev_pop"
 STDDEV_SAMP = "stddev_samp"
 VARIANCE_KINDS = (VAR_POP, VAR_SAMP, STDDEV_POP, STDDEV_SAMP)
+# VAR/STDDEV(DISTINCT x): the variance of the bounded distinct values (as SUM(DISTINCT)).
+DISTINCT_VARIANCE = {k: f"{k}_distinct" for k in VARIANCE_KINDS}
+VARIANCE_DISTINCT_KINDS = tuple(DISTINCT_VARIANCE.values())
 # Released by the exponential mechanism over a grid (proxy/quantile_sql.py lists the
 # spellings): a quantile at level ``q``, or MIN/MAX as the value a few rows from the end.
 QUANTILE = "quantile"

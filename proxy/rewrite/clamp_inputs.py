@@ -79,6 +79,7 @@ def _check_magnitude(stat: C.Statistic, max_rows: int) -> None:
         C.SUM: max_rows * max(abs(stat.lower), abs(stat.upper)),
         C.CENTRED_SUM: max_rows * half,
         C.CENTRED_SQUARES: max_rows * half * half,
+        C.DISTINCT_SQUARES: max_rows * half * half,
     }.get(stat.kind, 0.0)
     if not per_group <= MAX_PER_GROUP:
         raise bad_request(
@@ -96,6 +97,11 @@ MAX_INTEGER_PER_GROUP = 2**28
 
 
 def _integer_fits(stat: C.Statistic, max_rows: int, scaled: bool) -> C.Statistic:
+    if stat.integer and stat.kind == C.DISTINCT_SQUARES:
+        # Summed across people, never scaled; exact while one person's bound is small.
+        half = (stat.upper - stat.lower) / 2.0
+        if max_rows * half * half > MAX_INTEGER_PER_GROUP:
+            return replace(stat, integer=False)
     if stat.integer and stat.kind in (C.SUM, C.CENTRED_SUM, C.CENTRED_SQUARES):
         if scaled:
             # A person's sum may be scaled to C rows' worth (see per_person._scaled):
@@ -160,8 +166,9 @@ def apply(core: C.Core) -> C.Core:
             argument_sql[call.sql] = raw.sql(dialect="duckdb")
             add(C.Statistic(C.DISTINCT, argument_sql[call.sql]))
             continue
-        if call.kind in (S.SUM_DISTINCT, S.AVG_DISTINCT):
-            arg, rng = clamped_argument(core, raw, call.kind.upper().replace("_", "(") + ")")
+        if call.kind in (S.SUM_DISTINCT, S.AVG_DISTINCT, *S.VARIANCE_DISTINCT_KINDS):
+            label = call.kind.removesuffix("_distinct").upper() + "(DISTINCT)"
+            arg, rng = clamped_argument(core, raw, label)
             arguments[call.sql] = arg
             key = argument_sql[call.sql] = arg.sql(dialect="duckdb")
             add(
@@ -174,8 +181,20 @@ def apply(core: C.Core) -> C.Core:
                     values_integer=rng.integer,
                 )
             )
-            if call.kind == S.AVG_DISTINCT:
+            if call.kind != S.SUM_DISTINCT:
                 add(C.Statistic(C.DISTINCT, key))
+            if call.kind in S.VARIANCE_DISTINCT_KINDS:
+                centred_integer = rng.integer and float(rng.lower + rng.upper) % 2 == 0
+                add(
+                    C.Statistic(
+                        C.DISTINCT_SQUARES,
+                        key,
+                        rng.lower,
+                        rng.upper,
+                        centred_integer,
+                        values_integer=rng.integer,
+                    )
+                )
             continue
         if call.kind == S.COUNT:
             arg = raw

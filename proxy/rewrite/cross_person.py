@@ -54,7 +54,7 @@ def apply(core: C.Core) -> C.Core:
     cols: list[exp.Expr] = [exp.column(k) for k in core.key_columns()]
     l0_cut = any(name == "heavy" for name, _ in core.ctes)
     for stat in core.statistics:
-        if stat.kind in (C.DISTINCT, C.DISTINCT_SUM):
+        if stat.kind in C.DISTINCT_KINDS:
             continue  # joined on below (distinct_values.with_counts)
         if stat.kind == C.PERSONS:
             cols.append(exp.alias_(exp.Count(this=exp.Star()), stat.column, copy=False))

@@ -33,13 +33,26 @@ from sqlglot import exp
 from proxy.rewrite import core as C
 from proxy.rewrite.per_person import argument_columns
 
-_KINDS = (C.DISTINCT, C.DISTINCT_SUM)
+_KINDS = C.DISTINCT_KINDS
 MAX_UNITS = 2**62  # integer sums saturate here, as in the cross-person rule
+
+
+def _literal(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 def _aggregate(stat: C.Statistic, value: str) -> str:
     if stat.kind == C.DISTINCT:
         return f"COUNT(DISTINCT {value})"
+    if stat.kind == C.DISTINCT_SQUARES:
+        # Read from the group's distinct values (dd<j>): (v − m)² is not one-to-one in v.
+        # |v − m| ≤ (U − L)/2 ≤ 1e9 (clamp_inputs' magnitude check): no overflow.
+        m = _literal(stat.centre)
+        if stat.integer:
+            d = f"CAST(CAST({value} AS BIGINT) - {m} AS HUGEINT)"
+            return f"LEAST(GREATEST(COALESCE(SUM({d} * {d}), 0), -{MAX_UNITS}), {MAX_UNITS})"
+        d = f"(CAST({value} AS DOUBLE) - {m})"
+        return f"COALESCE(SUM({d} * {d}), 0)"
     if stat.integer:
         # Exact in HUGEINT, saturated (a contraction) so the BIGINT cast cannot fail.
         return f"LEAST(GREATEST(COALESCE(SUM(DISTINCT {value}), 0), -{MAX_UNITS}), {MAX_UNITS})"
@@ -72,8 +85,14 @@ def _ctes(core: C.Core, stats: list[C.Statistic], index: int, column: str) -> di
         same = "".join(f" AND dk{index}.{k} IS NOT DISTINCT FROM bounded.{k}" for k in keys)
         picked = "".join(f"dk{index}.{k}, " for k in keys)
         source = f"dk{index} SEMI JOIN bounded ON dk{index}.__u = bounded.__u{same}"
+    value = f"dk{index}.__v"
+    if any(s.kind == C.DISTINCT_SQUARES for s in stats):
+        # Each group's distinct values once (COUNT/SUM(DISTINCT) read the same set).
+        ctes[f"dd{index}"] = f"SELECT DISTINCT {picked}{value} AS __v FROM {source}"
+        picked = "".join(f"{k}, " for k in all_keys)
+        source, value = f"dd{index}", "__v"
     group = f" GROUP BY {', '.join(picked.rstrip(', ').split(', '))}" if all_keys else ""
-    outputs = ", ".join(f"{_aggregate(s, f'dk{index}.__v')} AS {s.column}" for s in stats)
+    outputs = ", ".join(f"{_aggregate(s, value)} AS {s.column}" for s in stats)
     ctes[f"dg{index}"] = f"SELECT {picked}{outputs} FROM {source}{group}"
     return ctes
 

@@ -47,7 +47,7 @@ def _widened(core: C.Core, arg_sql: str, arg: exp.Expr) -> exp.Expr:
     stats = [
         s
         for s in core.statistics
-        if s.arg_sql == arg_sql and s.kind not in (C.COUNT, C.DISTINCT, C.DISTINCT_SUM)
+        if s.arg_sql == arg_sql and s.kind != C.COUNT and s.kind not in C.DISTINCT_KINDS
     ]
     if not stats:
         return arg  # only counted: its type does not matter
@@ -89,7 +89,7 @@ def raw_statistic(
     sums of a person with more than C values are scaled to C values' worth."""
     if stat.kind == C.ROWS:
         return exp.Count(this=exp.Star())
-    if stat.kind in (C.PERSONS, C.DISTINCT, C.DISTINCT_SUM):
+    if stat.kind == C.PERSONS or stat.kind in C.DISTINCT_KINDS:
         return None  # counted across people (cross_person, distinct_values)
     if stat.kind == C.CLIPPED:
         if max_rows is None:

@@ -35,7 +35,12 @@ QUANTILE_FIXTURES = frozenset(
 # COUNT(DISTINCT value)'s per-person cut (a window and SEMI JOIN in DuckDB's SQL) has no
 # PostgreSQL form yet: refused there before any charge, like the quantiles.
 DISTINCT_FIXTURES = frozenset(
-    {"demo_count_distinct_l0", "pums_count_distinct", "pums_sum_avg_distinct"}
+    {
+        "demo_count_distinct_l0",
+        "pums_count_distinct",
+        "pums_sum_avg_distinct",
+        "pums_var_distinct",
+    }
 )
 # Arithmetic over a per-person value (FLOOR(COUNT(*) / 3)): the PostgreSQL renderer types
 # expressions from the catalog's columns and cannot type the derived table's aggregate

@@ -433,6 +433,12 @@ DEMO: tuple[Entry, ...] = (
         "#13 §2 SUM/AVG(DISTINCT value): C kept values per person, each in [L, U]",
     ),
     Entry(
+        "distinct_var_by_plan",
+        "SELECT u.plan, VARIANCE(DISTINCT p.tokens_in) AS v, STDDEV_POP(DISTINCT p.latency_ms) "
+        "AS sd FROM prompts p JOIN users u ON u.user_id = p.user_id GROUP BY u.plan",
+        "#13 §2 VAR/STDDEV(DISTINCT value): Σ(v − m)² over C kept values per person",
+    ),
+    Entry(
         "union_all_sources",
         "SELECT src, COUNT(*) AS n, SUM(x) AS s FROM (SELECT user_id, 'prompt' AS src, "
         "tokens_in AS x FROM prompts UNION ALL SELECT user_id, 'ticket', "
