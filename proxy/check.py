@@ -45,19 +45,37 @@ def check_statement(tree: exp.Expr) -> None:
             isinstance(node, exp.Select)
             and node.args.get("distinct")
             and node is tree
-            and (tree.args.get("group") or any(True for _ in tree.find_all(exp.AggFunc)))
+            and (
+                tree.args.get("group")
+                or (any(True for _ in tree.find_all(exp.AggFunc)) and not _single_row(tree))
+            )
         ):
             raise unsupported(
-                "SELECT DISTINCT is answered only as a list of keys (no aggregates, no GROUP BY)",
+                "SELECT DISTINCT is answered as a list of keys (no GROUP BY) or over "
+                "aggregates without GROUP BY (one row), not with GROUP BY",
                 "drop DISTINCT: an aggregate with GROUP BY already gives one row per group",
                 position_of(node),
             )
+
+
+def _single_row(select: exp.Select) -> bool:
+    """Aggregates and no GROUP BY: at most one output row, whatever DISTINCT says."""
+    distinct = select.args.get("distinct")
+    return (
+        not select.args.get("group")
+        and not (isinstance(distinct, exp.Distinct) and distinct.args.get("on"))
+        and any(True for _ in select.find_all(exp.AggFunc))
+    )
 
 
 def distinct_as_group_by(tree: exp.Expr) -> exp.Expr:
     """``SELECT DISTINCT a, b FROM …`` is ``SELECT a, b FROM … GROUP BY a, b``: a list of
     keys, released like any grouping (in place; call after :func:`check_statement`)."""
     if isinstance(tree, exp.Select) and tree.args.get("distinct"):
+        if _single_row(tree):
+            # Aggregates without GROUP BY give one row: DISTINCT changes nothing.
+            tree.set("distinct", None)
+            return tree
         keys = [e.this if isinstance(e, exp.Alias) else e for e in tree.expressions]
         tree.set("distinct", None)
         tree.set("group", exp.Group(expressions=[k.copy() for k in keys]))

@@ -426,3 +426,21 @@ def test_var_distinct_noise_has_the_declared_scale(env) -> None:
     assert draws.std() == pytest.approx(std, rel=0.05)
     half = (noise.statistic.upper - noise.statistic.lower) / 2
     assert noise.sensitivity.per_group == pytest.approx(C * half * half)
+
+
+def test_distinct_over_aggregates_without_group_by_is_the_same_release(env) -> None:
+    """Aggregates without GROUP BY give one row: DISTINCT is dropped, the release (and its
+    cache key) is the plain query's. With GROUP BY it stays refused, before any charge."""
+    engine, _ = env
+    _, plain = engine.prepare(QueryRequest("SELECT SUM(age) AS s FROM users", epsilon=1.0))
+    _, distinct = engine.prepare(
+        QueryRequest("SELECT DISTINCT SUM(age) AS s FROM users", epsilon=1.0)
+    )
+    assert distinct.cache_key == plain.cache_key
+    r = engine.run(QueryRequest("SELECT DISTINCT COUNT(*) AS n FROM users", epsilon=1.0))
+    assert len(r.rows) == 1
+    before = _charges(engine)
+    with pytest.raises(DPSQLError) as info:
+        engine.run(QueryRequest("SELECT DISTINCT plan, COUNT(*) FROM users GROUP BY plan"))
+    assert info.value.code == "unsupported_sql" and "drop DISTINCT" in (info.value.hint or "")
+    assert _charges(engine) == before
