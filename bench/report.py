@@ -521,8 +521,8 @@ def render_acceptance(sec: dict[str, Any], fig: dict[str, str]) -> str:
         "in aggregates and keys, and BigQuery's and ZetaSQL's DP clauses. §1–§5 then took "
         "the peer-accepted share from 170 / 199 to the figure above: `COUNT`/`SUM`/`AVG`/"
         "`VARIANCE`/`STDDEV(DISTINCT x)` (each person's distinct values bounded by C), "
-        "`SELECT DISTINCT` over a one-row aggregate, nested aggregates, and BigQuery's "
-        "`PERCENTILE_CONT` in the DP clause.",
+        "`SELECT DISTINCT` over a one-row aggregate, nested aggregates (also through a "
+        "chain of row-level CTEs), and BigQuery's `PERCENTILE_CONT` in the DP clause.",
         "",
         "Why each remaining peer-accepted query is refused:",
         "",
@@ -533,11 +533,6 @@ def render_acceptance(sec: dict[str, Any], fig: dict[str, str]) -> str:
         "answers one `ANON_PERCENTILE_CONT(x, q)` (or `QUANTILE_CONT`) per quantile, several "
         "per query, and says so in the hint. Not offered: an array-valued cell has no "
         "interval or cache form in the result model.",
-        "* **qr-051** (a row-level CTE `my_table2` over an aggregate CTE `my_table1`, "
-        "aggregated again): nested aggregates are answered when the outer query reads the "
-        "aggregate subquery directly; a chain of CTEs between them is refused before any "
-        "charge (the hint names the rewrite: move `2 * age` into the outer query, which "
-        "then reads `my_table1`). Sound to answer (post-processing), not built.",
         "",
         _provenance(sec, "acceptance"),
         "",
