@@ -29,6 +29,7 @@ class AggregateKind(StrEnum):
     SUM_SQUARES = "sum_squares"
     DISTINCT_COUNT = "distinct_count"
     DISTINCT_SUM = "distinct_sum"
+    DISTINCT_CENTRED_SUM = "distinct_centred_sum"
     DISTINCT_SQUARES = "distinct_squares"
 
 
@@ -94,6 +95,9 @@ def sensitivity(
       values nobody else kept, at most C of them (a value held by many counts once);
     * DISTINCT_SUM (SUM(DISTINCT x) over the same kept values): C·max(|L|, |U|) — the
       values removed with a person are at most C, each in [L, U];
+    * DISTINCT_CENTRED_SUM (Σ (v − m) over the same kept distinct values, for
+      AVG/VAR(DISTINCT x)): C·(U−L)/2 — at most C values removed, each term in
+      [−(U−L)/2, (U−L)/2];
     * DISTINCT_SQUARES (Σ (v − m)² over the same kept distinct values, m = (L+U)/2, for
       VAR(DISTINCT x)): C·((U−L)/2)² — at most C values removed, each term in
       [0, ((U−L)/2)²];
@@ -127,7 +131,7 @@ def sensitivity(
         per_group = 1.0
     elif k in (AggregateKind.SUM, AggregateKind.DISTINCT_SUM):
         per_group = c * max(abs(lo), abs(hi))
-    elif k is AggregateKind.CENTRED_SUM:
+    elif k in (AggregateKind.CENTRED_SUM, AggregateKind.DISTINCT_CENTRED_SUM):
         per_group = c * half_range
     else:
         per_group = c * half_range * half_range

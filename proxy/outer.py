@@ -75,25 +75,29 @@ def _post_expression(
     if call.kind == S.SUM_DISTINCT:
         return col(C.DISTINCT_SUM)
     if call.kind == S.AVG_DISTINCT:
-        # sum / GREATEST(count, 1), clamped to [lower, upper]
-        total = core.statistic(C.DISTINCT_SUM, arg_sql[call.sql])
-        mean = _div(col(C.DISTINCT_SUM), _greatest(col(C.DISTINCT), exp.Literal.number(1)))
+        # centre + centred sum / GREATEST(count, 1), clamped to [lower, upper]
+        total = core.statistic(C.DISTINCT_CENTRED_SUM, arg_sql[call.sql])
+        mean = exp.Add(
+            this=_number(total.centre),
+            expression=exp.Paren(
+                this=_div(
+                    col(C.DISTINCT_CENTRED_SUM), _greatest(col(C.DISTINCT), exp.Literal.number(1))
+                )
+            ),
+        )
         return _least(_greatest(mean, _number(total.lower)), _number(total.upper))
     if call.kind == S.SUM:
         return col(C.SUM)
     distinct = call.kind in S.VARIANCE_DISTINCT_KINDS
-    stat = core.statistic(C.DISTINCT_SUM if distinct else C.CENTRED_SUM, arg_sql[call.sql])
+    centred = C.DISTINCT_CENTRED_SUM if distinct else C.CENTRED_SUM
+    stat = core.statistic(centred, arg_sql[call.sql])
     count, squares = (C.DISTINCT, C.DISTINCT_SQUARES) if distinct else (C.COUNT, C.CENTRED_SQUARES)
 
     def n(floor: int = 1) -> exp.Expr:  # GREATEST(count, floor)
         return _greatest(col(count), exp.Literal.number(floor))
 
-    def mean_c() -> exp.Expr:  # (centred sum / n); distinct: (sum / n − m)
-        if distinct:
-            return exp.Paren(
-                this=exp.Sub(this=_div(col(C.DISTINCT_SUM), n()), expression=_number(stat.centre))
-            )
-        return exp.Paren(this=_div(col(C.CENTRED_SUM), n()))
+    def mean_c() -> exp.Expr:  # (centred sum / n)
+        return exp.Paren(this=_div(col(centred), n()))
 
     if call.kind == S.AVG:
         # LEAST(GREATEST(centre + mean_c, lower), upper)

@@ -79,6 +79,7 @@ def _check_magnitude(stat: C.Statistic, max_rows: int) -> None:
         C.SUM: max_rows * max(abs(stat.lower), abs(stat.upper)),
         C.CENTRED_SUM: max_rows * half,
         C.CENTRED_SQUARES: max_rows * half * half,
+        C.DISTINCT_CENTRED_SUM: max_rows * half,
         C.DISTINCT_SQUARES: max_rows * half * half,
     }.get(stat.kind, 0.0)
     if not per_group <= MAX_PER_GROUP:
@@ -97,10 +98,11 @@ MAX_INTEGER_PER_GROUP = 2**28
 
 
 def _integer_fits(stat: C.Statistic, max_rows: int, scaled: bool) -> C.Statistic:
-    if stat.integer and stat.kind == C.DISTINCT_SQUARES:
+    if stat.integer and stat.kind in (C.DISTINCT_CENTRED_SUM, C.DISTINCT_SQUARES):
         # Summed across people, never scaled; exact while one person's bound is small.
         half = (stat.upper - stat.lower) / 2.0
-        if max_rows * half * half > MAX_INTEGER_PER_GROUP:
+        bound = max_rows * (half if stat.kind == C.DISTINCT_CENTRED_SUM else half * half)
+        if bound > MAX_INTEGER_PER_GROUP:
             return replace(stat, integer=False)
     if stat.integer and stat.kind in (C.SUM, C.CENTRED_SUM, C.CENTRED_SQUARES):
         if scaled:
@@ -171,20 +173,22 @@ def apply(core: C.Core) -> C.Core:
             arg, rng = clamped_argument(core, raw, label)
             arguments[call.sql] = arg
             key = argument_sql[call.sql] = arg.sql(dialect="duckdb")
+            centred_integer = rng.integer and float(rng.lower + rng.upper) % 2 == 0
+            # SUM(DISTINCT) releases the plain sum; AVG and VAR the sum about the midpoint
+            # (sensitivity C·(U−L)/2 instead of C·max(|L|, |U|)) and the count.
             add(
                 C.Statistic(
-                    C.DISTINCT_SUM,
+                    C.DISTINCT_SUM if call.kind == S.SUM_DISTINCT else C.DISTINCT_CENTRED_SUM,
                     key,
                     rng.lower,
                     rng.upper,
-                    rng.integer,
+                    rng.integer if call.kind == S.SUM_DISTINCT else centred_integer,
                     values_integer=rng.integer,
                 )
             )
             if call.kind != S.SUM_DISTINCT:
                 add(C.Statistic(C.DISTINCT, key))
             if call.kind in S.VARIANCE_DISTINCT_KINDS:
-                centred_integer = rng.integer and float(rng.lower + rng.upper) % 2 == 0
                 add(
                     C.Statistic(
                         C.DISTINCT_SQUARES,

@@ -44,6 +44,13 @@ def _literal(value: float) -> str:
 def _aggregate(stat: C.Statistic, value: str) -> str:
     if stat.kind == C.DISTINCT:
         return f"COUNT(DISTINCT {value})"
+    if stat.kind == C.DISTINCT_CENTRED_SUM:
+        # Σ (v − m) = SUM(DISTINCT v) − m·COUNT(DISTINCT v), in HUGEINT when exact.
+        m = _literal(stat.centre)
+        if stat.integer:
+            total = f"COALESCE(SUM(DISTINCT {value}), 0) - CAST({m} AS HUGEINT) * COUNT(DISTINCT {value})"
+            return f"LEAST(GREATEST({total}, -{MAX_UNITS}), {MAX_UNITS})"
+        return f"COALESCE(SUM(DISTINCT CAST({value} AS DOUBLE)), 0) - {m} * COUNT(DISTINCT {value})"
     if stat.kind == C.DISTINCT_SQUARES:
         # Read from the group's distinct values (dd<j>): (v − m)² is not one-to-one in v.
         # |v − m| ≤ (U − L)/2 ≤ 1e9 (clamp_inputs' magnitude check): no overflow.

@@ -44,7 +44,7 @@ def _raw_bounds(stat: C.Statistic, max_rows: int) -> tuple[Decimal, Decimal]:
         return Decimal(0), Decimal(1)
     if stat.kind in (C.SUM, C.DISTINCT_SUM):
         return c * min(lower, Decimal(0)), c * max(upper, Decimal(0))
-    if stat.kind == C.CENTRED_SUM:
+    if stat.kind in (C.CENTRED_SUM, C.DISTINCT_CENTRED_SUM):
         return -c * half, c * half
     return Decimal(0), c * half * half
 

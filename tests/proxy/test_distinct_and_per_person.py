@@ -393,11 +393,12 @@ def test_var_distinct_over_the_kept_values(env) -> None:
     want = {
         k: (n, s, q)
         for k, n, s, q in truth.execute(
-            f"SELECT plan, COUNT(DISTINCT age), SUM(DISTINCT age), SUM((age - {m}) * (age - {m})) "
+            f"SELECT plan, COUNT(DISTINCT age), SUM(DISTINCT age) - {m} * COUNT(DISTINCT age), "
+            f"SUM((age - {m}) * (age - {m})) "
             "FROM (SELECT DISTINCT plan, age FROM users) GROUP BY plan"
         ).fetchall()
     }
-    cols = [exact[by_kind[k]] for k in ("distinct", "distinct_sum", "distinct_squares")]
+    cols = [exact[by_kind[k]] for k in ("distinct", "distinct_centred_sum", "distinct_squares")]
     assert dict(zip(exact["__k0"], zip(*cols, strict=True), strict=True)) == want
     squares = next(n for n in plan.noise if n.statistic.kind == "distinct_squares")
     assert squares.sensitivity.per_group == 41 * 41  # C · ((100 − 18) / 2)² with C = 1
@@ -407,7 +408,9 @@ def test_var_distinct_over_the_kept_values(env) -> None:
     plain = dict(
         truth.execute("SELECT plan, VAR_POP(DISTINCT age) FROM users GROUP BY plan").fetchall()
     )
-    noise_free = {k: q / n - (s / n - m) ** 2 for k, (n, s, q) in want.items()}
+    noise_free = {k: q / n - (s / n) ** 2 for k, (n, s, q) in want.items()}
+    centred = next(n for n in plan.noise if n.statistic.kind == "distinct_centred_sum")
+    assert centred.sensitivity.per_group == 41  # C · (100 − 18) / 2
     assert noise_free == pytest.approx(plain)
 
 
