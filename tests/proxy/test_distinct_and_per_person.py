@@ -414,13 +414,14 @@ def test_var_distinct_over_the_kept_values(env) -> None:
     assert noise_free == pytest.approx(plain)
 
 
-def test_var_distinct_noise_has_the_declared_scale(env) -> None:
-    """Statistical test for the new sensitivity C·((U − L)/2)²: 4,000 releases of one
-    exact answer; mean within 4 standard errors, standard deviation within 5% of the
-    mechanism's."""
+@pytest.mark.parametrize(("kind", "power"), [("distinct_squares", 2), ("distinct_centred_sum", 1)])
+def test_var_distinct_noise_has_the_declared_scale(env, kind: str, power: int) -> None:
+    """Statistical test for the new sensitivities C·((U − L)/2)² and C·(U − L)/2: 4,000
+    releases of one exact answer; mean within 4 standard errors, standard deviation
+    within 5% of the mechanism's."""
     engine, _ = env
     exact, plan = _core(engine, "SELECT VARIANCE(DISTINCT tokens_in) AS v FROM prompts")
-    noise = next(n for n in plan.noise if n.statistic.kind == "distinct_squares")
+    noise = next(n for n in plan.noise if n.statistic.kind == kind)
     column = noise.statistic.column
     truth = float(exact[column][0])
     std = Mechanism(noise.descriptor.mechanism).std(noise.descriptor.scale)
@@ -428,7 +429,7 @@ def test_var_distinct_noise_has_the_declared_scale(env) -> None:
     assert abs(draws.mean() - truth) < 4 * std / math.sqrt(len(draws))
     assert draws.std() == pytest.approx(std, rel=0.05)
     half = (noise.statistic.upper - noise.statistic.lower) / 2
-    assert noise.sensitivity.per_group == pytest.approx(C * half * half)
+    assert noise.sensitivity.per_group == pytest.approx(C * half**power)
 
 
 def test_distinct_over_aggregates_without_group_by_is_the_same_release(env) -> None:
