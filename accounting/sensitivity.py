@@ -27,6 +27,10 @@ class AggregateKind(StrEnum):
     SUM = "sum"
     CENTRED_SUM = "centred_sum"
     SUM_SQUARES = "sum_squares"
+    DISTINCT_COUNT = "distinct_count"
+    DISTINCT_SUM = "distinct_sum"
+    DISTINCT_CENTRED_SUM = "distinct_centred_sum"
+    DISTINCT_SQUARES = "distinct_squares"
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,18 @@ def sensitivity(
 
     * ROW_COUNT: C (a person's rows are capped at C per group);
     * PERSON_COUNT: 1;
+    * DISTINCT_COUNT (COUNT(DISTINCT k), k not the person): C — each person keeps at
+      most C distinct values of k per group, and the group's count is the number of
+      distinct values among everyone's kept values; removing a person removes only the
+      values nobody else kept, at most C of them (a value held by many counts once);
+    * DISTINCT_SUM (SUM(DISTINCT x) over the same kept values): C·max(|L|, |U|) — the
+      values removed with a person are at most C, each in [L, U];
+    * DISTINCT_CENTRED_SUM (Σ (v − m) over the same kept distinct values, for
+      AVG/VAR(DISTINCT x)): C·(U−L)/2 — at most C values removed, each term in
+      [−(U−L)/2, (U−L)/2];
+    * DISTINCT_SQUARES (Σ (v − m)² over the same kept distinct values, m = (L+U)/2, for
+      VAR(DISTINCT x)): C·((U−L)/2)² — at most C values removed, each term in
+      [0, ((U−L)/2)²];
     * SUM: C·max(|L|, |U|) — a person's clamped sum lies in [C·min(L,0), C·max(U,0)] and
       removing the person moves the group's sum by exactly that contribution;
     * CENTRED_SUM (values minus m = (L+U)/2, for AVG and VAR): C·(U−L)/2;
@@ -110,13 +126,13 @@ def sensitivity(
     groups = _count("max_groups", max_groups)
 
     half_range = (hi - lo) / 2.0
-    if k is AggregateKind.ROW_COUNT:
+    if k in (AggregateKind.ROW_COUNT, AggregateKind.DISTINCT_COUNT):
         per_group = float(c)
     elif k is AggregateKind.PERSON_COUNT:
         per_group = 1.0
-    elif k is AggregateKind.SUM:
+    elif k in (AggregateKind.SUM, AggregateKind.DISTINCT_SUM):
         per_group = c * max(abs(lo), abs(hi))
-    elif k is AggregateKind.CENTRED_SUM:
+    elif k in (AggregateKind.CENTRED_SUM, AggregateKind.DISTINCT_CENTRED_SUM):
         per_group = c * half_range
     else:
         per_group = c * half_range * half_range

@@ -213,7 +213,10 @@ def _plain(v: Any) -> Any:
 def bounded_answers(engine: Engine, post: PostProcessor, plan: Plan, seed: int,
                     keys: int) -> dict[str, float]:
     """The answer without noise: the core (with ``seed`` for its per-person sampling)
-    through the analyst's select list, by group key."""
+    through the analyst's select list, by group key. A quantile is drawn from a
+    histogram by the exponential mechanism: it has no noise-free value (none returned)."""
+    if plan.quantiles:
+        return {}
     exact = engine.executor.run(plan.core_sql, [seed] if "?" in plan.core_sql else [])
     table = _noise_free_table(plan, exact)
     _, rows = post.run(items_sql(plan.outer_sql), with_row_index(table))

@@ -51,8 +51,8 @@ from bench.peers import smartnoise as sn  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results.json"
 FIGURES = ROOT / "bench" / "figures"
-SECTIONS = ("scale", "smartnoise", "session", "accounting", "latency", "acceptance", "accuracy",
-            "doors")
+SECTIONS = ("scale", "smartnoise", "session", "accounting", "latency", "acceptance",
+            "new_aggregates", "accuracy", "doors")
 # --doors-before REV: the doors section also serves commit REV, for a before/after table
 DOORS_BEFORE: list[str] = []
 
@@ -500,6 +500,14 @@ def section_acceptance(quick: bool) -> dict[str, Any]:
             "queries": len(rows)}
 
 
+def section_new_aggregates(quick: bool) -> dict[str, Any]:
+    """Error of issue 13's new aggregates against SmartNoise SQL (bench/new_aggregates.py)."""
+    from bench import new_aggregates
+
+    runs = new_aggregates.RUNS_QUICK if quick else new_aggregates.RUNS_FULL
+    return new_aggregates.run(runs, log=log)
+
+
 # --- 7: accuracy at ε = 1 ----------------------------------------------------------------
 def section_accuracy(quick: bool) -> dict[str, Any]:
     from bench import accuracy
@@ -529,6 +537,7 @@ RUNNERS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "accounting": section_accounting,
     "latency": section_latency,
     "acceptance": section_acceptance,
+    "new_aggregates": section_new_aggregates,
 
 
     "accuracy": section_accuracy,

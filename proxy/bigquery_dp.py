@@ -18,7 +18,7 @@ names are never mistaken for syntax) and writes an ordinary query:
   NULL-preserving ``CASE WHEN x < lo THEN lo WHEN x > hi THEN hi ELSE x END``, whose range
   the range analysis intersects with the policy's bounds: bounds may only tighten it.
   dpsql clamps each row (BigQuery clamps each person's per-group total); with one row per
-  person and group they agree. ``PERCENTILE_CONT(x, q)`` becomes ``QUANTILE_CONT(x, q)``.
+  person and group they agree. ``PERCENTILE_CONT(x, q)`` stays (the quantile in every dialect).
 * ``COUNT(*|x, contribution_bounds_per_group => (0, c))`` bounds each person's rows per
   group: the Linf bound ``max_rows_per_group = c``.
 * The older ``WITH ANONYMIZATION`` clause with ``ANON_COUNT``/``ANON_SUM``/``ANON_AVG``/
@@ -57,13 +57,15 @@ AGGREGATES = {
     "AVG": "AVG",
     "VAR_POP": "VAR_POP",
     "STDDEV_POP": "STDDEV_POP",
-    "PERCENTILE_CONT": "QUANTILE_CONT",
+    # PERCENTILE_CONT(x, q): every dialect reads it as the quantile (DuckDB's QUANTILE_CONT
+    # is an unknown function to the BigQuery reader the statement is read with).
+    "PERCENTILE_CONT": "PERCENTILE_CONT",
     "ANON_COUNT": "COUNT",
     "ANON_SUM": "SUM",
     "ANON_AVG": "AVG",
     "ANON_VAR_POP": "VAR_POP",
     "ANON_STDDEV_POP": "STDDEV_POP",
-    "ANON_PERCENTILE_CONT": "QUANTILE_CONT",
+    "ANON_PERCENTILE_CONT": "PERCENTILE_CONT",
 }
 
 

@@ -35,6 +35,10 @@ from proxy.rewrite.linf import per_group_bound
 _KINDS = {
     C.ROWS: AggregateKind.ROW_COUNT,
     C.COUNT: AggregateKind.ROW_COUNT,
+    C.DISTINCT: AggregateKind.DISTINCT_COUNT,
+    C.DISTINCT_SUM: AggregateKind.DISTINCT_SUM,
+    C.DISTINCT_CENTRED_SUM: AggregateKind.DISTINCT_CENTRED_SUM,
+    C.DISTINCT_SQUARES: AggregateKind.DISTINCT_SQUARES,
     C.PERSONS: AggregateKind.PERSON_COUNT,
     C.CLIPPED: AggregateKind.PERSON_COUNT,
     C.SUM: AggregateKind.SUM,
@@ -194,7 +198,7 @@ def budget_noise(
             integer=stat.integer,
             sensitivity=sens,
             weight=clip_weight if is_clip else 1.0,
-            count=stat.kind in (C.ROWS, C.COUNT, C.PERSONS) and not is_clip,
+            count=stat.kind in (C.ROWS, C.COUNT, C.DISTINCT, C.PERSONS) and not is_clip,
         )
         for (stat, sens), is_clip in zip(stats, clip, strict=True)
     )

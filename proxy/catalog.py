@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -163,6 +164,17 @@ class Catalog:
                 else None
             )
             self._tables[key] = TableInfo(table, key[0], key[1], dict(types), facts)
+        # Tables one query derives from others (proxy/per_person_values.py): visible to
+        # whoever may read that query, since their rows come from tables it already read.
+        self._derived: frozenset[tuple[str, str]] = frozenset()
+
+    def with_derived(self, info: TableInfo) -> Catalog:
+        """This catalog plus one table derived within a query (not in the policy)."""
+        other = copy.copy(self)
+        key = (info.db, info.name)
+        other._tables = {**self._tables, key: info}
+        other._derived = self._derived | {key}
+        return other
 
     def tables(self) -> tuple[TableInfo, ...]:
         return tuple(self._tables.values())
@@ -174,7 +186,11 @@ class Catalog:
         """Tables the caller may query (None: all)."""
         if allowed is None:
             return self.tables()
-        return tuple(t for t in self._tables.values() if t.policy.name.lower() in allowed)
+        return tuple(
+            t
+            for key, t in self._tables.items()
+            if t.policy.name.lower() in allowed or key in self._derived
+        )
 
     def views(self, allowed: frozenset[str] | None) -> tuple[TableView, ...]:
         """The schema a caller may see (GET /v1/schema, `dpsql schema`, the doors'

@@ -46,19 +46,37 @@ def check_statement(tree: exp.Expr) -> None:
             isinstance(node, exp.Select)
             and node.args.get("distinct")
             and node is tree
-            and (tree.args.get("group") or any(True for _ in tree.find_all(exp.AggFunc)))
+            and (
+                tree.args.get("group")
+                or (any(True for _ in tree.find_all(exp.AggFunc)) and not _single_row(tree))
+            )
         ):
             raise unsupported(
-                "SELECT DISTINCT is answered only as a list of keys (no aggregates, no GROUP BY)",
+                "SELECT DISTINCT is answered as a list of keys (no GROUP BY) or over "
+                "aggregates without GROUP BY (one row), not with GROUP BY",
                 "drop DISTINCT: an aggregate with GROUP BY already gives one row per group",
                 position_of(node),
             )
+
+
+def _single_row(select: exp.Select) -> bool:
+    """Aggregates and no GROUP BY: at most one output row, whatever DISTINCT says."""
+    distinct = select.args.get("distinct")
+    return (
+        not select.args.get("group")
+        and not (isinstance(distinct, exp.Distinct) and distinct.args.get("on"))
+        and any(True for _ in select.find_all(exp.AggFunc))
+    )
 
 
 def distinct_as_group_by(tree: exp.Expr) -> exp.Expr:
     """``SELECT DISTINCT a, b FROM …`` is ``SELECT a, b FROM … GROUP BY a, b``: a list of
     keys, released like any grouping (in place; call after :func:`check_statement`)."""
     if isinstance(tree, exp.Select) and tree.args.get("distinct"):
+        if _single_row(tree):
+            # Aggregates without GROUP BY give one row: DISTINCT changes nothing.
+            tree.set("distinct", None)
+            return tree
         keys = [e.this if isinstance(e, exp.Alias) else e for e in tree.expressions]
         tree.set("distinct", None)
         tree.set("group", exp.Group(expressions=[k.copy() for k in keys]))
@@ -87,6 +105,11 @@ def _refuse_node(node: exp.Expr, where: str) -> DPSQLError:
     )
 
 
+def check_scalar(node: exp.Expr, where: str) -> None:
+    """Refuse anything but the allowlisted row-level functions in ``node``."""
+    _check_scalar(node, where)
+
+
 def _check_scalar(node: exp.Expr, where: str) -> None:
     for sub in node.walk():
         if isinstance(sub, (S_AGG_TYPES, exp.Count)) or is_quantile(sub):
@@ -105,13 +128,13 @@ def _check_scalar(node: exp.Expr, where: str) -> None:
 S_AGG_TYPES = tuple(AGGREGATES)
 
 
-def _is_person_id(node: exp.Expr, unit_cols: set[tuple[str, str]]) -> bool:
+def is_person_id(node: exp.Expr, unit_cols: set[tuple[str, str]]) -> bool:
     """A person id that is never NULL on a row: one of ``unit_cols``, or the
     ``COALESCE`` of several that ``JOIN ... USING (id)`` binds a bare ``id`` to (its
     first argument is never NULL, so the COALESCE is that id)."""
     if isinstance(node, exp.Coalesce):
         parts = [node.this, *node.expressions]
-        return all(_is_person_id(p, unit_cols) for p in parts)
+        return all(is_person_id(p, unit_cols) for p in parts)
     return isinstance(node, exp.Column) and (node.table.lower(), node.name.lower()) in unit_cols
 
 
@@ -132,18 +155,27 @@ def _aggregate(node: exp.Expr, unit_cols: set[tuple[str, str]], text: str) -> S.
             return S.AggregateCall(S.COUNT_ROWS, None, text)
         if isinstance(inner, exp.Distinct):
             exprs = inner.expressions
-            if len(exprs) == 1 and _is_person_id(exprs[0], unit_cols):
+            if len(exprs) == 1 and is_person_id(exprs[0], unit_cols):
                 return S.AggregateCall(S.COUNT_PERSONS, None, text)
-            raise unsupported(
-                "COUNT(DISTINCT ...) is only answered for the person id of the query's "
-                "main table (or of a table INNER JOINed to it)",
-                "use COUNT(DISTINCT <unit column>) to count people, or GROUP BY the value; "
-                "to count people with a match, INNER JOIN or filter WHERE x IS NOT NULL",
-                position_of(node),
-            )
+            if len(exprs) != 1:
+                raise unsupported(
+                    "COUNT(DISTINCT ...) of several expressions is not answered",
+                    "count one expression: COUNT(DISTINCT a || '|' || b)",
+                    position_of(node),
+                )
+            # Each person keeps at most C distinct values per group
+            # (proxy/rewrite/distinct_values.py).
+            _check_scalar(exprs[0], "an aggregate argument")
+            return S.AggregateCall(S.COUNT_DISTINCT, exprs[0], text)
         _check_scalar(inner, "an aggregate argument")
         return S.AggregateCall(S.COUNT, inner, text)
     kind = AGGREGATES[type(node)]
+    distinct_kinds = {S.SUM: S.SUM_DISTINCT, S.AVG: S.AVG_DISTINCT, **S.DISTINCT_VARIANCE}
+    if isinstance(node.this, exp.Distinct) and kind in distinct_kinds:
+        exprs = node.this.expressions
+        if len(exprs) == 1:
+            _check_scalar(exprs[0], "an aggregate argument")
+            return S.AggregateCall(distinct_kinds[kind], exprs[0], text)
     if isinstance(node.this, exp.Distinct):
         raise unsupported(
             f"{kind.upper()}(DISTINCT ...) is not answered", "drop DISTINCT", position_of(node)

@@ -21,7 +21,7 @@ from sqlglot.errors import SqlglotError
 
 from accounting.ledger import Ledger, LedgerError, Receipt
 from accounting.mechanisms import secret_seed
-from proxy import bigquery_dp, domains, nested, quantile_release
+from proxy import bigquery_dp, domains, nested, per_person_values, quantile_release, union_rows
 from proxy.auto_bounds import AutoBounds, PendingBounds
 from proxy.bind import bind
 from proxy.budgets import Budgets, ledger_error
@@ -49,6 +49,7 @@ from proxy.release import PostProcessor, release, release_keys
 from proxy.request import QueryRequest
 from proxy.result import Result, build_result
 from proxy.rewrite import Core, rewrite
+from proxy.rewrite.core import DISTINCT_KINDS
 from proxy.shape import Shape
 
 PLAN_MEMO_SIZE = 512
@@ -71,6 +72,18 @@ class Structure:
     # The released table's columns and types (a stand-in row of them validates an outer
     # query before any charge).
     released_columns: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class CheckedShape:
+    """A query parsed, bound and checked: its shape, the output names it gave (if it
+    named them all), the derived tables it reads and the request its caps come from."""
+
+    shape: Shape
+    names: tuple[str, ...] | None
+    per_person: per_person_values.PerPersonQuery | None
+    union: union_rows.UnionQuery | None
+    outer_request: QueryRequest
 
 
 @dataclass(frozen=True)
@@ -202,7 +215,7 @@ class Engine:
         self._routes: Memo[QueryRequest, Route] = Memo(PLAN_MEMO_SIZE)
         # Whether a text is a nested query (and its split), by (sql, dialect): asked on
         # every run, and a parse costs more than the rest of a cache hit.
-        self._splits: Memo[tuple[str, str], tuple[nested.NestedQuery | None]] = Memo(
+        self._splits: Memo[tuple[str, str, frozenset[str] | None], tuple[nested.NestedQuery | None]] = Memo(
             PLAN_MEMO_SIZE
         )
         # Released tables by cache key, as stored: a release never changes once stored
@@ -287,42 +300,91 @@ class Engine:
             plan = replace(plan, pending_bounds=found.pending)
         return found.core.shape, plan
 
-    def checked_shape(self, request: QueryRequest) -> tuple[Shape, tuple[str, ...] | None]:
-        """Parse, bind and check (refusing what is not answered); the output names the
-        query gave, if it named them all."""
-        settings = self.policy.proxy
-        tree = parse(
-            request.sql,
-            request.dialect,
-            max_length=settings.max_sql_length,
-            max_nodes=settings.max_nodes,
+    def checked_shape(self, request: QueryRequest) -> CheckedShape:
+        """Parse, bind and check (refusing what is not answered), with the derived
+        tables a per-person aggregate or a UNION ALL in FROM reads."""
+        tree = self._parse(request)
+        # UNION ALL of row-level arms in FROM: a derived row-level table of the arms'
+        # population (proxy/union_rows.py); other set operations are refused below.
+        union = union_rows.derive_query(
+            tree,
+            self.catalog,
+            request.tables,
+            self.executor,
+            lambda arm: limits(
+                replace(request, max_rows_per_group=None, max_groups=None),
+                arm,
+                self.policy,
+                self.auto_bounds.chosen,
+            ),
         )
+        base = self.catalog
+        if union is not None:
+            tree, base = union.outer, union.catalog
         check_statement(tree)
         tree = distinct_as_group_by(tree)
         names = output_names(tree)
-        select = bind(tree, self.catalog, request.tables)
-        return check_shape(select, self.catalog), names
+        # An inner query grouped by the person id: the outer one reads a derived table
+        # of bounded per-person values (proxy/per_person_values.py).
+        per_person = per_person_values.derive_query(
+            tree,
+            base,
+            request.tables,
+            self.executor,
+            lambda inner: limits(request, inner, self.policy, self.auto_bounds.chosen)[0],
+        )
+        catalog = base
+        outer_request = request
+        if per_person is not None:
+            tree, catalog = per_person.outer, per_person.catalog
+            # The request's caps are the inner tables' (the derived table has C = K = 1).
+            outer_request = replace(request, max_rows_per_group=None, max_groups=None)
+        select = bind(tree, catalog, request.tables)
+        return CheckedShape(check_shape(select, catalog), names, per_person, union, outer_request)
 
     def _structure(self, request: QueryRequest) -> Structure:
         """Parse, bind, check, rewrite and validate: everything but the budget."""
         settings = self.policy.proxy
-        shape, names = self.checked_shape(request)
+        checked = self.checked_shape(request)
+        shape, names, per_person, union = (
+            checked.shape,
+            checked.names,
+            checked.per_person,
+            checked.union,
+        )
         select = shape.select
         if names is None or len(names) != len(select.expressions):
             names = tuple(e.alias_or_name for e in select.expressions)
-        max_rows, max_groups = limits(request, shape, self.policy, self.auto_bounds.chosen)
-        pending = tuple(
-            p
-            for t in shape.private_tables()
-            if (p := self.auto_bounds.pending(t.policy)) is not None
+        max_rows, max_groups = limits(
+            checked.outer_request, shape, self.policy, self.auto_bounds.chosen
         )
+        read = shape.private_tables()
+        if per_person is not None:
+            per_person_values.embed(shape, per_person)
+            read = (*read, *per_person.inner.private_tables())
+        if union is not None:
+            union_rows.embed(shape, union)
+            read = (*read, *(t for arm in union.arms for t in arm.private_tables()))
+        pending = tuple(p for t in read if (p := self.auto_bounds.pending(t.policy)) is not None)
         core = rewrite(
             shape,
             max_rows=max_rows,
             max_groups=max_groups,
             bounding=self._bounding,
-            clipping=settings.clipping_share > 0,
+            # Per-person values are clamped, not cut by row caps: no clipping estimate.
+            clipping=settings.clipping_share > 0 and per_person is None,
         )
+        if self.executor.dialect != "duckdb" and any(
+            s.kind in DISTINCT_KINDS for s in core.statistics
+        ):
+            # Like the quantiles' histograms below: DuckDB SQL only for now.
+            raise DPSQLError(
+                "unsupported_sql",
+                f"COUNT(DISTINCT <value>) runs on the duckdb engine only; this proxy runs "
+                f"on {self.executor.dialect}",
+                "count people with COUNT(DISTINCT <person id>), or list the values with "
+                "SELECT DISTINCT (nothing was charged)",
+            )
         if core.quantiles and self.executor.dialect != "duckdb":
             # The rank histogram's bucket arithmetic is written in DuckDB's SQL and has
             # not been given per-engine forms (docs/ARCHITECTURE.md, engines).
@@ -441,11 +503,18 @@ class Engine:
     def _nested(self, request: QueryRequest) -> nested.NestedQuery | None:
         if not isinstance(request.sql, str):
             return None
-        key = (request.sql, request.dialect)
+        # The tables are in the key: whether the query groups by the person depends on
+        # which tables the analyst may read.
+        key = (request.sql, request.dialect, request.tables)
         found = self._splits.get(key)
         if found is None:
             tree = self._parse(request)
-            found = (nested.split(tree),)
+            split = nested.split(tree)
+            if split is not None and per_person_values.groups_by_person(
+                tree, self.catalog, request.tables
+            ):
+                split = None  # a per-person aggregate: answered by _structure
+            found = (split,)
             self._splits.put(key, found)
         return found[0]
 

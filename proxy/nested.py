@@ -51,22 +51,27 @@ def split(tree: exp.Expr) -> NestedQuery | None:
         return None
     source = from_.this
     inner: exp.Expr | None = None
+    middle: list[exp.CTE] = []  # row-level CTEs between the outer query and the inner one
     if isinstance(source, exp.Subquery):
         inner = source.this
     elif isinstance(source, exp.Table) and tree.args.get("with_") is not None:
-        ctes = {c.alias_or_name.lower(): c.this for c in tree.args["with_"].expressions}
-        if len(ctes) == 1 and source.name.lower() in ctes:
-            inner = ctes[source.name.lower()]
+        found = _chain(tree.args["with_"], source)
+        if found is not None:
+            inner, middle = found
     if not isinstance(inner, exp.Select) or not _has_aggregate(inner):
         return None
-    alias = source.alias_or_name
     outer = tree.copy()
-    outer.set("with_", None)
-    outer.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(INNER))))
-    for col in outer.find_all(exp.Column):
-        if col.table and col.table.lower() == alias.lower():
-            col.set("table", exp.to_identifier(INNER))
-    if any(t.name.lower() != INNER for t in outer.find_all(exp.Table)) or any(
+    if middle:
+        # The outer query keeps the row-level CTEs (each defined before its reader); the
+        # innermost reads the answer.
+        kept = [c.copy() for c in reversed(middle)]
+        _read_released(kept[0].this, middle[-1].this.args["from_"].this)
+        outer.set("with_", exp.With(expressions=kept))
+    else:
+        outer.set("with_", None)
+        _read_released(outer, source)
+    names = {INNER} | {c.alias_or_name.lower() for c in middle}
+    if any(t.name.lower() not in names for t in outer.find_all(exp.Table)) or any(
         True for _ in outer.find_all(exp.Subquery)
     ):
         raise unsupported(
@@ -74,6 +79,48 @@ def split(tree: exp.Expr) -> NestedQuery | None:
             "compute the rest in the outer query from the subquery's columns",
         )
     return NestedQuery(inner.copy(), outer)
+
+
+def _row_level_over_one_table(select: exp.Expr) -> bool:
+    """A SELECT of row-level expressions over one table: no join, grouping, aggregate,
+    window, DISTINCT, LIMIT or CTE of its own — each output row is one input row."""
+    return (
+        isinstance(select, exp.Select)
+        and isinstance((select.args.get("from_") or exp.From()).this, exp.Table)
+        and not any(
+            select.args.get(k) for k in ("joins", "group", "having", "distinct", "limit", "with_")
+        )
+        and not any(True for _ in select.find_all(exp.AggFunc, exp.Window, exp.Subquery))
+    )
+
+
+def _chain(with_: exp.With, source: exp.Table) -> tuple[exp.Expr, list[exp.CTE]] | None:
+    """The CTE the outer query reads, through row-level CTEs each reading the next
+    (``WITH a AS (<aggregate>), b AS (SELECT 2 * x AS y ... FROM a) SELECT ... FROM b``):
+    the innermost CTE and the row-level ones, outermost first. None unless every CTE is
+    on that one chain (used once) and the statement is not recursive."""
+    if with_.args.get("recursive") or source.db:
+        return None
+    ctes = {c.alias_or_name.lower(): c for c in with_.expressions}
+    name, middle = source.name.lower(), []
+    while name in ctes and _row_level_over_one_table(ctes[name].this):
+        table = ctes[name].this.args["from_"].this
+        if table.db or table.name.lower() not in ctes or table.name.lower() == name:
+            return None
+        middle.append(ctes[name])
+        name = table.name.lower()
+    if name not in ctes or len(middle) + 1 != len(ctes):
+        return None
+    return ctes[name].this, middle
+
+
+def _read_released(select: exp.Select, source: exp.Table) -> None:
+    """``select`` reads the released answer instead of ``source`` (in place)."""
+    alias = source.alias_or_name
+    select.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(INNER))))
+    for col in select.find_all(exp.Column):
+        if col.table and col.table.lower() == alias.lower():
+            col.set("table", exp.to_identifier(INNER))
 
 
 _STRUCTURE = (
@@ -95,6 +142,8 @@ _STRUCTURE = (
     exp.Distinct,
     exp.Window,
     exp.WindowSpec,
+    exp.With,
+    exp.CTE,
 )
 
 
@@ -130,10 +179,21 @@ def table_of(columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> pa.Table:
     return pa.table(arrays)
 
 
+def _carried(outer: exp.Select, names: tuple[str, ...]) -> exp.Select:
+    """A copy whose row-level CTEs pass the hidden columns ``names`` through."""
+    out = outer.copy()
+    with_ = out.args.get("with_")
+    for cte in with_.expressions if with_ is not None else []:
+        body = cte.this
+        if not any(isinstance(e, exp.Star) for e in body.expressions):
+            body.set("expressions", [*body.expressions, *(exp.column(n) for n in names)])
+    return out
+
+
 def _replicated_sql(outer: exp.Select) -> exp.Select:
     """The outer query per copy: its select list and grouping, with the copy's index (and
     the inner row's index when nothing aggregates), without ORDER BY / LIMIT."""
-    rep = outer.copy()
+    rep = _carried(outer, ("__rep", "__row"))
     for clause in ("order", "limit", "offset"):
         rep.set(clause, None)
     for window in rep.find_all(exp.Window):
@@ -159,7 +219,7 @@ def displayed(outer: exp.Select) -> exp.Select:
     (hidden), so that its cells can be matched with their simulated copies."""
     if aggregated(outer):
         return outer
-    shown = outer.copy()
+    shown = _carried(outer, ("__row",))
     shown.set("expressions", [*shown.expressions, exp.column("__row")])
     return shown
 

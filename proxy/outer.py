@@ -70,15 +70,34 @@ def _post_expression(
         )
     if call.kind == S.COUNT:
         return _count(col(C.COUNT), raw)
+    if call.kind == S.COUNT_DISTINCT:
+        return _count(col(C.DISTINCT), raw)
+    if call.kind == S.SUM_DISTINCT:
+        return col(C.DISTINCT_SUM)
+    if call.kind == S.AVG_DISTINCT:
+        # centre + centred sum / GREATEST(count, 1), clamped to [lower, upper]
+        total = core.statistic(C.DISTINCT_CENTRED_SUM, arg_sql[call.sql])
+        mean = exp.Add(
+            this=_number(total.centre),
+            expression=exp.Paren(
+                this=_div(
+                    col(C.DISTINCT_CENTRED_SUM), _greatest(col(C.DISTINCT), exp.Literal.number(1))
+                )
+            ),
+        )
+        return _least(_greatest(mean, _number(total.lower)), _number(total.upper))
     if call.kind == S.SUM:
         return col(C.SUM)
-    stat = core.statistic(C.CENTRED_SUM, arg_sql[call.sql])
+    distinct = call.kind in S.VARIANCE_DISTINCT_KINDS
+    centred = C.DISTINCT_CENTRED_SUM if distinct else C.CENTRED_SUM
+    stat = core.statistic(centred, arg_sql[call.sql])
+    count, squares = (C.DISTINCT, C.DISTINCT_SQUARES) if distinct else (C.COUNT, C.CENTRED_SQUARES)
 
     def n(floor: int = 1) -> exp.Expr:  # GREATEST(count, floor)
-        return _greatest(col(C.COUNT), exp.Literal.number(floor))
+        return _greatest(col(count), exp.Literal.number(floor))
 
     def mean_c() -> exp.Expr:  # (centred sum / n)
-        return exp.Paren(this=_div(col(C.CENTRED_SUM), n()))
+        return exp.Paren(this=_div(col(centred), n()))
 
     if call.kind == S.AVG:
         # LEAST(GREATEST(centre + mean_c, lower), upper)
@@ -87,11 +106,11 @@ def _post_expression(
     half = (stat.upper - stat.lower) / 2.0
     # LEAST(GREATEST(squares / n - mean_c * mean_c, 0), half²)
     spread = exp.Sub(
-        this=_div(col(C.CENTRED_SQUARES), n()),
+        this=_div(col(squares), n()),
         expression=exp.Mul(this=mean_c(), expression=mean_c()),
     )
     var = _least(_greatest(spread, exp.Literal.number(0)), _number(half * half))
-    if call.kind in (S.VAR_SAMP, S.STDDEV_SAMP):
+    if call.kind.removesuffix("_distinct") in (S.VAR_SAMP, S.STDDEV_SAMP):
         # (var * n2 / (n2 - 1)) with n2 = GREATEST(count, 2)
         minus_one = exp.Paren(this=exp.Sub(this=n(2), expression=exp.Literal.number(1)))
         var = exp.Paren(this=_div(exp.Mul(this=var, expression=n(2)), minus_one))
@@ -175,7 +194,7 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool, raw: bool =
         if text is not None:
             rendered[id(copied)] = (copied, text)
         call = calls.get(text) if text is not None and isinstance(body, exp.Avg) else None
-        if call is not None:
+        if call is not None and call.kind == S.AVG:
             # Carry the AVG's released parts along, for its per-cell interval.
             arg = arg_sql[call.sql]
             for suffix, kind in (("s", C.CENTRED_SUM), ("n", C.COUNT)):

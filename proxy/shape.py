@@ -13,6 +13,12 @@ from proxy.catalog import TableInfo
 COUNT_ROWS = "count_rows"
 COUNT = "count"
 COUNT_PERSONS = "count_persons"
+# COUNT(DISTINCT k), k not the person: each person keeps at most C distinct values of k
+# per group (proxy/rewrite/distinct_values.py).
+COUNT_DISTINCT = "count_distinct"
+# SUM(DISTINCT x), AVG(DISTINCT x): over the same bounded distinct values.
+SUM_DISTINCT = "sum_distinct"
+AVG_DISTINCT = "avg_distinct"
 SUM = "sum"
 AVG = "avg"
 VAR_POP = "var_pop"
@@ -20,6 +26,9 @@ VAR_SAMP = "var_samp"
 STDDEV_POP = "stddev_pop"
 STDDEV_SAMP = "stddev_samp"
 VARIANCE_KINDS = (VAR_POP, VAR_SAMP, STDDEV_POP, STDDEV_SAMP)
+# VAR/STDDEV(DISTINCT x): the variance of the bounded distinct values (as SUM(DISTINCT)).
+DISTINCT_VARIANCE = {k: f"{k}_distinct" for k in VARIANCE_KINDS}
+VARIANCE_DISTINCT_KINDS = tuple(DISTINCT_VARIANCE.values())
 # Released by the exponential mechanism over a grid (proxy/quantile_sql.py lists the
 # spellings): a quantile at level ``q``, or MIN/MAX as the value a few rows from the end.
 QUANTILE = "quantile"

@@ -13,6 +13,7 @@ from sqlglot import exp
 from proxy.rewrite import (
     clamp_inputs,
     cross_person,
+    distinct_values,
     l0,
     linf,
     per_person,
@@ -30,6 +31,7 @@ RULES: tuple[Rule, ...] = (
     per_person.apply,
     linf.apply,
     l0.apply,
+    distinct_values.apply,
     quantile_histogram.apply,
     cross_person.apply,
 )
@@ -46,7 +48,7 @@ def _unit_of(side: exp.Expr, units: dict[str, str]) -> str | None:
     return None
 
 
-def _person_constant(shape: Shape) -> set[str]:
+def person_constant(shape: Shape) -> set[str]:
     """Aliases of one-row-per-person tables whose joined row is the same on every row of
     one person: the anchor; a table INNER JOINed with a person-id equality; a table LEFT
     JOINed on nothing but person-id equalities with the anchor or INNER-joined tables.
@@ -94,12 +96,12 @@ def _person_constant(shape: Shape) -> set[str]:
 
 def _one_group_per_person(shape: Shape) -> bool:
     """True when every key is a function of person-constant tables (see
-    :func:`_person_constant`), so each person lands in one group. The core enforces it
+    :func:`person_constant`), so each person lands in one group. The core enforces it
     anyway (one row per person, see the per-person rule); this only decides that no
     sampling is needed, so that the answer is exact."""
     if not shape.keys:
         return True
-    constant = _person_constant(shape)
+    constant = person_constant(shape)
     return all(
         col.table.lower() in constant for key in shape.keys for col in key.find_all(exp.Column)
     )
@@ -137,4 +139,4 @@ def initial_core(
     )
 
 
-__all__ = ["RULES", "Core", "Statistic", "initial_core", "rewrite"]
+__all__ = ["RULES", "Core", "Statistic", "initial_core", "person_constant", "rewrite"]

@@ -79,6 +79,8 @@ def _check_magnitude(stat: C.Statistic, max_rows: int) -> None:
         C.SUM: max_rows * max(abs(stat.lower), abs(stat.upper)),
         C.CENTRED_SUM: max_rows * half,
         C.CENTRED_SQUARES: max_rows * half * half,
+        C.DISTINCT_CENTRED_SUM: max_rows * half,
+        C.DISTINCT_SQUARES: max_rows * half * half,
     }.get(stat.kind, 0.0)
     if not per_group <= MAX_PER_GROUP:
         raise bad_request(
@@ -96,6 +98,12 @@ MAX_INTEGER_PER_GROUP = 2**28
 
 
 def _integer_fits(stat: C.Statistic, max_rows: int, scaled: bool) -> C.Statistic:
+    if stat.integer and stat.kind in (C.DISTINCT_CENTRED_SUM, C.DISTINCT_SQUARES):
+        # Summed across people, never scaled; exact while one person's bound is small.
+        half = (stat.upper - stat.lower) / 2.0
+        bound = max_rows * (half if stat.kind == C.DISTINCT_CENTRED_SUM else half * half)
+        if bound > MAX_INTEGER_PER_GROUP:
+            return replace(stat, integer=False)
     if stat.integer and stat.kind in (C.SUM, C.CENTRED_SUM, C.CENTRED_SQUARES):
         if scaled:
             # A person's sum may be scaled to C rows' worth (see per_person._scaled):
@@ -154,6 +162,44 @@ def apply(core: C.Core) -> C.Core:
             add(C.Statistic(C.PERSONS, None))
             continue
         raw = core.arguments[call.sql]
+        if call.kind == S.COUNT_DISTINCT:
+            # Values are counted, not summed: no range needed (any type, unclamped).
+            arguments[call.sql] = raw
+            argument_sql[call.sql] = raw.sql(dialect="duckdb")
+            add(C.Statistic(C.DISTINCT, argument_sql[call.sql]))
+            continue
+        if call.kind in (S.SUM_DISTINCT, S.AVG_DISTINCT, *S.VARIANCE_DISTINCT_KINDS):
+            label = call.kind.removesuffix("_distinct").upper() + "(DISTINCT)"
+            arg, rng = clamped_argument(core, raw, label)
+            arguments[call.sql] = arg
+            key = argument_sql[call.sql] = arg.sql(dialect="duckdb")
+            centred_integer = rng.integer and float(rng.lower + rng.upper) % 2 == 0
+            # SUM(DISTINCT) releases the plain sum; AVG and VAR the sum about the midpoint
+            # (sensitivity C·(U−L)/2 instead of C·max(|L|, |U|)) and the count.
+            add(
+                C.Statistic(
+                    C.DISTINCT_SUM if call.kind == S.SUM_DISTINCT else C.DISTINCT_CENTRED_SUM,
+                    key,
+                    rng.lower,
+                    rng.upper,
+                    rng.integer if call.kind == S.SUM_DISTINCT else centred_integer,
+                    values_integer=rng.integer,
+                )
+            )
+            if call.kind != S.SUM_DISTINCT:
+                add(C.Statistic(C.DISTINCT, key))
+            if call.kind in S.VARIANCE_DISTINCT_KINDS:
+                add(
+                    C.Statistic(
+                        C.DISTINCT_SQUARES,
+                        key,
+                        rng.lower,
+                        rng.upper,
+                        centred_integer,
+                        values_integer=rng.integer,
+                    )
+                )
+            continue
         if call.kind == S.COUNT:
             arg = raw
             arguments[call.sql] = arg

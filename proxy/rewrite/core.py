@@ -13,6 +13,18 @@ from proxy.shape import Shape
 ROWS = "rows"  # clamped row count
 COUNT = "count"  # clamped count of non-NULL values of an argument
 PERSONS = "persons"  # number of distinct people
+# Number of distinct values of an argument among each person's first C distinct values
+# in the group (by a hash of person and value): proxy/rewrite/distinct_values.py.
+DISTINCT = "distinct"
+DISTINCT_SUM = "distinct_sum"  # the sum of those distinct (clamped) values
+# Their sum minus m per value, m the midpoint of [L, U] (AVG(DISTINCT x), with the count):
+# half the noise of the plain sum when L ≥ 0.
+DISTINCT_CENTRED_SUM = "distinct_centred_sum"
+# The sum of (v − m)² over those distinct values v, m the midpoint of [L, U]
+# (VAR/STDDEV(DISTINCT x), with the two above).
+DISTINCT_SQUARES = "distinct_squares"
+# Counted across people from each person's kept distinct values, not per person.
+DISTINCT_KINDS = (DISTINCT, DISTINCT_SUM, DISTINCT_CENTRED_SUM, DISTINCT_SQUARES)
 SUM = "sum"  # clamped sum
 CENTRED_SUM = "centred_sum"  # clamped sum of (x − m), m the midpoint of [L, U]
 CENTRED_SQUARES = "centred_squares"  # clamped sum of (x − m)²

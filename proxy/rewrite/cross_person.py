@@ -18,7 +18,7 @@ from sqlglot import exp
 
 from accounting.mechanisms import MAX_UNITS
 from proxy.rewrite import core as C
-from proxy.rewrite import quantile_histogram
+from proxy.rewrite import distinct_values, quantile_histogram
 
 _BIGINT = exp.DataType.build("BIGINT")  # shared: insert copies only
 _DOUBLE = exp.DataType.build("DOUBLE")
@@ -54,6 +54,8 @@ def apply(core: C.Core) -> C.Core:
     cols: list[exp.Expr] = [exp.column(k) for k in core.key_columns()]
     l0_cut = any(name == "heavy" for name, _ in core.ctes)
     for stat in core.statistics:
+        if stat.kind in C.DISTINCT_KINDS:
+            continue  # joined on below (distinct_values.with_counts)
         if stat.kind == C.PERSONS:
             cols.append(exp.alias_(exp.Count(this=exp.Star()), stat.column, copy=False))
         else:
@@ -62,6 +64,7 @@ def apply(core: C.Core) -> C.Core:
     final = exp.Select(expressions=cols, from_=C.from_table("bounded"))
     if core.keys:
         final.set("group", exp.Group(expressions=[exp.column(k) for k in core.key_columns()]))
+    final = distinct_values.with_counts(core, final)
     if core.quantiles:
         # MEDIAN, quantiles, MIN, MAX: each group's histograms beside its statistics.
         final = quantile_histogram.with_histograms(core, final)

@@ -38,13 +38,13 @@ def _raw_bounds(stat: C.Statistic, max_rows: int) -> tuple[Decimal, Decimal]:
     c = Decimal(max_rows)
     lower, upper = Decimal(stat.lower), Decimal(stat.upper)  # exact binary values
     half = (upper - lower) / 2
-    if stat.kind in (C.ROWS, C.COUNT):
+    if stat.kind in (C.ROWS, C.COUNT, C.DISTINCT):
         return Decimal(0), c
     if stat.kind in (C.PERSONS, C.CLIPPED):
         return Decimal(0), Decimal(1)
-    if stat.kind == C.SUM:
+    if stat.kind in (C.SUM, C.DISTINCT_SUM):
         return c * min(lower, Decimal(0)), c * max(upper, Decimal(0))
-    if stat.kind == C.CENTRED_SUM:
+    if stat.kind in (C.CENTRED_SUM, C.DISTINCT_CENTRED_SUM):
         return -c * half, c * half
     return Decimal(0), c * half * half
 
@@ -73,7 +73,7 @@ def statistic_bounds(stat: C.Statistic, max_rows: int) -> tuple[Decimal, Decimal
     cross-person sum respect them.
     """
     lo, hi = _raw_bounds(stat, max_rows)
-    if stat.kind in (C.ROWS, C.COUNT, C.PERSONS, C.CLIPPED):
+    if stat.kind in (C.ROWS, C.COUNT, C.DISTINCT, C.PERSONS, C.CLIPPED):
         return lo, hi
     if stat.integer:
         return lo.to_integral_value(ROUND_FLOOR), hi.to_integral_value(ROUND_CEILING)

@@ -44,7 +44,11 @@ def _widened(core: C.Core, arg_sql: str, arg: exp.Expr) -> exp.Expr:
     integer statistics (bounds keep |x|, (x−m)² ≤ 1e18), DOUBLE otherwise. Arithmetic in
     the column's own type (e.g. INTEGER squares) could fail on some rows, and that
     failure would depend on the data."""
-    stats = [s for s in core.statistics if s.arg_sql == arg_sql and s.kind != C.COUNT]
+    stats = [
+        s
+        for s in core.statistics
+        if s.arg_sql == arg_sql and s.kind != C.COUNT and s.kind not in C.DISTINCT_KINDS
+    ]
     if not stats:
         return arg  # only counted: its type does not matter
     target = "BIGINT" if any(s.integer or s.values_integer for s in stats) else "DOUBLE"
@@ -85,8 +89,8 @@ def raw_statistic(
     sums of a person with more than C values are scaled to C values' worth."""
     if stat.kind == C.ROWS:
         return exp.Count(this=exp.Star())
-    if stat.kind == C.PERSONS:
-        return None
+    if stat.kind == C.PERSONS or stat.kind in C.DISTINCT_KINDS:
+        return None  # counted across people (cross_person, distinct_values)
     if stat.kind == C.CLIPPED:
         if max_rows is None:
             return exp.Literal.number(0)
@@ -140,7 +144,7 @@ def apply(core: C.Core) -> C.Core:
     # piece again and parse the table name.
     if core.one_group_per_person:
         # One row per person whatever the data: the keys are expected to be constant for
-        # each person (see rewrite._person_constant), and grouping by the person alone
+        # each person (see rewrite.person_constant), and grouping by the person alone
         # enforces L0 = 1 even if they were not — each person's rows then all count in
         # the group of their smallest key.
         group = [exp.column("__u")]

@@ -25,6 +25,10 @@ K_ = AggregateKind
         (K_.SUM_SQUARES, 18, 100, 2, 1, Sensitivity(3362.0, 3362.0, 3362.0, 1, 2)),
         (K_.SUM_SQUARES, 0, 1, 1, 4, Sensitivity(0.25, 1.0, 0.5, 4, 1)),
         (K_.SUM, 3, 3, 1, 1, Sensitivity(3.0, 3.0, 3.0, 1, 1)),
+        (K_.DISTINCT_COUNT, 0, 0, 3, 4, Sensitivity(3.0, 12.0, 6.0, 4, 3)),
+        (K_.DISTINCT_SUM, -5, 3, 2, 1, Sensitivity(10.0, 10.0, 10.0, 1, 2)),
+        (K_.DISTINCT_SQUARES, 18, 100, 2, 4, Sensitivity(3362.0, 13448.0, 6724.0, 4, 2)),
+        (K_.DISTINCT_CENTRED_SUM, 18, 100, 2, 1, Sensitivity(82.0, 82.0, 82.0, 1, 2)),
         (K_.CENTRED_SUM, 3, 3, 5, 2, Sensitivity(0.0, 0.0, 0.0, 2, 5)),
     ],
 )

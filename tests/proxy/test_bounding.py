@@ -559,20 +559,24 @@ def test_count_distinct_bare_id_of_a_using_join(
     assert set(got) == set(want)
     for key, (people,) in want.items():
         assert got[key][persons.column] == people
-    # A COALESCE with anything but person ids is still not a count of people.
-    with pytest.raises(DPSQLError) as info:
-        prepare(wide, "SELECT COUNT(DISTINCT COALESCE(user_id, age)) FROM users")
-    assert info.value.code == "unsupported_sql"
+    # A COALESCE with anything but person ids is still not a count of people: it is a
+    # count of distinct values (issue 13 §2), each person keeping at most C of them.
+    other = prepare(wide, "SELECT COUNT(DISTINCT COALESCE(user_id, age)) FROM users")
+    distinct = next(n for n in other.noise if n.statistic.kind == C.DISTINCT)
+    assert distinct.sensitivity.per_group == other.max_rows
 
 
-def test_count_distinct_unit_of_the_null_side_is_refused(wide: Engine) -> None:
-    # The released person count would count every prompts person, not those with a
-    # ticket; the engine refuses rather than answer a different question.
+def test_count_distinct_unit_of_the_null_side_counts_its_values(
+    wide: Engine, truth: duckdb.DuckDBPyConnection
+) -> None:
+    # Not the anchor's person count (that would count every user, not those with a
+    # ticket): a count of the distinct non-NULL values of t.user_id (issue 13 §2), which
+    # is the number of users with a ticket — each person has one such value.
     sql = (
         "SELECT COUNT(DISTINCT t.user_id) FROM users u LEFT JOIN tickets t ON u.user_id = t.user_id"
     )
-    with pytest.raises(DPSQLError) as info:
-        prepare(wide, sql)
-    assert info.value.code == "unsupported_sql"
+    plan = prepare(wide, sql)
+    got = core_groups(wide.executor, plan, SEEDS[0])[()][column(plan, C.DISTINCT).column]
+    assert got == truth.execute(sql).fetchone()[0]
     inner = sql.replace("LEFT JOIN", "JOIN")
     assert prepare(wide, inner).statistics

@@ -35,6 +35,11 @@ def engine(tmp_path_factory: pytest.TempPathFactory, demo_db: Path):
         f"WITH t AS ({INNER}) SELECT region, n * 100.0 / SUM(n) OVER () AS pct FROM t "
         "ORDER BY region",
         f"SELECT region, s / n AS mean_age FROM ({INNER}) AS x WHERE n > 100 ORDER BY region",
+        # Row-level CTEs between the outer query and the aggregate one (a chain).
+        f"WITH t AS ({INNER}), u AS (SELECT region, s / n AS mean_age, n FROM t WHERE n > 0) "
+        "SELECT COUNT(*) AS groups, AVG(mean_age) AS m FROM u",
+        f"WITH t AS ({INNER}), u AS (SELECT region, n / 2 AS n2 FROM t), "
+        "v AS (SELECT region AS r, n2 + 1 AS n3 FROM u) SELECT r, n3 FROM v ORDER BY r",
     ],
 )
 def test_outer_queries_are_post_processing(engine: Engine, outer: str) -> None:
@@ -50,7 +55,11 @@ def test_outer_queries_are_post_processing(engine: Engine, outer: str) -> None:
         + ", ".join(f"('{k}', {n}, {s})" for k, n, s in inner.rows)
         + ") AS v(region, n, s)"
     )
-    local = outer.replace(f"WITH t AS ({INNER}) ", "").replace(f"({INNER})", "t")
+    local = (
+        outer.replace(f"WITH t AS ({INNER}) ", "")
+        .replace(f"t AS ({INNER}), ", "")
+        .replace(f"({INNER})", "t")
+    )
     expected = [tuple(x) for x in con.execute(local).fetchall()]
     assert len(expected) == len(r.rows)
     for want, got in zip(expected, r.rows, strict=True):
@@ -66,10 +75,27 @@ def test_outer_queries_are_post_processing(engine: Engine, outer: str) -> None:
 
 
 def test_a_per_person_inner_query_is_not_a_release(engine: Engine) -> None:
+    """Grouped by the person id, the inner query is never released: the whole query is
+    a per-person aggregate (proxy/per_person_values.py), charged as one release."""
+    sql = "SELECT AVG(n) AS a FROM (SELECT user_id, COUNT(*) AS n FROM users GROUP BY user_id) x"
+    r = engine.run(QueryRequest(sql, epsilon=0.5))
+    assert not r.privacy.cached and r.privacy.epsilon == pytest.approx(0.5)
+    assert not any("post-processing" in w for w in r.warnings)
     with pytest.raises(DPSQLError) as info:
-        engine.run(
-            QueryRequest(
-                "SELECT AVG(n) FROM (SELECT user_id, COUNT(*) AS n FROM users GROUP BY user_id) x"
-            )
-        )
+        engine.run(QueryRequest("SELECT user_id, COUNT(*) AS n FROM users GROUP BY user_id"))
     assert info.value.code == "unsupported_sql"
+
+
+def test_a_chain_must_read_only_its_ctes(engine: Engine) -> None:
+    """A CTE off the chain, or a row-level CTE reading a private table, is not a query
+    over a released answer: it goes the ordinary way and is refused there, uncharged."""
+    charges = len([e for e in engine.ledger.history() if e.kind == "charge"])
+    for sql in (
+        f"WITH t AS ({INNER}), u AS (SELECT region, n FROM t), w AS (SELECT 1 AS one) "
+        "SELECT COUNT(*) AS c FROM u",
+        f"WITH t AS ({INNER}), u AS (SELECT region, COUNT(*) AS k FROM t GROUP BY region) "
+        "SELECT SUM(k) AS c FROM u",
+    ):
+        with pytest.raises(DPSQLError):
+            engine.run(QueryRequest(sql, epsilon=0.5))
+    assert len([e for e in engine.ledger.history() if e.kind == "charge"]) == charges

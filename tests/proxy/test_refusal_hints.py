@@ -223,6 +223,48 @@ PAIRS = [
         None,
         literal=False,
     ),
+    # --- #13 §2, §3, §5: COUNT(DISTINCT), per-person aggregates, UNION ALL -------------
+    Pair(
+        "count-distinct-two",
+        f"SELECT COUNT(DISTINCT educ, sex) FROM {P}",
+        "unsupported_sql",
+        "||",
+        f"SELECT COUNT(DISTINCT CAST(educ AS VARCHAR) || '|' || CAST(sex AS VARCHAR)) FROM {P}",
+    ),
+    Pair(
+        "per-person-limit",
+        f"SELECT AVG(n) FROM (SELECT pid, COUNT(*) AS n FROM {P} GROUP BY pid LIMIT 10) t",
+        "unsupported_sql",
+        "remove it from the subquery",
+        f"SELECT AVG(n) FROM (SELECT pid, COUNT(*) AS n FROM {P} GROUP BY pid) t",
+        literal=False,
+    ),
+    Pair(
+        "per-person-unbounded",
+        f"SELECT AVG(m) FROM (SELECT pid, MAX(pid) AS m FROM {P} GROUP BY pid) t",
+        "unsupported_sql",
+        "LEAST(GREATEST(",
+        f"SELECT AVG(LEAST(GREATEST(m, 0), 1000)) FROM (SELECT pid, MAX(pid) AS m FROM {P} "
+        "GROUP BY pid) t",
+    ),
+    Pair(
+        "union-distinct",
+        f"SELECT COUNT(*) FROM (SELECT pid FROM {P} UNION SELECT pid FROM {P} WHERE age > 50) t",
+        "unsupported_sql",
+        "UNION ALL",
+        f"SELECT COUNT(*) FROM (SELECT pid FROM {P} UNION ALL SELECT pid FROM {P} "
+        "WHERE age > 50) t",
+    ),
+    Pair(
+        "union-without-person",
+        f"SELECT AVG(a) FROM (SELECT age AS a FROM {P} UNION ALL SELECT age FROM {P} "
+        "WHERE sex = 1) t",
+        "unsupported_sql",
+        "select the person id in every arm",
+        f"SELECT AVG(a) FROM (SELECT pid, age AS a FROM {P} UNION ALL SELECT pid, age FROM {P} "
+        "WHERE sex = 1) t",
+        literal=False,
+    ),
 ]
 
 

@@ -42,6 +42,7 @@ CASES: tuple[tuple[str, str], ...] = (
         "SELECT u.region, AVG(p.latency_ms) AS l FROM prompts p JOIN users u "
         "ON u.user_id = p.user_id GROUP BY u.region",
     ),
+    ("demo", "SELECT model, COUNT(DISTINCT tokens_in) AS d FROM prompts GROUP BY model"),
 )
 
 
@@ -79,7 +80,7 @@ def _fields(core: Core) -> dict[str, str]:
 def _steps(engine: Engine, sql: str) -> dict[str, dict[str, str]]:
     """For each rule: the fields it changed (empty when it changed nothing)."""
     request = QueryRequest(sql, epsilon=1.0)
-    shape, _ = engine.checked_shape(request)
+    shape = engine.checked_shape(request).shape
     max_rows, max_groups = limits(request, shape, engine.policy)
     core = initial_core(shape, max_rows=max_rows, max_groups=max_groups)
     out: dict[str, dict[str, str]] = {}

@@ -393,6 +393,79 @@ DEMO: tuple[Entry, ...] = (
         "(SELECT user_id FROM prompts WHERE tokens_in > {pid})",
         "#13 NOT IN (NULL-safe after normalisation) on a data-dependent set",
     ),
+    Entry(
+        "per_person_avg",
+        "SELECT AVG(n) AS a, SUM(n) AS s, COUNT(*) AS people FROM "
+        "(SELECT user_id, COUNT(*) AS n FROM prompts GROUP BY user_id) t",
+        "#13 §3 per-person counts, clamped to [1, C], aggregated again",
+    ),
+    Entry(
+        "per_person_having",
+        "SELECT COUNT(*) AS n FROM (SELECT user_id FROM prompts GROUP BY user_id "
+        "HAVING COUNT(*) > 3) t",
+        "#13 §3 people with more than 3 rows (a filter on one person's own value)",
+    ),
+    Entry(
+        "per_person_histogram",
+        "SELECT b, COUNT(*) AS n FROM (SELECT user_id, FLOOR(COUNT(*) / 3) AS b "
+        "FROM prompts GROUP BY user_id) t GROUP BY b",
+        "#13 §3 histogram of per-person totals (a key made from one person's value)",
+    ),
+    Entry(
+        "per_person_plan_sum",
+        "SELECT plan, AVG(s) AS a, SUM(s) AS total FROM (SELECT p.user_id, u.plan, "
+        "SUM(p.tokens_in) AS s FROM prompts p JOIN users u ON u.user_id = p.user_id "
+        "GROUP BY p.user_id, u.plan) t GROUP BY plan",
+        "#13 §3 per-person sums clamped to [0, C·U], keyed by a person-constant column",
+    ),
+    Entry(
+        "per_person_single_out",
+        "SELECT SUM(n) AS s, AVG(m) AS a FROM (SELECT user_id, COUNT(*) AS n, "
+        "MAX(tokens_in) AS m FROM prompts WHERE user_id >= {pid} GROUP BY user_id) t",
+        "#13 §3 per-person values of a prefix starting at the removed person",
+    ),
+    Entry(
+        "distinct_models_by_week",
+        "SELECT date_trunc('week', ts) AS w, COUNT(DISTINCT model) AS m FROM prompts GROUP BY w",
+        "#13 §2 COUNT(DISTINCT value) per private key: C values per person, L0 groups",
+    ),
+    Entry(
+        "distinct_tokens_by_plan",
+        "SELECT u.plan, COUNT(DISTINCT p.tokens_in) AS d, COUNT(*) AS n FROM prompts p "
+        "JOIN users u ON u.user_id = p.user_id GROUP BY u.plan",
+        "#13 §2 COUNT(DISTINCT value) with a person-constant key",
+    ),
+    Entry(
+        "distinct_single_out",
+        "SELECT model, COUNT(DISTINCT tokens_out) AS d FROM prompts WHERE user_id = {pid} "
+        "GROUP BY model",
+        "#13 §2 distinct values of the removed person alone",
+    ),
+    Entry(
+        "distinct_sum_avg_by_model",
+        "SELECT model, SUM(DISTINCT tokens_in) AS s, AVG(DISTINCT latency_ms) AS a "
+        "FROM prompts GROUP BY model",
+        "#13 §2 SUM/AVG(DISTINCT value): C kept values per person, each in [L, U]",
+    ),
+    Entry(
+        "distinct_var_by_plan",
+        "SELECT u.plan, VARIANCE(DISTINCT p.tokens_in) AS v, STDDEV_POP(DISTINCT p.latency_ms) "
+        "AS sd FROM prompts p JOIN users u ON u.user_id = p.user_id GROUP BY u.plan",
+        "#13 §2 VAR/STDDEV(DISTINCT value): Σ(v − m)² over C kept values per person",
+    ),
+    Entry(
+        "union_all_sources",
+        "SELECT src, COUNT(*) AS n, SUM(x) AS s FROM (SELECT user_id, 'prompt' AS src, "
+        "tokens_in AS x FROM prompts UNION ALL SELECT user_id, 'ticket', "
+        "resolution_minutes FROM tickets) t GROUP BY src",
+        "#13 §5 UNION ALL: a person's rows from both arms bounded together",
+    ),
+    Entry(
+        "union_all_single_out",
+        "SELECT COUNT(*) AS n FROM (SELECT user_id FROM prompts WHERE user_id = {pid} "
+        "UNION ALL SELECT user_id FROM tickets WHERE user_id = {pid}) t",
+        "#13 §5 UNION ALL of the removed person's rows only",
+    ),
 )
 
 

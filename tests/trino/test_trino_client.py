@@ -130,7 +130,11 @@ def test_privacy_metadata_travels_in_warnings_and_headers(tls_server: TlsServer)
             "UNSUPPORTED_SQL",
             "date or time",
         ),
-        ("SELECT DISTINCT COUNT(*) AS n FROM prompts", "UNSUPPORTED_SQL", "DISTINCT"),
+        (
+            "SELECT DISTINCT model, COUNT(*) AS n FROM prompts GROUP BY model",
+            "UNSUPPORTED_SQL",
+            "DISTINCT",
+        ),
         ("SELECT COUNT(*) FROM nowhere.main.users", "NOT_FOUND", "catalog"),
         ("SELEC 1", "PARSE_ERROR", "could not parse"),
     ],

@@ -1,0 +1,492 @@
+"""Per-person aggregates (issue 13 §3): an inner query grouped by the person id,
+aggregated again outside.
+
+    SELECT AVG(n) FROM (SELECT user_id, COUNT(*) AS n FROM prompts GROUP BY user_id) t
+    SELECT COUNT(*) FROM (SELECT user_id FROM prompts GROUP BY user_id
+                          HAVING COUNT(*) > 10) t
+    SELECT plan, AVG(n) FROM (SELECT user_id, plan, COUNT(*) AS n FROM prompts
+                              JOIN users USING (user_id) GROUP BY user_id, plan) t
+    GROUP BY plan
+
+The inner query is never released. It is turned into a *derived table* with exactly one
+row per person (the SQL groups by the person id alone; other inner keys must be constant
+for a person and are taken as their MIN), whose value columns are each person's
+aggregates **clamped** to the interval accounting/per_person_bounds.py derives (COUNT(*)
+to [1, C] with C the inner tables' row cap, SUM(x) to [C·min(L, 0), C·max(U, 0)], AVG,
+MIN, MAX, quantiles to [L, U], ...). Filters (the inner HAVING, the outer WHERE), keys
+and outer aggregates all read those bounded values. The outer query is then an ordinary
+query over a one-row-per-person private table of the inner query's population — the
+derived table enters the catalog for that query only, with its columns' bounds declared
+— and is checked, rewritten, charged and released like any other (C = K = 1 for it).
+
+Why this is private: removing a person from the database removes their rows from the
+inner tables, so it removes exactly their row of the derived table and changes no other
+row (the inner query's joins between private tables are on the person id only, its
+semi-joins are on the person, as everywhere in dpsql). Each value lies in its declared
+interval by the clamp, so the outer query's sensitivity is that of a one-row-per-person
+table with those bounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from accounting.per_person_bounds import InnerAggregate, value_bounds
+from proxy import shape as S
+from proxy.allowlist import AGGREGATES
+from proxy.bind import bind
+from proxy.catalog import DEFAULT_DB, Catalog, TableInfo
+from proxy.check import check_shape, distinct_as_group_by, is_person_id
+from proxy.engines.executor import Executor
+from proxy.errors import DPSQLError, position_of, unsupported
+from proxy.policy import ColumnPolicy, TablePolicy
+from proxy.quantile_sql import is_quantile
+from proxy.rewrite import person_constant
+from proxy.rewrite.clamp_inputs import clamp
+from proxy.rewrite.ranges import derive
+from proxy.rewrite.total_forms import total_predicate, total_value
+
+DERIVED = "__per_person"  # the derived table's name (main.__per_person), never a real one
+PERSON = "__person"  # its person id column, when the inner query does not select one
+_AGG_TYPES = tuple(AGGREGATES)
+
+_KINDS = {
+    S.COUNT_ROWS: InnerAggregate.ROWS,
+    S.COUNT: InnerAggregate.COUNT,
+    S.COUNT_DISTINCT: InnerAggregate.COUNT,
+    S.COUNT_PERSONS: InnerAggregate.PERSONS,
+    S.SUM_DISTINCT: InnerAggregate.SUM,
+    S.AVG_DISTINCT: InnerAggregate.MEAN,
+    S.SUM: InnerAggregate.SUM,
+    S.AVG: InnerAggregate.MEAN,
+    S.QUANTILE: InnerAggregate.MEAN,
+    S.MINIMUM: InnerAggregate.ORDER,
+    S.MAXIMUM: InnerAggregate.ORDER,
+    # Distinct values are a subset of the person's values: the same bounds hold.
+    S.DISTINCT_VARIANCE[S.VAR_POP]: InnerAggregate.VAR_POP,
+    S.DISTINCT_VARIANCE[S.VAR_SAMP]: InnerAggregate.VAR_SAMP,
+    S.DISTINCT_VARIANCE[S.STDDEV_POP]: InnerAggregate.STDDEV_POP,
+    S.DISTINCT_VARIANCE[S.STDDEV_SAMP]: InnerAggregate.STDDEV_SAMP,
+    S.VAR_POP: InnerAggregate.VAR_POP,
+    S.VAR_SAMP: InnerAggregate.VAR_SAMP,
+    S.STDDEV_POP: InnerAggregate.STDDEV_POP,
+    S.STDDEV_SAMP: InnerAggregate.STDDEV_SAMP,
+}
+
+
+@dataclass(frozen=True)
+class PerPersonQuery:
+    """The outer query (reading ``main.__per_person``), the derived table and the SQL
+    that computes it, and the catalog the outer query is bound against."""
+
+    outer: exp.Select
+    table: TableInfo
+    relation: exp.Select
+    inner: S.Shape  # the checked inner query (its tables' row caps and "auto" caps)
+    catalog: Catalog
+    max_rows: int  # C of the inner tables: the bound of a per-person count
+
+
+def _inner_source(tree: exp.Expr) -> tuple[exp.Select, str] | None:
+    """The inner SELECT an outer query reads through its FROM (a subquery or a CTE used
+    there), with the name the outer query calls it by."""
+    if not isinstance(tree, exp.Select):
+        return None
+    from_ = tree.args.get("from_")
+    if from_ is None:
+        return None
+    source = from_.this
+    if isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select):
+        return source.this, source.alias_or_name
+    with_ = tree.args.get("with_")
+    if with_ is not None and with_.args.get("recursive"):
+        return None  # refused by the checker, as every recursive CTE
+    if isinstance(source, exp.Table) and not source.db and with_ is not None:
+        ctes = {c.alias_or_name.lower(): c.this for c in tree.args["with_"].expressions}
+        inner = ctes.get(source.name.lower())
+        if isinstance(inner, exp.Select) and len(ctes) == 1:
+            return inner, source.alias_or_name
+    return None
+
+
+def _person_keys(bound: exp.Select, catalog: Catalog) -> list[exp.Expr]:
+    from proxy.joins import tables_of, unit_columns
+
+    group = bound.args.get("group")
+    if group is None:
+        return []
+    units = unit_columns(tables_of(bound, catalog))
+    return [k for k in group.expressions if is_person_id(k, units)]
+
+
+def _bound_inner(inner: exp.Select, catalog: Catalog, allowed: frozenset[str] | None) -> exp.Select:
+    return bind(distinct_as_group_by(inner.copy()), catalog, allowed)
+
+
+def groups_by_person(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> bool:
+    """True when ``tree`` reads, in its FROM, an inner query grouped by the person id
+    (so it is a per-person aggregate, not a query over a released answer)."""
+    found = _inner_source(tree)
+    if found is None:
+        return False
+    try:
+        return bool(_person_keys(_bound_inner(found[0], catalog, allowed), catalog))
+    except DPSQLError:
+        return False
+
+
+def _aggregate_nodes(node: exp.Expr, out: dict[str, exp.Expr]) -> None:
+    """The outermost aggregates under ``node``, by their canonical text."""
+    if isinstance(node, (exp.Count, *_AGG_TYPES)) or is_quantile(node):
+        out.setdefault(node.sql(dialect="duckdb"), node)
+        return
+    for child in node.iter_expressions():
+        _aggregate_nodes(child, out)
+
+
+def _total_aggregate(node: exp.Expr) -> exp.Expr:
+    """The aggregate over total (never failing) row-level arguments."""
+    copied = node.copy()
+    target = copied.this if isinstance(copied, exp.Bracket) else copied
+    if isinstance(target, exp.WithinGroup):
+        order = target.args.get("expression")
+        if isinstance(order, exp.Order):
+            for o in order.expressions:
+                o.set("this", total_value(o.this))
+        return copied
+    arg = target.args.get("this")
+    if isinstance(arg, exp.Distinct):
+        arg.set("expressions", [total_value(e) for e in arg.expressions])
+    elif isinstance(arg, exp.Expr) and not isinstance(arg, exp.Star):
+        target.set("this", total_value(arg))
+    return copied
+
+
+def _refuse_inner(message: str, hint: str, node: exp.Expr | None = None) -> DPSQLError:
+    return unsupported(message, hint, position_of(node) if node is not None else None)
+
+
+def _check_copy(
+    bound: exp.Select, person_keys: list[exp.Expr], units: set[tuple[str, str]]
+) -> exp.Select:
+    """The inner query without its person id (in GROUP BY and the select list): what the
+    ordinary checker must accept for the per-person values to be computable."""
+    copy = bound.copy()
+    copy.set("order", None)
+    person_sqls = {k.sql(dialect="duckdb") for k in person_keys}
+    group = copy.args.get("group")
+    keys = group.expressions if group is not None else []
+    rest = [k for k in keys if k.sql(dialect="duckdb") not in person_sqls]
+    copy.set("group", exp.Group(expressions=rest) if rest else None)
+    items = [
+        e
+        for e in copy.expressions
+        if not is_person_id(e.this if isinstance(e, exp.Alias) else e, units)
+    ]
+    items.append(exp.alias_(exp.Count(this=exp.Star()), "__rows", copy=False))
+    copy.set("expressions", items)
+    return copy
+
+
+def derive_query(
+    tree: exp.Expr,
+    catalog: Catalog,
+    allowed: frozenset[str] | None,
+    executor: Executor,
+    max_rows_of: Callable[[S.Shape], int],
+) -> PerPersonQuery | None:
+    """The per-person form of ``tree``, or None when its FROM is not an inner query
+    grouped by the person id. ``max_rows_of`` gives C for the checked inner query."""
+    from proxy.joins import tables_of, unit_columns
+
+    found = _inner_source(tree)
+    if found is None:
+        return None
+    inner, alias = found
+    bound = _bound_inner(inner, catalog, allowed)
+    person_keys = _person_keys(bound, catalog)
+    if not person_keys:
+        return None
+    for clause in ("limit", "offset"):
+        if bound.args.get(clause) is not None:
+            raise _refuse_inner(
+                f"{clause.upper()} in a per-person subquery would keep some people's "
+                "rows depending on the others'",
+                "remove it from the subquery (a LIMIT on the outer query is fine)",
+                bound.args[clause],
+            )
+    tables = tables_of(bound, catalog)
+    units = unit_columns(tables)
+    shape = check_shape(_check_copy(bound, person_keys, units), catalog)
+    never_null = {(shape.unit.table.lower(), shape.unit.name.lower())}
+    for key in person_keys:
+        if not is_person_id(key, never_null | _inner_joined_units(shape)):
+            raise _refuse_inner(
+                f"the subquery groups by {key.sql()}, a person id that may be NULL on a "
+                "row (a LEFT JOINed table's)",
+                f"group by {shape.unit.sql()}, the person id of the table in FROM",
+                key,
+            )
+    constant = person_constant(shape)
+    for key in shape.keys:
+        outside = [c for c in key.find_all(exp.Column) if c.table.lower() not in constant]
+        if outside:
+            raise _refuse_inner(
+                f"the subquery groups by the person id and by {key.sql()[:60]}, which can "
+                "differ between one person's rows: that is several rows per person",
+                "group the subquery by the person id alone (and by columns of a "
+                "one-row-per-person table joined on it, e.g. users.plan), and compute "
+                "the rest with aggregates",
+                key,
+            )
+    max_rows = max_rows_of(shape)
+    return _build(tree, alias, bound, shape, catalog, allowed, executor, max_rows, units)
+
+
+def _inner_joined_units(shape: S.Shape) -> set[tuple[str, str]]:
+    joined = {
+        j.this.alias_or_name.lower()
+        for j in shape.select.args.get("joins") or []
+        if not j.side and isinstance(j.this, exp.Table)
+    }
+    return {
+        (alias, str(t.policy.unit).lower())
+        for alias, t in shape.tables.items()
+        if alias in joined and not t.public and t.policy.unit
+    }
+
+
+def _argument_range(
+    call: S.AggregateCall, shape: S.Shape
+) -> tuple[tuple[float, float] | None, bool]:
+    if call.arg is None:
+        return None, False
+    r = derive(call.arg, dict(shape.tables))
+    if r.lower > r.upper:  # only NULLs
+        return (0.0, 0.0), True
+    return ((r.lower, r.upper) if r.bounded else None), r.integer
+
+
+def _build(
+    tree: exp.Expr,
+    alias: str,
+    bound: exp.Select,
+    shape: S.Shape,
+    catalog: Catalog,
+    allowed: frozenset[str] | None,
+    executor: Executor,
+    max_rows: int,
+    units: set[tuple[str, str]],
+) -> PerPersonQuery:
+    calls = {c.sql: c for c in shape.aggregates}
+    nodes: dict[str, exp.Expr] = {}
+    for item in bound.expressions:
+        _aggregate_nodes(item, nodes)
+    having = bound.args.get("having")
+    if having is not None:
+        _aggregate_nodes(having.this, nodes)
+    key_sqls = [k.sql(dialect="duckdb") for k in shape.keys]
+
+    # Layer A: one row per person, exact aggregates of total arguments.
+    unit = shape.unit
+    a_cols: list[exp.Expr] = [exp.alias_(unit.copy(), PERSON, copy=False)]
+    a_cols += [
+        exp.alias_(exp.Min(this=total_value(k)), f"__k{i}", copy=False)
+        for i, k in enumerate(shape.keys)
+    ]
+    bounded: dict[str, exp.Expr] = {}  # aggregate text -> its bounded value over layer A
+    for i, (text, node) in enumerate(nodes.items()):
+        a_cols.append(exp.alias_(_total_aggregate(node), f"__a{i}", copy=False))
+        call = calls.get(text)
+        if call is None:  # the checker renders every aggregate it accepts
+            raise _refuse_inner(f"{text[:60]} is not answered", "use COUNT, SUM or AVG", node)
+        argument, integer = _argument_range(call, shape)
+        found = value_bounds(_KINDS[call.kind], max_rows, argument, integer)
+        column = exp.column(f"__a{i}", table="__a")
+        bounded[text] = column if found is None else clamp(column, found.lower, found.upper)
+    a = exp.Select(expressions=a_cols)
+    a.set("from_", bound.args["from_"].copy())
+    tables = dict(shape.tables)
+    joins = [j.copy() for j in bound.args.get("joins") or []]
+    for join in joins:
+        if join.args.get("on") is not None:
+            join.set("on", total_predicate(join.args["on"], tables))
+    if joins:
+        a.set("joins", joins)
+    not_null = exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null()))
+    where = bound.args.get("where")
+    condition: exp.Expr = (
+        not_null
+        if where is None
+        else exp.and_(exp.Paren(this=total_predicate(where.this, tables)), not_null, copy=False)
+    )
+    a.set("where", exp.Where(this=condition))
+    a.set("group", exp.Group(expressions=[unit.copy()]))
+
+    def substitute(node: exp.Expr) -> exp.Expr:
+        text = node.sql(dialect="duckdb")
+        if text in bounded:
+            return bounded[text].copy()
+        if text in key_sqls:
+            return exp.column(f"__k{key_sqls.index(text)}", table="__a")
+        if is_person_id(node, units):
+            return exp.column(PERSON, table="__a")
+        for child_key, child in list(node.args.items()):
+            if isinstance(child, exp.Expr):
+                node.set(child_key, substitute(child))
+            elif isinstance(child, list):
+                node.set(
+                    child_key,
+                    [substitute(c) if isinstance(c, exp.Expr) else c for c in child],
+                )
+        return node
+
+    # Layer B: the analyst's select list over bounded values, filtered by their HAVING.
+    b_cols: list[exp.Expr] = []
+    names: list[str] = []
+    unit_name: str | None = None
+    for item in bound.expressions:
+        value = item.this if isinstance(item, exp.Alias) else item
+        name = item.alias_or_name.lower()
+        if name in names or name in (PERSON,):
+            raise _refuse_inner(
+                f"the subquery has two columns named {name}",
+                "give each column of the subquery its own alias",
+                item,
+            )
+        names.append(name)
+        if is_person_id(value, units):
+            if unit_name is not None:
+                raise _refuse_inner(
+                    "the subquery selects the person id twice",
+                    "select it once",
+                    item,
+                )
+            unit_name = name
+            b_cols.append(exp.alias_(exp.column(PERSON, table="__a"), name, copy=False))
+            continue
+        replaced = substitute(value.copy())
+        b_cols.append(exp.alias_(total_value(replaced), name, copy=False))
+    if unit_name is None:
+        unit_name = PERSON
+        b_cols.insert(0, exp.column(PERSON, table="__a"))
+        names.insert(0, PERSON)
+    b = exp.Select(expressions=b_cols)
+    b.set(
+        "from_",
+        exp.From(this=exp.Subquery(this=a, alias=exp.TableAlias(this=exp.to_identifier("__a")))),
+    )
+    if having is not None:
+        b.set("where", exp.Where(this=total_predicate(substitute(having.this.copy()), {})))
+    types = dict(executor.describe(b.sql(dialect="duckdb")))
+    a_types = dict(executor.describe(a.sql(dialect="duckdb")))
+    table = _derived_table(b, names, unit_name, types, a_types, shape)
+    outer = tree.copy()
+    assert isinstance(outer, exp.Select)  # _inner_source found its FROM
+    _read_derived(outer, alias)
+    return PerPersonQuery(
+        outer=outer,
+        table=table,
+        relation=b,
+        inner=shape,
+        catalog=catalog.with_derived(table),
+        max_rows=max_rows,
+    )
+
+
+def _derived_table(
+    b: exp.Select,
+    names: list[str],
+    unit_name: str,
+    types: dict[str, str],
+    a_types: dict[str, str],
+    shape: S.Shape,
+) -> TableInfo:
+    """The derived table's policy: its columns' bounds, from the clamps (values) and
+    from the keys' own policy (columns of person-constant tables)."""
+    a_policies: list[ColumnPolicy] = []
+    for i, key in enumerate(shape.keys):
+        r = derive(key, dict(shape.tables))
+        values = None
+        if isinstance(key, exp.Column):
+            info = shape.tables.get(key.table.lower())
+            rule = info.column(key.name) if info else None
+            values = rule.values if rule else None
+        a_policies.append(
+            ColumnPolicy(
+                f"__k{i}",
+                r.lower if r.bounded else None,
+                r.upper if r.bounded else None,
+                values,
+            )
+        )
+    a_info = TableInfo(
+        TablePolicy(
+            name="__a",
+            public=False,
+            population=shape.population,
+            unit=PERSON,
+            max_groups=1,
+            max_rows_per_group=1,
+            columns=tuple(a_policies),
+            grants=None,
+            one_row_per_person=True,
+        ),
+        DEFAULT_DB,
+        "__a",
+        a_types,
+    )
+    columns: list[ColumnPolicy] = []
+    for item, name in zip(b.expressions, names, strict=True):
+        if name == unit_name:
+            continue
+        value = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(value, exp.Column) and value.name.startswith("__k"):
+            rule = a_info.column(value.name)
+            assert rule is not None
+            columns.append(ColumnPolicy(name, rule.lower, rule.upper, rule.values))
+            continue
+        r = derive(value, {"__a": a_info})
+        if r.bounded and r.lower <= r.upper:
+            columns.append(ColumnPolicy(name, r.lower, r.upper))
+    policy = TablePolicy(
+        name=DERIVED,
+        public=False,
+        population=shape.population,
+        unit=unit_name,
+        max_groups=1,
+        max_rows_per_group=1,
+        columns=tuple(columns),
+        grants=None,
+        one_row_per_person=True,
+    )
+    return TableInfo(policy, DEFAULT_DB, DERIVED, types)
+
+
+def _read_derived(outer: exp.Select, alias: str) -> None:
+    """Point the outer query's FROM at the derived table, under the inner query's alias
+    (its columns keep their names), and drop the CTE it came from."""
+    source = outer.args["from_"].this
+    table = exp.Table(
+        this=exp.to_identifier(DERIVED),
+        db=exp.to_identifier(DEFAULT_DB),
+        alias=exp.TableAlias(this=exp.to_identifier(alias or DERIVED)),
+    )
+    source.replace(table)
+    outer.set("with_", None)
+
+
+def embed(shape: S.Shape, found: PerPersonQuery) -> None:
+    """Replace the derived table in the checked outer query by the SQL computing it
+    (in place): the rewrite then reads the bounded per-person rows."""
+    for table in list(shape.select.find_all(exp.Table)):
+        if table.name.lower() == DERIVED:
+            table.replace(
+                exp.Subquery(
+                    this=found.relation.copy(),
+                    alias=exp.TableAlias(this=exp.to_identifier(table.alias_or_name)),
+                )
+            )
