@@ -9,7 +9,6 @@ for several seeds and for the smallest heap the plan allows (K + 1 rows).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
