@@ -64,23 +64,28 @@ def profile_offsets(k: int) -> np.ndarray:
         phi = math.pi * (3.0 - math.sqrt(5.0)) * i
         directions = np.vstack([np.column_stack([r * np.cos(phi), r * np.sin(phi), z]), axes])
     else:
-        # A Halton sequence mapped through the normal quantile, then normalised:
-        # deterministic and spread out in any dimension.
-        from scipy import special
-
-        primes = _primes(k)
-        u = np.array([[_halton(i + 1, p) for p in primes] for i in range(count)])
-        normal = special.ndtri(u)
-        directions = np.vstack([normal / np.linalg.norm(normal, axis=1, keepdims=True), axes])
+        directions = np.vstack([_spread(k, count, 1), axes])
     # A finite set of directions reaches a little less far than the sphere between its
     # points: stretch it so that it reaches at least 1 in every direction (checked on a
     # fixed set of probe directions), so the range found is never narrower than the
     # sphere's for a linear f.
-    probes = np.random.default_rng(k).normal(size=(4000, k))
-    probes /= np.linalg.norm(probes, axis=1, keepdims=True)
+    probes = _spread(k, 4000, 10_001)
     reach = float((probes @ directions.T).max(axis=1).min()) if k > 1 else 1.0
     shells = [directions * (s / reach) for s in _SHELLS]
     return np.vstack([np.zeros((1, k)), *shells])
+
+
+def _spread(k: int, count: int, start: int) -> np.ndarray:
+    """``count`` unit vectors in ``k`` dimensions from a Halton sequence (from index
+    ``start``) mapped through the normal quantile, then normalised: deterministic and
+    spread out in any dimension (no random source: accounting/mechanisms.py is the only
+    module that draws)."""
+    from scipy import special
+
+    primes = _primes(k)
+    u = np.array([[_halton(start + i, p) for p in primes] for i in range(count)])
+    normal = special.ndtri(u)
+    return normal / np.linalg.norm(normal, axis=1, keepdims=True)
 
 
 def _halton(index: int, base: int) -> float:
