@@ -58,34 +58,50 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def has_ratio(shape: Shape) -> bool:
-    """Whether an output divides one aggregate by another (SUM(x)/COUNT(*)): its totals
-    then act as a mean, which bounding only re-weights."""
+@dataclass(frozen=True)
+class TotalsUse:
+    """How a query's outputs use its COUNT and SUM aggregates: as totals (shown, summed,
+    differenced) and/or as ratios of each other (SUM(x)/COUNT(*)), which act as means:
+    bounding only re-weights them."""
+
+    totals: bool
+    ratios: bool
+
+
+def totals_use(shape: Shape) -> TotalsUse:
+    totals = ratios = False
     for item in shape.select.expressions:
+        divided: set[int] = set()
         for div in item.find_all(exp.Div):
             if div.this.find(exp.AggFunc) and div.expression.find(exp.AggFunc):
-                return True
-    return False
+                ratios = True
+                divided.update(id(a) for a in div.find_all(exp.Count, exp.Sum))
+        if any(id(a) not in divided for a in item.find_all(exp.Count, exp.Sum)):
+            totals = True
+    return TotalsUse(totals, ratios)
 
 
 def cap_targets(
-    noise: Sequence[ColumnNoise], mechanism: Mechanism, *, counts_asked: bool, ratio: bool
+    noise: Sequence[ColumnNoise], mechanism: Mechanism, use: TotalsUse
 ) -> tuple[CapTarget, ...]:
     """The outputs the cap choice weighs, from the noise of a plan calibrated at C = 1
-    (each statistic's noise grows in proportion to C): sums and asked-for counts are
-    totals (means when the query divides them, ``ratio``); the centred sums and squares
-    of AVG/VAR/STDDEV are means. Counts that only divide an AVG, people counts and the
-    clipping estimate do not depend on the cap's trade-off and are left out."""
+    (each statistic's noise grows in proportion to C): sums and counts as totals when
+    the query shows them as such, as means when it divides them (both when it does
+    both); the centred sums and squares of AVG/VAR/STDDEV as means. People counts and
+    the clipping estimate do not depend on the cap's trade-off and are left out."""
     out = []
+    kinds = [k for k, on in ((OutputKind.TOTAL, use.totals), (OutputKind.MEAN, use.ratios)) if on]
     for n in noise:
         s = n.statistic
         std = mechanism.std(n.descriptor.scale)
-        kind = OutputKind.MEAN if ratio else OutputKind.TOTAL
         half = max(abs(s.lower), abs(s.upper)) / 2.0
-        if s.kind in (C.ROWS, C.COUNT) and (counts_asked or ratio):
-            out.append(CapTarget(kind, std, 1.0))
+        if s.kind in (C.ROWS, C.COUNT):
+            out += [CapTarget(kind, std, 1.0) for kind in kinds]
         elif s.kind == C.SUM and half > 0:
-            out.append(CapTarget(kind, std, (s.upper - s.lower) if ratio else half))
+            out += [
+                CapTarget(kind, std, half if kind is OutputKind.TOTAL else s.upper - s.lower)
+                for kind in kinds
+            ]
         elif s.kind == C.CENTRED_SUM and s.upper > s.lower:
             out.append(CapTarget(OutputKind.MEAN, std, s.upper - s.lower))
         elif s.kind == C.CENTRED_SQUARES and s.upper > s.lower:

@@ -22,7 +22,7 @@ from accounting.calibrate import Mechanism
 from accounting.ledger import Ledger, LedgerError, Receipt
 from accounting.mechanisms import secret_seed
 from proxy import bigquery_dp, domains, nested, quantile_release
-from proxy.auto_bounds import AutoBounds, PendingBounds, cap_targets, has_ratio
+from proxy.auto_bounds import AutoBounds, PendingBounds, cap_targets, totals_use
 from proxy.bind import bind
 from proxy.budget import budget_noise
 from proxy.budgets import Budgets, ledger_error
@@ -50,7 +50,7 @@ from proxy.release import PostProcessor, release, release_keys
 from proxy.request import QueryRequest
 from proxy.result import Result, build_result
 from proxy.rewrite import Core, rewrite
-from proxy.shape import COUNT, COUNT_ROWS, Shape
+from proxy.shape import Shape
 
 PLAN_MEMO_SIZE = 512
 ROWS_CUT_WARNING = 0.05  # an answer says so when the cap leaves out more of a table
@@ -311,10 +311,7 @@ class Engine:
         except DPSQLError:
             return None  # the real plan refuses it with its own message
         targets = cap_targets(
-            noise.columns,
-            Mechanism(self.policy.proxy.mechanism),
-            counts_asked=any(a.kind in (COUNT_ROWS, COUNT) for a in shape.aggregates),
-            ratio=has_ratio(shape),
+            noise.columns, Mechanism(self.policy.proxy.mechanism), totals_use(shape)
         )
         caps = [t.max_rows_per_group for t in tables if t.max_rows_per_group is not None]
         for table in auto:

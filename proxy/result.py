@@ -176,7 +176,11 @@ def build_result(
             clipping=clipping,
             quantiles=drawn,
         ),
-        warnings=_warnings(columns, names, rows) + unreliable + clip_warnings + drawn_notes,
+        warnings=_warnings(columns, names, rows)
+        + _imprecise(columns, rows, intervals)
+        + unreliable
+        + clip_warnings
+        + drawn_notes,
         cache_key=plan.cache_key,
         intervals=intervals,
     )
@@ -278,6 +282,45 @@ def _intervals(
         if k
     )
     return names[:shown], [tuple(r[:shown]) for r in rows], tuple(cells), warnings
+
+
+# A cell whose 95% half-width is at least this share of its value is flagged (issue #12:
+# every cell more than 10% off must carry a warning; one naming its column suffices).
+LOW_PRECISION = 0.10
+
+
+def _imprecise(
+    columns: tuple[ColumnInfo, ...],
+    rows: list[tuple[Any, ...]],
+    intervals: tuple[tuple[float | None, ...], ...],
+) -> tuple[str, ...]:
+    """One warning per column with cells whose 95% interval reaches ±10% of the value:
+    how many, how wide, and what narrows them. Cells already said to be within noise of
+    0 (:func:`_warnings`) and cells without an interval (their own warning) are not
+    counted again."""
+    out = []
+    for i, info in enumerate(columns):
+        ratios = []
+        for row, widths in zip(rows, intervals, strict=True):
+            value, width = row[i], widths[i]
+            if width is None or isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            if info.half_width_95 is not None and abs(value) < info.half_width_95:
+                continue  # said by _warnings
+            if width >= LOW_PRECISION * abs(value):
+                ratios.append(width / abs(value) if value else math.inf)
+        if ratios:
+            finite = [r for r in ratios if math.isfinite(r)]
+            span = f"±{min(finite):.0%} to ±{max(finite):.0%} of the value" if finite else ""
+            if len(finite) < len(ratios):  # a value of 0 with any width at all
+                zeros = f"{len(ratios) - len(finite)} of them 0, ± a width of their own"
+                span = f"{span} ({zeros})" if span else zeros
+            out.append(
+                f"{len(ratios)} of {len(rows)} values in column {info.name!r} are imprecise: "
+                f"their 95% interval is {span}; a larger epsilon or a coarser "
+                "key (fewer, larger groups) narrows it"
+            )
+    return tuple(out)
 
 
 def _warnings(

@@ -107,6 +107,12 @@ def test_each_query_chooses_its_own_cap(engine) -> None:
     )
     avg = e.prepare(QueryRequest(avg_sql, epsilon=1.0))[1]
     assert 1 <= avg.max_rows < count.max_rows <= 256
+    # A ratio of totals acts as a mean; shown beside a total, the total weighs too.
+    rate = "SELECT model, SUM(flagged) / COUNT(*) AS r FROM prompts GROUP BY model"
+    both = "SELECT model, COUNT(*) AS n, SUM(flagged) / COUNT(*) AS r FROM prompts GROUP BY model"
+    alone = e.prepare(QueryRequest(rate, epsilon=1.0))[1].max_rows
+    assert alone <= e.prepare(QueryRequest(both, epsilon=1.0))[1].max_rows
+    assert alone < count.max_rows
     # A smaller budget never asks for a larger cap.
     assert e.prepare(QueryRequest(SQL, epsilon=0.1))[1].max_rows <= count.max_rows
     # The request may still ask for its own cap (up to the limit).
