@@ -29,6 +29,9 @@ limit:
   (an assumption: the rows a cap re-weights differ in mean from the others by that
   share of the declared range). The noise is that of the numerator over the rows the
   cap keeps per group, in units of the declared range.
+* A query whose WHERE clause reads a multi-row table keeps an unknown share of each
+  person's rows; the proxy assumes a share (``keep``) and the cut of C on the thinned
+  rows is that of C/keep on the table's.
 * A query's error is the root mean square over its outputs; the smallest error wins,
   the smaller cap on ties. A count over a coarse key wants a large cap, an AVG a small
   one.
@@ -124,13 +127,13 @@ class RowHistogram:
         people, rows = self._hidden(upper)
         return sum(c * typical(j) for j, c in enumerate(self.counts)) + people * rows
 
-    def rows_kept(self, cap: int, *, upper: bool = False) -> float:
+    def rows_kept(self, cap: float, *, upper: bool = False) -> float:
         """Rows a cap of C keeps: Σ people · min(typical, C)."""
         people, rows = self._hidden(upper)
         kept = sum(c * min(typical(j), cap) for j, c in enumerate(self.counts))
         return kept + people * min(rows, cap)
 
-    def rows_cut(self, cap: int, *, upper: bool = False) -> float:
+    def rows_cut(self, cap: float, *, upper: bool = False) -> float:
         """The share of the table's rows a cap of C leaves out: Σ people·(typical − C)⁺
         over the rows. ``upper``: also count ``threshold`` people in the hidden bin (the
         most the histogram cannot rule out, one bin beyond what it shows)."""
@@ -172,24 +175,33 @@ class CapChoice:
     rows_cut_upper: float
 
 
-def target_error(hist: RowHistogram, target: CapTarget, cap: int, groups: float) -> float:
+def target_error(
+    hist: RowHistogram, target: CapTarget, cap: int, groups: float, keep: float = 1.0
+) -> float:
     """Estimated relative error of one output under cap C (see the module docstring).
+    ``keep``: the share of each person's rows the query reads (a filter thins every
+    person's rows alike, so a cap of C on them cuts what C/keep cuts on the table).
 
-    Preconditions: groups ≥ 1, row_scale > 0, noise_per_cap ≥ 0."""
+    Preconditions: groups ≥ 1, row_scale > 0, noise_per_cap ≥ 0, 0 < keep ≤ 1."""
     per_group = max(groups, 1.0)
+    at = cap / keep
     if target.kind is OutputKind.TOTAL:
-        bias = hist.rows_cut(cap, upper=True)
-        size = hist.rows(upper=True) / per_group * target.row_scale
+        bias = hist.rows_cut(at, upper=True)
+        size = keep * hist.rows(upper=True) / per_group * target.row_scale
     else:
-        bias = REWEIGHT * hist.rows_cut(cap)
-        kept = hist.rows_kept(cap) or hist.rows_kept(cap, upper=True)
-        size = kept / per_group * target.row_scale
+        bias = REWEIGHT * hist.rows_cut(at)
+        kept = hist.rows_kept(at) or hist.rows_kept(at, upper=True)
+        size = keep * kept / per_group * target.row_scale
     noise = target.noise_per_cap * cap / size if size > 0 else math.inf
     return math.hypot(bias, noise)
 
 
 def choose_cap(
-    hist: RowHistogram, targets: Sequence[CapTarget], groups: float, limit: int
+    hist: RowHistogram,
+    targets: Sequence[CapTarget],
+    groups: float,
+    limit: int,
+    keep: float = 1.0,
 ) -> CapChoice:
     """The candidate cap (≤ ``limit``) with the smallest root-mean-square estimated error
     over ``targets`` (the smaller cap on ties); the limit when there is no target.
@@ -201,12 +213,16 @@ def choose_cap(
     errors: list[tuple[int, float]] = []
     for cap in options:
         if targets:
-            squares = [target_error(hist, t, cap, groups) ** 2 for t in targets]
+            squares = [target_error(hist, t, cap, groups, keep) ** 2 for t in targets]
             errors.append((cap, math.sqrt(sum(squares) / len(squares))))
         else:
             errors.append((cap, 0.0))
     # With no target nothing released depends on the cap: keep the policy's limit.
     best = min(errors, key=lambda e: (e[1], e[0]))[0] if targets else limit
     return CapChoice(
-        best, limit, tuple(errors), hist.rows_cut(best), hist.rows_cut(best, upper=True)
+        best,
+        limit,
+        tuple(errors),
+        hist.rows_cut(best / keep),
+        hist.rows_cut(best / keep, upper=True),
     )

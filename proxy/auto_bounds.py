@@ -68,11 +68,35 @@ class TotalsUse:
     ratios: bool
 
 
+# The share of each person's rows a WHERE clause on a multi-row table is assumed to keep
+# (how many it keeps is not released): a filter such as "WHERE flagged" leaves each
+# person far fewer rows than the histogram of the whole table shows.
+FILTERED_KEEP = 0.1
+
+
+def filter_keep(shape: Shape) -> float:
+    """:data:`FILTERED_KEEP` when the WHERE clause reads a column of a private table
+    with several rows per person, else 1 (no filter, or one that keeps or drops whole
+    persons, such as a region of users)."""
+    where = shape.select.args.get("where")
+    if where is None:
+        return 1.0
+    for column in where.find_all(exp.Column):
+        info = shape.tables.get(column.table)
+        if info is not None and not info.public and not info.policy.one_row_per_person:
+            return FILTERED_KEEP
+    return 1.0
+
+
 def totals_use(shape: Shape) -> TotalsUse:
     totals = ratios = False
     for item in shape.select.expressions:
         divided: set[int] = set()
         for div in item.find_all(exp.Div):
+            if div.expression.find(exp.Distinct):
+                # Per person (COUNT(*) / COUNT(DISTINCT user_id)): the numerator is a
+                # total the cap cuts, not a mean it re-weights.
+                continue
             if div.this.find(exp.AggFunc) and div.expression.find(exp.AggFunc):
                 ratios = True
                 divided.update(id(a) for a in div.find_all(exp.Count, exp.Sum))
@@ -169,13 +193,13 @@ class AutoBounds:
         return found
 
     def choose(
-        self, table: TablePolicy, targets: Sequence[CapTarget], groups: float
+        self, table: TablePolicy, targets: Sequence[CapTarget], groups: float, keep: float
     ) -> CapChoice | None:
         """The cap of one query on ``table`` (None before the histogram is released)."""
         hist = self.histogram(table)
         if hist is None or table.auto_rows_limit is None:
             return None
-        return choose_cap(hist, targets, groups, table.auto_rows_limit)
+        return choose_cap(hist, targets, groups, table.auto_rows_limit, keep)
 
     def rows_cut(self, table: TablePolicy, cap: int) -> float | None:
         """Estimated share of ``table``'s rows a cap of ``cap`` leaves out (from its

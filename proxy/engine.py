@@ -22,7 +22,7 @@ from accounting.calibrate import Mechanism
 from accounting.ledger import Ledger, LedgerError, Receipt
 from accounting.mechanisms import secret_seed
 from proxy import bigquery_dp, domains, nested, quantile_release
-from proxy.auto_bounds import AutoBounds, PendingBounds, cap_targets, totals_use
+from proxy.auto_bounds import AutoBounds, PendingBounds, cap_targets, filter_keep, totals_use
 from proxy.bind import bind
 from proxy.budget import budget_noise
 from proxy.budgets import Budgets, ledger_error
@@ -326,7 +326,7 @@ class Engine:
                 groups = max(1.0, hist.people / max(1.0, float(noise.threshold.tau)))
             else:
                 groups = 1.0
-            choice = self.auto_bounds.choose(table, targets, groups)
+            choice = self.auto_bounds.choose(table, targets, groups, filter_keep(shape))
             if choice is None:
                 return None
             caps.append(choice.cap)

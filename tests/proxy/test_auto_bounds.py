@@ -113,6 +113,12 @@ def test_each_query_chooses_its_own_cap(engine) -> None:
     alone = e.prepare(QueryRequest(rate, epsilon=1.0))[1].max_rows
     assert alone <= e.prepare(QueryRequest(both, epsilon=1.0))[1].max_rows
     assert alone < count.max_rows
+    # Per person (a COUNT(DISTINCT) denominator) is a total, not a mean.
+    per = "SELECT plan, COUNT(*) / COUNT(DISTINCT user_id) AS p FROM prompts JOIN users USING (user_id) GROUP BY plan"
+    assert e.prepare(QueryRequest(per, epsilon=1.0))[1].max_rows > alone
+    # A filter on prompts thins every person's rows: it wants a smaller cap.
+    flagged = SQL.replace("GROUP BY", "WHERE flagged GROUP BY")
+    assert e.prepare(QueryRequest(flagged, epsilon=1.0))[1].max_rows <= count.max_rows
     # A smaller budget never asks for a larger cap.
     assert e.prepare(QueryRequest(SQL, epsilon=0.1))[1].max_rows <= count.max_rows
     # The request may still ask for its own cap (up to the limit).
@@ -159,6 +165,11 @@ def test_the_choice_minimises_bias_plus_noise() -> None:
                 target_error(hist, target, choice.cap, 4) <= target_error(hist, target, c, 4)
                 for c in candidates(256)
             )
+    # Thinning each person's rows (a filter) never asks for a larger cap.
+    assert (
+        choose_cap(heavy, [total], 4, 256, keep=0.1).cap <= choose_cap(heavy, [total], 4, 256).cap
+    )
+    assert target_error(heavy, total, 16, 4, keep=1.0) == target_error(heavy, total, 16, 4)
     assert light.rows_cut(256) == 0.0
     assert 0 < heavy.rows_cut(16) < 1
     assert choose_cap(heavy, [], 4, 256).cap == 256  # nothing depends on it: the limit
