@@ -241,7 +241,7 @@ def markdown(data: dict[str, Any], figure: str | None, provenance: str) -> str:
     caps = ", ".join(f"{t}: C = {c}" for t, c in data["auto_caps"].items())
     line = f"Auto caps in this run (per question): {caps}."
     if data.get("auto_cap_draws"):
-        line += (" The caps rest on one noisy histogram per table (ε = 0.1, paid once); over "
+        line += (" The caps rest on one noisy histogram per table (`auto_bounds_epsilon`, 0.25 in the demo policy, paid once); over "
                  f"independent releases they came out as: {_draws(data)}.")
     parts += [line, ""]
     sn_note = (f"SmartNoise SQL {sn['versions'].get('smartnoise-sql', '?')} (its own venv, "
