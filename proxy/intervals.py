@@ -32,6 +32,7 @@ from sqlglot import exp
 from accounting.calibrate import Mechanism
 from accounting.confidence import profile_offsets, z_95
 from accounting.mechanisms import simulation_draws
+from proxy.errors import DPSQLError
 from proxy.outer import ROW, direct_columns
 from proxy.plan import Plan
 from proxy.quantile_release import quantile_outputs
@@ -126,9 +127,18 @@ def simulated_widths(
         if not read:  # reads no noised value: exact
             out.update({(row, c): 0.0 for row in range(n) for c in cols})
             continue
-        out.update(_profile(plan, base, read, cols, stds, query, value0, post))
+        try:
+            out.update(_profile(plan, base, read, cols, stds, query, value0, post))
+        except DPSQLError:
+            # The expression fails somewhere near the released values (e.g. SQRT of a
+            # difference that noise could make negative): the answer itself stands
+            # (it is paid for), these cells get no interval.
+            out.update({(row, c): None for row in range(n) for c in cols})
     if windowed:
-        out.update(_bootstrap(plan, base, windowed, stds, value0, post))
+        try:
+            out.update(_bootstrap(plan, base, windowed, stds, value0, post))
+        except DPSQLError:
+            out.update({(row, c): None for row in range(n) for c in windowed})
     return out
 
 
