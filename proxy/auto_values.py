@@ -45,15 +45,22 @@ def _quote(name: str) -> str:
 
 
 def aggregated_columns(tree: exp.Expr) -> frozenset[str]:
-    """Names of the columns read inside an aggregate other than COUNT (whose argument's
-    value is never summed): the columns whose bounds a query may need. By name only, so
-    a column of the same name in another table may be released needlessly (paid once,
-    never a wrong bound)."""
+    """Names of the columns whose bounds a query may need: read inside an aggregate
+    other than COUNT (whose argument's value is never summed), or passed on by the
+    select list of a subquery or CTE (an outer aggregate may sum them under another
+    name). By name only, so a column of the same name in another table may be released
+    needlessly (paid once, never a wrong bound); a column only filtered or grouped on
+    needs none."""
     names: set[str] = set()
     for agg in tree.find_all(exp.AggFunc):
         if isinstance(agg, exp.Count):
             continue
         names.update(c.name.lower() for c in agg.find_all(exp.Column))
+    for select in tree.find_all(exp.Select):
+        if select is tree:
+            continue
+        for item in select.expressions:
+            names.update(c.name.lower() for c in item.find_all(exp.Column))
     return frozenset(names)
 
 
@@ -158,7 +165,7 @@ class AutoValues:
                     note=f"auto upper bound of {table.name}.{column.name}",
                 )
                 index = V.release_bound(
-                    self._grid(column), self._exact_counts(table, column), descriptor
+                    self._grid(column), self.exact_counts(table, column), descriptor
                 )
                 self._cache.put(key, receipt.event_id, pa.table({"bin": pa.array([index])}))
         finally:
@@ -167,31 +174,44 @@ class AutoValues:
         assert found is not None
         return found
 
-    def _exact_counts(self, table: TablePolicy, column: ColumnPolicy) -> np.ndarray:
-        """Rows per bin of the grid, each person keeping at most C of their rows (chosen
-        at random, so which rows a person keeps depends on their rows only). Values below
-        the lower bound fall in bin 0, above the limit in the last bin; NULLs are left
-        out (they never reach a sum either)."""
+    def exact_counts(self, table: TablePolicy, column: ColumnPolicy) -> np.ndarray:
+        """Rows per bin of the grid, each person keeping at most C of their values: a
+        person with t > C values keeps those at their own positions ⌊(j + ½)·t/C⌋,
+        j = 0..C−1, of their sorted values (the rule of proxy/rewrite/quantile_histogram.py:
+        it reads only the person's own rows, needs no seed, and keeps C values spread like
+        theirs). Values below the lower bound fall in bin 0, above the limit in the last
+        bin; NULLs are left out (they never reach a sum either). One person therefore
+        moves the histogram by at most C in L1 (tests/reliability/test_neighbours.py)."""
         grid = self._grid(column)
         assert column.lower is not None
         db, name = split_name(table.name)
         unit, col = _quote(table.unit or ""), _quote(column.name)
-        whens = " ".join(
-            f"WHEN v <= {edge!r} THEN {j}" for j, edge in enumerate(grid.edges[:-1])
+        c = self.rows_per_person(table)
+        whens = " ".join(f"WHEN v <= {edge!r} THEN {j}" for j, edge in enumerate(grid.edges[:-1]))
+        binned = (
+            f"SELECT u, CASE {whens} ELSE {grid.bins - 1} END AS b FROM "
+            f"(SELECT {unit} AS u, CAST({col} AS DOUBLE) - {column.lower!r} AS v "
+            f"FROM {_quote(db)}.{_quote(name)} "
+            f"WHERE {unit} IS NOT NULL AND {col} IS NOT NULL) AS __v"
         )
-        # The random draw sits in its own subquery: engines refuse volatile window keys.
-        rows = (
-            f"SELECT {unit} AS u, CAST({col} AS DOUBLE) - {column.lower!r} AS v, RANDOM() AS z "
-            f"FROM {_quote(db)}.{_quote(name)} WHERE {unit} IS NOT NULL AND {col} IS NOT NULL"
+        # Per person and bin: n values, t in all, hi = values up to this bin (inclusive).
+        # F(x) = #{j ≥ 0 : (j + ½)·t/C < x} = max(0, ⌈(2xC − t)/(2t)⌉); bin b keeps
+        # F(hi) − F(hi − n), which sums to F(t) = C over the person's bins.
+        per_bin = (
+            f"SELECT u, b, n, SUM(n) OVER (PARTITION BY u) AS t, SUM(n) OVER (PARTITION BY u "
+            "ORDER BY b ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS hi "
+            f"FROM (SELECT u, b, COUNT(*) AS n FROM ({binned}) AS __b GROUP BY u, b) AS __n"
         )
+
+        def f(x: str) -> str:
+            return f"GREATEST(0, CAST(CEIL((2.0 * ({x}) * {c} - t) / (2.0 * t)) AS BIGINT))"
+
         sql = (
-            f"SELECT b, COUNT(*) AS c FROM (SELECT CASE {whens} ELSE {grid.bins - 1} END AS b "
-            f"FROM (SELECT v, ROW_NUMBER() OVER (PARTITION BY u ORDER BY z) AS r "
-            f"FROM ({rows}) AS __z) AS __r WHERE r <= {self.rows_per_person(table)}) AS __b "
-            "GROUP BY b"
+            f"SELECT b, SUM(CASE WHEN t <= {c} THEN n ELSE {f('hi')} - {f('hi - n')} END) AS c "
+            f"FROM ({per_bin}) AS __p GROUP BY b"
         )
         out = self._executor.run(sql)
         counts = np.zeros(grid.bins, dtype=np.int64)
-        for b, c in zip(out["b"], out["c"], strict=True):
-            counts[int(b)] = int(c)
+        for b, n in zip(out["b"], out["c"], strict=True):
+            counts[int(b)] = int(n)
         return counts

@@ -83,7 +83,7 @@ def test_policy_errors_name_the_key_and_the_fix(
     tmp_path: Path, demo_db: Path, spelling: str, message: str
 ) -> None:
     text = policy_text(tmp_path, demo_db, f"columns.latency_ms = {spelling}")
-    with pytest.raises(PolicyError, match="tables.prompts.columns.latency_ms") as error:
+    with pytest.raises(PolicyError, match=r"tables\.prompts\.columns\.latency_ms") as error:
         parse_policy(text, base_dir=tmp_path)
     assert message in str(error.value)
 
@@ -93,7 +93,7 @@ def test_public_tables_cannot_have_auto_bounds(tmp_path: Path, demo_db: Path) ->
         'columns.area = { lower = 0, upper = "auto", upper_limit = 9 }\n'
     )
     assert text.rstrip().splitlines()[-4] == "[tables.regions]"
-    with pytest.raises(PolicyError, match='tables.regions.columns.area.upper: "auto" is for'):
+    with pytest.raises(PolicyError, match=r"tables\.regions\.columns\.area\.upper: \"auto\" is for"):
         parse_policy(text, base_dir=tmp_path)
 
 
@@ -192,6 +192,24 @@ def test_queries_that_need_no_bound_pay_nothing_for_it(engine: Engine) -> None:
     engine.run(QueryRequest("SELECT model, COUNT(latency_ms) AS n FROM prompts GROUP BY model"))
     engine.run(QueryRequest("SELECT SUM(tokens_out) FROM prompts WHERE latency_ms > 100"))
     assert NOTE not in _charges(engine)
+
+
+def test_a_subquery_passing_the_column_on_waits_for_the_bound(engine: Engine) -> None:
+    sql = "SELECT SUM(l) FROM (SELECT latency_ms AS l FROM prompts WHERE model = 'small') t"
+    assert engine.explain(QueryRequest(sql)).to_dict()["auto_bounds"][0]["column"] == "latency_ms"
+
+
+def test_each_person_keeps_at_most_c_values(engine: Engine) -> None:
+    prompts = engine.policy.table("prompts")
+    counts = engine.auto_values.exact_counts(prompts, prompts.column("latency_ms"))
+    kept = _truth(
+        engine,
+        "SELECT SUM(LEAST(n, 10)) FROM (SELECT COUNT(*) AS n FROM prompts "
+        "WHERE latency_ms IS NOT NULL GROUP BY user_id)",
+    )
+    assert engine.auto_values.rows_per_person(prompts) == 10 and int(counts.sum()) == kept
+    # The same data gives the same histogram: no random choice of a person's rows.
+    assert (engine.auto_values.exact_counts(prompts, prompts.column("latency_ms")) == counts).all()
 
 
 def test_refused_query_pays_nothing(engine: Engine) -> None:
