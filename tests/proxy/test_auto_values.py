@@ -230,3 +230,20 @@ def test_the_sum_comes_close_with_the_chosen_bound(engine: Engine, demo_db: Path
     result = engine.run(QueryRequest(SUM, epsilon=1.0))
     released = float(result.rows[0][0])
     assert math.isfinite(released) and abs(released - truth) / truth < 0.25
+
+
+def test_an_auto_integer_column_is_never_a_public_domain(tmp_path: Path, demo_db: Path) -> None:
+    """Before release the planner sees the limit (51 integers here, a domain small enough
+    to list): a key's domain must not depend on whether a bound was released yet."""
+    text = policy_text(tmp_path, demo_db).replace(
+        "columns.tokens_in  = { lower = 0, upper = 4000 }",
+        'columns.tokens_in  = { lower = 0, upper = "auto", upper_limit = 50 }',
+    )
+    e = Engine(parse_policy(text, base_dir=tmp_path))
+    try:
+        assert e.policy.table("prompts").column("tokens_in").upper_limit == 50.0
+        sql = "SELECT tokens_in, COUNT(*) AS n FROM prompts GROUP BY tokens_in"
+        explained = e.explain(QueryRequest(sql)).to_dict()
+        assert explained["public_domain_size"] is None and explained["partition"] is not None
+    finally:
+        e.close()
