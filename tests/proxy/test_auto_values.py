@@ -147,6 +147,7 @@ def test_released_once_then_free_and_planning_uses_it(engine: Engine, demo_db: P
     ]
     assert explained["statistics"][0]["bounds"] == [0.0, 600000.0]  # the limit, until paid
     assert engine.ledger.history() == before  # explaining pays nothing
+    key_at_limit = explained["cache_key"]
     engine.run(QueryRequest(SUM, epsilon=1.0))
     assert _charges(engine) == [NOTE, _charges(engine)[1]]
     bound = engine.auto_values.released(prompts, column)
@@ -155,7 +156,7 @@ def test_released_once_then_free_and_planning_uses_it(engine: Engine, demo_db: P
     assert true_p95 / 4 <= bound <= true_p95 * 4
     # Planning reads the bound: clamp and sensitivity follow it (C = 10, K = 4 here).
     plan = engine.explain(QueryRequest(SUM, epsilon=1.0)).to_dict()
-    assert plan["auto_bounds"] == []
+    assert plan["auto_bounds"] == [] and plan["cache_key"] != key_at_limit
     stat = plan["statistics"][0]
     assert stat["bounds"] == [0.0, bound]
     assert stat["sensitivity"]["per_group"] == pytest.approx(10 * bound)
@@ -245,5 +246,26 @@ def test_an_auto_integer_column_is_never_a_public_domain(tmp_path: Path, demo_db
         sql = "SELECT tokens_in, COUNT(*) AS n FROM prompts GROUP BY tokens_in"
         explained = e.explain(QueryRequest(sql)).to_dict()
         assert explained["public_domain_size"] is None and explained["partition"] is not None
+    finally:
+        e.close()
+
+
+def test_a_bound_the_budget_cannot_pay_is_refused_before_any_charge(
+    tmp_path: Path, demo_db: Path
+) -> None:
+    text = policy_text(tmp_path, demo_db, epsilon=50.0).replace(
+        "epsilon_cap = 1000.0", "epsilon_cap = 5.0"
+    )
+    e = Engine(parse_policy(text, base_dir=tmp_path))
+    try:
+        with pytest.raises(DPSQLError) as error:
+            e.run(QueryRequest(SUM, epsilon=0.5))
+        assert error.value.code == "budget_exhausted"
+        assert _charges(e) == []
+        prompts = e.policy.table("prompts")
+        assert e.auto_values.released(prompts, prompts.column("latency_ms")) is None
+        # A query that needs no bound is still answered.
+        e.run(QueryRequest("SELECT COUNT(*) FROM prompts", epsilon=0.5))
+        assert len(_charges(e)) == 1
     finally:
         e.close()
