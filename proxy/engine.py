@@ -857,8 +857,10 @@ class Engine:
         return answer
 
     def schema(self, tables: frozenset[str] | None) -> tuple[TableView, ...]:
-        """The tables a caller may query (None: all), with columns, bounds and domains."""
-        return self.catalog.views(tables)
+        """The tables a caller may query (None: all), with columns, bounds and domains.
+        An "auto" column shows the upper bound planning uses: the released one, else its
+        limit (as `explain` does)."""
+        return self.catalog.with_upper_bounds(self.auto_values.bounds()).views(tables)
 
     def remaining(self, population: str) -> float:
         """ε left to the persons of ``population`` who have spent the most (see

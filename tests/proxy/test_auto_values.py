@@ -56,6 +56,11 @@ def _truth(e: Engine, sql: str) -> float:
     return float(next(iter(e.executor.run(sql).values()))[0])
 
 
+def _schema_upper(e: Engine) -> float | None:
+    prompts = next(t for t in e.schema(None) if t.name == "prompts")
+    return next(c.upper for c in prompts.columns if c.name == "latency_ms")
+
+
 # --- policy --------------------------------------------------------------------------
 
 
@@ -146,6 +151,7 @@ def test_released_once_then_free_and_planning_uses_it(engine: Engine, demo_db: P
         }
     ]
     assert explained["statistics"][0]["bounds"] == [0.0, 600000.0]  # the limit, until paid
+    assert _schema_upper(engine) == 600000.0
     assert engine.ledger.history() == before  # explaining pays nothing
     key_at_limit = explained["cache_key"]
     engine.run(QueryRequest(SUM, epsilon=1.0))
@@ -157,6 +163,7 @@ def test_released_once_then_free_and_planning_uses_it(engine: Engine, demo_db: P
     # Planning reads the bound: clamp and sensitivity follow it (C = 10, K = 4 here).
     plan = engine.explain(QueryRequest(SUM, epsilon=1.0)).to_dict()
     assert plan["auto_bounds"] == [] and plan["cache_key"] != key_at_limit
+    assert _schema_upper(engine) == bound
     stat = plan["statistics"][0]
     assert stat["bounds"] == [0.0, bound]
     assert stat["sensitivity"]["per_group"] == pytest.approx(10 * bound)
