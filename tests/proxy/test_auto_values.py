@@ -30,8 +30,11 @@ SUM = "SELECT SUM(latency_ms) AS s FROM prompts"
 NOTE = "auto upper bound of prompts.latency_ms"
 
 
-def policy_text(tmp: Path, db: Path, latency: str = AUTO_LATENCY, epsilon: float = 2.0) -> str:
-    text = fixed_caps((ROOT / "sample_data" / "policy.toml").read_text())
+def policy_text(
+    tmp: Path, db: Path, latency: str = AUTO_LATENCY, epsilon: float = 2.0, *, fixed: bool = True
+) -> str:
+    text = (ROOT / "sample_data" / "policy.toml").read_text()
+    text = fixed_caps(text) if fixed else text
     assert LATENCY in text, "the demo policy's latency_ms changed"
     text = text.replace(LATENCY, latency)
     text = text.replace('duckdb = "usage.duckdb"', f'duckdb = "{db}"')
@@ -274,5 +277,26 @@ def test_a_bound_the_budget_cannot_pay_is_refused_before_any_charge(
         # A query that needs no bound is still answered.
         e.run(QueryRequest("SELECT COUNT(*) FROM prompts", epsilon=0.5))
         assert len(_charges(e)) == 1
+    finally:
+        e.close()
+
+
+def test_an_auto_row_cap_table_pays_its_histogram_then_the_bound(
+    tmp_path: Path, demo_db: Path
+) -> None:
+    """On the demo policy as shipped (prompts' row cap is "auto" too): the first SUM
+    pays the rows-per-person histogram, then the bound (drawn with 8 values per person),
+    then itself; the next pays only itself."""
+    e = Engine(parse_policy(policy_text(tmp_path, demo_db, fixed=False), base_dir=tmp_path))
+    try:
+        prompts = e.policy.table("prompts")
+        assert prompts.auto_rows_limit == 256 and e.auto_values.rows_per_person(prompts) == 8
+        e.run(QueryRequest(SUM, epsilon=1.0))
+        notes = _charges(e)
+        assert notes[:2] == ["auto bounds of prompts", NOTE] and len(notes) == 3
+        bound = e.auto_values.released(prompts, prompts.column("latency_ms"))
+        assert bound is not None and 0 < bound < 600000.0
+        e.run(QueryRequest(SUM, epsilon=0.8))
+        assert len(_charges(e)) == 4
     finally:
         e.close()
