@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from proxy.errors import DPSQLError
@@ -174,6 +174,26 @@ class Catalog:
         key = (info.db, info.name)
         other._tables = {**self._tables, key: info}
         other._derived = self._derived | {key}
+        return other
+
+    def with_upper_bounds(self, bounds: Mapping[tuple[str, str], float]) -> Catalog:
+        """This catalog with the upper bounds of "auto" columns filled in, by (table
+        name, column): each is a released (or, until released, the declared limit's)
+        public number, so planning reads it as if the policy had declared it."""
+        if not bounds:
+            return self
+        other = copy.copy(self)
+        tables = dict(self._tables)
+        for key, info in self._tables.items():
+            mine = {c: u for (t, c), u in bounds.items() if t == info.policy.name}
+            if not mine:
+                continue
+            columns = tuple(
+                replace(c, upper=mine[c.name]) if c.name in mine else c
+                for c in info.policy.columns
+            )
+            tables[key] = replace(info, policy=replace(info.policy, columns=columns))
+        other._tables = tables
         return other
 
     def tables(self) -> tuple[TableInfo, ...]:

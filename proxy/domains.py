@@ -41,6 +41,9 @@ def _column_domain(
         policy is not None
         and policy.lower is not None
         and policy.upper is not None
+        # An "auto" bound is chosen later, by whichever query first needs it: a key
+        # whose domain appeared only then would change the shape of the same query.
+        and policy.upper_limit is None
         and info.is_integer(col.name)
         and info.column_types.get(col.name.lower(), "").upper() != "BOOLEAN"
     ):

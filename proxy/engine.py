@@ -24,6 +24,7 @@ from accounting.ledger import Ledger, LedgerError, Receipt
 from accounting.mechanisms import secret_seed
 from proxy import bigquery_dp, domains, nested, per_person_values, quantile_release, union_rows
 from proxy.auto_bounds import AutoBounds, PendingBounds, cap_targets, filter_keep, totals_use
+from proxy.auto_values import AutoValues, PendingValueBound, aggregated_columns
 from proxy.bind import bind
 from proxy.budget import budget_noise
 from proxy.budgets import Budgets, ledger_error
@@ -69,8 +70,9 @@ class Structure:
     names: tuple[str, ...]
     domain: tuple[tuple[Any, ...], ...] | None
     outer: str
-    # "auto" row caps not chosen yet: the core assumes their limits until a run pays.
-    pending: tuple[PendingBounds, ...] = ()
+    # "auto" row caps and value bounds not chosen yet: the core assumes their limits
+    # until a run pays.
+    pending: tuple[PendingBounds | PendingValueBound, ...] = ()
     # The released table's columns and types (a stand-in row of them validates an outer
     # query before any charge).
     released_columns: tuple[tuple[str, str], ...] = ()
@@ -142,22 +144,34 @@ class Explanation:
             "quantiles": quantile_release.explain(plan),
             "public_domain_size": None if plan.domain is None else len(plan.domain),
             "limits": {"max_rows_per_group": plan.max_rows, "max_groups": plan.max_groups},
-            "auto_bounds": [
-                {
-                    "table": p.table,
-                    "limit": p.limit,
-                    "epsilon": p.epsilon,
-                    "note": f"the row cap of {p.table} is chosen from the data by the first "
-                    f"query on it, which also pays epsilon {p.epsilon:g} once for a histogram "
-                    f"of rows per person; until then the limit {p.limit} is shown here",
-                }
-                for p in plan.pending_bounds
-            ],
+            "auto_bounds": [_pending_dict(p) for p in plan.pending_bounds],
             "cost": {"epsilon": plan.epsilon, "delta": plan.delta, "rho": plan.rho},
             "charges": list(plan.charge_targets),
             "cache": "hit" if self.cached else "miss",
             "cache_key": plan.cache_key,
         }
+
+
+def _pending_dict(p: PendingBounds | PendingValueBound) -> dict[str, Any]:
+    if isinstance(p, PendingValueBound):
+        return {
+            "table": p.table,
+            "column": p.column,
+            "limit": p.limit,
+            "epsilon": p.epsilon,
+            "note": f"the upper bound of {p.table}.{p.column} is chosen from the data by "
+            f"the first query that needs it, which also pays epsilon {p.epsilon:g} once "
+            f"for a DP quantile of its values; until then the limit {p.limit:g} is used "
+            "here",
+        }
+    return {
+        "table": p.table,
+        "limit": p.limit,
+        "epsilon": p.epsilon,
+        "note": f"the row cap of {p.table} is chosen from the data by the first "
+        f"query on it, which also pays epsilon {p.epsilon:g} once for a histogram "
+        f"of rows per person; until then the limit {p.limit} is shown here",
+    }
 
 
 def output_names(tree: exp.Expr) -> tuple[str, ...] | None:
@@ -196,6 +210,7 @@ class Engine:
         self.cache = cache or open_release_cache(policy)
         # Row caps chosen from the data for "auto" tables (a stored, paid-once release).
         self.auto_bounds = AutoBounds(policy, self.executor, self.cache, self.budgets)
+        self.auto_values = AutoValues(policy, self.executor, self.cache, self.budgets)
         self.post = PostProcessor()
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
@@ -358,11 +373,13 @@ class Engine:
         """Parse, bind and check (refusing what is not answered), with the derived
         tables a per-person aggregate or a UNION ALL in FROM reads."""
         tree = self._parse(request)
+        # "auto" columns carry their released upper bounds (their limits until then).
+        planning = self.catalog.with_upper_bounds(self.auto_values.bounds())
         # UNION ALL of row-level arms in FROM: a derived row-level table of the arms'
         # population (proxy/union_rows.py); other set operations are refused below.
         union = union_rows.derive_query(
             tree,
-            self.catalog,
+            planning,
             request.tables,
             self.executor,
             lambda arm: limits(
@@ -371,7 +388,7 @@ class Engine:
                 self.policy,
             ),
         )
-        base = self.catalog
+        base = planning
         if union is not None:
             tree, base = union.outer, union.catalog
         check_statement(tree)
@@ -416,7 +433,17 @@ class Engine:
         if union is not None:
             union_rows.embed(shape, union)
             read = (*read, *(t for arm in union.arms for t in arm.private_tables()))
-        pending = tuple(p for t in read if (p := self.auto_bounds.pending(t.policy)) is not None)
+        pending: tuple[PendingBounds | PendingValueBound, ...] = tuple(
+            p for t in read if (p := self.auto_bounds.pending(t.policy)) is not None
+        )
+        needed = aggregated_columns(self._parse(request))
+        read_names = {t.policy.name for t in read}
+        pending += tuple(
+            p
+            for table in self.policy.tables
+            if table.name in read_names
+            for p in self.auto_values.pending(table, needed)
+        )
         core = rewrite(
             shape,
             max_rows=max_rows,
@@ -639,9 +666,14 @@ class Engine:
         if plan.pending_bounds:
             # The first query on an "auto" table pays once for its row cap, chosen from
             # a released histogram; then it is planned with that cap.
+            # Row caps first: a value bound's draw reads each person's rows.
             for pending in plan.pending_bounds:
-                table = next(t for t in self.policy.tables if t.name == pending.table)
-                self.auto_bounds.release(table, request.analyst)
+                if isinstance(pending, PendingBounds):
+                    table = next(t for t in self.policy.tables if t.name == pending.table)
+                    self.auto_bounds.release(table, request.analyst)
+            for pending in plan.pending_bounds:
+                if isinstance(pending, PendingValueBound):
+                    self.auto_values.release(pending, request.analyst)
             _, plan = self.prepare(request)
         hit = self._stored(plan.cache_key)
         if hit is not None:
@@ -825,8 +857,10 @@ class Engine:
         return answer
 
     def schema(self, tables: frozenset[str] | None) -> tuple[TableView, ...]:
-        """The tables a caller may query (None: all), with columns, bounds and domains."""
-        return self.catalog.views(tables)
+        """The tables a caller may query (None: all), with columns, bounds and domains.
+        An "auto" column shows the upper bound planning uses: the released one, else its
+        limit (as `explain` does)."""
+        return self.catalog.with_upper_bounds(self.auto_values.bounds()).views(tables)
 
     def remaining(self, population: str) -> float:
         """ε left to the persons of ``population`` who have spent the most (see

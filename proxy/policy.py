@@ -55,6 +55,9 @@ class ColumnPolicy:
     lower: float | None = None
     upper: float | None = None
     values: tuple[Value, ...] | None = None  # public key domain
+    # upper = "auto": chosen from the data (a DP quantile of the values, paid once; see
+    # accounting/value_bounds.py) up to this limit; upper is then None.
+    upper_limit: float | None = None
 
 
 @dataclass(frozen=True)
@@ -430,6 +433,11 @@ def _table_policy(
         unit = unit.lower()
     columns = _columns(_sub(body, where, "columns"), f"{where}.columns")
     for col in columns:
+        if public and col.upper_limit is not None:
+            raise PolicyError(
+                f'{where}.columns.{col.name}.upper: "auto" is for private tables (a public '
+                "table's bounds are not needed)"
+            )
         if col.name == unit and col.values is not None:
             # a public domain for the unit would let GROUP BY person pass as public keys
             raise PolicyError(f"{where}.columns.{col.name}: the unit column cannot have values")
@@ -476,19 +484,52 @@ def _columns(body: Mapping[str, Any], where: str) -> tuple[ColumnPolicy, ...]:
             raise PolicyError(f"{here}: declared twice (names are case-insensitive)")
         seen.add(name)
         spec = _as_table(spec, here)
-        _only(spec, here, {"lower", "upper", "values"})
-        if ("lower" in spec) != ("upper" in spec):
+        _only(spec, here, {"lower", "upper", "values", "upper_limit"})
+        if spec.get("lower") == "auto":
+            raise PolicyError(
+                f'{here}.lower: "auto" is for upper only; declare a number '
+                "(the smallest value the column may hold)"
+            )
+        if isinstance(spec.get("upper"), str) and spec["upper"] != "auto":
+            raise PolicyError(
+                f'{here}.upper: must be a number or "auto" (chosen from the data up to '
+                "an upper_limit)"
+            )
+        upper_limit = None
+        if spec.get("upper") == "auto":
+            upper_limit = _number(spec, here, "upper_limit")
+            if upper_limit is None:
+                raise PolicyError(
+                    f'{here}.upper_limit: required with upper = "auto" (the largest '
+                    "bound the data may choose)"
+                )
+            if "lower" not in spec:
+                raise PolicyError(f'{here}.lower: required with upper = "auto"')
+            spec = {k: v for k, v in spec.items() if k not in ("upper", "upper_limit")}
+            if "values" in spec:
+                raise PolicyError(f'{here}.values: not with upper = "auto"')
+        elif "upper_limit" in spec:
+            raise PolicyError(f'{here}.upper_limit: only with upper = "auto"')
+        if upper_limit is None and ("lower" in spec) != ("upper" in spec):
             raise PolicyError(f"{here}: declare both lower and upper, or neither")
         lower = _number(spec, here, "lower")
         upper = _number(spec, here, "upper")
         if lower is not None and upper is not None and lower > upper:
             raise PolicyError(f"{here}: lower {_fmt(lower)} > upper {_fmt(upper)}")
+        if upper_limit is not None and lower is not None and not upper_limit > lower:
+            raise PolicyError(
+                f"{here}: upper_limit {_fmt(upper_limit)} must be above lower {_fmt(lower)}"
+            )
         values = _domain(spec["values"], f"{here}.values") if "values" in spec else None
         if values is not None and lower is not None and upper is not None:
             for v in values:
                 if isinstance(v, str) or not lower <= v <= upper:
                     raise PolicyError(f"{here}.values: {v!r} lies outside [lower, upper]")
-        out.append(ColumnPolicy(name=name, lower=lower, upper=upper, values=values))
+        out.append(
+            ColumnPolicy(
+                name=name, lower=lower, upper=upper, values=values, upper_limit=upper_limit
+            )
+        )
     return tuple(out)
 
 

@@ -468,6 +468,37 @@ DEMO: tuple[Entry, ...] = (
     ),
 )
 
+# Issue #12 §3, value bounds chosen from the data: the demo policy with
+# ``latency_ms = { lower = 0, upper = "auto", upper_limit = 600000 }``
+# (tests/reliability/test_auto_value_neighbours.py). Each runs twice: planned with the
+# limit before the bound is released, and with one released bound shared by both sides.
+AUTO_VALUE_POLICY = 'columns.latency_ms = { lower = 0, upper = "auto", upper_limit = 600000 }'
+AUTO_VALUES: tuple[Entry, ...] = (
+    Entry("auto_sum", "SELECT SUM(latency_ms) AS s FROM prompts", "§12.3 SUM on the auto bound"),
+    Entry(
+        "auto_avg_by_model",
+        "SELECT model, AVG(latency_ms) AS a, STDDEV(latency_ms) AS sd FROM prompts GROUP BY model",
+        "§12.3 AVG and STDDEV on the auto bound, public keys",
+    ),
+    Entry(
+        "auto_sum_pinned",
+        "SELECT region, SUM(latency_ms * 1000) AS s FROM prompts JOIN users USING (user_id) "
+        "WHERE user_id = {pid} GROUP BY region",
+        "§12.3 one person's rows scaled past the bound",
+    ),
+    Entry(
+        "auto_subquery",
+        "SELECT SUM(l) AS s FROM (SELECT latency_ms AS l FROM prompts WHERE model = 'small') t",
+        "§12.3 the column passed on under another name",
+    ),
+    Entry(
+        "auto_median",
+        "SELECT MEDIAN(latency_ms) AS m FROM prompts",
+        "§12.3 a quantile's grid on the auto bound",
+    ),
+)
+
+
 
 PUMS: tuple[Entry, ...] = (
     Entry(

@@ -1,0 +1,302 @@
+"""Issue #12 §3, value bounds: an upper bound chosen from the data for a numeric column
+whose policy says ``upper = "auto"`` (with ``upper_limit``).
+
+The first query that needs the bound pays once (``auto_bounds_epsilon``) for a DP
+quantile of the column's values; every later query, any analyst, reads the released bin
+for free and plans with its bound (clamping and sensitivity follow it, and so does the
+plan's cache key). Method: accounting/value_bounds.py.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from accounting import value_bounds as V
+from accounting.quantiles import QuantileError
+from proxy.engine import Engine
+from proxy.errors import DPSQLError
+from proxy.policy import PolicyError, parse_policy
+from proxy.request import QueryRequest
+from tests.policies import fixed_caps
+from tests.proxy.conftest import ROOT
+
+LATENCY = "columns.latency_ms = { lower = 0, upper = 60000 }"
+AUTO_LATENCY = 'columns.latency_ms = { lower = 0, upper = "auto", upper_limit = 600000 }'
+SUM = "SELECT SUM(latency_ms) AS s FROM prompts"
+NOTE = "auto upper bound of prompts.latency_ms"
+
+
+def policy_text(
+    tmp: Path, db: Path, latency: str = AUTO_LATENCY, epsilon: float = 2.0, *, fixed: bool = True
+) -> str:
+    text = (ROOT / "sample_data" / "policy.toml").read_text()
+    text = fixed_caps(text) if fixed else text
+    assert LATENCY in text, "the demo policy's latency_ms changed"
+    text = text.replace(LATENCY, latency)
+    text = text.replace('duckdb = "usage.duckdb"', f'duckdb = "{db}"')
+    text = text.replace('path = "../state/ledger.sqlite"', f'path = "{tmp / "ledger.sqlite"}"')
+    text = text.replace("epsilon_cap = 4.0", "epsilon_cap = 1000.0")
+    return text.replace("auto_bounds_epsilon = 0.25", f"auto_bounds_epsilon = {epsilon}")
+
+
+@pytest.fixture
+def engine(tmp_path: Path, demo_db: Path):
+    e = Engine(parse_policy(policy_text(tmp_path, demo_db), base_dir=tmp_path))
+    yield e
+    e.close()
+
+
+def _charges(e: Engine) -> list[str]:
+    return [ev.note for ev in e.ledger.history() if ev.kind == "charge"]
+
+
+def _truth(e: Engine, sql: str) -> float:
+    """An exact answer straight from the engine's DuckDB (no privacy layer)."""
+    return float(next(iter(e.executor.run(sql).values()))[0])
+
+
+def _schema_upper(e: Engine) -> float | None:
+    prompts = next(t for t in e.schema(None) if t.name == "prompts")
+    return next(c.upper for c in prompts.columns if c.name == "latency_ms")
+
+
+# --- policy --------------------------------------------------------------------------
+
+
+def test_policy_spells_auto_upper_with_its_limit(tmp_path: Path, demo_db: Path) -> None:
+    policy = parse_policy(policy_text(tmp_path, demo_db), base_dir=tmp_path)
+    col = policy.table("prompts").column("latency_ms")
+    assert (col.lower, col.upper, col.upper_limit) == (0.0, None, 600000.0)
+    fixed = policy.table("prompts").column("tokens_out")
+    assert (fixed.upper, fixed.upper_limit) == (8000.0, None)
+
+
+@pytest.mark.parametrize(
+    ("spelling", "message"),
+    [
+        ('{ lower = 0, upper = "auto" }', 'upper_limit: required with upper = "auto"'),
+        ('{ upper = "auto", upper_limit = 10 }', 'lower: required with upper = "auto"'),
+        ('{ lower = "auto", upper = 10 }', '"auto" is for upper only'),
+        ("{ lower = 0, upper = 10, upper_limit = 20 }", 'upper_limit: only with upper = "auto"'),
+        ('{ lower = 5, upper = "auto", upper_limit = 5 }', "must be above lower 5"),
+        ('{ lower = 0, upper = "most", upper_limit = 5 }', 'upper: must be a number or "auto"'),
+        ('{ lower = 0, upper = "auto", upper_limit = "big" }', "upper_limit: must be a number"),
+    ],
+)
+def test_policy_errors_name_the_key_and_the_fix(
+    tmp_path: Path, demo_db: Path, spelling: str, message: str
+) -> None:
+    text = policy_text(tmp_path, demo_db, f"columns.latency_ms = {spelling}")
+    with pytest.raises(PolicyError, match=r"tables\.prompts\.columns\.latency_ms") as error:
+        parse_policy(text, base_dir=tmp_path)
+    assert message in str(error.value)
+
+
+def test_public_tables_cannot_have_auto_bounds(tmp_path: Path, demo_db: Path) -> None:
+    text = policy_text(tmp_path, demo_db) + (
+        'columns.area = { lower = 0, upper = "auto", upper_limit = 9 }\n'
+    )
+    assert text.rstrip().splitlines()[-4] == "[tables.regions]"
+    with pytest.raises(PolicyError, match=r"tables\.regions\.columns\.area\.upper: \"auto\" is for"):
+        parse_policy(text, base_dir=tmp_path)
+
+
+# --- the grid and the draw -------------------------------------------------------------
+
+
+def test_grid_is_round_numbers_up_to_the_limit() -> None:
+    grid = V.value_grid(0.0, 600000.0)
+    assert grid.edges[-1] == 600000.0 and list(grid.edges) == sorted(set(grid.edges))
+    assert {1.0, 1.5, 2.0, 3.0, 5.0, 7.0, 10.0, 5000.0, 500000.0} <= set(grid.edges)
+    assert V.bound_of(grid, grid.edges.index(5000.0)) == 5000.0
+    shifted = V.value_grid(-10.0, 90.0)
+    assert V.bound_of(shifted, shifted.bins - 1) == 90.0
+    assert V.bound_of(shifted, shifted.edges.index(15.0)) == 5.0
+    with pytest.raises(V.ValueBoundsError):
+        V.value_grid(3.0, 3.0)
+
+
+def test_the_draw_finds_the_high_quantile_bin() -> None:
+    grid = V.value_grid(0.0, 1000.0)
+    counts = np.zeros(grid.bins, dtype=np.int64)
+    counts[grid.edges.index(10.0)] = 9000  # values in (7, 10]
+    counts[grid.edges.index(100.0)] = 1000  # the top 10%: q = 0.95 falls here
+    d = V.describe(grid, max_rows=1, epsilon=1.0)
+    assert d.max_rows == 1 and d.pure_epsilon == pytest.approx(1.0)
+    drawn = {V.bound_of(grid, V.release_bound(grid, counts, d)) for _ in range(20)}
+    assert drawn == {100.0}
+    with pytest.raises(V.ValueBoundsError):
+        V.release_bound(grid, counts[:-1], d)
+    with pytest.raises(QuantileError):
+        V.describe(grid, max_rows=0, epsilon=1.0)
+
+
+# --- the engine ------------------------------------------------------------------------
+
+
+def test_released_once_then_free_and_planning_uses_it(engine: Engine, demo_db: Path) -> None:
+    prompts = engine.policy.table("prompts")
+    column = prompts.column("latency_ms")
+    assert engine.auto_values.released(prompts, column) is None
+    before = engine.ledger.history()
+    explained = engine.explain(QueryRequest(SUM, epsilon=1.0)).to_dict()
+    assert explained["auto_bounds"] == [
+        {
+            "table": "prompts",
+            "column": "latency_ms",
+            "limit": 600000.0,
+            "epsilon": 2.0,
+            "note": explained["auto_bounds"][0]["note"],
+        }
+    ]
+    assert explained["statistics"][0]["bounds"] == [0.0, 600000.0]  # the limit, until paid
+    assert _schema_upper(engine) == 600000.0
+    assert engine.ledger.history() == before  # explaining pays nothing
+    key_at_limit = explained["cache_key"]
+    engine.run(QueryRequest(SUM, epsilon=1.0))
+    assert _charges(engine) == [NOTE, _charges(engine)[1]]
+    bound = engine.auto_values.released(prompts, column)
+    assert bound is not None and 0 < bound < 600000.0
+    true_p95 = _truth(engine, "SELECT QUANTILE_CONT(latency_ms, 0.95) FROM prompts")
+    assert true_p95 / 4 <= bound <= true_p95 * 4
+    # Planning reads the bound: clamp and sensitivity follow it (C = 10, K = 4 here).
+    plan = engine.explain(QueryRequest(SUM, epsilon=1.0)).to_dict()
+    assert plan["auto_bounds"] == [] and plan["cache_key"] != key_at_limit
+    assert _schema_upper(engine) == bound
+    stat = plan["statistics"][0]
+    assert stat["bounds"] == [0.0, bound]
+    assert stat["sensitivity"]["per_group"] == pytest.approx(10 * bound)
+    assert f"{bound:g}" in plan["core_sql"] or repr(bound) in plan["core_sql"]
+    # Later queries on the column, any analyst, any ε: no second charge for the bound.
+    engine.run(QueryRequest("SELECT model, AVG(latency_ms) FROM prompts GROUP BY model"))
+    engine.run(QueryRequest(SUM, epsilon=0.3, analyst="someone-else"))
+    assert sum(n == NOTE for n in _charges(engine)) == 1
+    assert len(_charges(engine)) == 4
+
+
+def test_a_fresh_engine_reads_the_stored_bound_for_free(tmp_path: Path, demo_db: Path) -> None:
+    text = policy_text(tmp_path, demo_db)
+    first = Engine(parse_policy(text, base_dir=tmp_path))
+    try:
+        first.run(QueryRequest(SUM, epsilon=1.0))
+        prompts = first.policy.table("prompts")
+        bound = first.auto_values.released(prompts, prompts.column("latency_ms"))
+    finally:
+        first.close()
+    second = Engine(parse_policy(text, base_dir=tmp_path))
+    try:
+        n = len(_charges(second))
+        prompts = second.policy.table("prompts")
+        # The choice reads only the released bin: the stored index gives the same bound.
+        assert second.auto_values.released(prompts, prompts.column("latency_ms")) == bound
+        stat = second.explain(QueryRequest(SUM, epsilon=0.4)).to_dict()["statistics"][0]
+        assert stat["bounds"] == [0.0, bound] and len(_charges(second)) == n
+    finally:
+        second.close()
+
+
+def test_queries_that_need_no_bound_pay_nothing_for_it(engine: Engine) -> None:
+    engine.run(QueryRequest("SELECT model, COUNT(latency_ms) AS n FROM prompts GROUP BY model"))
+    engine.run(QueryRequest("SELECT SUM(tokens_out) FROM prompts WHERE latency_ms > 100"))
+    assert NOTE not in _charges(engine)
+
+
+def test_a_subquery_passing_the_column_on_waits_for_the_bound(engine: Engine) -> None:
+    sql = "SELECT SUM(l) FROM (SELECT latency_ms AS l FROM prompts WHERE model = 'small') t"
+    assert engine.explain(QueryRequest(sql)).to_dict()["auto_bounds"][0]["column"] == "latency_ms"
+
+
+def test_each_person_keeps_at_most_c_values(engine: Engine) -> None:
+    prompts = engine.policy.table("prompts")
+    counts = engine.auto_values.exact_counts(prompts, prompts.column("latency_ms"))
+    kept = _truth(
+        engine,
+        "SELECT SUM(LEAST(n, 10)) FROM (SELECT COUNT(*) AS n FROM prompts "
+        "WHERE latency_ms IS NOT NULL GROUP BY user_id)",
+    )
+    assert engine.auto_values.rows_per_person(prompts) == 10 and int(counts.sum()) == kept
+    # The same data gives the same histogram: no random choice of a person's rows.
+    assert (engine.auto_values.exact_counts(prompts, prompts.column("latency_ms")) == counts).all()
+
+
+def test_refused_query_pays_nothing(engine: Engine) -> None:
+    before = engine.ledger.history()
+    with pytest.raises(DPSQLError):
+        engine.run(QueryRequest("SELECT SUM(latency_ms) FROM prompts GROUP BY user_id"))
+    assert engine.ledger.history() == before
+
+
+def test_the_sum_comes_close_with_the_chosen_bound(engine: Engine, demo_db: Path) -> None:
+    """With the fixed cap of 10 rows, the bounded truth is what the noise centres on:
+    a bound near the values' high quantile keeps the sum within a few percent of it."""
+    truth = _truth(
+        engine,
+        "SELECT SUM(v) FROM (SELECT latency_ms AS v, ROW_NUMBER() OVER "
+        "(PARTITION BY user_id) AS r FROM prompts) WHERE r <= 10",
+    )
+    result = engine.run(QueryRequest(SUM, epsilon=1.0))
+    released = float(result.rows[0][0])
+    assert math.isfinite(released) and abs(released - truth) / truth < 0.25
+
+
+def test_an_auto_integer_column_is_never_a_public_domain(tmp_path: Path, demo_db: Path) -> None:
+    """Before release the planner sees the limit (51 integers here, a domain small enough
+    to list): a key's domain must not depend on whether a bound was released yet."""
+    text = policy_text(tmp_path, demo_db).replace(
+        "columns.tokens_in  = { lower = 0, upper = 4000 }",
+        'columns.tokens_in  = { lower = 0, upper = "auto", upper_limit = 50 }',
+    )
+    e = Engine(parse_policy(text, base_dir=tmp_path))
+    try:
+        assert e.policy.table("prompts").column("tokens_in").upper_limit == 50.0
+        sql = "SELECT tokens_in, COUNT(*) AS n FROM prompts GROUP BY tokens_in"
+        explained = e.explain(QueryRequest(sql)).to_dict()
+        assert explained["public_domain_size"] is None and explained["partition"] is not None
+    finally:
+        e.close()
+
+
+def test_a_bound_the_budget_cannot_pay_is_refused_before_any_charge(
+    tmp_path: Path, demo_db: Path
+) -> None:
+    text = policy_text(tmp_path, demo_db, epsilon=50.0).replace(
+        "epsilon_cap = 1000.0", "epsilon_cap = 5.0"
+    )
+    e = Engine(parse_policy(text, base_dir=tmp_path))
+    try:
+        with pytest.raises(DPSQLError) as error:
+            e.run(QueryRequest(SUM, epsilon=0.5))
+        assert error.value.code == "budget_exhausted"
+        assert _charges(e) == []
+        prompts = e.policy.table("prompts")
+        assert e.auto_values.released(prompts, prompts.column("latency_ms")) is None
+        # A query that needs no bound is still answered.
+        e.run(QueryRequest("SELECT COUNT(*) FROM prompts", epsilon=0.5))
+        assert len(_charges(e)) == 1
+    finally:
+        e.close()
+
+
+def test_an_auto_row_cap_table_pays_its_histogram_then_the_bound(
+    tmp_path: Path, demo_db: Path
+) -> None:
+    """On the demo policy as shipped (prompts' row cap is "auto" too): the first SUM
+    pays the rows-per-person histogram, then the bound (drawn with 8 values per person),
+    then itself; the next pays only itself."""
+    e = Engine(parse_policy(policy_text(tmp_path, demo_db, fixed=False), base_dir=tmp_path))
+    try:
+        prompts = e.policy.table("prompts")
+        assert prompts.auto_rows_limit == 256 and e.auto_values.rows_per_person(prompts) == 8
+        e.run(QueryRequest(SUM, epsilon=1.0))
+        notes = _charges(e)
+        assert notes[:2] == ["auto bounds of prompts", NOTE] and len(notes) == 3
+        bound = e.auto_values.released(prompts, prompts.column("latency_ms"))
+        assert bound is not None and 0 < bound < 600000.0
+        e.run(QueryRequest(SUM, epsilon=0.8))
+        assert len(_charges(e)) == 4
+    finally:
+        e.close()

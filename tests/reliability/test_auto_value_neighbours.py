@@ -1,0 +1,105 @@
+"""Issue #12 §3 through the neighbour harness: value bounds chosen from the data.
+
+On the small fuzz demo (300 people), with ``latency_ms`` declared ``upper = "auto"``, for
+both neighbour choices (the heaviest person, a person present everywhere):
+
+* the corpus entries of :data:`neighbour_corpus.AUTO_VALUES` are planned identically on
+  D and D' and their cores stay within the declared sensitivities, first with the limit
+  (before any bound is released), then with a bound released on D and stored into D''s
+  release cache too (a released bound is public: both sides plan with it);
+* the histogram the bound is drawn from moves by at most C in L1 between D and D' (the
+  input the exponential mechanism's cost assumes, accounting/value_bounds.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from proxy.policy import parse_policy
+from proxy.request import QueryRequest
+from tests.policies import fixed_caps
+from tests.reliability import neighbour_corpus as corpus
+from tests.reliability.conftest import FZ_CAP, FZ_ROOT
+from tests.reliability.neighbours import CHOICES, NeighbourPair, Removal, build_neighbours
+
+LATENCY = "columns.latency_ms = { lower = 0, upper = 60000 }"
+
+
+@pytest.fixture(scope="module", params=CHOICES, ids=str)
+def pair(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    fz_demo_db: Path,
+    au_ledgers: Path,
+) -> Iterator[tuple[NeighbourPair, dict[str, object]]]:
+    removal: Removal = request.param
+    folder = tmp_path_factory.mktemp(f"nb-auto-{removal}")
+    # The fuzz policy (fz_demo_policy's swaps) with latency_ms's bound made "auto".
+    policy = parse_policy(_auto_text(folder, fz_demo_db), base_dir=folder)
+    assert policy.proxy.auto_bounds_epsilon == 1.0
+    neighbours = build_neighbours(
+        policy, folder / removal, removal, timeout_s=2.0, ledgers=au_ledgers
+    )
+    with NeighbourPair(neighbours) as found:
+        facts = corpus.demo_facts(found.exact_rows, neighbours.person)
+        yield found, facts
+
+
+def _auto_text(folder: Path, db: Path) -> str:
+    text = fixed_caps((FZ_ROOT / "sample_data" / "policy.toml").read_text())
+    for old, new in (
+        (LATENCY, corpus.AUTO_VALUE_POLICY),
+        ('duckdb = "usage.duckdb"', f'duckdb = "{db}"'),
+        ('path = "../state/ledger.sqlite"', f'path = "{folder / "ledger.sqlite"}"'),
+        ("epsilon_cap = 4.0", f"epsilon_cap = {FZ_CAP}"),
+        ("delta = 1e-6 ", "delta = 1e-4 "),
+        ("auto_bounds_epsilon = 0.25", "auto_bounds_epsilon = 1.0"),
+    ):
+        assert old in text, old
+        text = text.replace(old, new)
+    return text
+
+
+def _check_all(pair: NeighbourPair, facts: dict[str, object]) -> int:
+    answered = 0
+    for entry in corpus.AUTO_VALUES:
+        report = pair.check(entry.render(facts), run_engine=False)
+        assert report.ok, report.describe()
+        answered += report.outcome == "answered"
+    return answered
+
+
+def test_auto_value_bounds_through_the_harness(
+    pair: tuple[NeighbourPair, dict[str, object]],
+) -> None:
+    p, facts = pair
+    d, d_prime = p.engines
+    prompts = d.policy.table("prompts")
+    column = prompts.column("latency_ms")
+    assert prompts is not None and column is not None
+    # Before any release: both sides plan with the limit.
+    plan = d.prepare(QueryRequest("SELECT SUM(latency_ms) FROM prompts", epsilon=1.0))[1]
+    assert [b.column for b in plan.pending_bounds] == ["latency_ms"]
+    assert _check_all(p, facts) == len(corpus.AUTO_VALUES)
+    # The draw's input: one person moves the histogram by at most C in L1.
+    c = d.auto_values.rows_per_person(prompts)
+    moved = np.abs(
+        d.auto_values.exact_counts(prompts, column)
+        - d_prime.auto_values.exact_counts(prompts, column)
+    ).sum()
+    assert 0 < moved <= c
+    # Release on D, share the released bin with D' (it is public), and check again.
+    d.run(QueryRequest("SELECT SUM(latency_ms) FROM prompts", epsilon=1.0))
+    key = d.auto_values._key(prompts, column)
+    stored = d.cache.get(key)
+    assert stored is not None and d_prime.cache.get(key) is None
+    d_prime.cache.put(key, stored[0], stored[1])
+    bound = d.auto_values.released(prompts, column)
+    assert bound is not None and d_prime.auto_values.released(prompts, column) == bound
+    plan = d.prepare(QueryRequest("SELECT SUM(latency_ms) FROM prompts", epsilon=1.0))[1]
+    assert plan.pending_bounds == () and plan.noise[0].statistic.upper == bound
+    assert _check_all(p, facts) == len(corpus.AUTO_VALUES)
