@@ -46,7 +46,23 @@ def by_group(plan: Plan, exact: Mapping[str, np.ndarray]) -> dict[tuple[Any, ...
     for i in range(rows):
         key = tuple(_key(k[i]) for k in keys)
         out[key] = {c: _value(exact[c][i]) for c in columns}
+        for name in histograms(plan):
+            out[key][name] = _histogram(exact[f"{name}_b"][i], exact[f"{name}_n"][i])
     return out
+
+
+def histograms(plan: Plan) -> list[str]:
+    """The quantile histograms' names (``__h<j>``: columns ``__h<j>_b`` and ``__h<j>_n``)."""
+    return sorted({q.statistic.histogram for q in plan.quantiles})
+
+
+def _histogram(bins: Any, counts: Any) -> dict[int, int]:
+    """A sparse histogram as bin -> count: the engines list the bins in their own order,
+    and give NULL (DuckDB, PostgreSQL) or an empty list (Spark) for no value."""
+    if bins is None or counts is None:
+        return {}
+    pairs = zip(np.asarray(bins).ravel().tolist(), np.asarray(counts).ravel().tolist(), strict=True)
+    return {int(b): int(n) for b, n in pairs}
 
 
 def _value(v: Any) -> Any:
@@ -63,6 +79,10 @@ def differences(plan: Plan, a: Mapping[str, np.ndarray], b: Mapping[str, np.ndar
     for key, stats in left.items():
         for column, value in stats.items():
             other = right[key][column]
+            if isinstance(value, dict):
+                if value != other:
+                    out.append(f"group {key!r} {column}: histograms differ")
+                continue
             if isinstance(value, float) or isinstance(other, float):
                 same = math.isclose(
                     float(value), float(other), rel_tol=1e-9, abs_tol=FLOAT_TOLERANCE
