@@ -94,8 +94,10 @@ def differences(plan: Plan, a: Mapping[str, np.ndarray], b: Mapping[str, np.ndar
     return out
 
 
-def exact(engine: Engine, sql: str) -> tuple[Plan, dict[str, np.ndarray]]:
-    _, plan = engine.prepare(QueryRequest(sql, epsilon=1.0))
+def exact(
+    engine: Engine, sql: str, max_rows: int | None = None
+) -> tuple[Plan, dict[str, np.ndarray]]:
+    _, plan = engine.prepare(QueryRequest(sql, epsilon=1.0, max_rows_per_group=max_rows))
     params = [SEED] if "?" in plan.core_sql else []
     return plan, engine.executor.run(plan.core_sql, params)
 
@@ -110,6 +112,20 @@ def kept_per_person(engine: Engine, plan: Plan) -> dict[Any, int]:
     )
     per_person.set("with_", tree.args["with_"])
     rows = engine.executor.evaluate(per_person.sql(dialect="duckdb"), [SEED])
+    return {_key(u): int(n) for u, n in rows}
+
+
+def kept_values_per_person(engine: Engine, plan: Plan, index: int = 0) -> dict[Any, int]:
+    """How many distinct values each person keeps for the DISTINCT aggregate ``index``
+    (the core's ``dk<index>`` CTE: at most C per person and group, by the engine's hash)."""
+    tree = sqlglot.parse_one(plan.core_sql, read="duckdb")
+    assert isinstance(tree, exp.Select)
+    per_person = sqlglot.parse_one(
+        f"SELECT __u, COUNT(*) AS n FROM dk{index} GROUP BY __u", read="duckdb"
+    )
+    per_person.set("with_", tree.args["with_"])
+    params = [SEED] if "?" in plan.core_sql else []
+    rows = engine.executor.evaluate(per_person.sql(dialect="duckdb"), params)
     return {_key(u): int(n) for u, n in rows}
 
 
