@@ -217,8 +217,8 @@ def markdown(data: dict[str, Any], figure: str | None, provenance: str) -> str:
         "",
         "* **fixed**: the demo policy with the row caps it had before issue #12 (prompts "
         "C = 10, tickets C = 3; K = 4 and 2 groups). **auto**: today's demo policy, "
-        "`max_rows_per_group = \"auto\"`: C chosen once per table from a DP histogram of "
-        "rows per person. Both with today's bounding (per-person sums scaled to C rows at "
+        "`max_rows_per_group = \"auto\"`: each query's C chosen from a DP histogram of "
+        "rows per person (released once per table) by what the query releases. Both with today's bounding (per-person sums scaled to C rows at "
         "the person's own mean), clipping estimate and intervals.",
         "* **error**: per cell, the median over the runs of |released − exact| / |exact|; "
         "shown is the median over the question's cells and, in brackets, the worst cell "
@@ -238,11 +238,11 @@ def markdown(data: dict[str, Any], figure: str | None, provenance: str) -> str:
         parts += [f"![accuracy](bench/figures/{figure})", ""]
     parts += [f"### 7a. Demo data: fixed caps against auto caps ({runs} runs per question)", "",
               _table(DEMO_HEAD, demo_rows(data)), ""]
-    caps = ", ".join(f"{t} C = {c}" for t, c in data["auto_caps"].items())
-    line = f"Auto caps in this run: {caps}."
+    caps = ", ".join(f"{t}: C = {c}" for t, c in data["auto_caps"].items())
+    line = f"Auto caps in this run (per question): {caps}."
     if data.get("auto_cap_draws"):
-        line += (" The cap rests on one noisy histogram (ε = 0.1, paid once per table); over "
-                 f"independent releases it came out as: {_draws(data)}.")
+        line += (" The caps rest on one noisy histogram per table (`auto_bounds_epsilon`, 0.25 in the demo policy, paid once); over "
+                 f"independent releases they came out as: {_draws(data)}.")
     parts += [line, ""]
     sn_note = (f"SmartNoise SQL {sn['versions'].get('smartnoise-sql', '?')} (its own venv, "
                "`bench/peers/smartnoise.py`; per-statistic ε chosen so its odometer charges "

@@ -2,25 +2,31 @@
 ``max_rows_per_group = "auto"`` (with a ``max_rows_per_group_limit``).
 
 The first query on such a table releases, once, a DP histogram of rows per person over
-power-of-two bins (``accounting.bounds``), charged to the table's population like any
-release at ``[proxy] auto_bounds_epsilon`` and stored in the release cache under a key
-of (table, data version, limit, mechanism, ε). Every later query — any analyst, any
-door — reads the stored histogram and picks the cap from it for free: the choice is
-post-processing of a released histogram. Until it is released, ``explain`` shows the
-limit and says what the first query will pay.
+power-of-two bins up to 2^20 (``accounting.bounds``), charged to the table's population
+like any release at ``[proxy] auto_bounds_epsilon`` and stored in the release cache
+under a key of (table, data version, bins, mechanism, ε). Every later query — any
+analyst, any door — reads the stored histogram and picks ITS OWN cap from it for free,
+by what it releases (:func:`cap_targets`: totals want a large cap, means a small one),
+its budget and its number of groups: the choice is post-processing of a released
+histogram and the request, and the chosen cap is part of the plan's cache key. Until
+the histogram is released, ``explain`` shows the limit and says what the first query
+will pay.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+from sqlglot import exp
 
 from accounting import mechanisms
-from accounting.bounds import RowBins, choose_rows_cap, rows_cut_fraction
+from accounting.bounds import BINS, CapChoice, CapTarget, OutputKind, RowHistogram, choose_cap
 from accounting.calibrate import (
+    Calibration,
     CalibrationError,
     ColumnSpec,
     EpsilonBudget,
@@ -28,12 +34,15 @@ from accounting.calibrate import (
     calibrate,
 )
 from accounting.sensitivity import AggregateKind, sensitivity
+from proxy.budget import ColumnNoise
 from proxy.budgets import Budgets
 from proxy.cache import ReleaseStore
 from proxy.catalog import split_name
 from proxy.engines.executor import Executor
 from proxy.errors import DPSQLError
 from proxy.policy import Policy, TablePolicy
+from proxy.rewrite import core as C
+from proxy.shape import Shape
 
 
 @dataclass(frozen=True)
@@ -49,8 +58,83 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+@dataclass(frozen=True)
+class TotalsUse:
+    """How a query's outputs use its COUNT and SUM aggregates: as totals (shown, summed,
+    differenced) and/or as ratios of each other (SUM(x)/COUNT(*)), which act as means:
+    bounding only re-weights them."""
+
+    totals: bool
+    ratios: bool
+
+
+# The share of each person's rows a WHERE clause on a multi-row table is assumed to keep
+# (how many it keeps is not released): a filter such as "WHERE flagged" leaves each
+# person far fewer rows than the histogram of the whole table shows.
+FILTERED_KEEP = 0.1
+
+
+def filter_keep(shape: Shape) -> float:
+    """:data:`FILTERED_KEEP` when the WHERE clause reads a column of a private table
+    with several rows per person, else 1 (no filter, or one that keeps or drops whole
+    persons, such as a region of users)."""
+    where = shape.select.args.get("where")
+    if where is None:
+        return 1.0
+    for column in where.find_all(exp.Column):
+        info = shape.tables.get(column.table)
+        if info is not None and not info.public and not info.policy.one_row_per_person:
+            return FILTERED_KEEP
+    return 1.0
+
+
+def totals_use(shape: Shape) -> TotalsUse:
+    totals = ratios = False
+    for item in shape.select.expressions:
+        divided: set[int] = set()
+        for div in item.find_all(exp.Div):
+            if div.expression.find(exp.Distinct):
+                # Per person (COUNT(*) / COUNT(DISTINCT user_id)): the numerator is a
+                # total the cap cuts, not a mean it re-weights.
+                continue
+            if div.this.find(exp.AggFunc) and div.expression.find(exp.AggFunc):
+                ratios = True
+                divided.update(id(a) for a in div.find_all(exp.Count, exp.Sum))
+        if any(id(a) not in divided for a in item.find_all(exp.Count, exp.Sum)):
+            totals = True
+    return TotalsUse(totals, ratios)
+
+
+def cap_targets(
+    noise: Sequence[ColumnNoise], mechanism: Mechanism, use: TotalsUse
+) -> tuple[CapTarget, ...]:
+    """The outputs the cap choice weighs, from the noise of a plan calibrated at C = 1
+    (each statistic's noise grows in proportion to C): sums and counts as totals when
+    the query shows them as such, as means when it divides them (both when it does
+    both); the centred sums and squares of AVG/VAR/STDDEV as means. People counts and
+    the clipping estimate do not depend on the cap's trade-off and are left out."""
+    out = []
+    kinds = [k for k, on in ((OutputKind.TOTAL, use.totals), (OutputKind.MEAN, use.ratios)) if on]
+    for n in noise:
+        s = n.statistic
+        std = mechanism.std(n.descriptor.scale)
+        half = max(abs(s.lower), abs(s.upper)) / 2.0
+        if s.kind in (C.ROWS, C.COUNT):
+            out += [CapTarget(kind, std, 1.0) for kind in kinds]
+        elif s.kind == C.SUM and half > 0:
+            out += [
+                CapTarget(kind, std, half if kind is OutputKind.TOTAL else s.upper - s.lower)
+                for kind in kinds
+            ]
+        elif s.kind == C.CENTRED_SUM and s.upper > s.lower:
+            out.append(CapTarget(OutputKind.MEAN, std, s.upper - s.lower))
+        elif s.kind == C.CENTRED_SQUARES and s.upper > s.lower:
+            out.append(CapTarget(OutputKind.MEAN, std, ((s.upper - s.lower) / 2.0) ** 2))
+    return tuple(out)
+
+
 class AutoBounds:
-    """Choose, store and read the data-chosen row caps of "auto" tables."""
+    """Release and store the histograms of "auto" tables; choose each query's cap."""
 
     def __init__(self, policy: Policy, executor: Executor, cache: ReleaseStore, budgets: Budgets):
         self.policy = policy
@@ -58,76 +142,24 @@ class AutoBounds:
         self._cache = cache
         self._budgets = budgets
         self._mechanism = Mechanism(policy.proxy.mechanism)
-        self._chosen: dict[str, int] = {}
+        self._histograms: dict[str, RowHistogram] = {}
 
     def _key(self, table: TablePolicy) -> str:
         facts = (
             "auto-bounds",
             table.name,
             self.policy.data_version,
-            table.auto_rows_limit,
+            BINS,
             self._mechanism.value,
             self.policy.proxy.auto_bounds_epsilon,
         )
         return hashlib.sha256(repr(facts).encode()).hexdigest()
 
-    def _noise_unit(self, table: TablePolicy) -> float:
-        """Std of a count of sensitivity 1 per group at the policy's default budget:
-        the noise a cap of C multiplies by C."""
-        k = table.max_groups or self.policy.proxy.max_groups
-        cal = calibrate(
-            self._mechanism,
-            (ColumnSpec(True, sensitivity(AggregateKind.ROW_COUNT, max_groups=k), count=True),),
-            EpsilonBudget(self.policy.proxy.default_epsilon),
-            threshold_weight=None,
-            max_groups=k,
-            delta_conversion=self.policy.proxy.default_delta,
-            delta_threshold=0.0,
-        )
-        return self._mechanism.std(cal.descriptors[0].scale)
-
-    def chosen(self, table: TablePolicy) -> int | None:
-        """The cap chosen for ``table`` from its released histogram, or None."""
-        if table.auto_rows_limit is None:
-            return None
-        found = self._chosen.get(table.name)
-        if found is not None:
-            return found
-        hit = self._cache.get(self._key(table))
-        if hit is None:
-            return None
-        counts = hit[1].column("count").to_pylist()
-        cap = choose_rows_cap(RowBins(table.auto_rows_limit), counts, self._noise_unit(table))
-        self._chosen[table.name] = cap
-        return cap
-
-    def rows_cut(self, table: TablePolicy, cap: int) -> float | None:
-        """Estimated share of ``table``'s rows a cap of ``cap`` leaves out (from its
-        released histogram; None before it is released)."""
-        if table.auto_rows_limit is None:
-            return None
-        hit = self._cache.get(self._key(table))
-        if hit is None:
-            return None
-        counts = hit[1].column("count").to_pylist()
-        return rows_cut_fraction(RowBins(table.auto_rows_limit), counts, cap)
-
-    def pending(self, table: TablePolicy) -> PendingBounds | None:
-        if table.auto_rows_limit is None or self.chosen(table) is not None:
-            return None
-        return PendingBounds(
-            table.name, table.auto_rows_limit, self.policy.proxy.auto_bounds_epsilon
-        )
-
-    def release(self, table: TablePolicy, analyst: str) -> int:
-        """Charge for, release and store the histogram of ``table`` (once: a second
-        caller finds it stored); returns the chosen cap."""
-        assert table.auto_rows_limit is not None and table.population and table.unit
-        key = self._key(table)
-        bins = RowBins(table.auto_rows_limit)
+    def _calibration(self, table: TablePolicy) -> Calibration:
+        """The histogram's noise: one person is in one bin (sensitivity 1)."""
         one = sensitivity(AggregateKind.PERSON_COUNT, max_groups=1)
         try:
-            cal = calibrate(
+            return calibrate(
                 self._mechanism,
                 (ColumnSpec(True, one, count=True),),
                 EpsilonBudget(self.policy.proxy.auto_bounds_epsilon),
@@ -142,6 +174,52 @@ class AutoBounds:
                 f"auto bounds of {table.name} cannot be calibrated: {error}",
                 "raise [proxy] auto_bounds_epsilon in the policy",
             ) from None
+
+    def histogram(self, table: TablePolicy) -> RowHistogram | None:
+        """The released histogram of ``table``'s rows per person, read (thresholded at
+        the detection level), or None before it is released."""
+        if table.auto_rows_limit is None:
+            return None
+        found = self._histograms.get(table.name)
+        if found is not None:
+            return found
+        hit = self._cache.get(self._key(table))
+        if hit is None:
+            return None
+        counts = [float(c) for c in hit[1].column("count").to_pylist()]
+        std = self._mechanism.std(self._calibration(table).descriptors[0].scale)
+        found = RowHistogram.read(counts, std)
+        self._histograms[table.name] = found
+        return found
+
+    def choose(
+        self, table: TablePolicy, targets: Sequence[CapTarget], groups: float, keep: float
+    ) -> CapChoice | None:
+        """The cap of one query on ``table`` (None before the histogram is released)."""
+        hist = self.histogram(table)
+        if hist is None or table.auto_rows_limit is None:
+            return None
+        return choose_cap(hist, targets, groups, table.auto_rows_limit, keep)
+
+    def rows_cut(self, table: TablePolicy, cap: int) -> float | None:
+        """Estimated share of ``table``'s rows a cap of ``cap`` leaves out (from its
+        released histogram; None before it is released)."""
+        hist = self.histogram(table)
+        return None if hist is None else hist.rows_cut(cap)
+
+    def pending(self, table: TablePolicy) -> PendingBounds | None:
+        if table.auto_rows_limit is None or self.histogram(table) is not None:
+            return None
+        return PendingBounds(
+            table.name, table.auto_rows_limit, self.policy.proxy.auto_bounds_epsilon
+        )
+
+    def release(self, table: TablePolicy, analyst: str) -> RowHistogram:
+        """Charge for, release and store the histogram of ``table`` (once: a second
+        caller finds it stored); returns it, read."""
+        assert table.auto_rows_limit is not None and table.population and table.unit
+        key = self._key(table)
+        cal = self._calibration(table)
         while not self._cache.claim(key):
             if self._cache.get(key) is not None:
                 break
@@ -155,7 +233,7 @@ class AutoBounds:
                     fingerprint=key,
                     note=f"auto bounds of {table.name}",
                 )
-                counts = self._exact_counts(table, bins)
+                counts = self._exact_counts(table)
                 noisy = mechanisms.release_planned(
                     np.asarray(counts, dtype=np.int64),
                     mechanism=self._mechanism.value,
@@ -165,27 +243,27 @@ class AutoBounds:
                     changed_coordinates=1,
                     planned=cal.descriptors[0].curve,
                 )
-                released = pa.table({"bin": pa.array(range(bins.count)), "count": pa.array(noisy)})
+                released = pa.table({"bin": pa.array(range(BINS)), "count": pa.array(noisy)})
                 self._cache.put(key, receipt.event_id, released)
         finally:
             self._cache.finish(key)
-        cap = self.chosen(table)
-        assert cap is not None
-        return cap
+        hist = self.histogram(table)
+        assert hist is not None
+        return hist
 
-    def _exact_counts(self, table: TablePolicy, bins: RowBins) -> list[int]:
+    def _exact_counts(self, table: TablePolicy) -> list[int]:
         """Persons per power-of-two bin of their row count (the last bin open above).
         Total for every database: counts of rows are ≥ 1, and LOG2 of them is finite."""
         db, name = split_name(table.name)
         unit = _quote(table.unit or "")
-        last = bins.count - 1
+        last = BINS - 1
         sql = (
             f"SELECT LEAST(CAST(FLOOR(LOG2(n)) AS INTEGER), {last}) AS b, COUNT(*) AS c "
             f"FROM (SELECT {unit}, COUNT(*) AS n FROM {_quote(db)}.{_quote(name)} "
             f"WHERE {unit} IS NOT NULL GROUP BY {unit}) GROUP BY b"
         )
         out = self._executor.run(sql)
-        counts = [0] * bins.count
+        counts = [0] * BINS
         for b, c in zip(out["b"], out["c"], strict=True):
             counts[int(b)] = int(c)
         return counts

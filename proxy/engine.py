@@ -19,11 +19,13 @@ import pyarrow as pa
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from accounting.calibrate import Mechanism
 from accounting.ledger import Ledger, LedgerError, Receipt
 from accounting.mechanisms import secret_seed
 from proxy import bigquery_dp, domains, nested, per_person_values, quantile_release, union_rows
-from proxy.auto_bounds import AutoBounds, PendingBounds
+from proxy.auto_bounds import AutoBounds, PendingBounds, cap_targets, filter_keep, totals_use
 from proxy.bind import bind
+from proxy.budget import budget_noise
 from proxy.budgets import Budgets, ledger_error
 from proxy.cache import ReleaseStore, open_release_cache
 from proxy.catalog import Catalog, TableView
@@ -268,8 +270,31 @@ class Engine:
     def _prepare(self, request: QueryRequest) -> tuple[Shape, Plan]:
         if not isinstance(request.sql, str):
             raise DPSQLError("bad_request", "sql must be a string", "send the query text")
-        # The query's structure does not depend on its budget: asking again at another ε
-        # re-plans only the noise.
+        found = self._structure_for(request)
+        if not found.pending and request.max_rows_per_group is None:
+            # An "auto" table's cap is chosen per query from its released histogram:
+            # plan again with it as if the request had asked for it (it never exceeds
+            # the limit, so the request stays a tightening one).
+            cap = self._choose_cap(found, request)
+            if cap is not None and cap != found.core.max_rows:
+                found = self._structure_for(replace(request, max_rows_per_group=cap))
+        plan = build_plan(
+            found.core,
+            request,
+            self.policy,
+            domain=found.domain,
+            names=found.names,
+            data_version=self.policy.data_version,
+            outer=found.outer,
+        )
+        plan = replace(plan, released_columns=found.released_columns)
+        if found.pending:
+            plan = replace(plan, pending_bounds=found.pending)
+        return found.core.shape, plan
+
+    def _structure_for(self, request: QueryRequest) -> Structure:
+        """The query's structure, memoised: it does not depend on the budget, so asking
+        again at another ε re-plans only the noise."""
         key = replace(request, analyst="", epsilon=None, delta=None, rho=None, accuracy=None)
         found = self._structures.get(key)
         if found is None:
@@ -285,19 +310,48 @@ class Engine:
                 ) from None
             if not found.pending:
                 self._structures.put(key, found)
-        plan = build_plan(
-            found.core,
-            request,
-            self.policy,
-            domain=found.domain,
-            names=found.names,
-            data_version=self.policy.data_version,
-            outer=found.outer,
+        return found
+
+    def _choose_cap(self, found: Structure, request: QueryRequest) -> int | None:
+        """The row cap of this query when it reads "auto" tables whose histograms are
+        released (else None): per table, the cap that minimises the estimated error of
+        what this query releases at its budget (accounting/bounds.py), from the noise of
+        the same query planned at C = 1 — every input is released or public, so the
+        choice is free. The largest over the tables, as for fixed caps (plan.limits)."""
+        shape = found.core.shape
+        tables = [t.policy for t in shape.private_tables()]
+        auto = [t for t in tables if t.auto_rows_limit is not None]
+        if not auto:
+            return None
+        if request.accuracy is not None:
+            # The noise is then fixed and ε follows C: weigh the caps as at the default ε.
+            request = replace(request, accuracy=None, epsilon=None, rho=None)
+        one = self._structure_for(replace(request, max_rows_per_group=1))
+        try:
+            noise = budget_noise(one.core, request, self.policy, one.domain is None)
+        except DPSQLError:
+            return None  # the real plan refuses it with its own message
+        targets = cap_targets(
+            noise.columns, Mechanism(self.policy.proxy.mechanism), totals_use(shape)
         )
-        plan = replace(plan, released_columns=found.released_columns)
-        if found.pending:
-            plan = replace(plan, pending_bounds=found.pending)
-        return found.core.shape, plan
+        caps = [t.max_rows_per_group for t in tables if t.max_rows_per_group is not None]
+        for table in auto:
+            hist = self.auto_bounds.histogram(table)
+            if hist is None:
+                return None
+            if found.domain is not None:
+                groups = float(len(found.domain))
+            elif noise.threshold is not None:
+                # Private keys: a released group has at least about tau people; take
+                # the typical group at that size (the most groups the people allow).
+                groups = max(1.0, hist.people / max(1.0, float(noise.threshold.tau)))
+            else:
+                groups = 1.0
+            choice = self.auto_bounds.choose(table, targets, groups, filter_keep(shape))
+            if choice is None:
+                return None
+            caps.append(choice.cap)
+        return max(caps)
 
     def checked_shape(self, request: QueryRequest) -> CheckedShape:
         """Parse, bind and check (refusing what is not answered), with the derived
@@ -314,7 +368,6 @@ class Engine:
                 replace(request, max_rows_per_group=None, max_groups=None),
                 arm,
                 self.policy,
-                self.auto_bounds.chosen,
             ),
         )
         base = self.catalog
@@ -330,7 +383,7 @@ class Engine:
             base,
             request.tables,
             self.executor,
-            lambda inner: limits(request, inner, self.policy, self.auto_bounds.chosen)[0],
+            lambda inner: limits(request, inner, self.policy)[0],
         )
         catalog = base
         outer_request = request
@@ -354,9 +407,7 @@ class Engine:
         select = shape.select
         if names is None or len(names) != len(select.expressions):
             names = tuple(e.alias_or_name for e in select.expressions)
-        max_rows, max_groups = limits(
-            checked.outer_request, shape, self.policy, self.auto_bounds.chosen
-        )
+        max_rows, max_groups = limits(checked.outer_request, shape, self.policy)
         read = shape.private_tables()
         if per_person is not None:
             per_person_values.embed(shape, per_person)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 
 import sqlglot
 from sqlglot import exp
@@ -264,10 +265,36 @@ def direct_columns(outer: str) -> tuple[str | None, ...]:
     return _columns_of(outer)[0]
 
 
-def avg_intervals(outer: str, noise: list[ColumnNoise]) -> tuple[tuple[int, float, float], ...]:
-    """(index, noise std of the centred sum, of the count) per AVG output column."""
-    std = {n.statistic.column: _noise_std(n.descriptor) for n in noise}
-    return tuple((i, std[s], std[n]) for i, s, n in _columns_of(outer)[1])
+@dataclass(frozen=True)
+class AvgInterval:
+    """One output column that is one AVG: the noise of its released centred sum and
+    count, and the bounds its value is clamped to (its interval is Fieller's)."""
+
+    index: int
+    std_sum: float
+    std_count: float
+    centre: float
+    lower: float
+    upper: float
+
+
+def avg_intervals(outer: str, noise: list[ColumnNoise]) -> tuple[AvgInterval, ...]:
+    """The :class:`AvgInterval` of each AVG output column."""
+    by_column = {n.statistic.column: n for n in noise}
+    out = []
+    for i, s, c in _columns_of(outer)[1]:
+        stat = by_column[s].statistic
+        out.append(
+            AvgInterval(
+                i,
+                _noise_std(by_column[s].descriptor),
+                _noise_std(by_column[c].descriptor),
+                stat.centre,
+                stat.lower,
+                stat.upper,
+            )
+        )
+    return tuple(out)
 
 
 def column_noise(

@@ -19,7 +19,7 @@ from accounting.rdp import Curve
 from proxy import shape as S
 from proxy.budget import ColumnNoise, QuantileNoise, budget_noise
 from proxy.errors import bad_request
-from proxy.outer import avg_intervals, column_noise, outer_sql
+from proxy.outer import AvgInterval, avg_intervals, column_noise, outer_sql
 from proxy.policy import Policy, TablePolicy
 from proxy.request import QueryRequest
 from proxy.rewrite import core as C
@@ -47,9 +47,9 @@ class Plan:
     outer_sql: str
     output_names: tuple[str, ...]
     column_noise: tuple[tuple[str, float | None, float | None], ...]  # (name, scale, 95% hw)
-    # Output columns that are one AVG: (index, noise std of its centred sum, of its count).
+    # Output columns that are one AVG (noise of its centred sum and count, its bounds).
     # The outer SQL carries two hidden columns per entry, __ci{index}_s and __ci{index}_n.
-    avg_intervals: tuple[tuple[int, float, float], ...] = ()
+    avg_intervals: tuple[AvgInterval, ...] = ()
     data_version: str = ""  # the data this plan's releases describe (part of cache_key)
     raw_noise: bool = False  # counts keep raw noise (else shown as at least 0)
     # Tables whose "auto" row cap is not chosen yet (the plan assumes their limit): a

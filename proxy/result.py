@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from accounting.calibrate import Mechanism
+from accounting.confidence import ratio_interval, z_95
 from accounting.mechanisms import Z_975
 from proxy.outer import CLIP_CUT, CLIP_PEOPLE, ROW
 from proxy.plan import Plan
@@ -175,7 +176,11 @@ def build_result(
             clipping=clipping,
             quantiles=drawn,
         ),
-        warnings=_warnings(columns, names, rows) + unreliable + clip_warnings + drawn_notes,
+        warnings=_warnings(columns, names, rows)
+        + _imprecise(columns, rows, intervals)
+        + unreliable
+        + clip_warnings
+        + drawn_notes,
         cache_key=plan.cache_key,
         intervals=intervals,
     )
@@ -231,44 +236,91 @@ def _intervals(
     rows: list[tuple[Any, ...]],
     simulated: dict[tuple[int, int], float | None],
 ) -> tuple[list[str], list[tuple[Any, ...]], tuple[tuple[float | None, ...], ...], tuple[str, ...]]:
-    """Strip the hidden AVG parts from the answer and turn them into half-widths; AVG
-    cells whose noisy count is within its own noise of 0 get no interval and a warning."""
+    """Strip the hidden AVG parts from the answer and turn them into half-widths
+    (Fieller's interval of the centred sum over the count, within the bounds the mean is
+    clamped to); AVG cells whose noisy count is within its own noise of 0 get the whole
+    range and a warning."""
     shown = len(plan.output_names)
     base = [half for _, _, half in plan.column_noise]
     position = {name: i for i, name in enumerate(names)}
     cells = []
-    tiny = dict.fromkeys((index for index, _, _ in plan.avg_intervals), 0)
+    tiny = dict.fromkeys((a.index for a in plan.avg_intervals), 0)
     at = position.get(ROW)
     sim_columns = {c for _, c in simulated}
+    z = z_95(Mechanism(plan.mechanism))
     for row in rows:
         widths: list[float | None] = list(base)
         if at is not None:
             for c in sim_columns:
                 widths[c] = simulated.get((int(row[at]), c))
-        for index, std_sum, std_count in plan.avg_intervals:
-            s = row[position[f"__ci{index}_s"]]
-            n = row[position[f"__ci{index}_n"]]
-            if s is None or n is None:
+        for a in plan.avg_intervals:
+            s = row[position[f"__ci{a.index}_s"]]
+            n = row[position[f"__ci{a.index}_n"]]
+            value = row[a.index]
+            if s is None or n is None or not isinstance(value, int | float):
                 continue
-            if float(n) < Z_975 * std_count:
-                # The mean divides by a count that may well be 0 or negative: no
-                # interval the delta method could state holds.
-                tiny[index] += 1
-                widths[index] = None
-                continue
-            count = max(float(n), 1.0)
-            mean = float(s) / count
-            # hypot: no overflow for huge released means (an infinite width becomes null).
-            widths[index] = Z_975 * math.hypot(std_sum, mean * std_count) / count
+            found = (
+                ratio_interval(float(s), float(n), a.std_sum, a.std_count, z)
+                if float(n) >= z * a.std_count
+                else None
+            )
+            if found is None:
+                # The mean divides by a count that may well be 0: Fieller's set is
+                # unbounded, and what holds is the range the mean is clamped to.
+                tiny[a.index] += 1
+                found = (a.lower - a.centre, a.upper - a.centre)
+            low = min(max(a.centre + found[0], a.lower), a.upper)
+            high = min(max(a.centre + found[1], a.lower), a.upper)
+            width = max(high - float(value), float(value) - low, 0.0)
+            widths[a.index] = width if math.isfinite(width) else None
         cells.append(tuple(widths))
     warnings = tuple(
-        f"{k} of {len(rows)} values in column {plan.output_names[index]!r} average over a "
-        f"noisy count below its 95% noise half-width ({Z_975 * std:.3g}): they are unreliable "
-        "and have no interval"
-        for (index, _, std), k in zip(plan.avg_intervals, tiny.values(), strict=True)
+        f"{k} of {len(rows)} values in column {plan.output_names[a.index]!r} average over a "
+        f"noisy count below its 95% noise half-width ({z * a.std_count:.3g}): they are "
+        f"unreliable; their interval is the whole declared range [{a.lower:g}, {a.upper:g}]"
+        for a, k in zip(plan.avg_intervals, tiny.values(), strict=True)
         if k
     )
     return names[:shown], [tuple(r[:shown]) for r in rows], tuple(cells), warnings
+
+
+# A cell whose 95% half-width is at least this share of its value is flagged (issue #12:
+# every cell more than 10% off must carry a warning; one naming its column suffices).
+LOW_PRECISION = 0.10
+
+
+def _imprecise(
+    columns: tuple[ColumnInfo, ...],
+    rows: list[tuple[Any, ...]],
+    intervals: tuple[tuple[float | None, ...], ...],
+) -> tuple[str, ...]:
+    """One warning per column with cells whose 95% interval reaches ±10% of the value:
+    how many, how wide, and what narrows them. Cells already said to be within noise of
+    0 (:func:`_warnings`) and cells without an interval (their own warning) are not
+    counted again."""
+    out = []
+    for i, info in enumerate(columns):
+        ratios = []
+        for row, widths in zip(rows, intervals, strict=True):
+            value, width = row[i], widths[i]
+            if width is None or isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            if info.half_width_95 is not None and abs(value) < info.half_width_95:
+                continue  # said by _warnings
+            if width >= LOW_PRECISION * abs(value):
+                ratios.append(width / abs(value) if value else math.inf)
+        if ratios:
+            finite = [r for r in ratios if math.isfinite(r)]
+            span = f"±{min(finite):.0%} to ±{max(finite):.0%} of the value" if finite else ""
+            if len(finite) < len(ratios):  # a value of 0 with any width at all
+                zeros = f"{len(ratios) - len(finite)} of them 0, ± a width of their own"
+                span = f"{span} ({zeros})" if span else zeros
+            out.append(
+                f"{len(ratios)} of {len(rows)} values in column {info.name!r} are imprecise: "
+                f"their 95% interval is {span}; a larger epsilon or a coarser "
+                "key (fewer, larger groups) narrows it"
+            )
+    return tuple(out)
 
 
 def _warnings(

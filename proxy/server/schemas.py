@@ -44,13 +44,48 @@ class QueryBody(_Strict):
     )
 
 
-class ColumnNoise(BaseModel):
+class ColumnNoise(_Strict):
     name: str
     noise_scale: float | None = Field(description="σ (gaussian) or b (laplace), if one statistic")
     half_width_95: float | None = Field(description="95% two-sided half-width of that noise")
 
 
-class Privacy(BaseModel):
+class Clipping(_Strict):
+    """What bounding cut (a DP estimate from a declared share of the budget)."""
+
+    max_rows_per_group: int = Field(description="C: rows of one person counted per group")
+    max_groups: int = Field(description="K: groups one person may touch")
+    people_cut: list[float] = Field(description="per row: noisy count of people cut")
+    people: list[float] = Field(description="per row: noisy count of people")
+    total_people_cut: float
+    total_people: float
+    fraction_cut: float = Field(description="share of people whose rows bounding cut")
+    fraction_cut_at_least: float = Field(description="that share at the low end of its noise")
+
+
+class QuantileGrid(_Strict):
+    lower: float
+    upper: float
+    bins: int
+    integer: bool
+    width: float
+    half_bin: float
+
+
+class QuantileColumn(_Strict):
+    """An output column that reads a quantile draw (no value interval: why in the note)."""
+
+    name: str
+    kind: str = Field(description="quantile, min or max")
+    q: float | None = Field(description="the level of a quantile; null for MIN and MAX")
+    grid: QuantileGrid
+    offset_rows: float = Field(description="MIN/MAX: released this many rows inside the end")
+    rank_error_95: float
+    half_width_95: None = None
+    interval_note: str
+
+
+class Privacy(_Strict):
     epsilon: float = Field(description="ε charged by this answer; 0 when replayed")
     delta: float
     rho: float | None
@@ -67,10 +102,25 @@ class Privacy(BaseModel):
         description="the data the release describes: the files' identity, after the "
         "operator's [database] version string if one is set",
     )
+    counts: Literal["at_least_zero", "raw"] = Field(
+        "at_least_zero",
+        description="how counts are shown: below 0 as 0 (default) or with their raw noise",
+    )
+    population_epsilon_moved: dict[str, float] = Field(
+        default_factory=dict,
+        description="per charged population: how much this answer raised the composed ε "
+        "of its persons who have spent the most (0 on a replay)",
+    )
+    clipping: Clipping | None = Field(
+        None, description="how much bounding cut; null when not estimated"
+    )
     exact: str | None = Field(
         None,
         description="set when the answer read no person data (public tables or "
         "constants): exact and free, e.g. 'public data, no privacy cost'",
+    )
+    quantiles: list[QuantileColumn] = Field(
+        default_factory=list, description="output columns that read a quantile draw"
     )
 
 

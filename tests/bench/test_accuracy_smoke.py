@@ -8,8 +8,9 @@ properties hold with tolerances no honest run misses:
 * prompts by region: the old fixed cap (C = 10) loses about 70% of the rows, and every
   cell that far off carries a warning (the clipping estimate); the auto cap loses far less.
 * AVG(tokens_out) by plan: bounding keeps each person's own mean, so the noise-free
-  bounded AVG is within 1% of the exact one under both caps, and with the cap of 10 the
-  released AVG is within 25%. (With the auto cap it is not: BENCHMARKS.md §7.)
+  bounded AVG is within 1% of the exact one with the cap of 10 (within 3% with the
+  small cap the query chooses, which re-weights heavy persons), and with the cap of 10
+  the released AVG is within 25%.
 * PUMS by age: a public integer domain (0..100), so every age with people is released in
   every run, and the cells far off say so.
 * intervals cover the bounded value.
@@ -65,8 +66,12 @@ def test_counts_by_region(measured: dict[str, Any]) -> None:
 
 def test_average_by_plan_keeps_each_persons_mean(measured: dict[str, Any]) -> None:
     r = _results(measured, "mean tokens_out by plan")
-    for m in r.values():
-        assert m["worst_bias"] < 0.01, m["worst_bias"]
+    assert r["fixed"]["worst_bias"] < 0.01, r["fixed"]["worst_bias"]
+    # The per-query cap of an AVG is small (C = 1 on the demo data): each person then
+    # weighs one row, and the person-weighted mean of the team plan is 1.6% above its
+    # row mean — the re-weighting bias the choice trades for less noise.
+    assert r["auto"]["cap"] < 10
+    assert r["auto"]["worst_bias"] < 0.03, r["auto"]["worst_bias"]
     # Noise at C = 10 and ε = 1: one run's error on the team plan has a median of about
     # 10% (BENCHMARKS.md §7a) and exceeds 25% with probability about 0.11, so the median
     # of 15 runs exceeds it with probability about 1e-4.

@@ -2,7 +2,8 @@
 max_rows_per_group = "auto" (the demo policy's prompts and tickets).
 
 The first query on such a table pays once (``auto_bounds_epsilon``) for a histogram of
-rows per person; every later query, any analyst, reads it for free; the cap chosen
+rows per person; every later query, any analyst, reads it for free and chooses its own
+cap from it (a count over a coarse key a large one, an AVG a small one); the cap
 minimises bias + noise, never exceeds the policy's limit, and an answer says how much of
 the table the cap still leaves out.
 """
@@ -15,7 +16,15 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from accounting.bounds import RowBins, choose_rows_cap, expected_error, rows_cut_fraction
+from accounting.bounds import (
+    BINS,
+    CapTarget,
+    OutputKind,
+    RowHistogram,
+    candidates,
+    choose_cap,
+    target_error,
+)
 from proxy.engine import Engine
 from proxy.policy import parse_policy
 from proxy.request import QueryRequest
@@ -44,7 +53,7 @@ def engine(tmp_path: Path, demo_db: Path):
 def test_the_first_query_pays_once_and_later_ones_reuse_the_cap(engine) -> None:
     e, _ = engine
     prompts = next(t for t in e.policy.tables if t.name == "prompts")
-    assert prompts.auto_rows_limit == 256 and e.auto_bounds.chosen(prompts) is None
+    assert prompts.auto_rows_limit == 256 and e.auto_bounds.histogram(prompts) is None
     before = e.ledger.history()
     explained = e.explain(QueryRequest(SQL)).to_dict()
     assert explained["auto_bounds"][0]["table"] == "prompts"
@@ -52,9 +61,9 @@ def test_the_first_query_pays_once_and_later_ones_reuse_the_cap(engine) -> None:
     e.run(QueryRequest(SQL, epsilon=1.0))
     charges = [ev for ev in e.ledger.history() if ev.kind == "charge"]
     assert [c.note.startswith("auto bounds of prompts") for c in charges] == [True, False]
-    cap = e.auto_bounds.chosen(prompts)
-    assert cap is not None and 1 <= cap <= 256
-    assert e.prepare(QueryRequest(SQL))[1].max_rows == cap
+    assert e.auto_bounds.histogram(prompts) is not None
+    cap = e.prepare(QueryRequest(SQL, epsilon=1.0))[1].max_rows
+    assert 1 <= cap <= 256
     # Another query on prompts (another ε, so a new release) pays no second histogram.
     e.run(QueryRequest("SELECT model, COUNT(*) FROM prompts GROUP BY model", epsilon=0.7))
     notes = [ev.note for ev in e.ledger.history() if ev.kind == "charge"]
@@ -85,18 +94,82 @@ def test_counts_come_close_and_the_cut_is_stated(engine, demo_db: Path) -> None:
         assert any("rows of prompts" in w and "left out" in w for w in r.warnings)
 
 
+def test_each_query_chooses_its_own_cap(engine) -> None:
+    """A count over a coarse key keeps a large cap; an AVG of the same rows a small one
+    (its bias is only a re-weighting, its noise grows with C); both within the limit,
+    both part of the plan (and so of the cache key), and neither pays anything more."""
+    e, _ = engine
+    e.run(QueryRequest(SQL, epsilon=1.0))  # releases the histogram
+    before = len(e.ledger.history())
+    count = e.prepare(QueryRequest(SQL, epsilon=1.0))[1]
+    avg_sql = (
+        "SELECT plan, AVG(tokens_out) AS a FROM prompts JOIN users USING (user_id) GROUP BY plan"
+    )
+    avg = e.prepare(QueryRequest(avg_sql, epsilon=1.0))[1]
+    assert 1 <= avg.max_rows < count.max_rows <= 256
+    # A ratio of totals acts as a mean; shown beside a total, the total weighs too.
+    rate = "SELECT model, SUM(flagged) / COUNT(*) AS r FROM prompts GROUP BY model"
+    both = "SELECT model, COUNT(*) AS n, SUM(flagged) / COUNT(*) AS r FROM prompts GROUP BY model"
+    alone = e.prepare(QueryRequest(rate, epsilon=1.0))[1].max_rows
+    assert alone <= e.prepare(QueryRequest(both, epsilon=1.0))[1].max_rows
+    assert alone < count.max_rows
+    # Per person (a COUNT(DISTINCT) denominator) is a total, not a mean.
+    per = "SELECT plan, COUNT(*) / COUNT(DISTINCT user_id) AS p FROM prompts JOIN users USING (user_id) GROUP BY plan"
+    assert e.prepare(QueryRequest(per, epsilon=1.0))[1].max_rows > alone
+    # A filter on prompts thins every person's rows: it wants a smaller cap.
+    flagged = SQL.replace("GROUP BY", "WHERE flagged GROUP BY")
+    assert e.prepare(QueryRequest(flagged, epsilon=1.0))[1].max_rows <= count.max_rows
+    # A smaller budget never asks for a larger cap.
+    assert e.prepare(QueryRequest(SQL, epsilon=0.1))[1].max_rows <= count.max_rows
+    # The request may still ask for its own cap (up to the limit).
+    assert e.prepare(QueryRequest(SQL, epsilon=1.0, max_rows_per_group=5))[1].max_rows == 5
+    assert len(e.ledger.history()) == before  # choosing is free
+    r = e.run(QueryRequest(avg_sql, epsilon=1.0))
+    assert r.privacy.clipping.max_rows_per_group == avg.max_rows
+
+
+def _hist(counts: list[float], std: float = 5.0) -> RowHistogram:
+    return RowHistogram.read([*counts, *[0.0] * (BINS - len(counts))], std)
+
+
+def test_the_histogram_reads_noise_in_empty_bins_as_empty() -> None:
+    # 1,000 people with 1-7 rows; noise of std 5 in the empty far bins (each worth 2^j
+    # rows per person) must not read as heavy users.
+    noisy = [600.0, 300.0, 100.0, 3.0, -4.0, 8.0, 0.0, 9.0, *[6.0] * (BINS - 8)]
+    hist = RowHistogram.read(noisy, 5.0)
+    assert hist.threshold == 10.0 and hist.hidden == 3
+    assert hist.counts[:3] == (600.0, 300.0, 100.0) and not any(hist.counts[3:])
+    assert hist.rows_cut(8) == 0.0 and 0.0 < hist.rows_cut(8, upper=True) < 0.05
+    # The bins reach 2^20 rows: a tail of heavy users is seen.
+    heavy = _hist([500.0, 200.0, 100.0, 50.0, 40.0, 30.0, 20.0, 20.0, 20.0, 20.0, 20.0])
+    assert heavy.hidden == 11 and heavy.rows_cut(256) > 0.5
+    with pytest.raises(ValueError):
+        RowHistogram.read([1.0] * 9, 5.0)
+
+
 def test_the_choice_minimises_bias_plus_noise() -> None:
-    bins = RowBins(256)
-    assert bins.count == 9 and bins.candidates()[-1] == 256
-    light = [1000, 500, 100, 0, 0, 0, 0, 0, 0]  # nobody above 7 rows
-    heavy = [100, 100, 100, 100, 100, 100, 100, 100, 100]
-    assert choose_rows_cap(bins, light, noise_unit=20.0) <= 8
-    assert choose_rows_cap(bins, heavy, noise_unit=0.1) == 256
-    for counts, unit in ((light, 20.0), (heavy, 5.0)):
-        best = choose_rows_cap(bins, counts, unit)
-        assert all(
-            expected_error(bins, counts, best, unit) <= expected_error(bins, counts, c, unit)
-            for c in bins.candidates()
-        )
-    assert rows_cut_fraction(bins, light, 256) == 0.0
-    assert 0 < rows_cut_fraction(bins, heavy, 16) < 1
+    assert candidates(256)[-1] == 256 and candidates(256)[0] == 1
+    light = _hist([1000.0, 500.0, 100.0])  # nobody above 7 rows
+    heavy = _hist([100.0] * 9)
+    total = CapTarget(OutputKind.TOTAL, 20.0, 1.0)
+    mean = CapTarget(OutputKind.MEAN, 20.0 * 8000, 8000.0)
+    assert choose_cap(light, [total], 4, 256).cap <= 8
+    assert choose_cap(heavy, [CapTarget(OutputKind.TOTAL, 0.1, 1.0)], 1, 256).cap == 256
+    # A mean wants a smaller cap than a total over the same rows.
+    assert choose_cap(heavy, [mean], 4, 256).cap < choose_cap(heavy, [total], 4, 256).cap
+    for hist in (light, heavy):
+        for target in (total, mean):
+            choice = choose_cap(hist, [target], 4, 256)
+            assert choice.cap <= 256
+            assert all(
+                target_error(hist, target, choice.cap, 4) <= target_error(hist, target, c, 4)
+                for c in candidates(256)
+            )
+    # Thinning each person's rows (a filter) never asks for a larger cap.
+    assert (
+        choose_cap(heavy, [total], 4, 256, keep=0.1).cap <= choose_cap(heavy, [total], 4, 256).cap
+    )
+    assert target_error(heavy, total, 16, 4, keep=1.0) == target_error(heavy, total, 16, 4)
+    assert light.rows_cut(256) == 0.0
+    assert 0 < heavy.rows_cut(16) < 1
+    assert choose_cap(heavy, [], 4, 256).cap == 256  # nothing depends on it: the limit
