@@ -52,7 +52,6 @@ from proxy.release import PostProcessor, release, release_keys
 from proxy.request import QueryRequest
 from proxy.result import Result, build_result
 from proxy.rewrite import Core, rewrite
-from proxy.rewrite.core import DISTINCT_KINDS
 from proxy.shape import Shape
 
 PLAN_MEMO_SIZE = 512
@@ -452,26 +451,6 @@ class Engine:
             # Per-person values are clamped, not cut by row caps: no clipping estimate.
             clipping=settings.clipping_share > 0 and per_person is None,
         )
-        if self.executor.dialect != "duckdb" and any(
-            s.kind in DISTINCT_KINDS for s in core.statistics
-        ):
-            # Like the quantiles' histograms below: DuckDB SQL only for now.
-            raise DPSQLError(
-                "unsupported_sql",
-                f"COUNT(DISTINCT <value>) runs on the duckdb engine only; this proxy runs "
-                f"on {self.executor.dialect}",
-                "count people with COUNT(DISTINCT <person id>), or list the values with "
-                "SELECT DISTINCT (nothing was charged)",
-            )
-        if core.quantiles and self.executor.dialect != "duckdb":
-            # The rank histogram's bucket arithmetic is written in DuckDB's SQL and has
-            # not been given per-engine forms (docs/ARCHITECTURE.md, engines).
-            raise DPSQLError(
-                "unsupported_sql",
-                f"quantiles (MEDIAN, PERCENTILE_CONT, MIN, MAX) run on the duckdb engine "
-                f"only; this proxy runs on {self.executor.dialect}",
-                "ask for COUNT/SUM/AVG here, or query a DuckDB-backed dpsql (nothing was charged)",
-            )
         # Bind the core first: refuses what the engine cannot run (or cannot run with
         # the reference semantics), and gives the key types.
         key_types = self._key_types(core.sql, core.key_columns())

@@ -151,6 +151,9 @@ class PostgresForms:
         # SUM(integer) is NUMERIC on PostgreSQL: exact, like DuckDB's 128-bit sum.
         return node
 
+    def wide_integer(self) -> exp.DataType:
+        return exp.DataType.build("DECIMAL")  # NUMERIC: exact, like DuckDB's HUGEINT
+
     def float_op(self, node: exp.Mul | exp.Div, typer: Typer) -> exp.Expr:
         """A DOUBLE product or quotient outside TRY (the rewrite's scaled sums and
         centred squares): PostgreSQL raises where one underflows to zero (squares of

@@ -11,7 +11,12 @@ own, and each gets an equivalent here:
   guarded CASE expressions on PostgreSQL, ``try_*`` functions on Spark; a construct with
   no total form of the same meaning is refused (``unsupported_sql``) before any charge;
 * exact sums: DuckDB sums BIGINT in 128 bits; Spark's SUM(BIGINT) would wrap, so it sums
-  in DECIMAL(38, 0) there (:meth:`Forms.exact_sum`);
+  in DECIMAL(38, 0) there (:meth:`Forms.exact_sum`); the rewrite's own ``HUGEINT``
+  casts become the engine's exact wide integer (:meth:`Forms.wide_integer`);
+* the distinct-values rule's unseeded ``HASH(person, value)`` (which C values a person
+  with more keeps, proxy/rewrite/distinct_values.py) becomes the engine's keyed hash
+  with a public seed 0 (:func:`_value_hash`): the rule needs a hash that differs from
+  person to person, not a secret one;
 * the secret seed stays a bound parameter (``$1`` on PostgreSQL, ``:p0`` on Spark).
 
 Schema and table names are mapped per engine (:meth:`Forms.table`).
@@ -48,6 +53,7 @@ class Forms(Protocol):
     def keyed_hash(self, values: list[exp.Expr], seed: exp.Expr) -> exp.Expr: ...
     def total(self, node: exp.Expr, typer: Typer) -> exp.Expr: ...
     def exact_sum(self, node: exp.Sum, argument: Kind) -> exp.Expr: ...
+    def wide_integer(self) -> exp.DataType: ...
     def double(self, text: str) -> exp.Expr: ...
     def float_op(self, node: exp.Mul | exp.Div, typer: Typer) -> exp.Expr: ...
 
@@ -170,6 +176,24 @@ def _window_cut(tree: exp.Expr, forms: Forms) -> None:
     ctes["heavy"].pop()
 
 
+def _value_hash(tree: exp.Expr, forms: Forms) -> None:
+    """DuckDB's unseeded ``HASH(a, b)`` (only the distinct-values rule writes one) as the
+    engine's hash of the same record. Which values a person over the cap keeps then
+    differs from DuckDB's choice, as the L0 cut's kept groups do: the bound (at most C
+    values per person and group) is the same on every engine."""
+    for call in list(tree.find_all(exp.Anonymous)):
+        if str(call.this).upper() == "HASH":
+            call.replace(forms.keyed_hash(list(call.expressions), exp.Literal.number(0)))
+
+
+def _wide_integers(tree: exp.Expr, forms: Forms) -> None:
+    """The rewrite's ``CAST(... AS HUGEINT)`` (exact integer arithmetic of the distinct
+    sums) in the engine's exact type: NUMERIC on PostgreSQL, DECIMAL(38, 0) on Spark."""
+    for node in list(tree.find_all(exp.DataType)):
+        if node.this is exp.DataType.Type.INT128:
+            node.replace(forms.wide_integer())
+
+
 def _cte_columns(tree: exp.Expr, typer: Typer) -> dict[str, str]:
     """Unqualified CTE column -> DuckDB type name, so that sums over ``__x``/``__s``
     columns know their argument's type."""
@@ -209,6 +233,7 @@ def render(sql: str, forms: Forms, types: Mapping[tuple[str, str], Mapping[str, 
     ctes = set(_ctes(tree))
     typer = Typer(aliases)
     _window_cut(tree, forms)
+    _value_hash(tree, forms)
     # Sums see the CTE columns' types (r's arguments, pp's per-person statistics).
     sums = Typer({**aliases, "": _cte_columns(tree, typer)})
     # The rewrite's own DOUBLE products and quotients outside any TRY (a person's
@@ -223,9 +248,11 @@ def render(sql: str, forms: Forms, types: Mapping[tuple[str, str], Mapping[str, 
     for op in reversed(floats):
         op.replace(forms.float_op(op, sums))
     for node in _outermost(tree, tries):
-        node.replace(forms.total(node, typer))
+        # (the quantile histogram bins r's clamped arguments under TRY: typed by sums)
+        node.replace(forms.total(node, sums))
     for total in list(tree.find_all(exp.Sum)):
         total.replace(forms.exact_sum(total, sums.kind(total.this)))
+    _wide_integers(tree, forms)
     for table in list(tree.find_all(exp.Table)):
         if not table.db and table.name.lower() in ctes:
             continue

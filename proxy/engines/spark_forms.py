@@ -99,8 +99,21 @@ class SparkForms:
             return exp.Sum(this=exp.Cast(this=node.this.copy(), to=decimal))
         return node
 
+    def wide_integer(self) -> exp.DataType:
+        # HUGEINT's exact range where the rewrite needs it (sums below 2^62 saturate)
+        return exp.DataType.build("DECIMAL(38, 0)")
+
     def float_op(self, node: exp.Mul | exp.Div, typer: Typer) -> exp.Expr:
-        return node  # DOUBLE arithmetic follows IEEE 754 on Spark, as on DuckDB
+        # DOUBLE arithmetic follows IEEE 754 on Spark, as on DuckDB. DuckDB's ``/``
+        # divides as DOUBLE whatever the operands (the quantile histogram's DECIMAL
+        # positions too); Spark divides DECIMALs as DECIMALs, rounded to 6 places.
+        if isinstance(node, exp.Div):
+            double = exp.DataType.build("DOUBLE")
+            return exp.Div(
+                this=exp.Cast(this=node.left.copy(), to=double),
+                expression=exp.Cast(this=node.right.copy(), to=double.copy()),
+            )
+        return node
 
     def double(self, text: str) -> exp.Expr:
         return exp.Var(this=f"{text}D")  # Spark reads a bare 1e300 as a DECIMAL

@@ -18,9 +18,10 @@ once, so the count never exceeds the plain COUNT(DISTINCT k).
 
 The core gains, per COUNT(DISTINCT) argument j, CTEs ``dv<j>`` (a person's distinct
 values per group), ``dk<j>`` (the kept ones), ``dg<j>`` (the count per group), joined on
-the (NULL-safe) keys into the final result as the statistic's column. DuckDB SQL (the
-window and SEMI JOIN have not been given per-engine forms): other engines refuse it before
-any charge.
+the (NULL-safe) keys into the final result as the statistic's column. Written in
+DuckDB's SQL like every rule; proxy/engines/render.py gives the other engines the same
+meaning: the engine's own hash of (person, value) for ``HASH``, an exact wide integer for
+``HUGEINT``, EXISTS for the SEMI JOIN on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -45,10 +46,14 @@ def _aggregate(stat: C.Statistic, value: str) -> str:
     if stat.kind == C.DISTINCT:
         return f"COUNT(DISTINCT {value})"
     if stat.kind == C.DISTINCT_CENTRED_SUM:
-        # Σ (v − m) = SUM(DISTINCT v) − m·COUNT(DISTINCT v), in HUGEINT when exact.
+        # Σ (v − m) = SUM(DISTINCT v) − m·COUNT(DISTINCT v), in HUGEINT when exact (the
+        # explicit cast: an engine whose SUM(BIGINT) wraps sums in its wide integer).
         m = _literal(stat.centre)
         if stat.integer:
-            total = f"COALESCE(SUM(DISTINCT {value}), 0) - CAST({m} AS HUGEINT) * COUNT(DISTINCT {value})"
+            total = (
+                f"COALESCE(SUM(DISTINCT CAST({value} AS HUGEINT)), 0) - CAST({m} AS HUGEINT) "
+                f"* COUNT(DISTINCT {value})"
+            )
             return f"LEAST(GREATEST({total}, -{MAX_UNITS}), {MAX_UNITS})"
         return f"COALESCE(SUM(DISTINCT CAST({value} AS DOUBLE)), 0) - {m} * COUNT(DISTINCT {value})"
     if stat.kind == C.DISTINCT_SQUARES:
@@ -62,7 +67,8 @@ def _aggregate(stat: C.Statistic, value: str) -> str:
         return f"COALESCE(SUM({d} * {d}), 0)"
     if stat.integer:
         # Exact in HUGEINT, saturated (a contraction) so the BIGINT cast cannot fail.
-        return f"LEAST(GREATEST(COALESCE(SUM(DISTINCT {value}), 0), -{MAX_UNITS}), {MAX_UNITS})"
+        total = f"COALESCE(SUM(DISTINCT CAST({value} AS HUGEINT)), 0)"
+        return f"LEAST(GREATEST({total}, -{MAX_UNITS}), {MAX_UNITS})"
     return f"COALESCE(SUM(DISTINCT CAST({value} AS DOUBLE)), 0)"
 
 

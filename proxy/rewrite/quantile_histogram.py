@@ -25,6 +25,11 @@ Binning is total: a value is clamped to [L, U] where it is read, its bin
 ``FLOOR((x − L)/w)`` is computed in DOUBLE under TRY_CAST (NULL and NaN give no bin, so
 the row is left out like a NULL) and clamped to [0, B − 1]. Nothing here can fail on a
 row's value.
+
+Written in DuckDB's SQL like every rule; proxy/engines/render.py gives PostgreSQL and
+Spark the same meaning (the bin under their total forms, the positions' division in
+DOUBLE as DuckDB's ``/``, EXISTS for the SEMI JOIN on PostgreSQL), so the histograms are
+the same on every engine (tests/engines).
 """
 
 from __future__ import annotations

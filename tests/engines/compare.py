@@ -46,7 +46,23 @@ def by_group(plan: Plan, exact: Mapping[str, np.ndarray]) -> dict[tuple[Any, ...
     for i in range(rows):
         key = tuple(_key(k[i]) for k in keys)
         out[key] = {c: _value(exact[c][i]) for c in columns}
+        for name in histograms(plan):
+            out[key][name] = _histogram(exact[f"{name}_b"][i], exact[f"{name}_n"][i])
     return out
+
+
+def histograms(plan: Plan) -> list[str]:
+    """The quantile histograms' names (``__h<j>``: columns ``__h<j>_b`` and ``__h<j>_n``)."""
+    return sorted({q.statistic.histogram for q in plan.quantiles})
+
+
+def _histogram(bins: Any, counts: Any) -> dict[int, int]:
+    """A sparse histogram as bin -> count: the engines list the bins in their own order,
+    and give NULL (DuckDB, PostgreSQL) or an empty list (Spark) for no value."""
+    if bins is None or counts is None:
+        return {}
+    pairs = zip(np.asarray(bins).ravel().tolist(), np.asarray(counts).ravel().tolist(), strict=True)
+    return {int(b): int(n) for b, n in pairs}
 
 
 def _value(v: Any) -> Any:
@@ -63,6 +79,10 @@ def differences(plan: Plan, a: Mapping[str, np.ndarray], b: Mapping[str, np.ndar
     for key, stats in left.items():
         for column, value in stats.items():
             other = right[key][column]
+            if isinstance(value, dict):
+                if value != other:
+                    out.append(f"group {key!r} {column}: histograms differ")
+                continue
             if isinstance(value, float) or isinstance(other, float):
                 same = math.isclose(
                     float(value), float(other), rel_tol=1e-9, abs_tol=FLOAT_TOLERANCE
@@ -74,8 +94,10 @@ def differences(plan: Plan, a: Mapping[str, np.ndarray], b: Mapping[str, np.ndar
     return out
 
 
-def exact(engine: Engine, sql: str) -> tuple[Plan, dict[str, np.ndarray]]:
-    _, plan = engine.prepare(QueryRequest(sql, epsilon=1.0))
+def exact(
+    engine: Engine, sql: str, max_rows: int | None = None
+) -> tuple[Plan, dict[str, np.ndarray]]:
+    _, plan = engine.prepare(QueryRequest(sql, epsilon=1.0, max_rows_per_group=max_rows))
     params = [SEED] if "?" in plan.core_sql else []
     return plan, engine.executor.run(plan.core_sql, params)
 
@@ -90,6 +112,20 @@ def kept_per_person(engine: Engine, plan: Plan) -> dict[Any, int]:
     )
     per_person.set("with_", tree.args["with_"])
     rows = engine.executor.evaluate(per_person.sql(dialect="duckdb"), [SEED])
+    return {_key(u): int(n) for u, n in rows}
+
+
+def kept_values_per_person(engine: Engine, plan: Plan, index: int = 0) -> dict[Any, int]:
+    """How many distinct values each person keeps for the DISTINCT aggregate ``index``
+    (the core's ``dk<index>`` CTE: at most C per person and group, by the engine's hash)."""
+    tree = sqlglot.parse_one(plan.core_sql, read="duckdb")
+    assert isinstance(tree, exp.Select)
+    per_person = sqlglot.parse_one(
+        f"SELECT __u, COUNT(*) AS n FROM dk{index} GROUP BY __u", read="duckdb"
+    )
+    per_person.set("with_", tree.args["with_"])
+    params = [SEED] if "?" in plan.core_sql else []
+    rows = engine.executor.evaluate(per_person.sql(dialect="duckdb"), params)
     return {_key(u): int(n) for u, n in rows}
 
 

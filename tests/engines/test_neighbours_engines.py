@@ -2,7 +2,8 @@
 D minus one person loaded into the engine, the same seed on both sides, every released
 statistic within its declared sensitivity, the same outcome on both, and no failure
 after planning -- over a subset of the adversarial corpus that exercises the per-engine
-forms (L0 cut, total forms, exact sums at the int64 edge, float edges)."""
+forms (L0 cut, total forms, exact sums at the int64 edge, float edges, the distinct
+values' per-person cut, the quantiles' rank histograms)."""
 
 from __future__ import annotations
 
@@ -33,14 +34,36 @@ DEMO_SUBSET = (
     "float_edges",
     "pinned_private_keys",
     "single_out_weeks",
+    "distinct_models_by_week",
+    "distinct_var_by_plan",
+    "median_tokens_by_week",
+    "quantiles_single_out",
+)
+# The quantile histograms on the engines (tests/reliability/test_quantile_neighbours.py
+# runs these and more on DuckDB): check (d) of the harness, each argument's histogram
+# moved by at most C per group and in at most K groups.
+QUANTILES = (
+    corpus.Entry(
+        "median_tokens_by_week",
+        "SELECT date_trunc('week', ts) AS w, MEDIAN(tokens_out), MIN(latency_ms), "
+        "QUANTILE_CONT(tokens_in, 0.9), COUNT(*) AS n FROM prompts GROUP BY w",
+        "#16 the rank histograms' Linf cut and L0 join, per private key",
+    ),
+    corpus.Entry(
+        "quantiles_single_out",
+        "SELECT model, MEDIAN(tokens_in), MAX(latency_ms / 7.0) FROM prompts "
+        "WHERE user_id = {pid} GROUP BY model",
+        "#16 the removed person's own histograms, with a DOUBLE argument",
+    ),
 )
 # Spark plans and runs a core in about a second even on tiny data: the default suite
-# keeps a few entries, `-m slow` runs the whole subset.
-SPARK_CI = ("sum_straddles_int64",)
+# keeps a few entries (the distinct forms are in its golden subset), `-m slow` runs the
+# whole subset.
+SPARK_CI = ("sum_straddles_int64", "median_tokens_by_week")
 
 
 def _entries(names: tuple[str, ...]) -> list[corpus.Entry]:
-    by_name = {e.name: e for e in corpus.DEMO}
+    by_name = {e.name: e for e in (*corpus.DEMO, *QUANTILES)}
     return [by_name[n] for n in names]
 
 
@@ -91,9 +114,17 @@ def pg_pums_side(pg_cluster: PgServer, tmp_path_factory: pytest.TempPathFactory)
     yield from _pg_side(pg_cluster, fz_pums_policy(folder), folder, "pums", True)
 
 
+# Answered on every engine (a refusal on both sides would pass the harness vacuously).
+MUST_ANSWER = frozenset(
+    {"distinct_models_by_week", "distinct_var_by_plan", *(e.name for e in QUANTILES)}
+)
+
+
 def _check(side: Side, entry: corpus.Entry) -> None:
     report = side.pair.check(entry.render(side.facts))
     assert report.ok, report.describe()
+    if entry.name in MUST_ANSWER:
+        assert report.answered and report.groups > 0, report.outcome
 
 
 @pytest.mark.parametrize("entry", _entries(DEMO_SUBSET), ids=DEMO_SUBSET)

@@ -74,6 +74,9 @@ class _DuckDBWindow:
     def float_op(self, node: exp.Mul | exp.Div, typer: Typer) -> exp.Expr:
         return node
 
+    def wide_integer(self) -> exp.DataType:
+        return exp.DataType.build("HUGEINT")
+
 
 @pytest.mark.parametrize("sql", L0_QUERIES)
 @pytest.mark.parametrize("modulus", [None, 3])
@@ -150,3 +153,38 @@ def test_constructs_without_an_equivalent_are_refused(
     with pytest.raises(DPSQLError) as refused:
         render(core, forms, engine.executor.column_types())  # type: ignore[arg-type]
     assert refused.value.code == "unsupported_sql"
+
+
+QUANTILE_AND_DISTINCT = (
+    "SELECT model, MEDIAN(tokens_in) AS m, MAX(latency_ms / 7.0) AS hi, "
+    "COUNT(DISTINCT tokens_out) AS d, SUM(DISTINCT tokens_in) AS s, "
+    "VARIANCE(DISTINCT tokens_in) AS v FROM prompts GROUP BY model"
+)
+
+
+@pytest.mark.parametrize(
+    ("forms", "hashed", "wide", "semi"),
+    [
+        (PostgresForms(), "HASH_RECORD_EXTENDED(ROW(__u, __v), 0)", "AS DECIMAL)", "EXISTS("),
+        (SparkForms(views=True), "XXHASH64(0, __u, __v)", "AS DECIMAL(38, 0))", "SEMI JOIN"),
+    ],
+)
+def test_quantile_and_distinct_cores_render_with_the_engines_forms(
+    forms: object, hashed: str, wide: str, semi: str, engine: Engine
+) -> None:
+    core = _core(engine, QUANTILE_AND_DISTINCT)
+    assert "HASH(__u, __v)" in core and "INT128" in core and "SEMI JOIN" in core
+    text = render(core, forms, engine.executor.column_types()).sql  # type: ignore[arg-type]
+    upper = text.upper()
+    assert "HASH(__U, __V)" not in upper and "HUGEINT" not in upper and "INT128" not in upper
+    assert hashed in text and wide in text and semi in text
+    assert "TRY(" not in upper and "TRY_CAST(FLOOR" not in upper  # the bin's total form
+
+
+def test_spark_divides_the_histogram_positions_as_double(engine: Engine) -> None:
+    # DuckDB's DECIMAL / DECIMAL is a DOUBLE; Spark's would be a DECIMAL rounded to 6
+    # places, and CEIL of it could move a kept position.
+    core = _core(engine, "SELECT MEDIAN(tokens_in) AS m FROM prompts")
+    assert "CEIL((2.0 * __hi" in core
+    text = render(core, SparkForms(views=True), engine.executor.column_types()).sql
+    assert "CEIL(CAST((2.0 * __hi" in text and "AS DOUBLE) / CAST((2.0 * __t) AS DOUBLE))" in text
