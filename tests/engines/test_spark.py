@@ -30,6 +30,16 @@ REFUSED = (
 )
 
 
+# Refused on Spark before any charge, for the reasons given in test_postgres.py (POWER and
+# friends have no total form with DuckDB's meaning; a division of the derived table's
+# aggregate columns cannot be typed by the renderer).
+REFUSED_FIXTURES = frozenset({"pums_math_functions", "demo_per_person_histogram"})
+# A per-person SUM is described by Spark as DOUBLE (DuckDB: an integer), so the derived
+# table's value takes the float path (clamped in DECIMAL(38, 9)) rather than the integer
+# one: a different core, each bound still enforced by the SQL that runs, the same answer.
+DERIVED_TYPES = frozenset({"demo_per_person_plan"})
+
+
 def _slow_unless(ci: bool) -> list[pytest.MarkDecorator]:
     return [] if ci else [pytest.mark.slow]
 
@@ -63,7 +73,13 @@ def test_golden_queries_give_duckdbs_bounded_answers(
 ) -> None:
     policy, sql = _read(path)
     duck, spark = pair[policy]
-    compare.assert_same(duck, spark, sql)
+    if path.stem in REFUSED_FIXTURES:
+        with pytest.raises(DPSQLError) as refused:
+            spark.prepare(QueryRequest(sql))
+        assert refused.value.code == "unsupported_sql"
+        assert "spark" in refused.value.message
+        return
+    compare.assert_same(duck, spark, sql, same_core=path.stem not in DERIVED_TYPES)
 
 
 @pytest.mark.slow
