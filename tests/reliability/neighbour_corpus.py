@@ -534,6 +534,12 @@ DEMO: tuple[Entry, ...] = (
         "AS x FROM prompts UNION ALL SELECT user_id, resolution_minutes FROM tickets) t",
         "#13 §2+§5 distinct values of a union (a value shared with others)",
     ),
+    Entry(
+        "adv13_per_person_distinct_values",
+        "SELECT n, COUNT(DISTINCT m) AS d FROM (SELECT user_id, COUNT(*) AS n, MAX(model) AS m "
+        "FROM prompts GROUP BY user_id) t GROUP BY n",
+        "#13 §2+§3 COUNT(DISTINCT) of per-person values keyed by a per-person count",
+    ),
 )
 
 
@@ -586,6 +592,25 @@ PUMS: tuple[Entry, ...] = (
         "SELECT CASE WHEN income > 100000 THEN 'rich' WHEN income IS NULL THEN 'none' "
         "ELSE 'other' END AS g, COUNT(*) AS n FROM PUMS.PUMS GROUP BY g",
         "CASE-created public domain with a NULL branch",
+    ),
+    Entry(
+        "adv13_pums_per_person_sum",
+        "SELECT AVG(s) AS a, SUM(s) AS t FROM (SELECT pid, SUM(income) AS s, COUNT(*) AS n "
+        "FROM PUMS.PUMS GROUP BY pid) t",
+        "#13 §3 per-person sums on a one-row-per-person table (C = 1)",
+    ),
+    Entry(
+        "adv13_pums_union_three_arms",
+        "SELECT g, COUNT(*) AS n, SUM(x) AS s FROM (SELECT pid, 'age' AS g, age AS x FROM "
+        "PUMS.PUMS UNION ALL SELECT pid, 'educ', educ FROM PUMS.PUMS UNION ALL SELECT pid, "
+        "'sex', sex FROM PUMS.PUMS) t GROUP BY g",
+        "#13 §5 one row per person in three arms: 3 union rows, C = K = 1 cut them",
+    ),
+    Entry(
+        "adv13_pums_distinct_straddle",
+        "SELECT COUNT(DISTINCT age * {var_mult}) AS d, SUM(DISTINCT age * {var_mult}) AS s, "
+        "VAR_POP(DISTINCT age * {var_mult}) AS v FROM PUMS.PUMS",
+        "#13 §2 distinct sums and squares of values near 2^63",
     ),
 )
 
