@@ -529,6 +529,13 @@ DEMO: tuple[Entry, ...] = (
         "#13 §5 one table in three arms: C bounds the union of a person's rows",
     ),
     Entry(
+        "adv13_union_cast_pinned",
+        "SELECT COUNT(x) AS n FROM (SELECT user_id, tokens_in AS x FROM prompts WHERE "
+        "user_id = {pid} UNION ALL SELECT user_id, CAST(0 AS DECIMAL(38, 37)) FROM users) t",
+        "#13 §5 the union's own cast of an INTEGER arm to DECIMAL(38, 37) failed after "
+        "planning on D only (ConversionException); now each arm is TRY_CAST to the type",
+    ),
+    Entry(
         "adv13_union_distinct",
         "SELECT COUNT(DISTINCT x) AS d, SUM(DISTINCT x) AS s FROM (SELECT user_id, tokens_in "
         "AS x FROM prompts UNION ALL SELECT user_id, resolution_minutes FROM tickets) t",
