@@ -168,7 +168,11 @@ def _column_policy(name: str, values: list[exp.Expr], shapes: list[S.Shape]) -> 
 
 
 def _cast_to_union_types(
-    arms: list[exp.Select], names: list[str], person: int, types: dict[str, str]
+    arms: list[exp.Select],
+    names: list[str],
+    person: int,
+    types: dict[str, str],
+    executor: Executor,
 ) -> None:
     """Cast each arm's value columns to the union's column type with TRY_CAST (in place).
 
@@ -191,8 +195,12 @@ def _cast_to_union_types(
                 "CAST each arm's column to one type, e.g. CAST(x AS DOUBLE)",
             ) from None
     for arm in arms:
+        # Only where the arm's own type differs (describing binds, it reads no rows):
+        # the usual union of like columns keeps its SQL, and engines that cannot
+        # translate TRY_CAST still answer it.
+        own = dict(executor.describe(arm.sql(dialect="duckdb")))
         for i, item in enumerate(arm.expressions):
-            if i in targets:
+            if i in targets and own.get(names[i]) != types[names[i]]:
                 item.set("this", exp.TryCast(this=item.this, to=targets[i].copy()))
 
 
@@ -279,7 +287,7 @@ def derive_query(
             "the arms of the UNION ALL have columns of types that do not combine",
             "CAST each arm's column to one type",
         ) from None
-    _cast_to_union_types(arms_sql, names, person, types)
+    _cast_to_union_types(arms_sql, names, person, types, executor)
     columns = tuple(
         _column_policy(
             name,

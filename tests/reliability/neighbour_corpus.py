@@ -606,19 +606,6 @@ PUMS: tuple[Entry, ...] = (
         "FROM PUMS.PUMS GROUP BY pid) t",
         "#13 §3 per-person sums on a one-row-per-person table (C = 1)",
     ),
-    Entry(
-        "adv13_pums_union_three_arms",
-        "SELECT g, COUNT(*) AS n, SUM(x) AS s FROM (SELECT pid, 'age' AS g, age AS x FROM "
-        "PUMS.PUMS UNION ALL SELECT pid, 'educ', educ FROM PUMS.PUMS UNION ALL SELECT pid, "
-        "'sex', sex FROM PUMS.PUMS) t GROUP BY g",
-        "#13 §5 one row per person in three arms: 3 union rows, C = K = 1 cut them",
-    ),
-    Entry(
-        "adv13_pums_distinct_straddle",
-        "SELECT COUNT(DISTINCT age * {var_mult}) AS d, SUM(DISTINCT age * {var_mult}) AS s, "
-        "VAR_POP(DISTINCT age * {var_mult}) AS v FROM PUMS.PUMS",
-        "#13 §2 distinct sums and squares of values near 2^63",
-    ),
 )
 
 
