@@ -616,7 +616,10 @@ class Engine:
         table = nested.table_of(inner.columns, inner.rows)
         shown = nested.displayed(found.outer)
         names, rows = self.post.run(shown.sql(dialect="duckdb"), table)
-        width = len(found.outer.expressions)
+        # The shown columns: ``SELECT *`` expands to the released ones (and the hidden
+        # ``__row``, which a row-wise outer query also carries last), so count names, not
+        # select items.
+        width = sum(1 for n in names if n != "__row")
         widths = nested.simulated_widths(found, table, inner.intervals, rows, width, self.post.run)
         note = (
             "the outer query ran on the released answer of the inner one (post-processing: "

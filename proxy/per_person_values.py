@@ -39,7 +39,7 @@ from proxy import shape as S
 from proxy.allowlist import AGGREGATES
 from proxy.bind import bind
 from proxy.catalog import DEFAULT_DB, Catalog, TableInfo
-from proxy.check import check_shape, distinct_as_group_by, is_person_id
+from proxy.check import check_scalar, check_shape, distinct_as_group_by, is_person_id
 from proxy.engines.executor import Executor
 from proxy.errors import DPSQLError, position_of, unsupported
 from proxy.policy import ColumnPolicy, TablePolicy
@@ -369,6 +369,7 @@ def _build(
             b_cols.append(exp.alias_(exp.column(PERSON, table="__a"), name, copy=False))
             continue
         replaced = substitute(value.copy())
+        _check_private_scalar(replaced, "a per-person subquery's select list")
         b_cols.append(exp.alias_(total_value(replaced), name, copy=False))
     if unit_name is None:
         unit_name = PERSON
@@ -380,7 +381,9 @@ def _build(
         exp.From(this=exp.Subquery(this=a, alias=exp.TableAlias(this=exp.to_identifier("__a")))),
     )
     if having is not None:
-        b.set("where", exp.Where(this=total_predicate(substitute(having.this.copy()), {})))
+        filtered = substitute(having.this.copy())
+        _check_private_scalar(filtered, "a per-person subquery's HAVING")
+        b.set("where", exp.Where(this=total_predicate(filtered, {})))
     types = dict(executor.describe(b.sql(dialect="duckdb")))
     a_types = dict(executor.describe(a.sql(dialect="duckdb")))
     table = _derived_table(b, names, unit_name, types, a_types, shape)
@@ -395,6 +398,28 @@ def _build(
         catalog=catalog.with_derived(table),
         max_rows=max_rows,
     )
+
+
+def _check_private_scalar(node: exp.Expr, where: str) -> None:
+    """Layer B runs the analyst's select list and HAVING over each person's exact
+    (clamped) aggregates, before anything is released: it is row-level SQL over private
+    values, not the outer layer's post-processing of released ones. So it gets the
+    row-level allowlist and string-growth bound (``check_scalar``), not the outer
+    layer's wider one: ``REPEAT(MAX(model), COUNT(*) * 20000000)`` pinned to one person
+    ran the core 2 s with them and 3 ms without (a timing signal of the person), and
+    RAND or a window there would make one person's value depend on chance or on the
+    others' rows."""
+    try:
+        check_scalar(node, where)
+    except DPSQLError as error:
+        raise DPSQLError(
+            error.code,
+            error.message,
+            "it runs on each person's private values, so it takes the functions a WHERE "
+            "clause may use; apply the others to the outer query's aggregates, which are "
+            "released values (nothing was charged)",
+            error.position,
+        ) from None
 
 
 def _derived_table(

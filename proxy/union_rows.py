@@ -167,6 +167,43 @@ def _column_policy(name: str, values: list[exp.Expr], shapes: list[S.Shape]) -> 
     )
 
 
+def _cast_to_union_types(
+    arms: list[exp.Select],
+    names: list[str],
+    person: int,
+    types: dict[str, str],
+    executor: Executor,
+) -> None:
+    """Cast each arm's value columns to the union's column type with TRY_CAST (in place).
+
+    UNION ALL casts every arm to a common type on its own, and that cast can fail on
+    some values only: an INTEGER arm under a DECIMAL(38, 37) one fails for 10 and more.
+    Pinned to one person's rows, that failure ran after planning on D and not on D'
+    (an error that says whether the person has such a value). Under TRY_CAST a value
+    that does not fit is NULL, on its own row; the person id keeps its type (the arms
+    read one population's ids, which widen without loss)."""
+    targets: dict[int, exp.DataType] = {}
+    for i, name in enumerate(names):
+        if i == person:
+            continue
+        try:
+            targets[i] = exp.DataType.build(types[name], dialect="duckdb")
+        except Exception:  # a type sqlglot cannot spell: refuse rather than cast blind
+            raise unsupported(
+                f"the UNION ALL's column {name} has a type ({types.get(name)}) dpsql cannot "
+                "cast the arms to",
+                "CAST each arm's column to one type, e.g. CAST(x AS DOUBLE)",
+            ) from None
+    for arm in arms:
+        # Only where the arm's own type differs (describing binds, it reads no rows):
+        # the usual union of like columns keeps its SQL, and engines that cannot
+        # translate TRY_CAST still answer it.
+        own = dict(executor.describe(arm.sql(dialect="duckdb")))
+        for i, item in enumerate(arm.expressions):
+            if i in targets and own.get(names[i]) != types[names[i]]:
+                item.set("this", exp.TryCast(this=item.this, to=targets[i].copy()))
+
+
 def derive_query(
     tree: exp.Expr,
     catalog: Catalog,
@@ -250,6 +287,7 @@ def derive_query(
             "the arms of the UNION ALL have columns of types that do not combine",
             "CAST each arm's column to one type",
         ) from None
+    _cast_to_union_types(arms_sql, names, person, types, executor)
     columns = tuple(
         _column_policy(
             name,

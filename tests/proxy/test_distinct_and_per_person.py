@@ -197,6 +197,36 @@ def test_per_person_refusals(env, sql: str, fragment: str) -> None:
     assert _charges(engine) == charges
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # Quadratic in a length the person's count sets: a timing signal of one person.
+        "SELECT COUNT(*) FROM (SELECT user_id, LEVENSHTEIN(REPEAT(MAX(model), COUNT(*) * "
+        "1000), REPEAT(MIN(model), COUNT(*) * 1000)) AS l FROM prompts GROUP BY user_id) t",
+        "SELECT COUNT(*) FROM (SELECT user_id FROM prompts GROUP BY user_id "
+        "HAVING LENGTH(REPEAT(MAX(model), COUNT(*) * 100000000)) > 5) t",
+        "SELECT COUNT(*) FROM (SELECT user_id, FACTORIAL(COUNT(*)) AS f FROM prompts "
+        "GROUP BY user_id) t WHERE f > 5",
+        "SELECT SUM(x) FROM (SELECT user_id, CASE WHEN RAND() < 0.5 THEN COUNT(*) ELSE 0 END "
+        "AS x FROM prompts GROUP BY user_id) t",
+        "SELECT COUNT(*) FROM (SELECT user_id, RANK() OVER (ORDER BY COUNT(*)) AS r "
+        "FROM prompts GROUP BY user_id) t WHERE r <= 10",
+    ],
+)
+def test_per_person_values_take_only_row_level_functions(env, sql: str) -> None:
+    """The subquery's select list and HAVING run over each person's private values before
+    any release: the outer layer's post-processing functions (REPEAT, LEVENSHTEIN, RAND,
+    FACTORIAL, windows) are refused there, before any charge, with a hint."""
+    engine, _ = env
+    charges = _charges(engine)
+    with pytest.raises(DPSQLError) as info:
+        engine.run(QueryRequest(sql, epsilon=0.5))
+    assert info.value.code == "unsupported_sql", info.value
+    assert "per-person subquery" in info.value.message, info.value
+    assert "private values" in info.value.hint
+    assert _charges(engine) == charges
+
+
 def test_an_unbounded_per_person_value_can_be_filtered_but_not_averaged(env) -> None:
     engine, _ = env
     inner = "SELECT user_id, MAX(prompt_id) AS m FROM prompts GROUP BY user_id"

@@ -74,6 +74,29 @@ def test_outer_queries_are_post_processing(engine: Engine, outer: str) -> None:
     assert numeric and all(w is not None and w > 0 for w in numeric)
 
 
+def test_select_star_over_the_answer_shows_every_column(engine: Engine) -> None:
+    """``SELECT *`` over the released answer (directly or through a chain) shows all of
+    its columns, not only the first (the width once came from the number of select
+    items, and ``*`` is one)."""
+    inner = engine.run(QueryRequest(INNER, epsilon=0.8))
+    by_region = {row[0]: row for row in inner.rows}
+    star = engine.run(
+        QueryRequest(f"SELECT * FROM ({INNER}) AS x ORDER BY region", epsilon=0.8)
+    )
+    assert star.columns == ("region", "n", "s")
+    assert sorted(star.rows) == sorted(inner.rows)
+    assert all(len(w) == 3 for w in star.intervals)
+    chain = engine.run(
+        QueryRequest(
+            f"WITH t AS ({INNER}), u AS (SELECT region, n * 2 AS m FROM t) "
+            "SELECT * FROM u ORDER BY region",
+            epsilon=0.8,
+        )
+    )
+    assert chain.columns == ("region", "m")
+    assert chain.rows == [(k, by_region[k][1] * 2) for k in sorted(by_region)]
+
+
 def test_a_per_person_inner_query_is_not_a_release(engine: Engine) -> None:
     """Grouped by the person id, the inner query is never released: the whole query is
     a per-person aggregate (proxy/per_person_values.py), charged as one release."""

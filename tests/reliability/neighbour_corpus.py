@@ -466,6 +466,87 @@ DEMO: tuple[Entry, ...] = (
         "UNION ALL SELECT user_id FROM tickets WHERE user_id = {pid}) t",
         "#13 §5 UNION ALL of the removed person's rows only",
     ),
+    # --- the adversarial review of the #13 forms (review-adv) -----------------------------
+    Entry(
+        "adv13_per_person_levenshtein_pinned",
+        "SELECT COUNT(*) AS n FROM (SELECT user_id, LEVENSHTEIN(REPEAT(MAX(model), "
+        "COUNT(*) * 1000), REPEAT(MIN(model), COUNT(*) * 1000)) AS l FROM prompts "
+        "WHERE user_id = {pid} GROUP BY user_id) t WHERE l > 5",
+        "#13 §3 outer-layer functions (REPEAT, LEVENSHTEIN: quadratic) over one person's "
+        "private count: a timeout with the person, 3 ms without; now refused before any "
+        "charge",
+    ),
+    Entry(
+        "adv13_per_person_case_having",
+        "SELECT SUM(x) AS s, COUNT(*) AS n FROM (SELECT user_id, CASE WHEN COUNT(*) > 5 "
+        "THEN SUM(tokens_in) ELSE -SUM(tokens_out) END AS x FROM prompts GROUP BY user_id "
+        "HAVING SUM(tokens_in) > 1000 AND MAX(latency_ms) < 50000) t",
+        "#13 §3 CASE over clamped aggregates and a HAVING on two of them",
+    ),
+    Entry(
+        "adv13_per_person_casts",
+        "SELECT SUM(x) AS s, SUM(d) AS t FROM (SELECT user_id, CAST(SUM(tokens_in) AS TINYINT) "
+        "AS x, CAST(SUM(tokens_out) AS DECIMAL(4, 0)) AS d FROM prompts GROUP BY user_id) t",
+        "#13 §3 casts of a per-person sum that overflow for heavy people (TRY: NULL)",
+    ),
+    Entry(
+        "adv13_per_person_joined_outer",
+        "SELECT u.plan, AVG(t.n) AS a, COUNT(*) AS c FROM (SELECT user_id, COUNT(DISTINCT model) "
+        "AS n FROM prompts GROUP BY user_id) t JOIN users u ON u.user_id = t.user_id "
+        "GROUP BY u.plan",
+        "#13 §3 a per-person COUNT(DISTINCT) joined to a one-row table in the outer query",
+    ),
+    Entry(
+        "adv13_distinct_sum_straddle",
+        "SELECT SUM(DISTINCT tokens_in * {sum_mult}) AS s, AVG(DISTINCT tokens_in * "
+        "{sum_mult}) AS a FROM prompts",
+        "#13 §2 SUM/AVG(DISTINCT) of an integer near 2^63 (HUGEINT, saturated)",
+    ),
+    Entry(
+        "adv13_distinct_decimal_var",
+        "SELECT AVG(DISTINCT CAST(tokens_in AS DECIMAL(18, 0)) * 100000000000) AS a, "
+        "VARIANCE(DISTINCT CAST(tokens_in AS DECIMAL(18, 0)) * 100000) AS v FROM prompts",
+        "#13 §2 DECIMAL distinct values with huge centred squares",
+    ),
+    Entry(
+        "adv13_distinct_private_key",
+        "SELECT tokens_in % 7 AS g, COUNT(DISTINCT model) AS c, SUM(DISTINCT latency_ms) AS s "
+        "FROM prompts GROUP BY g",
+        "#13 §2 a person in up to 7 private groups (L0 to K) with C distinct values each",
+    ),
+    Entry(
+        "adv13_union_users_twice",
+        "SELECT src, COUNT(*) AS n FROM (SELECT user_id, 'a' AS src FROM users "
+        "UNION ALL SELECT user_id, 'b' FROM users) t GROUP BY src",
+        "#13 §5 two arms over a one-row table: each person has 2 union rows in 2 groups, "
+        "and C = K = 1 must cut them",
+    ),
+    Entry(
+        "adv13_union_same_table_pinned",
+        "SELECT COUNT(*) AS n, SUM(x) AS s FROM (SELECT user_id, tokens_in AS x FROM prompts "
+        "WHERE user_id = {pid} UNION ALL SELECT user_id, tokens_in FROM prompts WHERE "
+        "user_id = {pid} UNION ALL SELECT user_id, tokens_out FROM prompts) t",
+        "#13 §5 one table in three arms: C bounds the union of a person's rows",
+    ),
+    Entry(
+        "adv13_union_cast_pinned",
+        "SELECT COUNT(x) AS n FROM (SELECT user_id, tokens_in AS x FROM prompts WHERE "
+        "user_id = {pid} UNION ALL SELECT user_id, CAST(0 AS DECIMAL(38, 37)) FROM users) t",
+        "#13 §5 the union's own cast of an INTEGER arm to DECIMAL(38, 37) failed after "
+        "planning on D only (ConversionException); now each arm is TRY_CAST to the type",
+    ),
+    Entry(
+        "adv13_union_distinct",
+        "SELECT COUNT(DISTINCT x) AS d, SUM(DISTINCT x) AS s FROM (SELECT user_id, tokens_in "
+        "AS x FROM prompts UNION ALL SELECT user_id, resolution_minutes FROM tickets) t",
+        "#13 §2+§5 distinct values of a union (a value shared with others)",
+    ),
+    Entry(
+        "adv13_per_person_distinct_values",
+        "SELECT n, COUNT(DISTINCT m) AS d FROM (SELECT user_id, COUNT(*) AS n, MAX(model) AS m "
+        "FROM prompts GROUP BY user_id) t GROUP BY n",
+        "#13 §2+§3 COUNT(DISTINCT) of per-person values keyed by a per-person count",
+    ),
 )
 
 # Issue #12 §3, value bounds chosen from the data: the demo policy with
@@ -549,6 +630,12 @@ PUMS: tuple[Entry, ...] = (
         "SELECT CASE WHEN income > 100000 THEN 'rich' WHEN income IS NULL THEN 'none' "
         "ELSE 'other' END AS g, COUNT(*) AS n FROM PUMS.PUMS GROUP BY g",
         "CASE-created public domain with a NULL branch",
+    ),
+    Entry(
+        "adv13_pums_per_person_sum",
+        "SELECT AVG(s) AS a, SUM(s) AS t FROM (SELECT pid, SUM(income) AS s, COUNT(*) AS n "
+        "FROM PUMS.PUMS GROUP BY pid) t",
+        "#13 §3 per-person sums on a one-row-per-person table (C = 1)",
     ),
 )
 
