@@ -305,7 +305,7 @@ class Engine:
         if not isinstance(request.sql, str):
             raise DPSQLError("bad_request", "sql must be a string", "send the query text")
         found = self._structure_for(request)
-        if not found.pending and request.max_groups is None:
+        if request.max_groups is None:
             # K of an "auto" table: chosen per grouping from its released histogram (or
             # the public domain's size), then planned as if the request had asked for it
             # (never above the limit, so the request stays a tightening one).
