@@ -189,3 +189,21 @@ def test_public_keys_and_one_group_per_person_need_no_release(engine: Engine) ->
         assert not [p for p in plan.pending_bounds if hasattr(p, "grouping")]
     e.run(QueryRequest("SELECT model, COUNT(*) FROM prompts GROUP BY model", epsilon=1.0))
     assert auto_k_charges(e) == []
+
+
+def test_a_fresh_engine_reads_the_stored_histogram(tmp_path: Path, demo_db: Path) -> None:
+    db = tmp_path / "copy.duckdb"
+    shutil.copy(demo_db, db)
+    text = auto_k_text(tmp_path, db)
+    first = Engine(parse_policy(text, base_dir=tmp_path))
+    first.run(QueryRequest(DAILY, epsilon=1.0))
+    k = first.prepare(QueryRequest(DAILY, epsilon=1.0))[1].max_groups
+    first.close()
+    second = Engine(parse_policy(text, base_dir=tmp_path))
+    try:
+        plan = second.prepare(QueryRequest(DAILY, epsilon=1.0))[1]
+        assert plan.max_groups == k and plan.pending_bounds == ()
+        second.run(QueryRequest(DAILY, epsilon=0.5))
+        assert len(auto_k_charges(second)) == 1  # the first engine's, not a new one
+    finally:
+        second.close()
