@@ -462,7 +462,9 @@ def to_request(
                 f"{population} may spend ({ceiling:g}): delta = {delta:g} applies"
             )
             fields["delta"] = delta
-    groups = [t.policy.max_groups for t in tables if t.policy.max_groups is not None]
+    groups = [
+        k for t in tables if (k := t.policy.max_groups or t.policy.auto_groups_limit) is not None
+    ]
     rows = [t.policy.max_rows_per_group for t in tables if t.policy.max_rows_per_group is not None]
     fields["max_groups"] = _limit(
         "max_groups",

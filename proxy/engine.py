@@ -24,6 +24,7 @@ from accounting.ledger import Ledger, LedgerError, Receipt
 from accounting.mechanisms import secret_seed
 from proxy import bigquery_dp, domains, nested, per_person_values, quantile_release, union_rows
 from proxy.auto_bounds import AutoBounds, PendingBounds, cap_targets, filter_keep, totals_use
+from proxy.auto_groups import AutoGroups, PendingGroups, grouping
 from proxy.auto_values import AutoValues, PendingValueBound, aggregated_columns
 from proxy.bind import bind
 from proxy.budget import budget_noise
@@ -56,6 +57,9 @@ from proxy.shape import Shape
 
 PLAN_MEMO_SIZE = 512
 ROWS_CUT_WARNING = 0.05  # an answer says so when the cap leaves out more of a table
+# A release an "auto" bound still waits for (paid by the first run that needs it).
+Pending = PendingBounds | PendingValueBound | PendingGroups
+
 # A post-processed answer: output names, rows (hidden columns included), and simulated
 # interval half-widths by (released row, output column).
 Answer = tuple[list[str], list[tuple[Any, ...]], dict[tuple[int, int], float | None]]
@@ -71,7 +75,7 @@ class Structure:
     outer: str
     # "auto" row caps and value bounds not chosen yet: the core assumes their limits
     # until a run pays.
-    pending: tuple[PendingBounds | PendingValueBound, ...] = ()
+    pending: tuple[Pending, ...] = ()
     # The released table's columns and types (a stand-in row of them validates an outer
     # query before any charge).
     released_columns: tuple[tuple[str, str], ...] = ()
@@ -151,7 +155,19 @@ class Explanation:
         }
 
 
-def _pending_dict(p: PendingBounds | PendingValueBound) -> dict[str, Any]:
+def _pending_dict(p: Pending) -> dict[str, Any]:
+    if isinstance(p, PendingGroups):
+        g = p.grouping
+        return {
+            "tables": list(g.tables),
+            "keys": list(g.key_sqls),
+            "limit": g.limit,
+            "epsilon": p.epsilon,
+            "note": f"max_groups (groups per person) for this GROUP BY is chosen from the "
+            f"data by the first query with these keys, which also pays epsilon "
+            f"{p.epsilon:g} once for a histogram of groups per person; until then the "
+            f"limit {g.limit} is used here",
+        }
     if isinstance(p, PendingValueBound):
         return {
             "table": p.table,
@@ -210,6 +226,8 @@ class Engine:
         # Row caps chosen from the data for "auto" tables (a stored, paid-once release).
         self.auto_bounds = AutoBounds(policy, self.executor, self.cache, self.budgets)
         self.auto_values = AutoValues(policy, self.executor, self.cache, self.budgets)
+        # K chosen from the data per GROUP BY for "auto" tables (paid once per grouping).
+        self.auto_groups = AutoGroups(policy, self.executor, self.cache, self.budgets)
         self.post = PostProcessor()
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
@@ -286,6 +304,15 @@ class Engine:
         if not isinstance(request.sql, str):
             raise DPSQLError("bad_request", "sql must be a string", "send the query text")
         found = self._structure_for(request)
+        if request.max_groups is None:
+            # K of an "auto" table: chosen per grouping from its released histogram (or
+            # the public domain's size), then planned as if the request had asked for it
+            # (never above the limit, so the request stays a tightening one).
+            k = self._choose_groups(found)
+            if k is not None:
+                request = replace(request, max_groups=k)
+                if k != found.core.max_groups:
+                    found = self._structure_for(request)
         if not found.pending and request.max_rows_per_group is None:
             # An "auto" table's cap is chosen per query from its released histogram:
             # plan again with it as if the request had asked for it (it never exceeds
@@ -326,6 +353,27 @@ class Engine:
             if not found.pending:
                 self._structures.put(key, found)
         return found
+
+    def _choose_groups(self, found: Structure) -> int | None:
+        """K of this query when it groups a table whose max_groups is "auto" (else
+        None): min(limit, domain size) for a public key domain, else the K of the
+        grouping's released histogram (accounting/group_bounds.py), never below a fixed K
+        of another table it reads (the largest wins, as in plan.limits)."""
+        core = found.core
+        if core.one_group_per_person:
+            return None
+        g = grouping(core.shape, self.executor.dialect)
+        if g is None:
+            return None
+        if found.domain is not None:
+            k = min(g.limit, max(1, len(found.domain)))
+        else:
+            choice = self.auto_groups.choose(g)
+            if choice is None:
+                return None
+            k = choice.k
+        fixed = [t.policy.max_groups for t in core.shape.private_tables() if t.policy.max_groups]
+        return max([k, *fixed])
 
     def _choose_cap(self, found: Structure, request: QueryRequest) -> int | None:
         """The row cap of this query when it reads "auto" tables whose histograms are
@@ -432,7 +480,7 @@ class Engine:
         if union is not None:
             union_rows.embed(shape, union)
             read = (*read, *(t for arm in union.arms for t in arm.private_tables()))
-        pending: tuple[PendingBounds | PendingValueBound, ...] = tuple(
+        pending: tuple[Pending, ...] = tuple(
             p for t in read if (p := self.auto_bounds.pending(t.policy)) is not None
         )
         needed = aggregated_columns(self._parse(request))
@@ -468,6 +516,13 @@ class Engine:
             if shape.keys
             else ((),)
         )
+        if checked.outer_request.max_groups is None and domain is None:
+            # Private keys on an "auto" K table: the first run releases the histogram of
+            # groups per person for these keys (none needed with one group per person).
+            g = None if core.one_group_per_person else grouping(shape, self.executor.dialect)
+            waiting = None if g is None else self.auto_groups.pending(g)
+            if waiting is not None:
+                pending += (waiting,)
         outer = outer_sql(core, names, domain is None, request.raw_noise)
         columns = self._validate_outer(core, outer, key_types)
         return Structure(core, names, domain, outer, pending, columns)
@@ -649,6 +704,9 @@ class Engine:
             # The first query on an "auto" table pays once for its row cap, chosen from
             # a released histogram; then it is planned with that cap.
             # Row caps first: a value bound's draw reads each person's rows.
+            for pending in plan.pending_bounds:
+                if isinstance(pending, PendingGroups):
+                    self.auto_groups.release(pending.grouping, request.analyst)
             for pending in plan.pending_bounds:
                 if isinstance(pending, PendingBounds):
                     table = next(t for t in self.policy.tables if t.name == pending.table)

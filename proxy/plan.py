@@ -89,8 +89,12 @@ def limits(
             picked = chosen(t.policy)
             c_vals.append(t.policy.auto_rows_limit if picked is None else picked)
             allowed_c.append(t.policy.auto_rows_limit)
+    # A table whose K is "auto" allows its limit; the K chosen from the data reaches the
+    # plan as a request's max_groups (proxy/engine.py, _choose_groups).
     k_vals = [
-        t.policy.max_groups for t in shape.private_tables() if t.policy.max_groups is not None
+        k
+        for t in shape.private_tables()
+        if (k := t.policy.max_groups or t.policy.auto_groups_limit) is not None
     ]
     c = max(c_vals) if c_vals else policy.proxy.max_rows_per_group
     k = max(k_vals) if k_vals else policy.proxy.max_groups

@@ -74,6 +74,10 @@ class TablePolicy:
     # max_rows_per_group = "auto": chosen from the data (a DP histogram of rows per
     # person, paid once) up to this limit; max_rows_per_group is then None.
     auto_rows_limit: int | None = None
+    # max_groups = "auto": chosen per GROUP BY key from the data (a DP histogram of
+    # groups per person, paid once per key; proxy/auto_groups.py) up to this limit;
+    # max_groups is then None.
+    auto_groups_limit: int | None = None
 
     def column(self, name: str) -> ColumnPolicy | None:
         wanted = name.lower()
@@ -408,11 +412,19 @@ def _table_policy(
             "grants",
             "one_row_per_person",
             "max_rows_per_group_limit",
+            "max_groups_limit",
         },
     )
     public = _bool(body, where, "public", False)
     one_row = _bool(body, where, "one_row_per_person", False)
-    private_only = ("population", "unit", "max_groups", "max_rows_per_group")
+    private_only = (
+        "population",
+        "unit",
+        "max_groups",
+        "max_rows_per_group",
+        "max_rows_per_group_limit",
+        "max_groups_limit",
+    )
     if public:
         for key in private_only:
             if key in body:
@@ -458,6 +470,21 @@ def _table_policy(
         raise PolicyError(
             f'{where}.max_rows_per_group_limit: only with max_rows_per_group = "auto"'
         )
+    groups_limit = None
+    if body.get("max_groups") == "auto":
+        groups_limit = _opt_count(body, where, "max_groups_limit")
+        if groups_limit is None:
+            raise PolicyError(
+                f'{where}.max_groups_limit: required with max_groups = "auto" (the most '
+                "groups per person the data may choose)"
+            )
+        body = {k: v for k, v in body.items() if k != "max_groups"}
+    elif "max_groups_limit" in body:
+        raise PolicyError(f'{where}.max_groups_limit: only with max_groups = "auto"')
+    elif isinstance(body.get("max_groups"), str):
+        raise PolicyError(
+            f'{where}.max_groups: must be an integer or "auto" (with max_groups_limit = N)'
+        )
     return TablePolicy(
         name=name,
         public=public,
@@ -469,6 +496,7 @@ def _table_policy(
         grants=grants,
         one_row_per_person=one_row,
         auto_rows_limit=auto_limit,
+        auto_groups_limit=groups_limit,
     )
 
 

@@ -665,6 +665,35 @@ def _straddle(on_d: float, limit: int, *, square: bool) -> int:
     return m
 
 
+# Issue #12 §3: prompts' max_groups = "auto" (test_auto_group_neighbours.py): private
+# keys whose K is chosen from a histogram of groups per person.
+AUTO_GROUPS_POLICY = 'max_groups = "auto"\nmax_groups_limit = 64 #'
+AUTO_GROUPS: tuple[Entry, ...] = (
+    Entry(
+        "auto_k_daily",
+        "SELECT CAST(ts AS DATE) AS d, COUNT(*) AS n FROM prompts GROUP BY d",
+        "§12.3 private daily keys under the chosen K",
+    ),
+    Entry(
+        "auto_k_daily_sum_filtered",
+        "SELECT CAST(p.ts AS DATE) AS day, SUM(tokens_in) AS s FROM prompts AS p "
+        "WHERE model = 'small' GROUP BY 1",
+        "§12.3 the same grouping filtered (the same histogram, one charge)",
+    ),
+    Entry(
+        "auto_k_pinned",
+        "SELECT CAST(ts AS DATE) AS d, COUNT(*) * 1000 AS n FROM prompts "
+        "WHERE user_id = {pid} GROUP BY d",
+        "§12.3 one person's days, all in one query",
+    ),
+    Entry(
+        "auto_k_public_model",
+        "SELECT model, COUNT(*) AS n FROM prompts GROUP BY model",
+        "§12.3 a public domain: K = its size, no histogram",
+    ),
+)
+
+
 def demo_facts(fetch: Fetch, pid: Any) -> dict[str, Any]:
     """Placeholders of :data:`DEMO` (``fetch`` runs trusted SQL on D and on D')."""
     rows_d, _ = fetch(

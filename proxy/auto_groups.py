@@ -1,0 +1,219 @@
+"""The number of groups per person K chosen from the data, for queries on tables whose
+policy says ``max_groups = "auto"`` (with a ``max_groups_limit``; method and citation:
+accounting/group_bounds.py).
+
+K depends on the query's GROUP BY keys, so the release is per *grouping*: the query's
+FROM and JOINs (canonical aliases, WHERE left out) and the canonical text of its keys.
+The first query with a grouping not seen before releases, once, a DP histogram of how
+many distinct groups each person has in it (over all their rows: a filter only lowers
+that count, so K never comes out too small for a filtered query), charged to the
+population at ``[proxy] auto_bounds_epsilon`` and stored in the release cache under a key
+of (population, grouping, data version, bins, mechanism, ε). Every later query with the
+same grouping — any analyst, any door — reads it and gets the same K for free; K reaches
+the plan as the request's max_groups would, so it is part of the plan's cache key.
+
+No release is needed when K cannot matter or is public: one group per person (the core
+uses K = 1), no keys, or a public key domain (K = min(limit, domain size): nobody can be
+in more groups than the domain has). Until the histogram is released, ``explain``
+shows the limit and says what the first query will pay.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+from sqlglot import exp
+
+from accounting import mechanisms
+from accounting.bounds import BINS, RowHistogram
+from accounting.calibrate import (
+    Calibration,
+    CalibrationError,
+    ColumnSpec,
+    EpsilonBudget,
+    Mechanism,
+    calibrate,
+)
+from accounting.group_bounds import GroupChoice, choose_groups
+from accounting.sensitivity import AggregateKind, sensitivity
+from proxy.budgets import Budgets
+from proxy.cache import ReleaseStore
+from proxy.engines.executor import Executor
+from proxy.errors import DPSQLError
+from proxy.policy import Policy
+from proxy.shape import Shape
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """One query's grouping as the release sees it: the population, the distinct
+    (person, keys) pairs of its FROM and JOINs (canonical aliases, no WHERE), the keys'
+    text and the limit K may not exceed."""
+
+    population: str
+    tables: tuple[str, ...]
+    pairs_sql: str
+    key_sqls: tuple[str, ...]
+    limit: int
+
+
+@dataclass(frozen=True)
+class PendingGroups:
+    """What the first query with a grouping pays to choose its K."""
+
+    grouping: Grouping
+    epsilon: float
+
+
+def grouping(shape: Shape, dialect: str) -> Grouping | None:
+    """The grouping of a query whose K is "auto" (some private table it reads says so),
+    or None when it reads none such. The caller decides whether a release is needed."""
+    tables = shape.private_tables()
+    limits = [t.policy.auto_groups_limit for t in tables if t.policy.auto_groups_limit]
+    if not limits or not shape.keys:
+        return None
+    select = shape.select.copy()
+    for arg in ("group", "having", "order", "limit", "offset", "qualify"):
+        select.set(arg, None)
+    select.set(
+        "expressions",
+        [
+            exp.alias_(shape.unit.copy(), "__u"),
+            *(exp.alias_(k.copy(), f"__k{i}") for i, k in enumerate(shape.keys)),
+        ],
+    )
+    select.set("distinct", exp.Distinct())
+    select.set(
+        "where", exp.Where(this=exp.Not(this=exp.Is(this=shape.unit.copy(), expression=exp.Null())))
+    )
+    return Grouping(
+        population=shape.population,
+        tables=tuple(sorted(t.policy.name for t in tables)),
+        pairs_sql=select.sql(dialect=dialect),
+        key_sqls=tuple(k.sql(dialect=dialect) for k in shape.keys),
+        limit=max(limits),
+    )
+
+
+class AutoGroups:
+    """Release and store the histograms of groups per person; choose each grouping's K."""
+
+    def __init__(self, policy: Policy, executor: Executor, cache: ReleaseStore, budgets: Budgets):
+        self.policy = policy
+        self._executor = executor
+        self._cache = cache
+        self._budgets = budgets
+        self._mechanism = Mechanism(policy.proxy.mechanism)
+        self._histograms: dict[str, RowHistogram] = {}
+
+    def key(self, g: Grouping) -> str:
+        facts = (
+            "auto-groups",
+            g.population,
+            g.pairs_sql,
+            self.policy.data_version,
+            BINS,
+            self._mechanism.value,
+            self.policy.proxy.auto_bounds_epsilon,
+        )
+        return hashlib.sha256(repr(facts).encode()).hexdigest()
+
+    def _calibration(self) -> Calibration:
+        """The histogram's noise: one person is in one bin (sensitivity 1)."""
+        one = sensitivity(AggregateKind.PERSON_COUNT, max_groups=1)
+        try:
+            return calibrate(
+                self._mechanism,
+                (ColumnSpec(True, one, count=True),),
+                EpsilonBudget(self.policy.proxy.auto_bounds_epsilon),
+                threshold_weight=None,
+                max_groups=1,
+                delta_conversion=self.policy.proxy.default_delta,
+                delta_threshold=0.0,
+            )
+        except CalibrationError as error:
+            raise DPSQLError(
+                "policy_error",
+                f"auto max_groups cannot be calibrated: {error}",
+                "raise [proxy] auto_bounds_epsilon in the policy",
+            ) from None
+
+    def histogram(self, g: Grouping) -> RowHistogram | None:
+        """The released histogram of groups per person, read, or None before release."""
+        key = self.key(g)
+        found = self._histograms.get(key)
+        if found is not None:
+            return found
+        hit = self._cache.get(key)
+        if hit is None:
+            return None
+        counts = [float(c) for c in hit[1].column("count").to_pylist()]
+        std = self._mechanism.std(self._calibration().descriptors[0].scale)
+        found = RowHistogram.read(counts, std)
+        self._histograms[key] = found
+        return found
+
+    def choose(self, g: Grouping) -> GroupChoice | None:
+        """K of the grouping (None before its histogram is released)."""
+        hist = self.histogram(g)
+        return None if hist is None else choose_groups(hist, g.limit)
+
+    def pending(self, g: Grouping) -> PendingGroups | None:
+        if self.histogram(g) is not None:
+            return None
+        return PendingGroups(g, self.policy.proxy.auto_bounds_epsilon)
+
+    def release(self, g: Grouping, analyst: str) -> GroupChoice:
+        """Charge for, release and store the histogram of ``g`` (once: a second caller
+        finds it stored); returns the K it gives."""
+        key = self.key(g)
+        cal = self._calibration()
+        while not self._cache.claim(key):
+            if self._cache.get(key) is not None:
+                break
+        try:
+            if self._cache.get(key) is None:
+                receipt = self._budgets.charge(
+                    (g.population,),
+                    cal.curve,
+                    0.0,
+                    analyst=analyst,
+                    fingerprint=key,
+                    note=f"auto max_groups of {', '.join(g.tables)} by {', '.join(g.key_sqls)}",
+                )
+                noisy = mechanisms.release_planned(
+                    np.asarray(self.exact_counts(g), dtype=np.int64),
+                    mechanism=self._mechanism.value,
+                    sensitivity=1.0,
+                    scale=cal.descriptors[0].scale,
+                    integer=True,
+                    changed_coordinates=1,
+                    planned=cal.descriptors[0].curve,
+                )
+                released = pa.table({"bin": pa.array(range(BINS)), "count": pa.array(noisy)})
+                self._cache.put(key, receipt.event_id, released)
+        finally:
+            self._cache.finish(key)
+        found = self.choose(g)
+        assert found is not None
+        return found
+
+    def exact_counts(self, g: Grouping) -> list[int]:
+        """People per power-of-two bin of their number of distinct groups (the last bin
+        open above). A NULL key is a group like any other, as GROUP BY makes it; each
+        person is one row of the inner count, so removing one moves one bin by one (the
+        checker's person-id joins keep every row within its person)."""
+        last = BINS - 1
+        sql = (
+            f"SELECT LEAST(CAST(FLOOR(LOG2(n)) AS INTEGER), {last}) AS b, COUNT(*) AS c "
+            f"FROM (SELECT __u, COUNT(*) AS n FROM ({g.pairs_sql}) AS __g GROUP BY __u) "
+            "AS __n GROUP BY b"
+        )
+        out = self._executor.run(sql)
+        counts = [0] * BINS
+        for b, c in zip(out["b"], out["c"], strict=True):
+            counts[int(b)] = int(c)
+        return counts

@@ -1,0 +1,209 @@
+"""Issue #12 §3: the number of groups per person K chosen from the data, for tables whose
+policy says max_groups = "auto" (with max_groups_limit).
+
+The first query with private keys not seen before pays once (``auto_bounds_epsilon``) for
+a histogram of distinct groups per person under those keys; every later query with the
+same keys reads it for free and plans with the K it gives (part of the plan and so of
+its cache key). Public key domains and one group per person need no release.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from accounting.bounds import BINS, RowHistogram
+from accounting.group_bounds import choose_groups
+from proxy.auto_groups import grouping
+from proxy.engine import Engine
+from proxy.errors import DPSQLError
+from proxy.policy import PolicyError, parse_policy
+from proxy.request import QueryRequest
+from tests.proxy.conftest import ROOT
+from tests.proxy.test_policy import mutated, parse
+
+DAILY = "SELECT CAST(ts AS DATE) AS d, COUNT(*) AS n FROM prompts GROUP BY d"
+LIMIT = 200
+FIXED_K = "max_groups = 4                 #"
+
+
+def auto_k_text(tmp: Path, db: Path) -> str:
+    """The demo policy with prompts' K "auto" up to :data:`LIMIT`."""
+    text = (ROOT / "sample_data" / "policy.toml").read_text()
+    for old, new in (
+        ('duckdb = "usage.duckdb"', f'duckdb = "{db}"'),
+        ('path = "../state/ledger.sqlite"', f'path = "{tmp / "ledger.sqlite"}"'),
+        ("epsilon_cap = 4.0", "epsilon_cap = 1000.0"),
+        (FIXED_K, f'max_groups = "auto"\nmax_groups_limit = {LIMIT} #'),
+    ):
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    return text
+
+
+@pytest.fixture
+def engine(tmp_path: Path, demo_db: Path) -> Iterator[Engine]:
+    db = tmp_path / "copy.duckdb"
+    shutil.copy(demo_db, db)
+    e = Engine(parse_policy(auto_k_text(tmp_path, db), base_dir=tmp_path))
+    yield e
+    e.close()
+
+
+def auto_k_charges(e: Engine) -> list[str]:
+    return [
+        ev.note
+        for ev in e.ledger.history()
+        if ev.kind == "charge" and ev.note.startswith("auto max_groups")
+    ]
+
+
+# --- policy ----------------------------------------------------------------------------
+def test_policy_parses_auto_k_and_refuses_it_with_hints() -> None:
+    auto = mutated("max_groups = 4", 'max_groups = "auto"\nmax_groups_limit = 16')
+    prompts = parse(auto).table("prompts")
+    assert prompts.max_groups is None and prompts.auto_groups_limit == 16
+    assert parse().table("prompts").auto_groups_limit is None
+    with pytest.raises(PolicyError, match=r"prompts\.max_groups_limit: required with max_groups"):
+        parse(mutated("max_groups = 4", 'max_groups = "auto"'))
+    with pytest.raises(PolicyError, match=r"max_groups_limit: only with max_groups = \"auto\""):
+        parse(mutated("max_groups = 4", "max_groups = 4\nmax_groups_limit = 16"))
+    with pytest.raises(PolicyError, match=r'max_groups: must be an integer or "auto"'):
+        parse(mutated("max_groups = 4", 'max_groups = "many"'))
+    with pytest.raises(PolicyError, match="max_groups_limit: 0 must be >= 1"):
+        parse(mutated("max_groups = 4", 'max_groups = "auto"\nmax_groups_limit = 0'))
+    with pytest.raises(PolicyError, match="max_groups_limit: a public table holds no person"):
+        parse(mutated("public = true", "public = true\nmax_groups_limit = 3"))
+
+
+# --- the choice ------------------------------------------------------------------------
+def hist(counts: dict[int, float]) -> RowHistogram:
+    return RowHistogram.read([counts.get(j, 0.0) for j in range(BINS)], noise_std=1.0)
+
+
+def test_k_is_the_smallest_edge_covering_ninety_percent_never_above_the_limit() -> None:
+    # 1 group: 500, 2-3: 300, 4-7: 150, 8-15: 50 people.
+    h = hist({0: 500, 1: 300, 2: 150, 3: 50})
+    assert choose_groups(h, 64).k == 7  # 950 of 1000 (+2 hidden) covered; 3 covers 80%
+    assert choose_groups(h, 64, coverage=0.75).k == 3
+    assert choose_groups(h, 64, coverage=0.99).k == 15
+    assert choose_groups(h, 5).k == 5  # the limit caps it
+    assert choose_groups(hist({}), 8).k == 8  # nobody visible: the limit
+    assert choose_groups(hist({0: 1000}), 8).k == 1
+
+
+# --- the engine ------------------------------------------------------------------------
+def test_explain_lists_it_and_the_first_run_pays_once_per_key(engine: Engine) -> None:
+    e = engine
+    before = e.ledger.history()
+    pending = e.explain(QueryRequest(DAILY, epsilon=1.0)).to_dict()["auto_bounds"]
+    waiting = [p for p in pending if "keys" in p]
+    assert [(p["tables"], p["keys"], p["limit"]) for p in waiting] == [
+        (["prompts"], ["CAST(t0.ts AS DATE)"], LIMIT)
+    ]
+    assert "chosen from the data" in waiting[0]["note"]
+    assert e.ledger.history() == before  # explaining pays nothing
+    e.run(QueryRequest(DAILY, epsilon=1.0))
+    assert auto_k_charges(e) == ["auto max_groups of prompts by CAST(t0.ts AS DATE)"]
+    # The same keys (another spelling and alias, another ε and filter): free.
+    e.run(
+        QueryRequest(
+            "SELECT CAST(p.ts AS DATE) AS day, SUM(tokens_in) AS s FROM prompts AS p "
+            "WHERE model = 'small' GROUP BY 1",
+            epsilon=0.7,
+        )
+    )
+    assert len(auto_k_charges(e)) == 1
+    assert [p for p in e.explain(QueryRequest(DAILY)).to_dict()["auto_bounds"]] == []
+    # Other keys: their own histogram, paid once.
+    hourly = "SELECT DATE_TRUNC('week', ts) AS w, COUNT(*) AS n FROM prompts GROUP BY w"
+    e.run(QueryRequest(hourly, epsilon=1.0))
+    e.run(QueryRequest(hourly, epsilon=0.5))
+    assert len(auto_k_charges(e)) == 2
+
+
+def test_planning_uses_the_chosen_k(engine: Engine, demo_db: Path) -> None:
+    e = engine
+    e.run(QueryRequest(DAILY, epsilon=1.0))
+    shape, plan = e.prepare(QueryRequest(DAILY, epsilon=1.0))
+    g = grouping(shape, "duckdb")
+    assert g is not None
+    hist_k = e.auto_groups.histogram(g)
+    assert hist_k is not None
+    k = choose_groups(hist_k, LIMIT).k
+    assert plan.max_groups == k and 1 < k < LIMIT
+    assert plan.pending_bounds == ()
+    # The L0 cut keeps k groups per person: the k-th smallest hash is each heavy
+    # person's cut-off (proxy/rewrite/l0.py).
+    assert f"__l[{k + 1}]" in plan.core_sql and f"__l[{LIMIT + 1}]" not in plan.core_sql
+    # The same plan as a request naming K and the chosen cap: same noise, same cache key.
+    named = e.prepare(
+        QueryRequest(DAILY, epsilon=1.0, max_groups=k, max_rows_per_group=plan.max_rows)
+    )[1]
+    assert named.cache_key == plan.cache_key
+    assert [n.descriptor.scale for n in named.noise] == [n.descriptor.scale for n in plan.noise]
+    at_limit = e.prepare(
+        QueryRequest(DAILY, epsilon=1.0, max_groups=LIMIT, max_rows_per_group=plan.max_rows)
+    )[1]
+    assert plan.noise[0].sensitivity.l1 * LIMIT == pytest.approx(
+        at_limit.noise[0].sensitivity.l1 * k
+    )
+    assert at_limit.cache_key != plan.cache_key
+    # The exact histogram puts about 90% of the people at or below K distinct days.
+    con = duckdb.connect(str(demo_db), read_only=True)
+    share = con.execute(
+        "SELECT AVG(CASE WHEN n <= ? THEN 1.0 ELSE 0.0 END) FROM (SELECT user_id, "
+        "COUNT(DISTINCT CAST(ts AS DATE)) AS n FROM prompts GROUP BY user_id)",
+        [k],
+    ).fetchone()[0]
+    con.close()
+    assert share >= 0.85
+
+
+def test_a_request_k_wins_up_to_the_limit(engine: Engine) -> None:
+    e = engine
+    plan = e.prepare(QueryRequest(DAILY, epsilon=1.0, max_groups=2))[1]
+    assert plan.max_groups == 2
+    assert not [p for p in plan.pending_bounds if hasattr(p, "grouping")]
+    with pytest.raises(DPSQLError, match=f"max_groups {LIMIT + 1} exceeds the policy's {LIMIT}"):
+        e.prepare(QueryRequest(DAILY, epsilon=1.0, max_groups=LIMIT + 1))
+    e.run(QueryRequest(DAILY, epsilon=1.0, max_groups=2))
+    assert auto_k_charges(e) == []  # the request's own K needs no histogram
+
+
+def test_public_keys_and_one_group_per_person_need_no_release(engine: Engine) -> None:
+    e = engine
+    by_model = e.prepare(QueryRequest("SELECT model, COUNT(*) FROM prompts GROUP BY model"))[1]
+    assert by_model.max_groups == 3  # min(limit, the public domain's 3 models)
+    by_region = e.prepare(
+        QueryRequest(
+            "SELECT region, COUNT(*) FROM prompts JOIN users USING (user_id) GROUP BY region"
+        )
+    )[1]
+    assert by_region.max_groups == 1  # a person's region is one group
+    for plan in (by_model, by_region):
+        assert not [p for p in plan.pending_bounds if hasattr(p, "grouping")]
+    e.run(QueryRequest("SELECT model, COUNT(*) FROM prompts GROUP BY model", epsilon=1.0))
+    assert auto_k_charges(e) == []
+
+
+def test_a_fresh_engine_reads_the_stored_histogram(tmp_path: Path, demo_db: Path) -> None:
+    db = tmp_path / "copy.duckdb"
+    shutil.copy(demo_db, db)
+    text = auto_k_text(tmp_path, db)
+    first = Engine(parse_policy(text, base_dir=tmp_path))
+    first.run(QueryRequest(DAILY, epsilon=1.0))
+    k = first.prepare(QueryRequest(DAILY, epsilon=1.0))[1].max_groups
+    first.close()
+    second = Engine(parse_policy(text, base_dir=tmp_path))
+    try:
+        plan = second.prepare(QueryRequest(DAILY, epsilon=1.0))[1]
+        assert plan.max_groups == k and plan.pending_bounds == ()
+        second.run(QueryRequest(DAILY, epsilon=0.5))
+        assert len(auto_k_charges(second)) == 1  # the first engine's, not a new one
+    finally:
+        second.close()
