@@ -187,10 +187,16 @@ def _key_order(table: pa.Table, keys: tuple[str, ...]) -> pa.Array:
         return pa.array(sorted(range(len(text)), key=text.__getitem__), type=pa.int64())
 
 
+# Released tables are small (at most the policy's partition cap of rows), but an outer
+# layer can build huge values from released numbers (REPEAT('x', n * 1000000)): bounded
+# here so that it fails as a clear error instead of exhausting the proxy's memory.
+POST_MEMORY_LIMIT = "512MB"
+
+
 class PostProcessor:
     """Runs outer layers over released tables in a private in-memory DuckDB."""
 
-    def __init__(self) -> None:
+    def __init__(self, memory_limit: str = POST_MEMORY_LIMIT) -> None:
         self._db = duckdb.connect(
             ":memory:",
             config={
@@ -198,6 +204,7 @@ class PostProcessor:
                 "autoinstall_known_extensions": False,
                 "autoload_known_extensions": False,
                 "threads": 1,
+                "memory_limit": memory_limit,
             },
         )
         self._db.execute("SET lock_configuration = true")
