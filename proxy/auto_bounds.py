@@ -19,28 +19,20 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-import pyarrow as pa
 from sqlglot import exp
 
-from accounting import mechanisms
 from accounting.bounds import BINS, CapChoice, CapTarget, OutputKind, RowHistogram, choose_cap
 from accounting.calibrate import (
     Calibration,
-    CalibrationError,
-    ColumnSpec,
-    EpsilonBudget,
     Mechanism,
-    calibrate,
 )
-from accounting.sensitivity import AggregateKind, sensitivity
 from proxy.budget import ColumnNoise
 from proxy.budgets import Budgets
 from proxy.cache import ReleaseStore
 from proxy.catalog import split_name
 from proxy.engines.executor import Executor
-from proxy.errors import DPSQLError
 from proxy.policy import Policy, TablePolicy
+from proxy.released_once import PersonHistogram, person_bins, release_once
 from proxy.rewrite import core as C
 from proxy.shape import Shape
 
@@ -142,6 +134,9 @@ class AutoBounds:
         self._cache = cache
         self._budgets = budgets
         self._mechanism = Mechanism(policy.proxy.mechanism)
+        self._hist = PersonHistogram(
+            self._mechanism, policy.proxy.auto_bounds_epsilon, policy.proxy.default_delta
+        )
         self._histograms: dict[str, RowHistogram] = {}
 
     def _key(self, table: TablePolicy) -> str:
@@ -156,24 +151,7 @@ class AutoBounds:
         return hashlib.sha256(repr(facts).encode()).hexdigest()
 
     def _calibration(self, table: TablePolicy) -> Calibration:
-        """The histogram's noise: one person is in one bin (sensitivity 1)."""
-        one = sensitivity(AggregateKind.PERSON_COUNT, max_groups=1)
-        try:
-            return calibrate(
-                self._mechanism,
-                (ColumnSpec(True, one, count=True),),
-                EpsilonBudget(self.policy.proxy.auto_bounds_epsilon),
-                threshold_weight=None,
-                max_groups=1,
-                delta_conversion=self.policy.proxy.default_delta,
-                delta_threshold=0.0,
-            )
-        except CalibrationError as error:
-            raise DPSQLError(
-                "policy_error",
-                f"auto bounds of {table.name} cannot be calibrated: {error}",
-                "raise [proxy] auto_bounds_epsilon in the policy",
-            ) from None
+        return self._hist.calibration(f"auto bounds of {table.name}")
 
     def histogram(self, table: TablePolicy) -> RowHistogram | None:
         """The released histogram of ``table``'s rows per person, read (thresholded at
@@ -186,9 +164,7 @@ class AutoBounds:
         hit = self._cache.get(self._key(table))
         if hit is None:
             return None
-        counts = [float(c) for c in hit[1].column("count").to_pylist()]
-        std = self._mechanism.std(self._calibration(table).descriptors[0].scale)
-        found = RowHistogram.read(counts, std)
+        found = self._hist.read(hit[1], self._calibration(table))
         self._histograms[table.name] = found
         return found
 
@@ -218,35 +194,17 @@ class AutoBounds:
         """Charge for, release and store the histogram of ``table`` (once: a second
         caller finds it stored); returns it, read."""
         assert table.auto_rows_limit is not None and table.population and table.unit
-        key = self._key(table)
         cal = self._calibration(table)
-        while not self._cache.claim(key):
-            if self._cache.get(key) is not None:
-                break
-        try:
-            if self._cache.get(key) is None:
-                receipt = self._budgets.charge(
-                    (table.population,),
-                    cal.curve,
-                    0.0,
-                    analyst=analyst,
-                    fingerprint=key,
-                    note=f"auto bounds of {table.name}",
-                )
-                counts = self._exact_counts(table)
-                noisy = mechanisms.release_planned(
-                    np.asarray(counts, dtype=np.int64),
-                    mechanism=self._mechanism.value,
-                    sensitivity=1.0,
-                    scale=cal.descriptors[0].scale,
-                    integer=True,
-                    changed_coordinates=1,
-                    planned=cal.descriptors[0].curve,
-                )
-                released = pa.table({"bin": pa.array(range(BINS)), "count": pa.array(noisy)})
-                self._cache.put(key, receipt.event_id, released)
-        finally:
-            self._cache.finish(key)
+        release_once(
+            self._cache,
+            self._budgets,
+            self._key(table),
+            population=table.population,
+            curve=cal.curve,
+            analyst=analyst,
+            note=f"auto bounds of {table.name}",
+            draw=lambda: self._hist.draw(self._exact_counts(table), cal),
+        )
         hist = self.histogram(table)
         assert hist is not None
         return hist
@@ -256,14 +214,8 @@ class AutoBounds:
         Total for every database: counts of rows are ≥ 1, and LOG2 of them is finite."""
         db, name = split_name(table.name)
         unit = _quote(table.unit or "")
-        last = BINS - 1
-        sql = (
-            f"SELECT LEAST(CAST(FLOOR(LOG2(n)) AS INTEGER), {last}) AS b, COUNT(*) AS c "
-            f"FROM (SELECT {unit}, COUNT(*) AS n FROM {_quote(db)}.{_quote(name)} "
-            f"WHERE {unit} IS NOT NULL GROUP BY {unit}) GROUP BY b"
+        return person_bins(
+            self._executor,
+            f"SELECT {unit}, COUNT(*) AS n FROM {_quote(db)}.{_quote(name)} "
+            f"WHERE {unit} IS NOT NULL GROUP BY {unit}",
         )
-        out = self._executor.run(sql)
-        counts = [0] * BINS
-        for b, c in zip(out["b"], out["c"], strict=True):
-            counts[int(b)] = int(c)
-        return counts

@@ -23,27 +23,19 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-import numpy as np
-import pyarrow as pa
 from sqlglot import exp
 
-from accounting import mechanisms
 from accounting.bounds import BINS, RowHistogram
 from accounting.calibrate import (
     Calibration,
-    CalibrationError,
-    ColumnSpec,
-    EpsilonBudget,
     Mechanism,
-    calibrate,
 )
 from accounting.group_bounds import GroupChoice, choose_groups
-from accounting.sensitivity import AggregateKind, sensitivity
 from proxy.budgets import Budgets
 from proxy.cache import ReleaseStore
 from proxy.engines.executor import Executor
-from proxy.errors import DPSQLError
 from proxy.policy import Policy
+from proxy.released_once import PersonHistogram, person_bins, release_once
 from proxy.shape import Shape
 
 
@@ -107,6 +99,9 @@ class AutoGroups:
         self._cache = cache
         self._budgets = budgets
         self._mechanism = Mechanism(policy.proxy.mechanism)
+        self._hist = PersonHistogram(
+            self._mechanism, policy.proxy.auto_bounds_epsilon, policy.proxy.default_delta
+        )
         self._histograms: dict[str, RowHistogram] = {}
 
     def key(self, g: Grouping) -> str:
@@ -122,24 +117,7 @@ class AutoGroups:
         return hashlib.sha256(repr(facts).encode()).hexdigest()
 
     def _calibration(self) -> Calibration:
-        """The histogram's noise: one person is in one bin (sensitivity 1)."""
-        one = sensitivity(AggregateKind.PERSON_COUNT, max_groups=1)
-        try:
-            return calibrate(
-                self._mechanism,
-                (ColumnSpec(True, one, count=True),),
-                EpsilonBudget(self.policy.proxy.auto_bounds_epsilon),
-                threshold_weight=None,
-                max_groups=1,
-                delta_conversion=self.policy.proxy.default_delta,
-                delta_threshold=0.0,
-            )
-        except CalibrationError as error:
-            raise DPSQLError(
-                "policy_error",
-                f"auto max_groups cannot be calibrated: {error}",
-                "raise [proxy] auto_bounds_epsilon in the policy",
-            ) from None
+        return self._hist.calibration("auto max_groups")
 
     def histogram(self, g: Grouping) -> RowHistogram | None:
         """The released histogram of groups per person, read, or None before release."""
@@ -150,9 +128,7 @@ class AutoGroups:
         hit = self._cache.get(key)
         if hit is None:
             return None
-        counts = [float(c) for c in hit[1].column("count").to_pylist()]
-        std = self._mechanism.std(self._calibration().descriptors[0].scale)
-        found = RowHistogram.read(counts, std)
+        found = self._hist.read(hit[1], self._calibration())
         self._histograms[key] = found
         return found
 
@@ -169,34 +145,17 @@ class AutoGroups:
     def release(self, g: Grouping, analyst: str) -> GroupChoice:
         """Charge for, release and store the histogram of ``g`` (once: a second caller
         finds it stored); returns the K it gives."""
-        key = self.key(g)
         cal = self._calibration()
-        while not self._cache.claim(key):
-            if self._cache.get(key) is not None:
-                break
-        try:
-            if self._cache.get(key) is None:
-                receipt = self._budgets.charge(
-                    (g.population,),
-                    cal.curve,
-                    0.0,
-                    analyst=analyst,
-                    fingerprint=key,
-                    note=f"auto max_groups of {', '.join(g.tables)} by {', '.join(g.key_sqls)}",
-                )
-                noisy = mechanisms.release_planned(
-                    np.asarray(self.exact_counts(g), dtype=np.int64),
-                    mechanism=self._mechanism.value,
-                    sensitivity=1.0,
-                    scale=cal.descriptors[0].scale,
-                    integer=True,
-                    changed_coordinates=1,
-                    planned=cal.descriptors[0].curve,
-                )
-                released = pa.table({"bin": pa.array(range(BINS)), "count": pa.array(noisy)})
-                self._cache.put(key, receipt.event_id, released)
-        finally:
-            self._cache.finish(key)
+        release_once(
+            self._cache,
+            self._budgets,
+            self.key(g),
+            population=g.population,
+            curve=cal.curve,
+            analyst=analyst,
+            note=f"auto max_groups of {', '.join(g.tables)} by {', '.join(g.key_sqls)}",
+            draw=lambda: self._hist.draw(self.exact_counts(g), cal),
+        )
         found = self.choose(g)
         assert found is not None
         return found
@@ -206,14 +165,7 @@ class AutoGroups:
         open above). A NULL key is a group like any other, as GROUP BY makes it; each
         person is one row of the inner count, so removing one moves one bin by one (the
         checker's person-id joins keep every row within its person)."""
-        last = BINS - 1
-        sql = (
-            f"SELECT LEAST(CAST(FLOOR(LOG2(n)) AS INTEGER), {last}) AS b, COUNT(*) AS c "
-            f"FROM (SELECT __u, COUNT(*) AS n FROM ({g.pairs_sql}) AS __g GROUP BY __u) "
-            "AS __n GROUP BY b"
+        return person_bins(
+            self._executor,
+            f"SELECT __u, COUNT(*) AS n FROM ({g.pairs_sql}) AS __g GROUP BY __u",
         )
-        out = self._executor.run(sql)
-        counts = [0] * BINS
-        for b, c in zip(out["b"], out["c"], strict=True):
-            counts[int(b)] = int(c)
-        return counts

@@ -28,6 +28,7 @@ from proxy.cache import ReleaseStore
 from proxy.catalog import split_name
 from proxy.engines.executor import Executor
 from proxy.policy import ColumnPolicy, Policy, TablePolicy
+from proxy.released_once import release_once
 
 # Values per person in the draw on a table whose row cap is "auto". One value (the
 # proxy's default cap) would be each person's median, whose 95th percentile is far below
@@ -156,30 +157,27 @@ class AutoValues:
         table = next(t for t in self.policy.tables if t.name == pending.table)
         column = table.column(pending.column)
         assert column is not None and table.population and table.unit
-        key = self._key(table, column)
         descriptor = self._descriptor(table, column)
-        while not self._cache.claim(key):
-            if self._cache.get(key) is not None:
-                break
-        try:
-            if self._cache.get(key) is None:
-                receipt = self._budgets.charge(
-                    (table.population,),
-                    descriptor.curve,
-                    0.0,
-                    analyst=analyst,
-                    fingerprint=key,
-                    note=f"auto upper bound of {table.name}.{column.name}",
-                )
-                index = V.release_bound(
-                    self._grid(column), self.exact_counts(table, column), descriptor
-                )
-                self._cache.put(key, receipt.event_id, pa.table({"bin": pa.array([index])}))
-        finally:
-            self._cache.finish(key)
+        release_once(
+            self._cache,
+            self._budgets,
+            self._key(table, column),
+            population=table.population,
+            curve=descriptor.curve,
+            analyst=analyst,
+            note=f"auto upper bound of {table.name}.{column.name}",
+            draw=lambda: self._draw(table, column, descriptor),
+        )
         found = self.released(table, column)
         assert found is not None
         return found
+
+    def _draw(
+        self, table: TablePolicy, column: ColumnPolicy, descriptor: QuantileDescriptor
+    ) -> pa.Table:
+        """The drawn bin of the column's grid, as stored."""
+        index = V.release_bound(self._grid(column), self.exact_counts(table, column), descriptor)
+        return pa.table({"bin": pa.array([index])})
 
     def exact_counts(self, table: TablePolicy, column: ColumnPolicy) -> np.ndarray:
         """Rows per bin of the grid, each person keeping at most C of their values: a

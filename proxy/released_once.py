@@ -1,0 +1,125 @@
+"""Values that are released once and then read for free: the histograms and bounds that
+"auto" policy settings are chosen from (proxy/auto_bounds.py: rows per person,
+proxy/auto_groups.py: groups per person, proxy/auto_values.py: a column's upper bound).
+
+Each is charged to its population, drawn and stored under one cache key, with the
+cache's single-flight claim so that concurrent first callers pay once; every later
+read is post-processing of the stored release.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+
+from accounting import mechanisms
+from accounting.bounds import BINS, RowHistogram
+from accounting.calibrate import (
+    Calibration,
+    CalibrationError,
+    ColumnSpec,
+    EpsilonBudget,
+    Mechanism,
+    calibrate,
+)
+from accounting.rdp import Curve
+from accounting.sensitivity import AggregateKind, sensitivity
+from proxy.budgets import Budgets
+from proxy.cache import ReleaseStore
+from proxy.engines.executor import Executor
+from proxy.errors import DPSQLError
+
+
+def release_once(
+    cache: ReleaseStore,
+    budgets: Budgets,
+    key: str,
+    *,
+    population: str,
+    curve: Curve,
+    analyst: str,
+    note: str,
+    draw: Callable[[], pa.Table],
+) -> None:
+    """Charge ``curve`` to ``population`` and store ``draw()`` under ``key``, unless a
+    release is stored there already (then nothing is charged). The charge is durable
+    before ``draw`` reads any data, as for every answer."""
+    while not cache.claim(key):
+        if cache.get(key) is not None:
+            break
+    try:
+        if cache.get(key) is None:
+            receipt = budgets.charge(
+                (population,), curve, 0.0, analyst=analyst, fingerprint=key, note=note
+            )
+            cache.put(key, receipt.event_id, draw())
+    finally:
+        cache.finish(key)
+
+
+class PersonHistogram:
+    """A histogram with one count per person (each person in one power-of-two bin, so
+    L1 sensitivity 1), released at ``[proxy] auto_bounds_epsilon``."""
+
+    def __init__(self, mechanism: Mechanism, epsilon: float, delta: float):
+        self.mechanism = mechanism
+        self._epsilon = epsilon
+        self._delta = delta
+
+    def calibration(self, what: str) -> Calibration:
+        """The noise of the histogram of ``what`` (named in the error if it cannot be
+        calibrated at the policy's ε)."""
+        one = sensitivity(AggregateKind.PERSON_COUNT, max_groups=1)
+        try:
+            return calibrate(
+                self.mechanism,
+                (ColumnSpec(True, one, count=True),),
+                EpsilonBudget(self._epsilon),
+                threshold_weight=None,
+                max_groups=1,
+                delta_conversion=self._delta,
+                delta_threshold=0.0,
+            )
+        except CalibrationError as error:
+            raise DPSQLError(
+                "policy_error",
+                f"{what} cannot be calibrated: {error}",
+                "raise [proxy] auto_bounds_epsilon in the policy",
+            ) from None
+
+    def draw(self, counts: list[int], calibration: Calibration) -> pa.Table:
+        """The noisy bins of ``counts``, as stored."""
+        descriptor = calibration.descriptors[0]
+        noisy = mechanisms.release_planned(
+            np.asarray(counts, dtype=np.int64),
+            mechanism=self.mechanism.value,
+            sensitivity=1.0,
+            scale=descriptor.scale,
+            integer=True,
+            changed_coordinates=1,
+            planned=descriptor.curve,
+        )
+        return pa.table({"bin": pa.array(range(BINS)), "count": pa.array(noisy)})
+
+    def read(self, stored: pa.Table, calibration: Calibration) -> RowHistogram:
+        """A stored release, thresholded at its detection level (accounting/bounds.py)."""
+        counts = [float(c) for c in stored.column("count").to_pylist()]
+        return RowHistogram.read(counts, self.mechanism.std(calibration.descriptors[0].scale))
+
+
+def person_bins(executor: Executor, per_person_sql: str) -> list[int]:
+    """People per power-of-two bin of ``n``, from SQL giving one row (person, n ≥ 1) per
+    person; the last bin is open above. Total for every database: LOG2 of a count ≥ 1
+    is finite."""
+    last = BINS - 1
+    sql = (
+        f"SELECT LEAST(CAST(FLOOR(LOG2(n)) AS INTEGER), {last}) AS b, COUNT(*) AS c "
+        f"FROM ({per_person_sql}) AS __n GROUP BY b"
+    )
+    out = executor.run(sql)
+    counts = [0] * BINS
+    for b, c in zip(out["b"], out["c"], strict=True):
+        counts[int(b)] = int(c)
+    return counts
