@@ -85,6 +85,8 @@ def test_concurrent_clients_on_two_workers_never_exceed_the_cap(
                 t0 = time.perf_counter()
                 assert c.get("/v1/schema", headers=auth("ana")).status_code == 200
                 times.append(time.perf_counter() - t0)
-        assert sorted(times)[10] < 0.02
+        # Nagle would delay every response by ~40 ms; load delays only some: the fastest
+        # of 21 is well under the delayed-ACK time unless every response waited for it.
+        assert min(times) < 0.03, times
     finally:
         stop_server(server)
