@@ -207,3 +207,23 @@ def test_a_fresh_engine_reads_the_stored_histogram(tmp_path: Path, demo_db: Path
         assert len(auto_k_charges(second)) == 1  # the first engine's, not a new one
     finally:
         second.close()
+
+
+def test_the_histogram_draw_cannot_fail_on_a_row_the_where_drops(engine: Engine) -> None:
+    # The release reads the grouping without the query's WHERE, so a key that only
+    # fails on rows the WHERE removes must not fail there either: the charge is already
+    # made, and the error would tell whether that row (one person's) exists. The core
+    # makes keys total (proxy/rewrite/total_forms.py); the histogram's SQL must too.
+    e = engine
+    key = "CAST(CASE WHEN prompt_id = 1 THEN 'x' ELSE '1' END AS INTEGER)"
+    joined = (
+        f"SELECT {key} AS k, COUNT(*) AS n FROM prompts AS p "
+        "JOIN users AS u ON u.user_id = p.user_id "
+        "AND CAST(CASE WHEN p.prompt_id = 2 THEN 'y' ELSE '1' END AS INTEGER) = 1 "
+        "WHERE prompt_id <> 1 GROUP BY k"
+    )
+    for sql in (f"SELECT {key} AS k, COUNT(*) AS n FROM prompts WHERE prompt_id <> 1 GROUP BY k",
+                joined):
+        result = e.run(QueryRequest(sql, epsilon=1.0))
+        assert [row[0] for row in result.rows] == [1]
+    assert len(auto_k_charges(e)) == 2
