@@ -36,6 +36,7 @@ from proxy.cache import ReleaseStore
 from proxy.engines.executor import Executor
 from proxy.policy import Policy
 from proxy.released_once import PersonHistogram, person_bins, release_once
+from proxy.rewrite.total_forms import total_predicate, total_value
 from proxy.shape import Shape
 
 
@@ -70,11 +71,20 @@ def grouping(shape: Shape, dialect: str) -> Grouping | None:
     select = shape.select.copy()
     for arg in ("group", "having", "order", "limit", "offset", "qualify"):
         select.set(arg, None)
+    # Keys and ON conditions in their total forms, as the core runs them: the release
+    # reads rows the query's WHERE would drop, and an error there (after the charge)
+    # would tell whether such a row exists. Rendered as DuckDB SQL, the executors' input
+    # language: they render TRY for their own engine (another dialect drops it).
+    by_alias = dict(shape.tables)
+    for join in select.args.get("joins") or []:
+        on = join.args.get("on")
+        if on is not None:
+            join.set("on", total_predicate(on, by_alias))
     select.set(
         "expressions",
         [
             exp.alias_(shape.unit.copy(), "__u"),
-            *(exp.alias_(k.copy(), f"__k{i}") for i, k in enumerate(shape.keys)),
+            *(exp.alias_(total_value(k), f"__k{i}") for i, k in enumerate(shape.keys)),
         ],
     )
     select.set("distinct", exp.Distinct())
@@ -84,7 +94,7 @@ def grouping(shape: Shape, dialect: str) -> Grouping | None:
     return Grouping(
         population=shape.population,
         tables=tuple(sorted(t.policy.name for t in tables)),
-        pairs_sql=select.sql(dialect=dialect),
+        pairs_sql=select.sql(dialect="duckdb"),
         key_sqls=tuple(k.sql(dialect=dialect) for k in shape.keys),
         limit=max(limits),
     )

@@ -185,8 +185,9 @@ class AutoValues:
         j = 0..C−1, of their sorted values (the rule of proxy/rewrite/quantile_histogram.py:
         it reads only the person's own rows, needs no seed, and keeps C values spread like
         theirs). Values below the lower bound fall in bin 0, above the limit in the last
-        bin; NULLs are left out (they never reach a sum either). One person therefore
-        moves the histogram by at most C in L1 (tests/reliability/test_neighbours.py)."""
+        bin; NULLs are left out (they never reach a sum either), and so is a value that is
+        not a number (TRY_CAST: the draw runs after its charge, so no row may fail it).
+        One person therefore moves the histogram by at most C in L1 (tests/reliability/test_neighbours.py)."""
         grid = self._grid(column)
         assert column.lower is not None
         db, name = split_name(table.name)
@@ -195,9 +196,9 @@ class AutoValues:
         whens = " ".join(f"WHEN v <= {edge!r} THEN {j}" for j, edge in enumerate(grid.edges[:-1]))
         binned = (
             f"SELECT u, CASE {whens} ELSE {grid.bins - 1} END AS b FROM "
-            f"(SELECT {unit} AS u, CAST({col} AS DOUBLE) - {column.lower!r} AS v "
+            f"(SELECT {unit} AS u, TRY_CAST({col} AS DOUBLE) - {column.lower!r} AS v "
             f"FROM {_quote(db)}.{_quote(name)} "
-            f"WHERE {unit} IS NOT NULL AND {col} IS NOT NULL) AS __v"
+            f"WHERE {unit} IS NOT NULL) AS __v WHERE v IS NOT NULL"
         )
         # Per person and bin: n values, t in all, hi = values up to this bin (inclusive).
         # F(x) = #{j ≥ 0 : (j + ½)·t/C < x} = max(0, ⌈(2xC − t)/(2t)⌉); bin b keeps

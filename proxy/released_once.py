@@ -9,6 +9,7 @@ read is post-processing of the stored release.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -31,6 +32,8 @@ from proxy.cache import ReleaseStore
 from proxy.engines.executor import Executor
 from proxy.errors import DPSQLError
 
+POLL_S = 0.05  # between looks at a release another caller is drawing
+
 
 def release_once(
     cache: ReleaseStore,
@@ -49,6 +52,9 @@ def release_once(
     while not cache.claim(key):
         if cache.get(key) is not None:
             break
+        # Another caller flies it: poll as the engine's single flight does, not in a
+        # hot loop (each claim is a write transaction on the store).
+        time.sleep(POLL_S)
     try:
         if cache.get(key) is None:
             receipt = budgets.charge(

@@ -10,18 +10,23 @@ its cache key). Public key domains and one group per person need no release.
 from __future__ import annotations
 
 import shutil
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pytest
 
 from accounting.bounds import BINS, RowHistogram
 from accounting.group_bounds import choose_groups
 from proxy.auto_groups import grouping
+from proxy.cache import open_release_cache
 from proxy.engine import Engine
 from proxy.errors import DPSQLError
 from proxy.policy import PolicyError, parse_policy
+from proxy.released_once import release_once
 from proxy.request import QueryRequest
 from tests.proxy.conftest import ROOT
 from tests.proxy.test_policy import mutated, parse
@@ -207,3 +212,66 @@ def test_a_fresh_engine_reads_the_stored_histogram(tmp_path: Path, demo_db: Path
         assert len(auto_k_charges(second)) == 1  # the first engine's, not a new one
     finally:
         second.close()
+
+
+def test_the_histogram_draw_cannot_fail_on_a_row_the_where_drops(engine: Engine) -> None:
+    # The release reads the grouping without the query's WHERE, so a key that only
+    # fails on rows the WHERE removes must not fail there either: the charge is already
+    # made, and the error would tell whether that row (one person's) exists. The core
+    # makes keys total (proxy/rewrite/total_forms.py); the histogram's SQL must too.
+    e = engine
+    key = "CAST(CASE WHEN prompt_id = 1 THEN 'x' ELSE '1' END AS INTEGER)"
+    joined = (
+        f"SELECT {key} AS k, COUNT(*) AS n FROM prompts AS p "
+        "JOIN users AS u ON u.user_id = p.user_id "
+        "AND CAST(CASE WHEN p.prompt_id = 2 THEN 'y' ELSE '1' END AS INTEGER) = 1 "
+        "WHERE prompt_id <> 1 GROUP BY k"
+    )
+    for sql in (
+        f"SELECT {key} AS k, COUNT(*) AS n FROM prompts WHERE prompt_id <> 1 GROUP BY k",
+        joined,
+    ):
+        result = e.run(QueryRequest(sql, epsilon=1.0))
+        assert [row[0] for row in result.rows] == [1]
+    assert len(auto_k_charges(e)) == 2
+
+
+def test_a_second_caller_waits_for_the_release_without_spinning(engine: Engine) -> None:
+    # Another holder (another cache instance: another owner, alive) flies the release;
+    # the waiting caller must poll the store at a modest rate, not in a hot loop that
+    # takes the SQLite write lock thousands of times a second on a 2-core machine.
+    e = engine
+    other = open_release_cache(e.policy)
+    key = "test-released-once"
+    assert other.claim(key)
+    claims = 0
+    claim = e.cache.claim
+
+    def counted(k: str) -> bool:
+        nonlocal claims
+        claims += 1
+        return claim(k)
+
+    e.cache.claim = counted  # type: ignore[method-assign]
+    waiter = threading.Thread(
+        target=release_once,
+        args=(e.cache, e.budgets, key),
+        kwargs={
+            "population": "users",
+            "curve": e.auto_groups._calibration().curve,
+            "analyst": "alice",
+            "note": "never charged: the other holder stores first",
+            "draw": lambda: pa.table({"x": [2]}),
+        },
+    )
+    before = e.ledger.history()
+    waiter.start()
+    time.sleep(0.5)
+    other.put(key, 0, pa.table({"x": [1]}))
+    waiter.join(timeout=10)
+    other.close()
+    assert not waiter.is_alive()
+    stored = e.cache.get(key)
+    assert stored is not None and stored[1].column("x").to_pylist() == [1]
+    assert e.ledger.history() == before
+    assert 1 < claims <= 50, claims

@@ -10,8 +10,10 @@ plan's cache key). Method: accounting/value_bounds.py.
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pytest
 
@@ -101,7 +103,9 @@ def test_public_tables_cannot_have_auto_bounds(tmp_path: Path, demo_db: Path) ->
         'columns.area = { lower = 0, upper = "auto", upper_limit = 9 }\n'
     )
     assert text.rstrip().splitlines()[-4] == "[tables.regions]"
-    with pytest.raises(PolicyError, match=r"tables\.regions\.columns\.area\.upper: \"auto\" is for"):
+    with pytest.raises(
+        PolicyError, match=r"tables\.regions\.columns\.area\.upper: \"auto\" is for"
+    ):
         parse_policy(text, base_dir=tmp_path)
 
 
@@ -298,5 +302,31 @@ def test_an_auto_row_cap_table_pays_its_histogram_then_the_bound(
         assert bound is not None and 0 < bound < 600000.0
         e.run(QueryRequest(SUM, epsilon=0.8))
         assert len(_charges(e)) == 4
+    finally:
+        e.close()
+
+
+def test_the_draw_cannot_fail_on_one_persons_text_value(tmp_path: Path, demo_db: Path) -> None:
+    # An auto bound declared on a text column of numbers: the draw reads every row, so
+    # one row that is not a number (one person's) must not fail it after its charge —
+    # the error would tell whether that person is in the data. Such a row is left out,
+    # as a NULL is.
+    db = tmp_path / "text.duckdb"
+    shutil.copy(demo_db, db)
+    with duckdb.connect(str(db)) as conn:
+        conn.execute("ALTER TABLE prompts ADD COLUMN score VARCHAR")
+        conn.execute("UPDATE prompts SET score = CAST(tokens_in AS VARCHAR)")
+        conn.execute("UPDATE prompts SET score = 'n/a' WHERE prompt_id = 1")
+    score = 'columns.score = { lower = 0, upper = "auto", upper_limit = 10000 }'
+    text = policy_text(tmp_path, db, latency=f"{LATENCY}\n{score}")
+    e = Engine(parse_policy(text, base_dir=tmp_path))
+    try:
+        sql = "SELECT COUNT(*) AS n FROM (SELECT user_id, score FROM prompts) AS t"
+        result = e.run(QueryRequest(sql, epsilon=1.0))
+        assert len(result.rows) == 1
+        assert _charges(e)[0] == "auto upper bound of prompts.score"
+        prompts = e.policy.table("prompts")
+        column = prompts.column("score")
+        assert column is not None and e.auto_values.released(prompts, column) is not None
     finally:
         e.close()
