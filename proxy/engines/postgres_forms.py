@@ -29,7 +29,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from proxy.engines.kinds import BIGINT, FLOAT, Family, Kind, Typer, of_data_type
-from proxy.engines.render import refuse, template
+from proxy.engines.render import CutForm, refuse, template
 
 ENGINE = "postgres"
 MAX_DOUBLE = "1.7976931348623e308"  # a hair below DBL_MAX: its guards stay on the safe side
@@ -122,6 +122,7 @@ def _double(value: exp.Expr, kind: Kind) -> exp.Expr:
 class PostgresForms:
     engine = ENGINE
     dialect = "postgres"
+    cut = CutForm.ROW_NUMBER
 
     def __init__(self, schema_of: dict[str, str] | None = None):
         # catalog schema -> PostgreSQL schema ("main" is DuckDB's default, "public" PG's)

@@ -25,7 +25,7 @@ from sqlglot import exp
 
 from proxy.engines.kinds import Family, Kind, Typer, of_data_type
 from proxy.engines.postgres_forms import IEEE_BY_ZERO
-from proxy.engines.render import refuse, template
+from proxy.engines.render import CutForm, refuse, template
 
 ENGINE = "spark"
 _SAFE = (exp.Column, exp.Literal, exp.Null, exp.Boolean)
@@ -73,6 +73,7 @@ def view_name(db: str, name: str) -> str:
 class SparkForms:
     engine = ENGINE
     dialect = "spark"
+    cut = CutForm.RANGE_COUNT  # the form measured on Spark (not re-measured with ROW_NUMBER)
 
     def __init__(self, views: bool):
         self._views = views  # tables registered as temporary views (else: the catalog)

@@ -8,9 +8,13 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
+from sqlglot import exp
 
 from proxy.engine import Engine
+from proxy.engines.postgres_forms import PostgresForms
+from proxy.engines.render import CutForm, render
 from proxy.errors import DPSQLError
 from proxy.policy import parse_policy
 from proxy.request import QueryRequest
@@ -223,6 +227,53 @@ def test_a_person_over_c_distinct_values_keeps_c_on_both_engines(
     assert 0 < int(on_pg[column][0]) <= plain
     # the kept sets differ a little, the counts barely (values shared by many people)
     assert abs(int(on_pg[column][0]) - int(on_duck[column][0])) <= 0.05 * plain
+
+
+class _TieProne(PostgresForms):
+    """PostgreSQL's forms with a hash of five values (-2..2): ties at the K-th hash are
+    then common, so the two window forms of the L0 cut must drop tied groups alike."""
+
+    def __init__(self, cut: CutForm):
+        super().__init__()
+        self.cut = cut
+
+    def keyed_hash(self, values: list[exp.Expr], seed: exp.Expr) -> exp.Expr:
+        hashed = exp.Paren(this=super().keyed_hash(values, seed))
+        return exp.Mod(this=hashed, expression=exp.Literal.number(3))
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT date_trunc('week', ts) AS w, COUNT(*) AS n FROM prompts GROUP BY w",
+        "SELECT date_trunc('day', ts) AS d, model, COUNT(*) AS n FROM prompts GROUP BY d, model",
+    ],
+)
+def test_both_window_cuts_keep_the_same_groups_under_ties_on_postgres(
+    sql: str, pair: dict[str, tuple[Engine, Engine]], pg_sources: dict[str, str]
+) -> None:
+    # tests/engines/test_render.py proves both forms equal to DuckDB's heap on DuckDB;
+    # this runs them on PostgreSQL itself (its ROW_NUMBER run condition, NTH_VALUE
+    # frames and tie order), where the ROW_NUMBER form is the one dpsql sends.
+    _, pg = pair["demo"]
+    _, plan = pg.prepare(QueryRequest(sql, epsilon=1.0))
+    columns = ", ".join(("__u", *plan.key_columns, "__l0cut"))
+    order = ", ".join(str(i + 1) for i in range(len(plan.key_columns) + 2))
+    kept: dict[CutForm, list[tuple[object, ...]]] = {}
+    with psycopg.connect(pg_sources["demo"], cursor_factory=psycopg.RawCursor) as conn:
+        for cut in CutForm:
+            text = render(plan.core_sql, _TieProne(cut), pg.executor.column_types()).sql
+            assert ("NTH_VALUE" in text) is (cut is CutForm.ROW_NUMBER)
+            per_person = f"{text[: text.rindex('SELECT')]} SELECT {columns} FROM bounded"
+            kept[cut] = conn.execute(f"{per_person} ORDER BY {order}", [42]).fetchall()
+    assert kept[CutForm.ROW_NUMBER] == kept[CutForm.RANGE_COUNT]
+    per_person: dict[object, int] = {}
+    for row in kept[CutForm.ROW_NUMBER]:
+        per_person[row[0]] = per_person.get(row[0], 0) + 1
+    assert max(per_person.values()) <= plan.max_groups
+    # ties dropped groups: some person over K keeps fewer than K
+    cut_persons = {row[0] for row in kept[CutForm.ROW_NUMBER] if row[-1] == 1}
+    assert any(per_person[u] < plan.max_groups for u in cut_persons)
 
 
 def test_the_connection_is_read_only(pair: dict[str, tuple[Engine, Engine]]) -> None:

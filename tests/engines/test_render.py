@@ -13,7 +13,7 @@ from sqlglot import exp
 from proxy.engine import Engine
 from proxy.engines.kinds import Typer
 from proxy.engines.postgres_forms import PostgresForms
-from proxy.engines.render import Rendered, render
+from proxy.engines.render import CutForm, Rendered, render
 from proxy.engines.spark_forms import SparkForms
 from proxy.errors import DPSQLError
 from proxy.policy import parse_policy
@@ -48,8 +48,9 @@ class _DuckDBWindow:
     engine = "duckdb-window"
     dialect = "duckdb"
 
-    def __init__(self, hashed: str):
+    def __init__(self, hashed: str, cut: CutForm):
         self.hashed = hashed
+        self.cut = cut
 
     def parameter(self, index: int) -> str:
         return "?"
@@ -80,8 +81,9 @@ class _DuckDBWindow:
 
 @pytest.mark.parametrize("sql", L0_QUERIES)
 @pytest.mark.parametrize("modulus", [None, 3])
+@pytest.mark.parametrize("cut", list(CutForm))
 def test_the_window_cut_keeps_the_heaps_groups(
-    sql: str, modulus: int | None, engine: Engine
+    sql: str, modulus: int | None, cut: CutForm, engine: Engine
 ) -> None:
     _, plan = engine.prepare(QueryRequest(sql, epsilon=1.0))
     core = plan.core_sql
@@ -94,7 +96,7 @@ def test_the_window_cut_keeps_the_heaps_groups(
     # then drop the tied groups alike.
     hashed = original if modulus is None else f"CAST(HASH(pp.__u, {keys}, ?) % {modulus} AS BIGINT)"
     heap = core.replace(original, hashed)
-    window = render(heap, _DuckDBWindow(hashed), {}).sql  # type: ignore[arg-type]
+    window = render(heap, _DuckDBWindow(hashed, cut), {}).sql  # type: ignore[arg-type]
     assert "EXCLUDE" not in window and "OVER" in window
 
     def kept(text: str) -> list[tuple[object, ...]]:
@@ -107,11 +109,24 @@ def test_the_window_cut_keeps_the_heaps_groups(
 
 
 @pytest.mark.parametrize(
-    ("forms", "parameter", "hash_name"),
-    [(PostgresForms(), "$1", "HASH_RECORD_EXTENDED"), (SparkForms(views=True), ":p0", "XXHASH64")],
+    ("forms", "parameter", "hash_name", "window"),
+    [
+        (
+            PostgresForms(),
+            "$1",
+            "HASH_RECORD_EXTENDED",
+            "ROW_NUMBER() OVER (PARTITION BY pph.__u ORDER BY pph.__h",
+        ),
+        (
+            SparkForms(views=True),
+            ":p0",
+            "XXHASH64",
+            "COUNT(*) OVER (PARTITION BY pph.__u ORDER BY pph.__h",
+        ),
+    ],
 )
 def test_duckdb_only_constructs_are_gone(
-    forms: object, parameter: str, hash_name: str, engine: Engine
+    forms: object, parameter: str, hash_name: str, window: str, engine: Engine
 ) -> None:
     core = _core(engine, L0_QUERIES[1])
     out: Rendered = render(core, forms, engine.executor.column_types())  # type: ignore[arg-type]
@@ -120,7 +135,7 @@ def test_duckdb_only_constructs_are_gone(
     for gone in ("EXCLUDE", "TRY(", "HASH(pp", ">> 1", "__l[", "MIN(pph.__h"):
         assert gone not in text, gone
     assert hash_name in text.upper()
-    assert "COUNT(*) OVER (PARTITION BY pph.__u ORDER BY pph.__h" in text
+    assert window in text
 
 
 def test_spark_sums_integers_in_decimal(engine: Engine) -> None:
