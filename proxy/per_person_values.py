@@ -40,6 +40,7 @@ from proxy.allowlist import AGGREGATES
 from proxy.bind import bind
 from proxy.catalog import DEFAULT_DB, Catalog, TableInfo
 from proxy.check import check_scalar, check_shape, distinct_as_group_by, is_person_id
+from proxy.derived_source import from_source
 from proxy.engines.executor import Executor
 from proxy.errors import DPSQLError, position_of, unsupported
 from proxy.policy import ColumnPolicy, TablePolicy
@@ -93,23 +94,10 @@ class PerPersonQuery:
 def _inner_source(tree: exp.Expr) -> tuple[exp.Select, str] | None:
     """The inner SELECT an outer query reads through its FROM (a subquery or a CTE used
     there), with the name the outer query calls it by."""
-    if not isinstance(tree, exp.Select):
+    found = from_source(tree)
+    if found is None or not isinstance(found[0], exp.Select):
         return None
-    from_ = tree.args.get("from_")
-    if from_ is None:
-        return None
-    source = from_.this
-    if isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select):
-        return source.this, source.alias_or_name
-    with_ = tree.args.get("with_")
-    if with_ is not None and with_.args.get("recursive"):
-        return None  # refused by the checker, as every recursive CTE
-    if isinstance(source, exp.Table) and not source.db and with_ is not None:
-        ctes = {c.alias_or_name.lower(): c.this for c in tree.args["with_"].expressions}
-        inner = ctes.get(source.name.lower())
-        if isinstance(inner, exp.Select) and len(ctes) == 1:
-            return inner, source.alias_or_name
-    return None
+    return found[0], found[1]
 
 
 def _person_keys(bound: exp.Select, catalog: Catalog) -> list[exp.Expr]:
