@@ -173,6 +173,8 @@ def test_docs_pages_load_swagger_ui_and_redoc_from_this_server(c: httpx.Client) 
     assert "/static/vendor/redoc/redoc.standalone.js" in redoc and "/openapi.json" in redoc
     init = c.get("/static/docs/swagger-init.js").text
     assert "validatorUrl: null" in init  # the default validator badge is another origin
+    mark = c.get("/static/docs/redoc-mark.svg")  # Redoc's logo, rewritten to this server
+    assert mark.status_code == 200 and mark.headers["content-type"].startswith("image/svg+xml")
 
 
 def test_openapi_documents_the_views_and_hides_the_pages(c: httpx.Client) -> None:
@@ -196,6 +198,10 @@ def test_vendored_files_are_the_npm_files_of_the_manifest() -> None:
             a for a in ASSETS if a.package.startswith(package + "@") and "LICENSE" in a.target
         ]
         assert licences, f"{package} is vendored without its licence"
+    for asset in ASSETS:
+        text = (VENDOR / asset.target).read_text(encoding="utf-8")
+        for old, new in asset.rewrites:  # e.g. Redoc's logo comes from this server
+            assert old not in text and new in text, (asset.target, old)
     listed = {a.target for a in ASSETS}
     on_disk = {
         p.relative_to(VENDOR).as_posix() for p in VENDOR.rglob("*") if p.is_file() and p != MANIFEST

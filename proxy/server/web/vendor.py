@@ -3,7 +3,9 @@ and its SHA-256, so that a test can check the committed files are exactly those.
 
 ``python -m proxy.server.web.vendor`` (``make vendor-web``) fetches the pinned packages
 with ``npm pack`` (the npm registry, no CDN), copies the files below into
-``static/vendor/`` and rewrites ``static/vendor/VENDORED.md``. Serving never needs npm.
+``static/vendor/``, applies each asset's listed text rewrites and rewrites
+``static/vendor/VENDORED.md``. Serving never needs npm, and nothing a page loads comes
+from another origin.
 """
 
 from __future__ import annotations
@@ -27,6 +29,13 @@ class Asset:
     source: str  # path inside the package tarball (below package/)
     target: str  # path below static/vendor/
     licence: str  # SPDX id
+    # (text in the package file, text served instead): each must occur in the file
+    rewrites: tuple[tuple[str, str], ...] = ()
+
+
+# Redoc 2's bundle draws its "powered by" mark from its vendor's CDN; the page shows
+# dpsql's own mark from this server instead (static/docs/redoc-mark.svg).
+REDOC_LOGO = ("https://cdn.redoc.ly/redoc/logo-mini.svg", "/static/docs/redoc-mark.svg")
 
 
 ASSETS: tuple[Asset, ...] = (
@@ -59,7 +68,13 @@ ASSETS: tuple[Asset, ...] = (
     Asset("swagger-ui-dist@5.35.0", "LICENSE", "swagger-ui-dist/LICENSE.txt", "Apache-2.0"),
     Asset("swagger-ui-dist@5.35.0", "NOTICE", "swagger-ui-dist/NOTICE.txt", "Apache-2.0"),
     # Redoc 2 is the line FastAPI's own docs page targets; its standalone bundle is one file.
-    Asset("redoc@2.5.2", "bundles/redoc.standalone.js", "redoc/redoc.standalone.js", "MIT"),
+    Asset(
+        "redoc@2.5.2",
+        "bundles/redoc.standalone.js",
+        "redoc/redoc.standalone.js",
+        "MIT",
+        rewrites=(REDOC_LOGO,),
+    ),
     Asset(
         "redoc@2.5.2",
         "bundles/redoc.standalone.js.LICENSE.txt",
@@ -78,8 +93,9 @@ def manifest_text() -> str:
     lines = [
         "# Vendored front-end files",
         "",
-        "Copied unchanged from the npm packages below by `make vendor-web`",
-        "(`proxy/server/web/vendor.py`); `tests/server/test_web.py` checks every hash.",
+        "Copied from the npm packages below by `make vendor-web`",
+        "(`proxy/server/web/vendor.py`), unchanged but for the rewrites listed there (Redoc's",
+        "logo URL points at this server); `tests/server/test_web.py` checks every hash.",
         "",
         "| file | npm package | file in the package | licence | sha256 |",
         "|---|---|---|---|---|",
@@ -90,6 +106,19 @@ def manifest_text() -> str:
             f"| `{sha256(VENDOR / a.target)}` |"
         )
     return "\n".join(lines) + "\n"
+
+
+def rewrite(path: Path, rewrites: tuple[tuple[str, str], ...]) -> None:
+    """Apply ``rewrites`` to the text file at ``path`` (a rewrite that finds nothing is an
+    error: the package changed under it)."""
+    if not rewrites:
+        return
+    text = path.read_text(encoding="utf-8")
+    for old, new in rewrites:
+        if old not in text:
+            raise ValueError(f"{path.name}: {old!r} not found")
+        text = text.replace(old, new)
+    path.write_text(text, encoding="utf-8")
 
 
 def update() -> None:
@@ -111,6 +140,7 @@ def update() -> None:
                 target = VENDOR / a.target
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(folder / "package" / a.source, target)
+                rewrite(target, a.rewrites)
     MANIFEST.write_text(manifest_text(), encoding="utf-8")
 
 
