@@ -429,7 +429,6 @@ class Ledger(ABC):
         re-registering the same cap leaves any later ``set_cap`` in force.
         """
 
-    @abstractmethod
     def charge(
         self,
         population: str | Sequence[str],
@@ -447,8 +446,8 @@ class Ledger(ABC):
         population at the moment of commit (serialised against all other writers);
         otherwise BudgetExhausted is raised and nothing is appended.
         """
+        return self._spend("charge", population, curve, delta_extra, analyst, fingerprint, note)
 
-    @abstractmethod
     def external(
         self,
         population: str,
@@ -460,6 +459,23 @@ class Ledger(ABC):
     ) -> Receipt:
         """Append an ``external`` event (a curve spent by another consumer), same rule as
         :meth:`charge`."""
+        if not isinstance(population, str):
+            raise InvalidRequest("an external charge names exactly one population")
+        return self._spend("external", population, curve, delta_extra, analyst, "", note)
+
+    @abstractmethod
+    def _spend(
+        self,
+        kind: str,
+        population: str | Sequence[str],
+        curve: Curve,
+        delta_extra: float,
+        analyst: str,
+        fingerprint: str,
+        note: str,
+    ) -> Receipt:
+        """Append one ``charge`` or ``external`` event (``kind``) under :func:`admit`'s rule:
+        what :meth:`charge` and :meth:`external` promise, for each store."""
 
     @abstractmethod
     def replay(self, parent_id: int, *, analyst: str, fingerprint: str, note: str = "") -> int:

@@ -734,31 +734,6 @@ class PostgresLedger(Ledger):
                     note=f"policy cap changed from {float(last[0])!r} to {cap!r}",
                 )
 
-    def charge(
-        self,
-        population: str | Sequence[str],
-        curve: Curve,
-        delta_extra: float = 0.0,
-        *,
-        analyst: str,
-        fingerprint: str,
-        note: str = "",
-    ) -> Receipt:
-        return self._spend("charge", population, curve, delta_extra, analyst, fingerprint, note)
-
-    def external(
-        self,
-        population: str,
-        curve: Curve,
-        delta_extra: float = 0.0,
-        *,
-        analyst: str,
-        note: str,
-    ) -> Receipt:
-        if not isinstance(population, str):
-            raise InvalidRequest("an external charge names exactly one population")
-        return self._spend("external", population, curve, delta_extra, analyst, "", note)
-
     def _spend(
         self,
         kind: str,
