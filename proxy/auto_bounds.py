@@ -15,13 +15,12 @@ will pay.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlglot import exp
 
-from accounting.bounds import BINS, CapChoice, CapTarget, OutputKind, RowHistogram, choose_cap
+from accounting.bounds import CapChoice, CapTarget, OutputKind, RowHistogram, choose_cap
 from accounting.calibrate import (
     Calibration,
     Mechanism,
@@ -133,22 +132,11 @@ class AutoBounds:
         self._executor = executor
         self._cache = cache
         self._budgets = budgets
-        self._mechanism = Mechanism(policy.proxy.mechanism)
-        self._hist = PersonHistogram(
-            self._mechanism, policy.proxy.auto_bounds_epsilon, policy.proxy.default_delta
-        )
+        self._hist = PersonHistogram(policy)
         self._histograms: dict[str, RowHistogram] = {}
 
     def _key(self, table: TablePolicy) -> str:
-        facts = (
-            "auto-bounds",
-            table.name,
-            self.policy.data_version,
-            BINS,
-            self._mechanism.value,
-            self.policy.proxy.auto_bounds_epsilon,
-        )
-        return hashlib.sha256(repr(facts).encode()).hexdigest()
+        return self._hist.key("auto-bounds", table.name)
 
     def _calibration(self, table: TablePolicy) -> Calibration:
         return self._hist.calibration(f"auto bounds of {table.name}")

@@ -20,15 +20,13 @@ shows the limit and says what the first query will pay.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 from sqlglot import exp
 
-from accounting.bounds import BINS, RowHistogram
+from accounting.bounds import RowHistogram
 from accounting.calibrate import (
     Calibration,
-    Mechanism,
 )
 from accounting.group_bounds import GroupChoice, choose_groups
 from proxy.budgets import Budgets
@@ -108,23 +106,11 @@ class AutoGroups:
         self._executor = executor
         self._cache = cache
         self._budgets = budgets
-        self._mechanism = Mechanism(policy.proxy.mechanism)
-        self._hist = PersonHistogram(
-            self._mechanism, policy.proxy.auto_bounds_epsilon, policy.proxy.default_delta
-        )
+        self._hist = PersonHistogram(policy)
         self._histograms: dict[str, RowHistogram] = {}
 
     def key(self, g: Grouping) -> str:
-        facts = (
-            "auto-groups",
-            g.population,
-            g.pairs_sql,
-            self.policy.data_version,
-            BINS,
-            self._mechanism.value,
-            self.policy.proxy.auto_bounds_epsilon,
-        )
-        return hashlib.sha256(repr(facts).encode()).hexdigest()
+        return self._hist.key("auto-groups", g.population, g.pairs_sql)
 
     def _calibration(self) -> Calibration:
         return self._hist.calibration("auto max_groups")

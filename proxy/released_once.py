@@ -9,6 +9,7 @@ read is post-processing of the stored release.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 
@@ -31,6 +32,7 @@ from proxy.budgets import Budgets
 from proxy.cache import ReleaseStore
 from proxy.engines.executor import Executor
 from proxy.errors import DPSQLError
+from proxy.policy import Policy
 
 POLL_S = 0.05  # between looks at a release another caller is drawing
 
@@ -69,10 +71,24 @@ class PersonHistogram:
     """A histogram with one count per person (each person in one power-of-two bin, so
     L1 sensitivity 1), released at ``[proxy] auto_bounds_epsilon``."""
 
-    def __init__(self, mechanism: Mechanism, epsilon: float, delta: float):
-        self.mechanism = mechanism
-        self._epsilon = epsilon
-        self._delta = delta
+    def __init__(self, policy: Policy):
+        self.mechanism = Mechanism(policy.proxy.mechanism)
+        self._epsilon = policy.proxy.auto_bounds_epsilon
+        self._delta = policy.proxy.default_delta
+        self._data_version = policy.data_version
+
+    def key(self, *facts: object) -> str:
+        """The cache key of one histogram: ``facts`` name what it counts; the data
+        version and everything that sets its noise complete it."""
+        everything = (
+            *facts,
+            self._data_version,
+            BINS,
+            self.mechanism.value,
+            self._epsilon,
+            self._delta,
+        )
+        return hashlib.sha256(repr(everything).encode()).hexdigest()
 
     def calibration(self, what: str) -> Calibration:
         """The noise of the histogram of ``what`` (named in the error if it cannot be
