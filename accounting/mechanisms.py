@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 import opendp.prelude as dp
-from scipy import special
 
 from accounting.rdp import Curve, discrete_laplace_curve, gaussian_curve
 
@@ -190,6 +189,10 @@ def simulation_draws(mechanism: str, scale: float, replicates: int, stream: int)
     intervals are the same on every replay. Preconditions: scale within the supported
     range, replicates ≥ 1 a product of 2s and 5s.
     """
+    # scipy.special costs a fifth of a second to import (its array-API layer clones
+    # numpy); only this simulation needs it here.
+    from scipy import special
+
     s = _scale("scale", scale)
     u = (np.arange(replicates) + 0.5) / replicates
     if mechanism == "gaussian":

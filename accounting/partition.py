@@ -17,9 +17,12 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
 
 from accounting.rdp import Curve, discrete_laplace_curve, gaussian_curve
+
+# scipy.special is imported inside the functions that use it: the import costs about
+# 0.2 s (its array-API layer clones numpy), more than the rest of a `dpsql` start-up,
+# and Gaussian answers on public keys (and cache hits) never call those functions.
 
 # Up to this σ the discrete Gaussian tail is summed exactly (about 9σ terms); above it a
 # rigorous upper bound is used whose relative slack is about t/σ² (< 1e-3 there).
@@ -106,6 +109,8 @@ def _dg_log_tail_bound(t: int, sigma: float) -> float:
 
     Valid because f is decreasing on [t, ∞) and Σ_Z f ≥ σ√(2π) (Poisson summation).
     """
+    from scipy import special
+
     return float(
         np.logaddexp(
             -(t * t) / (2.0 * sigma * sigma) - math.log(sigma) - _LOG_SQRT_2PI,
@@ -121,6 +126,8 @@ def _dg_log_tail_exact(t: int, sigma: float) -> float:
     f(stop) + ∫_stop^∞ f (at most ~e^{−40}·σ of the tail), so the result is exact to
     double precision and never below the true tail beyond rounding.
     """
+    from scipy import special
+
     stop = math.ceil(math.sqrt(float(t) * t + 80.0 * sigma * sigma)) + 2
     x = np.arange(t, stop, dtype=np.float64)
     two_var = 2.0 * sigma * sigma
@@ -198,6 +205,8 @@ def gaussian_threshold(sigma: float, max_groups: int, delta: float) -> Threshold
     >= τ, together with those counts, satisfies ``curve`` plus an additive ``delta``
     (≤ δ) for user-level neighbours touching at most K groups.
     """
+    from scipy import special
+
     s = _positive("sigma", sigma)
     k = _groups(max_groups)
     d_p = per_group_delta(delta, k)

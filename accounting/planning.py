@@ -20,9 +20,12 @@ import operator
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
 
 from accounting.rdp import ZERO, Curve, laplace_curve, max_rho_within, zcdp_curve
+
+# scipy.special is imported inside the functions that use it: the import costs about
+# 0.2 s (its array-API layer clones numpy), more than the rest of a `dpsql` start-up,
+# and Gaussian answers on public keys (and cache hits) never call those functions.
 
 MECHANISMS: tuple[str, ...] = ("gaussian", "laplace")
 
@@ -130,6 +133,8 @@ def _mechanism(value: str) -> str:
 
 def _gaussian_quantile(confidence: float) -> float:
     """z with P(|N(0,1)| ≤ z) = confidence."""
+    from scipy import special
+
     return float(special.ndtri((1.0 + confidence) / 2.0))
 
 
@@ -158,7 +163,7 @@ def _laplace_tail_with(u: float, m: int, *, drop: float) -> float:
     if m == 1:
         return math.exp(-u)
     # Imported here: scipy.stats costs more than the rest of a CLI start-up.
-    from scipy import stats
+    from scipy import special, stats
 
     i_min = 0
     if drop > 0.0:

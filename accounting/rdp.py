@@ -14,7 +14,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import special
+
+# scipy.special is imported inside the functions that use it: the import costs about
+# 0.2 s (its array-API layer clones numpy), more than the rest of a `dpsql` start-up,
+# and Gaussian answers on public keys (and cache hits) never call those functions.
 
 ORDERS: tuple[float, ...] = (
     *(round(1.1 + 0.1 * i, 1) for i in range(99)),
@@ -211,6 +214,8 @@ def laplace_curve(l1_sensitivity: float, scale: float) -> Curve:
     Δ = 1 is that of randomized response); use :func:`discrete_laplace_curve` there.
     For ε0 < 1e-5 it returns the upper bound αε0²/2 (see :func:`_pure_zcdp_bound`).
     """
+    from scipy import special
+
     d = _check_positive("l1_sensitivity", l1_sensitivity, allow_zero=True)
     b = _check_positive("scale", scale)
     e0 = d / b
@@ -257,6 +262,8 @@ def discrete_laplace_curve(l1_sensitivity_units: int, scale_units: float) -> Cur
     At n = 1 it equals the randomized-response curve, the largest of any ε0-DP mechanism.
     For ε0 < 1e-5 it returns the upper bound αε0²/2 (see :func:`_pure_zcdp_bound`).
     """
+    from scipy import special
+
     if isinstance(l1_sensitivity_units, bool) or int(l1_sensitivity_units) != l1_sensitivity_units:
         raise CurveError(f"discrete sensitivity must be an integer, got {l1_sensitivity_units!r}")
     n = int(l1_sensitivity_units)
@@ -299,6 +306,8 @@ def pure_dp_curve(epsilon: float) -> Curve:
     Privacy claim: every ε-DP mechanism satisfies this curve (Bun & Steinke 2016, Prop. 3.3
     and its tight form for randomized response); used for external pure-DP charges.
     """
+    from scipy import special
+
     e = _check_positive("epsilon", epsilon, allow_zero=True)
     if e == 0.0:
         return ZERO
@@ -376,6 +385,8 @@ def max_rho_within(epsilon: float, delta: float) -> float:
 
 def _analytic_delta(mu: float, eps: float) -> float:
     """δ(ε) of the Gaussian mechanism with μ = Δ/σ (Balle & Wang 2018, Thm. 8)."""
+    from scipy import special
+
     a = mu / 2.0 - eps / mu
     b = -mu / 2.0 - eps / mu
     first = special.ndtr(a)

@@ -1,4 +1,10 @@
-"""`dpsql` command line: the same Engine as the server, in-process."""
+"""`dpsql` command line: the same Engine as the server, in-process.
+
+Start-up is most of a one-shot command's time, and almost all of it is imports: every
+heavy library (the engine with DuckDB, pyarrow and sqlglot, the policy with NumPy, the
+server with FastAPI and uvicorn, the PostgreSQL door, rich) is imported inside the
+command that needs it, never here. tests/proxy/test_cli_imports.py holds that line.
+"""
 
 from __future__ import annotations
 
@@ -11,19 +17,23 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from proxy.errors import DPSQLError
-from proxy.policy import Policy, PolicyError, load_policy
-from proxy.request import AccuracyTarget, QueryRequest
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from proxy.policy import Policy
+    from proxy.request import QueryRequest
 
 DEFAULT_POLICY = os.environ.get("DPSQL_POLICY", "sample_data/policy.toml")
 
 
 def _policy(path: str) -> Policy:
+    # The policy module imports the accounting package (NumPy): not needed for --help.
+    from proxy.policy import PolicyError, load_policy
+
     try:
         return load_policy(path)
     except (PolicyError, OSError) as error:
@@ -34,13 +44,47 @@ def _policy(path: str) -> Policy:
         ) from None
 
 
+class _HidePandas:
+    """A meta-path finder under which ``import pandas`` fails (see below)."""
+
+    @staticmethod
+    def find_spec(name: str, path: Any = None, target: Any = None) -> None:
+        if name == "pandas":
+            raise ModuleNotFoundError("hidden while pyarrow probes for it", name=name)
+
+
+def _skip_pyarrow_pandas_probe() -> None:
+    """Keep pyarrow from importing pandas in this process (0.15 s, when installed).
+
+    The first ``pa.array(...)`` of a process imports pandas, only to recognise pandas
+    objects among its inputs. The engine hands pyarrow Python lists and NumPy arrays
+    (DuckDB's results come through fetchnumpy and Arrow), never pandas objects, so the
+    probe's answer changes nothing here: it is made once with pandas hidden, and pyarrow
+    records "no pandas" for that check. Anything that needs pandas can still import it
+    (pyarrow's own to_pandas retries the import and then recognises pandas again)."""
+    if "pandas" in sys.modules:
+        return
+    import pyarrow as pa
+
+    sys.meta_path.insert(0, _HidePandas)
+    try:
+        pa.array([0])
+    finally:
+        sys.meta_path.remove(_HidePandas)
+
+
 def _engine(args: argparse.Namespace) -> Any:
+    policy = _policy(args.policy)
+    # Imported here: the engine imports DuckDB, pyarrow, sqlglot and the planner.
     from proxy.engine import Engine
 
-    return Engine(_policy(args.policy))
+    _skip_pyarrow_pandas_probe()
+    return Engine(policy)
 
 
 def _request(args: argparse.Namespace) -> QueryRequest:
+    from proxy.request import AccuracyTarget, QueryRequest
+
     accuracy = None
     if getattr(args, "rel_error", None) is not None:
         accuracy = AccuracyTarget(args.rel_error, args.at_count, args.confidence)
@@ -101,6 +145,8 @@ def cmd_query(args: argparse.Namespace, out: Console) -> int:
         )
         sys.stdout.write(formats.render(page, formats.CSV).decode())
         return 0
+    from rich.table import Table
+
     table = Table(*result.columns)
     for row, widths in zip(result.rows, result.intervals, strict=True):
         table.add_row(*(_cell(v, w) for v, w in zip(row, widths, strict=True)))
@@ -145,6 +191,8 @@ def cmd_budget(args: argparse.Namespace, out: Console) -> int:
         views = budgets.views(sorted(p.name for p in budgets.policy.populations))
     finally:
         budgets.close()
+    from rich.table import Table
+
     table = Table("population", "spent ε", "cap ε", "remaining ε", "")
     for view in views:
         for v in (view, *view.partitions):
@@ -174,6 +222,8 @@ def cmd_ledger(args: argparse.Namespace, out: Console) -> int:
             for problem in report.problems:
                 out.print(f"  - {problem}")
             return 0 if report.ok else 1
+        from rich.table import Table
+
         table = Table("id", "time (UTC)", "kind", "populations", "ε", "analyst", "note", "parent")
         for view in budgets.events(limit=args.limit):
             e = view.event
@@ -202,6 +252,8 @@ def cmd_schema(args: argparse.Namespace, out: Console) -> int:
     if args.format == "json":
         sys.stdout.write(json.dumps([t.to_dict() for t in tables], indent=2) + "\n")
         return 0
+    from rich.table import Table
+
     for t in tables:
         kind = "public" if t.public else f"population {t.population}"
         out.print(f"[bold]{t.name}[/bold] ({kind})")
@@ -397,6 +449,8 @@ def _sample_dir() -> Path:
 def demo_policy_text(sample_policy: Path, keys: dict[str, tuple[str, str]]) -> str:
     """The sample policy with absolute paths and one [analysts.NAME] per (role, key)."""
     import re
+
+    from proxy.policy import load_policy
 
     base = load_policy(sample_policy)
     text = sample_policy.read_text(encoding="utf-8")
@@ -620,6 +674,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from rich.console import Console  # after parsing: `--help` and usage errors skip it
+
     out = Console(stderr=False)
     err = Console(stderr=True)
     try:

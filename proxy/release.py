@@ -17,7 +17,6 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from accounting import mechanisms
 from accounting.calibrate import Mechanism
@@ -179,6 +178,10 @@ def release(plan: Plan, exact: Mapping[str, np.ndarray]) -> pa.Table:
 
 def _key_order(table: pa.Table, keys: tuple[str, ...]) -> pa.Array:
     """Row order by key; by the keys' text where Arrow cannot sort their type."""
+    # Imported here: pyarrow.compute is a fifth of pyarrow's import time, and answers
+    # over public key domains and cache hits (a cold `dpsql query`) never sort.
+    import pyarrow.compute as pc
+
     try:
         return pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys])
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
