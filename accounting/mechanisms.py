@@ -23,11 +23,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import opendp.prelude as dp
 
 from accounting.rdp import Curve, discrete_laplace_curve, gaussian_curve
 
-dp.enable_features("contrib")
+
+@functools.cache
+def _contrib() -> None:
+    """Enables OpenDP's ``contrib`` features, once. OpenDP is imported on first use, and
+    only the modules used here (not its prelude, which loads its NumPy, scikit-learn and
+    Polars extras): it costs about a tenth of a second, and a process that draws no noise
+    (a `dpsql` command answered from the release cache, `dpsql --help`) never needs it."""
+    from opendp.mod import enable_features
+
+    enable_features("contrib")
+
 
 # A float column's grid is 2^-GRID_BITS of its noise scale (rounded down to a power of two),
 # so the noise is between 2^24 and 2^25 grid units: rounding is invisible next to the
@@ -335,10 +344,15 @@ def _measurement(mechanism: str, scale_units: float) -> Any:
 
     Kept for reuse: a measurement is an immutable description (OpenDP's functions are
     ``Send + Sync``); each invocation draws fresh noise from its sampler."""
-    domain = dp.vector_domain(dp.atom_domain(T="i64"))
+    from opendp.domains import atom_domain, vector_domain
+    from opendp.measurements import make_gaussian, make_laplace
+    from opendp.metrics import l1_distance, l2_distance
+
+    _contrib()
+    domain = vector_domain(atom_domain(T="i64"))
     if mechanism == "gaussian":
-        return dp.m.make_gaussian(domain, dp.l2_distance(T="f64"), scale=scale_units)
-    return dp.m.make_laplace(domain, dp.l1_distance(T="i64"), scale=scale_units)
+        return make_gaussian(domain, l2_distance(T="f64"), scale=scale_units)
+    return make_laplace(domain, l1_distance(T="i64"), scale=scale_units)
 
 
 def _release(
@@ -469,10 +483,16 @@ def _selection(scale: float) -> Any:
     """OpenDP's exponential mechanism on u64 scores, lowest score best (``negate``).
 
     Cached like :func:`_measurement`: an immutable description; each call draws afresh."""
-    return dp.m.make_noisy_max(
-        dp.vector_domain(dp.atom_domain(T="u64")),
-        dp.linf_distance(T="u64"),
-        dp.zero_concentrated_divergence(),
+    from opendp.domains import atom_domain, vector_domain
+    from opendp.measurements import make_noisy_max
+    from opendp.measures import zero_concentrated_divergence
+    from opendp.metrics import linf_distance
+
+    _contrib()
+    return make_noisy_max(
+        vector_domain(atom_domain(T="u64")),
+        linf_distance(T="u64"),
+        zero_concentrated_divergence(),
         scale=scale,
         negate=True,
     )

@@ -75,6 +75,7 @@ def test_a_cold_query_leaves_the_heavy_modules_alone(tmp_path: Path) -> None:
     assert not _loaded(first, HEAVY), _loaded(first, HEAVY)
     again = _query(policy)  # answered from the release store
     assert not _loaded(again, HEAVY), _loaded(again, HEAVY)
+    assert "opendp" not in again  # a replay draws nothing
 
 
 def test_schema_and_help_leave_the_server_alone(tmp_path: Path) -> None:

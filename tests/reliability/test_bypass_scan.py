@@ -187,9 +187,10 @@ def test_no_bypass_in_the_code_base() -> None:
 
 
 def test_mechanisms_is_where_noise_comes_from() -> None:
-    # The allowance for mechanisms.py must not be vacuous: it does import OpenDP.
+    # The allowance for mechanisms.py must not be vacuous: it does import OpenDP (inside
+    # the functions that build measurements, so a process that draws nothing skips it).
     text = (ROOT / MECHANISMS).read_text()
-    assert re.search(r"^import opendp", text, re.MULTILINE)
+    assert re.search(r"^\s*(import|from) opendp\b", text, re.MULTILINE)
 
 
 BAD_ACCOUNTING = """
