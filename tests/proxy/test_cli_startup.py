@@ -88,3 +88,35 @@ def test_schema_and_help_leave_the_server_alone(tmp_path: Path) -> None:
         out, modules = _dpsql(policy, *args)
         assert "usage: dpsql" in out
         assert not _loaded(modules, (*HEAVY, *ENGINE)), _loaded(modules, (*HEAVY, *ENGINE))
+
+
+_PROBE = """
+import datetime, decimal, json, sys
+import numpy as np
+import pyarrow as pa
+from proxy.cli import _skip_pyarrow_pandas_probe
+
+_skip_pyarrow_pandas_probe()
+skipped = "pandas" not in sys.modules
+inputs = [[1, None, 3], [1.5, float("nan")], ["a", None], [datetime.date(2024, 1, 2)],
+          [decimal.Decimal("1.25")], np.array([1.0, np.nan]), np.array(["x", None], dtype=object)]
+arrays = [pa.array(v) for v in inputs]
+import pandas  # still importable: it was hidden only while pyarrow probed
+print(json.dumps({"skipped": skipped, "pandas": pandas.__name__,
+                  "arrays": [[str(a.type), a.null_count, a.to_pylist().__repr__()] for a in arrays]}))
+"""
+
+
+def test_the_pandas_probe_skip_changes_no_array() -> None:
+    def arrays(code: str) -> dict[str, object]:
+        proc = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+        )
+        out: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+        return out
+
+    skipped = arrays(_PROBE)
+    probed = arrays(_PROBE.replace("_skip_pyarrow_pandas_probe()", "import pandas"))
+    assert skipped["skipped"] is True and skipped["pandas"] == "pandas"
+    assert probed["skipped"] is False  # the control did load pandas first
+    assert skipped["arrays"] == probed["arrays"]  # same types, nulls and values
