@@ -3,7 +3,7 @@
 Start-up is most of a one-shot command's time, and almost all of it is imports: every
 heavy library (the engine with DuckDB, pyarrow and sqlglot, the policy with NumPy, the
 server with FastAPI and uvicorn, the PostgreSQL door, rich) is imported inside the
-command that needs it, never here. tests/proxy/test_cli_imports.py holds that line.
+command that needs it, never here. tests/proxy/test_cli_startup.py holds that line.
 """
 
 from __future__ import annotations

@@ -84,6 +84,12 @@ def test_schema_and_help_leave_the_server_alone(tmp_path: Path) -> None:
     assert json.loads(out.split("\n{", 1)[0])[0]["name"] == "pums.pums"
     assert "proxy.engine" in schema  # it read the catalog through the engine
     assert not _loaded(schema, HEAVY), _loaded(schema, HEAVY)
+    out, csv = _dpsql(policy, "query", SQL, "--epsilon", "1", "--format", "csv")
+    assert out.startswith("sex,n,")  # rendered by proxy.server.formats, as over HTTP
+    assert "proxy.server.formats" in csv
+    assert not _loaded(csv, ("fastapi", "uvicorn", "starlette", "proxy.server.app")), _loaded(
+        csv, ("fastapi", "uvicorn", "starlette", "proxy.server.app")
+    )
     for args in (("query", "--help"), ("--help",)):
         out, modules = _dpsql(policy, *args)
         assert "usage: dpsql" in out
