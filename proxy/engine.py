@@ -509,8 +509,14 @@ class Engine:
         )
         # Bind the core first: refuses what the engine cannot run (or cannot run with
         # the reference semantics), and gives the key types — unless the catalog types
-        # the whole query, which then binds for certain (proxy/catalog_types.py).
-        plain = None if per_person or union else catalog_types.key_types(shape)
+        # the whole query, which then binds for certain in DuckDB (proxy/catalog_types.py;
+        # other engines render the core first, and their describe refuses what a render
+        # cannot express).
+        plain = (
+            catalog_types.key_types(shape)
+            if self.executor.dialect == "duckdb" and per_person is None and union is None
+            else None
+        )
         key_types = plain if plain is not None else self._key_types(core.sql, core.key_columns())
         check_key_types(shape.key_sqls, key_types)
         where = shape.select.args.get("where")
