@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from accounting.calibrate import (
     AccuracyBudget,
+    Calibration,
     CalibrationError,
     ColumnSpec,
     EpsilonBudget,
@@ -27,6 +28,7 @@ from accounting.rdp import ZERO, Curve
 from accounting.sensitivity import AggregateKind, Sensitivity, SensitivityError, sensitivity
 from proxy import shape as S
 from proxy.errors import bad_request
+from proxy.memo import Memo
 from proxy.policy import Policy
 from proxy.request import QueryRequest
 from proxy.rewrite import core as C
@@ -48,6 +50,52 @@ _KINDS = {
 
 
 MIN_PER_GROUP = 1e-9  # noise needs a positive sensitivity; SUM(0) gets a vanishing one
+
+# Calibration is a pure function of its inputs and costs more than the rest of the noise
+# planning (curves over the order grid, the ε conversion): queries that differ only in
+# their filters release the same statistics at the same budget, so they share it. Keyed
+# by the inputs' repr, which tells 1 from 1.0 (equal as keys, not as recorded numbers).
+_CALIBRATIONS: Memo[str, Calibration] = Memo(512)
+
+
+def _calibrate(
+    mechanism: Mechanism,
+    columns: tuple[ColumnSpec, ...],
+    budget: QueryBudget,
+    *,
+    threshold_weight: float | None,
+    max_groups: int,
+    delta_conversion: float,
+    delta_threshold: float,
+    quantile_columns: tuple[QuantileSpec, ...],
+) -> Calibration:
+    """``accounting.calibrate.calibrate``, memoised (its refusals are not kept)."""
+    key = repr(
+        (
+            mechanism,
+            columns,
+            budget,
+            threshold_weight,
+            max_groups,
+            delta_conversion,
+            delta_threshold,
+            quantile_columns,
+        )
+    )
+    found = _CALIBRATIONS.get(key)
+    if found is None:
+        found = calibrate(
+            mechanism,
+            columns,
+            budget,
+            threshold_weight=threshold_weight,
+            max_groups=max_groups,
+            delta_conversion=delta_conversion,
+            delta_threshold=delta_threshold,
+            quantile_columns=quantile_columns,
+        )
+        _CALIBRATIONS.put(key, found)
+    return found
 
 
 @dataclass(frozen=True)
@@ -203,7 +251,7 @@ def budget_noise(
         for (stat, sens), is_clip in zip(stats, clip, strict=True)
     )
     try:
-        cal = calibrate(
+        cal = _calibrate(
             mechanism,
             specs,
             _request_budget(request, policy),

@@ -22,7 +22,15 @@ from sqlglot.errors import SqlglotError
 from accounting.calibrate import Mechanism
 from accounting.ledger import Ledger, LedgerError, Receipt
 from accounting.mechanisms import secret_seed
-from proxy import bigquery_dp, domains, nested, per_person_values, quantile_release, union_rows
+from proxy import (
+    bigquery_dp,
+    catalog_types,
+    domains,
+    nested,
+    per_person_values,
+    quantile_release,
+    union_rows,
+)
 from proxy.auto_bounds import AutoBounds, PendingBounds, cap_targets, filter_keep, totals_use
 from proxy.auto_groups import AutoGroups, PendingGroups, grouping
 from proxy.auto_values import AutoValues, PendingValueBound, aggregated_columns
@@ -500,8 +508,16 @@ class Engine:
             clipping=settings.clipping_share > 0 and per_person is None,
         )
         # Bind the core first: refuses what the engine cannot run (or cannot run with
-        # the reference semantics), and gives the key types.
-        key_types = self._key_types(core.sql, core.key_columns())
+        # the reference semantics), and gives the key types — unless the catalog types
+        # the whole query, which then binds for certain in DuckDB (proxy/catalog_types.py;
+        # other engines render the core first, and their describe refuses what a render
+        # cannot express).
+        plain = (
+            catalog_types.key_types(shape)
+            if self.executor.dialect == "duckdb" and per_person is None and union is None
+            else None
+        )
+        key_types = plain if plain is not None else self._key_types(core.sql, core.key_columns())
         check_key_types(shape.key_sqls, key_types)
         where = shape.select.args.get("where")
         domain = (

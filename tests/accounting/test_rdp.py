@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
+import struct
 
 import numpy as np
 import pytest
@@ -381,3 +383,19 @@ def test_analytic_gaussian_matches_dp_accounting_pld():
     assert analytic_gaussian_epsilon(math.sqrt(0.5), 1e-6) == pytest.approx(
         acc.get_epsilon(1e-6), rel=1e-4
     )
+
+
+def test_zcdp_curve_has_the_bits_of_the_per_order_products() -> None:
+    """Issue 18: the curve is built as one numpy product; every value must be the bits
+    of ``rho * alpha`` in Python (the ledger hashes and stores them), overflow included."""
+    rng = random.Random(18)
+    rhos = [0.0, 5e-324, 1e-300, 1e300, 7e305, 1.7e308]
+    rhos += [rng.random() * 10 ** rng.randint(-20, 8) for _ in range(2000)]
+    for rho in rhos:
+        built = zcdp_curve(rho)
+        by_hand = Curve(tuple(rho * a for a in ORDERS))
+        assert [struct.pack("<d", v) for v in built.values] == [
+            struct.pack("<d", v) for v in by_hand.values
+        ], rho
+        assert all(type(v) is float for v in built.values)
+        assert built == by_hand and hash(built) == hash(by_hand)
