@@ -38,7 +38,9 @@ def test_prompts_by_region_reports_the_people_cut(pair) -> None:
     clip = r.privacy.clipping
     assert clip is not None and clip.max_rows_per_group == 10
     assert abs(clip.total_cut - cut) <= clip.total_cut_half_width * 3
-    assert clip.fraction == pytest.approx(cut / people, abs=0.05)
+    # The fraction is the noisy cut over the noisy people count: allow three of the
+    # cut's own 95% half-widths (a fixed 0.05 was about its 95% width: 10% failures).
+    assert clip.fraction == pytest.approx(cut / people, abs=3 * clip.total_cut_half_width / people)
     assert any("rows in a group" in w and "lower than the true totals" in w for w in r.warnings)
     assert r.privacy.to_dict()["clipping"]["fraction_cut"] == clip.fraction
 
