@@ -177,8 +177,13 @@ class Budgets:
             raise ledger_error(error, "pay for this query") from None
 
     def replay(self, charge_id: int, *, analyst: str, fingerprint: str) -> int:
+        """Record a cache hit: durable before the answer the first time ``analyst``
+        receives this release; on repeats, appended without waiting for the disk
+        (:meth:`Ledger.record_replay`)."""
         try:
-            return self._ledger.replay(charge_id, analyst=analyst, fingerprint=fingerprint)
+            return self._ledger.record_replay(
+                charge_id, analyst=analyst, fingerprint=fingerprint
+            )
         except LedgerError:
             raise DPSQLError(
                 "ledger_unavailable",
