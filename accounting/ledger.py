@@ -506,7 +506,20 @@ class Ledger(ABC):
 
         Preconditions and refusals: as :meth:`replay`; fails closed like it.
         """
+        found = self.record_repeat(parent_id, analyst=analyst, fingerprint=fingerprint, note=note)
+        if found is not None:
+            return found
         return self.replay(parent_id, analyst=analyst, fingerprint=fingerprint, note=note)
+
+    def record_repeat(
+        self, parent_id: int, *, analyst: str, fingerprint: str, note: str = ""
+    ) -> int | None:
+        """The repeat case of :meth:`record_replay` alone: when ``analyst`` already has a
+        durable record of charge ``parent_id``'s release, append the ``replay`` event
+        without waiting for the disk and return its id; otherwise append nothing and
+        return None (the caller then uses :meth:`record_replay`). This default knows no
+        pair: always None."""
+        return None
 
     @abstractmethod
     def set_cap(self, population: str, epsilon_cap: float, *, reason: str, analyst: str) -> int:

@@ -743,14 +743,15 @@ class SQLiteLedger(Ledger):
         self._replays.learn(ticket.analyst, parent_id)
         return ticket.event_id
 
-    def record_replay(
+    def record_repeat(
         self, parent_id: int, *, analyst: str, fingerprint: str, note: str = ""
-    ) -> int:
-        """See :meth:`Ledger.record_replay`. An analyst's first receipt of a release
-        (known from the pairs this process has read or committed) is :meth:`replay`; a
-        repeat is the same event group-committed without waiting for the fsync, which
-        follows within ``SYNC_DELAY_S`` (the event is in the store, visible to every
-        reader, when this returns)."""
+    ) -> int | None:
+        """See :meth:`Ledger.record_repeat` (and :meth:`Ledger.record_replay`, which uses
+        it). A repeat is :meth:`replay`'s event, group-committed without waiting for the
+        fsync, which follows within ``SYNC_DELAY_S``: the event is in the store, visible
+        to every reader, when this returns. Whether the analyst already has a durable
+        record of the release is known from the pairs this process read (once) or
+        committed."""
         if isinstance(parent_id, bool) or not isinstance(parent_id, int):
             raise InvalidRequest(f"parent_id must be an event id, got {parent_id!r}")
         ticket = _Replay(
@@ -758,10 +759,10 @@ class SQLiteLedger(Ledger):
             check_text("analyst", analyst),
             check_text("fingerprint", fingerprint),
             check_text("note", note),
+            durable=False,
         )
         if not self._replays.known(ticket.analyst, parent_id):
-            return self.replay(parent_id, analyst=analyst, fingerprint=fingerprint, note=note)
-        ticket.durable = False
+            return None
         self._group_commit(ticket)
         assert ticket.event_id is not None
         return ticket.event_id

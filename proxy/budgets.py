@@ -181,9 +181,20 @@ class Budgets:
         receives this release; on repeats, appended without waiting for the disk
         (:meth:`Ledger.record_replay`)."""
         try:
-            return self._ledger.record_replay(
-                charge_id, analyst=analyst, fingerprint=fingerprint
-            )
+            return self._ledger.record_replay(charge_id, analyst=analyst, fingerprint=fingerprint)
+        except LedgerError:
+            raise DPSQLError(
+                "ledger_unavailable",
+                "the ledger could not record a replay, so nothing is answered",
+                "the operator must run `dpsql ledger verify` and repair the ledger",
+            ) from None
+
+    def replay_repeat(self, charge_id: int, *, analyst: str, fingerprint: str) -> int | None:
+        """Record a cache hit only if ``analyst`` already holds this release (no wait
+        for the disk); None, with nothing recorded, otherwise
+        (:meth:`Ledger.record_repeat`)."""
+        try:
+            return self._ledger.record_repeat(charge_id, analyst=analyst, fingerprint=fingerprint)
         except LedgerError:
             raise DPSQLError(
                 "ledger_unavailable",

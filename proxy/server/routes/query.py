@@ -144,7 +144,6 @@ async def _answer(
     *,
     catch: bool = False,
 ) -> Response:
-    fields = log_fields(request)
     req = to_request(body, caller)
     try:
         result = await run_in_threadpool(ctx.engine.run, req)
@@ -153,6 +152,23 @@ async def _answer(
         if not catch:
             raise
         return error_response(request, error)
+    return await respond(ctx, request, body, caller, result, media, shape, size)
+
+
+async def respond(
+    ctx: Context,
+    request: Request,
+    body: QueryBody,
+    caller: Caller,
+    result: Result,
+    media: str,
+    shape: str,
+    size: int,
+) -> Response:
+    """The engine's answer as the first page (the cache-hit door, proxy/server/hits.py,
+    answers through here too): metrics, log fields, a stored result for the next
+    pages, the rendered page."""
+    fields = log_fields(request)
     p = result.privacy
     fields.update(query=result.cache_key[:12], cached=p.cached, epsilon=p.epsilon)
     if p.cached:
