@@ -268,7 +268,9 @@ class SQLiteLedger(Ledger):
             if mode is None or str(mode[0]).lower() != "wal":
                 raise Inconsistent(f"cannot use WAL journal (got {mode!r})")
             # FULL: each commit is fsynced before charge() returns (charge before noise).
+            # Only batches of repeat replays switch to NORMAL (see _transaction).
             conn.execute("PRAGMA synchronous=FULL")
+            self._synchronous = "FULL"
             conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
         except BaseException:
             conn.close()
@@ -362,11 +364,20 @@ class SQLiteLedger(Ledger):
         return conn
 
     @contextmanager
-    def _transaction(self, *, write: bool, gated: bool = True) -> Iterator[sqlite3.Connection]:
+    def _transaction(
+        self, *, write: bool, gated: bool = True, durable: bool = True
+    ) -> Iterator[sqlite3.Connection]:
+        """A transaction on the connection; a write one commits with synchronous=FULL
+        (fsynced before this returns) unless ``durable`` is False (repeats only: written
+        to the log, not fsynced). The mode is switched only when it changes."""
         with self._lock:
             conn = self._usable() if gated else self._connection()
             try:
                 if write:
+                    mode = "FULL" if durable else "NORMAL"
+                    if self._synchronous != mode:
+                        conn.execute(f"PRAGMA synchronous={mode}")
+                        self._synchronous = mode
                     self._begin_write(conn)
                 else:
                     conn.execute("BEGIN")
@@ -824,19 +835,12 @@ class SQLiteLedger(Ledger):
         fsynced unless the batch holds only repeats (see record_replay)."""
         durable = any(isinstance(t, _Spend) or t.durable for t in batch)
         try:
-            with self._lock:  # no other transaction of this connection while NORMAL
-                if not durable:
-                    self._usable().execute("PRAGMA synchronous=NORMAL")
-                try:
-                    with self._transaction(write=True) as conn:
-                        for t in batch:
-                            if isinstance(t, _Spend):
-                                self._append_spend(conn, t)
-                            else:
-                                self._append_replay(conn, t)
-                finally:
-                    if not durable and self._conn is not None:
-                        self._conn.execute("PRAGMA synchronous=FULL")
+            with self._transaction(write=True, durable=durable) as conn:
+                for t in batch:
+                    if isinstance(t, _Spend):
+                        self._append_spend(conn, t)
+                    else:
+                        self._append_replay(conn, t)
             if durable:
                 # This fsync also covered the repeats committed before it.
                 self._replays.synced()

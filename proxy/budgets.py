@@ -17,7 +17,7 @@ ledger fails closed, and so does every view: an unreadable ledger is an error, n
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 from accounting.ledger import (
@@ -246,6 +246,14 @@ class Budgets:
             self._ledger.spent(p) for p in known if p != population and is_within(p, population)
         ]
         return own, below
+
+    def version(self) -> Hashable | None:
+        """The ledger's budget token (:meth:`Ledger.version`): figures read under an
+        equal token are still current; None when the store cannot tell."""
+        try:
+            return self._ledger.version()
+        except LedgerError as error:
+            raise ledger_error(error, "read the budget") from None
 
     def view(self, population: str, analyst: str | None = None) -> PopulationView:
         """Spent / cap / remaining of ``population`` and its known partitions (and the

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -242,6 +242,11 @@ class Engine:
         )
         # Post-processing is deterministic in (released table, outer SQL): keep answers.
         self._answers: Memo[tuple[str, str], Answer] = Memo(PLAN_MEMO_SIZE)
+        # Repeat-hit results by (cache key, charge id, budget token): a cached answer is
+        # a pure function of the release and the remaining budgets it shows, and the
+        # token moves whenever those could (Ledger.version). Shared between requests
+        # (results are immutable), so a door may keep what it rendered from one.
+        self._hit_results: Memo[tuple[str, int, Hashable], Result] = Memo(PLAN_MEMO_SIZE)
         # Read-only folds of the ledger for the web console (see the end of the class).
         self._views = LedgerViews(self.budgets.ledger)
         # Queries that read no person data run here, on copies of the public tables.
@@ -663,7 +668,16 @@ class Engine:
             is None
         ):
             return None
-        return self._answer(plan, table, charge_id=charge_id, cached=True, request=request)
+        # The token is read before the figures (as Budgets.view does): a kept result is
+        # never older than its token.
+        token = self.budgets.version()
+        key = None if token is None else (plan.cache_key, charge_id, token)
+        if key is not None and (kept := self._hit_results.get(key)) is not None:
+            return kept
+        result = self._answer(plan, table, charge_id=charge_id, cached=True, request=request)
+        if key is not None:
+            self._hit_results.put(key, result)
+        return result
 
     def _nested(self, request: QueryRequest) -> nested.NestedQuery | None:
         if not isinstance(request.sql, str):

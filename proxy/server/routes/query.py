@@ -168,16 +168,8 @@ async def respond(
     """The engine's answer as the first page (the cache-hit door, proxy/server/hits.py,
     answers through here too): metrics, log fields, a stored result for the next
     pages, the rendered page."""
-    fields = log_fields(request)
+    count_answer(ctx, request, result)
     p = result.privacy
-    fields.update(query=result.cache_key[:12], cached=p.cached, epsilon=p.epsilon)
-    if p.cached:
-        ctx.metrics.queries.labels("cached").inc()
-        ctx.metrics.cache_hits.inc()
-    else:
-        ctx.metrics.queries.labels("charged").inc()
-        for population in p.populations:
-            ctx.metrics.epsilon.labels(population).inc(p.epsilon)
     result_id = None
     if len(result.rows) > size:
         result_id = await run_in_threadpool(
@@ -200,6 +192,19 @@ async def respond(
         media=media,
         objects=shape == "objects",
     )
+
+
+def count_answer(ctx: Context, request: Request, result: Result) -> None:
+    """An answer's log fields and metrics (cached or charged)."""
+    p = result.privacy
+    log_fields(request).update(query=result.cache_key[:12], cached=p.cached, epsilon=p.epsilon)
+    if p.cached:
+        ctx.metrics.queries.labels("cached").inc()
+        ctx.metrics.cache_hits.inc()
+    else:
+        ctx.metrics.queries.labels("charged").inc()
+        for population in p.populations:
+            ctx.metrics.epsilon.labels(population).inc(p.epsilon)
 
 
 def _replay(ctx: Context, stored: StoredResult, req: QueryRequest) -> Result | None:
