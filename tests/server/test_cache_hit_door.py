@@ -116,3 +116,19 @@ def test_the_rate_limit_counts_each_request_once(tmp_path: Path, dataset: Path) 
         refused = client.post("/v1/query", json=body, headers=auth("ana"))
         assert refused.json()["error"]["code"] == "rate_limited"
         assert 1 <= int(refused.headers["Retry-After"]) <= 60
+
+
+def test_a_kept_repeat_shows_the_budget_after_a_later_charge(server: Server) -> None:
+    body = {"sql": DOOR_SQL, "epsilon": 0.29}
+    with server.client() as c:
+        c.post("/v1/query", json=body, headers=auth("ana"))
+        first = c.post("/v1/query", json=body, headers=auth("ana")).json()["privacy"]
+        again = c.post("/v1/query", json=body, headers=auth("ana")).json()["privacy"]
+        assert first["cached"] and again["remaining"] == first["remaining"]
+        # Another charge on the same population moves what every answer shows.
+        other = {"sql": DOOR_SQL.replace("plan", "region"), "epsilon": 0.31}
+        assert c.post("/v1/query", json=other, headers=auth("bob")).status_code == 200
+        after = c.post("/v1/query", json=body, headers=auth("ana")).json()["privacy"]
+        assert after["cached"] and after["charge_id"] == first["charge_id"]
+        assert set(after["remaining"]) == set(first["remaining"])
+        assert all(after["remaining"][p] < first["remaining"][p] for p in first["remaining"])
