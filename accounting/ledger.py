@@ -479,11 +479,47 @@ class Ledger(ABC):
 
     @abstractmethod
     def replay(self, parent_id: int, *, analyst: str, fingerprint: str, note: str = "") -> int:
-        """Append a zero-cost ``replay`` event pointing at the ``charge`` that paid.
+        """Append a zero-cost ``replay`` event pointing at the ``charge`` that paid,
+        durably before returning, whatever was recorded before (doors record cache hits
+        through :meth:`record_replay`, which need not wait for the disk on repeats).
 
         Preconditions: ``parent_id`` is a charge event. Privacy claim: re-serving a
         released answer is post-processing and costs nothing. Returns the new event id.
         """
+
+    def record_replay(
+        self, parent_id: int, *, analyst: str, fingerprint: str, note: str = ""
+    ) -> int:
+        """Record that ``analyst`` was served charge ``parent_id``'s release (a cache
+        hit): a ``replay`` event, whose id is returned.
+
+        The privacy-relevant fact is which analyst has received which release
+        (RELIABILITY.md, "Replay records"). The first time an analyst receives a given
+        release — the paying charge counts for its own analyst — the event is durable
+        before this returns, exactly as :meth:`replay`. A later repeat of the same
+        release to the same analyst adds no disclosure: a store may then append its
+        event without waiting for the disk to sync it, provided the sync follows within
+        about 100 ms, at :meth:`close` and at interpreter exit. Counts of asks and
+        replays are then exact after a clean stop, and a crash of the machine may lose
+        the last repeats, never a first receipt. A store that cannot tell what it has
+        recorded makes every replay durable (this default).
+
+        Preconditions and refusals: as :meth:`replay`; fails closed like it.
+        """
+        found = self.record_repeat(parent_id, analyst=analyst, fingerprint=fingerprint, note=note)
+        if found is not None:
+            return found
+        return self.replay(parent_id, analyst=analyst, fingerprint=fingerprint, note=note)
+
+    def record_repeat(
+        self, parent_id: int, *, analyst: str, fingerprint: str, note: str = ""
+    ) -> int | None:
+        """The repeat case of :meth:`record_replay` alone: when ``analyst`` already has a
+        durable record of charge ``parent_id``'s release, append the ``replay`` event
+        without waiting for the disk and return its id; otherwise append nothing and
+        return None (the caller then uses :meth:`record_replay`). This default knows no
+        pair: always None."""
+        return None
 
     @abstractmethod
     def set_cap(self, population: str, epsilon_cap: float, *, reason: str, analyst: str) -> int:

@@ -72,9 +72,7 @@ _PACKED_BYTES = 8 * len(ORDERS)
 
 def curve_json(curve: Curve) -> str:
     """A curve's stored text (the packed form; the name predates it)."""
-    return PACKED_CURVE + base64.b64encode(curve.as_array().astype("<f8").tobytes()).decode(
-        "ascii"
-    )
+    return PACKED_CURVE + base64.b64encode(curve.as_array().astype("<f8").tobytes()).decode("ascii")
 
 
 def parse_curve(text: str | None) -> Curve:

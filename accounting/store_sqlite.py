@@ -26,6 +26,13 @@ Two things keep the store off the hot path without weakening any of that (issue 
   nothing and leaves the others alone; any store error rolls the whole batch back and
   every caller in it gets an error. Each call returns only after the commit that holds
   its event is durable (a charge before its noise is drawn).
+
+Cache hits go through :meth:`SQLiteLedger.record_replay`: the first receipt of a release
+by an analyst is a durable replay as above; a later repeat to the same analyst is
+group-committed the same way but with ``synchronous=NORMAL`` (in WAL mode: written to
+the log, visible to every reader and kept if the process dies, not fsynced), and the
+log is fsynced within ``SYNC_DELAY_S`` (:mod:`accounting.replay_records`, RELIABILITY.md
+"Replay records"). A repeat hit thus never waits for the disk.
 """
 
 from __future__ import annotations
@@ -86,6 +93,7 @@ from accounting.ledger_records import (
     total_step,
 )
 from accounting.rdp import Curve
+from accounting.replay_records import ReplayRecords
 
 
 def _append_only(table: str, guard: str) -> tuple[str, ...]:
@@ -173,6 +181,8 @@ class _Replay:
     event_id: int | None = None
     error: BaseException | None = None
     done: bool = False
+    # False for a repeat (see record_replay): its commit need not wait for the fsync.
+    durable: bool = True
 
 
 @dataclass
@@ -236,6 +246,9 @@ class SQLiteLedger(Ledger):
         self._queue: list[_Replay | _Spend] = []
         self._queue_cv = threading.Condition(threading.Lock())
         self._leader = False
+        # Which analyst has a durable record of which release, and the fsync owed to
+        # repeats committed without one (see record_replay).
+        self._replays = ReplayRecords(self._replay_pairs, self._sync_log)
         try:
             self._conn = self._connect()
             self._open_store(self._conn)
@@ -255,7 +268,9 @@ class SQLiteLedger(Ledger):
             if mode is None or str(mode[0]).lower() != "wal":
                 raise Inconsistent(f"cannot use WAL journal (got {mode!r})")
             # FULL: each commit is fsynced before charge() returns (charge before noise).
+            # Only batches of repeat replays switch to NORMAL (see _transaction).
             conn.execute("PRAGMA synchronous=FULL")
+            self._synchronous = "FULL"
             conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
         except BaseException:
             conn.close()
@@ -349,11 +364,20 @@ class SQLiteLedger(Ledger):
         return conn
 
     @contextmanager
-    def _transaction(self, *, write: bool, gated: bool = True) -> Iterator[sqlite3.Connection]:
+    def _transaction(
+        self, *, write: bool, gated: bool = True, durable: bool = True
+    ) -> Iterator[sqlite3.Connection]:
+        """A transaction on the connection; a write one commits with synchronous=FULL
+        (fsynced before this returns) unless ``durable`` is False (repeats only: written
+        to the log, not fsynced). The mode is switched only when it changes."""
         with self._lock:
             conn = self._usable() if gated else self._connection()
             try:
                 if write:
+                    mode = "FULL" if durable else "NORMAL"
+                    if self._synchronous != mode:
+                        conn.execute(f"PRAGMA synchronous={mode}")
+                        self._synchronous = mode
                     self._begin_write(conn)
                 else:
                     conn.execute("BEGIN")
@@ -639,6 +663,9 @@ class SQLiteLedger(Ledger):
         ticket = _Spend(kind, targets, curve, dx, analyst, fingerprint, note)
         self._group_commit(ticket)
         assert ticket.receipt is not None
+        if kind == "charge":
+            # The payer has received this release: their later hits are repeats.
+            self._replays.learn(analyst, ticket.receipt.event_id)
         return ticket.receipt
 
     def _append_spend(self, conn: sqlite3.Connection, t: _Spend) -> None:
@@ -724,12 +751,61 @@ class SQLiteLedger(Ledger):
         )
         self._group_commit(ticket)
         assert ticket.event_id is not None
+        self._replays.learn(ticket.analyst, parent_id)
         return ticket.event_id
+
+    def record_repeat(
+        self, parent_id: int, *, analyst: str, fingerprint: str, note: str = ""
+    ) -> int | None:
+        """See :meth:`Ledger.record_repeat` (and :meth:`Ledger.record_replay`, which uses
+        it). A repeat is :meth:`replay`'s event, group-committed without waiting for the
+        fsync, which follows within ``SYNC_DELAY_S``: the event is in the store, visible
+        to every reader, when this returns. Whether the analyst already has a durable
+        record of the release is known from the pairs this process read (once) or
+        committed."""
+        if isinstance(parent_id, bool) or not isinstance(parent_id, int):
+            raise InvalidRequest(f"parent_id must be an event id, got {parent_id!r}")
+        ticket = _Replay(
+            parent_id,
+            check_text("analyst", analyst),
+            check_text("fingerprint", fingerprint),
+            check_text("note", note),
+            durable=False,
+        )
+        if not self._replays.known(ticket.analyst, parent_id):
+            return None
+        self._group_commit(ticket)
+        assert ticket.event_id is not None
+        return ticket.event_id
+
+    def _replay_pairs(self) -> list[tuple[str, int]]:
+        """Every (analyst, charge id) with a durable charge or replay: the seed of
+        :class:`ReplayRecords` (one scan of the events, once per process)."""
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(
+                "SELECT analyst, id FROM events WHERE kind = 'charge' "
+                "UNION SELECT analyst, parent_id FROM events WHERE kind = 'replay'"
+            ).fetchall()
+        return [(str(a), int(i)) for a, i in rows]
+
+    def _sync_log(self) -> None:
+        """Make every commit so far durable: fsync the write-ahead log (a commit under
+        synchronous=NORMAL is written there, not synced; a checkpoint syncs the log
+        before copying it, so a missing log file means nothing is owed)."""
+        try:
+            fd = os.open(self._path + "-wal", os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def _group_commit(self, ticket: _Replay | _Spend) -> None:
         """Queue ``ticket``; the first caller to find no commit under way appends the
         whole queue in one transaction, the others wait for it. Returns once the commit
-        holding the ticket's event is durable; raises the ticket's own error."""
+        holding the ticket's event is durable (a repeat's: written, see record_replay);
+        raises the ticket's own error."""
         if os.getpid() != self._pid:
             with self._lock:
                 self._connection()  # a forked child starts its own queue
@@ -755,14 +831,21 @@ class SQLiteLedger(Ledger):
             raise ticket.error
 
     def _commit_batch(self, batch: list[_Replay | _Spend]) -> None:
-        """Append every queued ticket that is admitted, in order, in one transaction."""
+        """Append every queued ticket that is admitted, in order, in one transaction:
+        fsynced unless the batch holds only repeats (see record_replay)."""
+        durable = any(isinstance(t, _Spend) or t.durable for t in batch)
         try:
-            with self._transaction(write=True) as conn:
+            with self._transaction(write=True, durable=durable) as conn:
                 for t in batch:
                     if isinstance(t, _Spend):
                         self._append_spend(conn, t)
                     else:
                         self._append_replay(conn, t)
+            if durable:
+                # This fsync also covered the repeats committed before it.
+                self._replays.synced()
+            else:
+                self._replays.committed_unsynced()
         except Exception as exc:
             self._batch_failed(batch)
             # Nothing of the batch was committed: every caller in it gets an error of
@@ -930,6 +1013,9 @@ class SQLiteLedger(Ledger):
             return VerifyReport(not problems, n_events, n_pops, tuple(problems[:MAX_PROBLEMS]))
 
     def close(self) -> None:
+        if not self._closed:
+            # A clean stop: repeats committed without fsync are synced first.
+            self._replays.close()
         with self._lock:
             self._closed = True
             # Connections inherited across fork stay open: closing their descriptors

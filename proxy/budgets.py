@@ -17,7 +17,7 @@ ledger fails closed, and so does every view: an unreadable ledger is an error, n
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 from accounting.ledger import (
@@ -177,8 +177,24 @@ class Budgets:
             raise ledger_error(error, "pay for this query") from None
 
     def replay(self, charge_id: int, *, analyst: str, fingerprint: str) -> int:
+        """Record a cache hit: durable before the answer the first time ``analyst``
+        receives this release; on repeats, appended without waiting for the disk
+        (:meth:`Ledger.record_replay`)."""
         try:
-            return self._ledger.replay(charge_id, analyst=analyst, fingerprint=fingerprint)
+            return self._ledger.record_replay(charge_id, analyst=analyst, fingerprint=fingerprint)
+        except LedgerError:
+            raise DPSQLError(
+                "ledger_unavailable",
+                "the ledger could not record a replay, so nothing is answered",
+                "the operator must run `dpsql ledger verify` and repair the ledger",
+            ) from None
+
+    def replay_repeat(self, charge_id: int, *, analyst: str, fingerprint: str) -> int | None:
+        """Record a cache hit only if ``analyst`` already holds this release (no wait
+        for the disk); None, with nothing recorded, otherwise
+        (:meth:`Ledger.record_repeat`)."""
+        try:
+            return self._ledger.record_repeat(charge_id, analyst=analyst, fingerprint=fingerprint)
         except LedgerError:
             raise DPSQLError(
                 "ledger_unavailable",
@@ -230,6 +246,14 @@ class Budgets:
             self._ledger.spent(p) for p in known if p != population and is_within(p, population)
         ]
         return own, below
+
+    def version(self) -> Hashable | None:
+        """The ledger's budget token (:meth:`Ledger.version`): figures read under an
+        equal token are still current; None when the store cannot tell."""
+        try:
+            return self._ledger.version()
+        except LedgerError as error:
+            raise ledger_error(error, "read the budget") from None
 
     def view(self, population: str, analyst: str | None = None) -> PopulationView:
         """Spent / cap / remaining of ``population`` and its known partitions (and the

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -250,6 +250,11 @@ class Engine:
         )
         # Post-processing is deterministic in (released table, outer SQL): keep answers.
         self._answers: Memo[tuple[str, str], Answer] = Memo(PLAN_MEMO_SIZE)
+        # Repeat-hit results by (cache key, charge id, budget token): a cached answer is
+        # a pure function of the release and the remaining budgets it shows, and the
+        # token moves whenever those could (Ledger.version). Shared between requests
+        # (results are immutable), so a door may keep what it rendered from one.
+        self._hit_results: Memo[tuple[str, int, Hashable], Result] = Memo(PLAN_MEMO_SIZE)
         # Read-only folds of the ledger for the web console (see the end of the class).
         self._views = LedgerViews(self.budgets.ledger)
         # Queries that read no person data run here, on copies of the public tables.
@@ -257,9 +262,9 @@ class Engine:
         self._routes: Memo[QueryRequest, Route] = Memo(PLAN_MEMO_SIZE)
         # Whether a text is a nested query (and its split), by (sql, dialect): asked on
         # every run, and a parse costs more than the rest of a cache hit.
-        self._splits: Memo[tuple[str, str, frozenset[str] | None], tuple[nested.NestedQuery | None]] = Memo(
-            PLAN_MEMO_SIZE
-        )
+        self._splits: Memo[
+            tuple[str, str, frozenset[str] | None], tuple[nested.NestedQuery | None]
+        ] = Memo(PLAN_MEMO_SIZE)
         # Released tables by cache key, as stored: a release never changes once stored
         # (the first one stored under a key stays), so a hit need not read the store.
         self._released: Memo[str, tuple[int, pa.Table]] = Memo(PLAN_MEMO_SIZE)
@@ -626,6 +631,68 @@ class Engine:
         result = self._run(request)
         if notes:  # e.g. a BigQuery bound looser than the policy, which the policy's replaced
             result = replace(result, warnings=(*notes, *result.warnings))
+        return result
+
+    def run_cached(self, request: QueryRequest) -> Result | None:
+        """The answer to ``request`` when it is a repeat cache hit that memory alone can
+        answer — its structure, plan and release memoised in this process and the
+        analyst already holding a durable ledger record of that release — with the
+        same result and replay event as :meth:`run`; otherwise None, having done and
+        recorded nothing (then call :meth:`run`). It never plans, executes, charges or
+        waits for the disk, so a door may call it on its event loop (the replay's
+        append may still wait for another process's commit to finish).
+
+        The hit/miss decision and every refusal stay :meth:`run`'s: this answers only
+        requests that :meth:`run` has already answered from the same release."""
+        if not isinstance(request.sql, str) or bigquery_dp.translate(
+            request.sql, "bigquery" if request.dialect == "duckdb" else request.dialect
+        ):
+            return None
+        if self._splits.get((request.sql, request.dialect, request.tables)) != (None,):
+            return None  # a nested query, or text never seen
+        route = self._routes.get(
+            replace(
+                request,
+                analyst="",
+                epsilon=None,
+                delta=None,
+                rho=None,
+                accuracy=None,
+                max_groups=None,
+                max_rows_per_group=None,
+                raw_noise=False,
+            )
+        )
+        if route is None or route.public is not None:
+            return None
+        found = self._plans.get(replace(self._with_defaults(request), analyst=""))
+        if found is None:
+            return None
+        plan = found[1]
+        if plan.free or plan.pending_bounds:
+            return None
+        hit = self._released.get(plan.cache_key)
+        if hit is None:
+            return None
+        charge_id, table = hit
+        if plan.threshold is not None and table.num_rows == 0:
+            return None  # the empty answer's hint plans again: run() says it
+        if (
+            self.budgets.replay_repeat(
+                charge_id, analyst=request.analyst, fingerprint=plan.cache_key
+            )
+            is None
+        ):
+            return None
+        # The token is read before the figures (as Budgets.view does): a kept result is
+        # never older than its token.
+        token = self.budgets.version()
+        key = None if token is None else (plan.cache_key, charge_id, token)
+        if key is not None and (kept := self._hit_results.get(key)) is not None:
+            return kept
+        result = self._answer(plan, table, charge_id=charge_id, cached=True, request=request)
+        if key is not None:
+            self._hit_results.put(key, result)
         return result
 
     def _nested(self, request: QueryRequest) -> nested.NestedQuery | None:

@@ -23,6 +23,7 @@ from proxy.policy import PolicyError, load_policy
 from proxy.server import errors
 from proxy.server.auth import Authenticator, RateLimiter
 from proxy.server.context import Context
+from proxy.server.hits import CacheHits
 from proxy.server.logs import log
 from proxy.server.metrics import Metrics
 from proxy.server.routes import (
@@ -200,6 +201,9 @@ def create_app(settings: Settings) -> FastAPI:
         app.include_router(module.router)
     # The Trino client protocol (POST /v1/statement ...), for BI tools: not in OpenAPI.
     app.include_router(trino_routes.router)
+    # Innermost: repeat cache hits of POST /v1/query, answered before the router (issue
+    # 18); everything else passes through to it.
+    app.add_middleware(CacheHits)
     app.add_middleware(Observe, max_body_bytes=settings.max_body_bytes)
     # Outermost, so that every response (a 413 from Observe too) carries the headers.
     app.add_middleware(SecurityHeaders)

@@ -144,7 +144,6 @@ async def _answer(
     *,
     catch: bool = False,
 ) -> Response:
-    fields = log_fields(request)
     req = to_request(body, caller)
     try:
         result = await run_in_threadpool(ctx.engine.run, req)
@@ -153,15 +152,24 @@ async def _answer(
         if not catch:
             raise
         return error_response(request, error)
+    return await respond(ctx, request, body, caller, result, media, shape, size)
+
+
+async def respond(
+    ctx: Context,
+    request: Request,
+    body: QueryBody,
+    caller: Caller,
+    result: Result,
+    media: str,
+    shape: str,
+    size: int,
+) -> Response:
+    """The engine's answer as the first page (the cache-hit door, proxy/server/hits.py,
+    answers through here too): metrics, log fields, a stored result for the next
+    pages, the rendered page."""
+    count_answer(ctx, request, result)
     p = result.privacy
-    fields.update(query=result.cache_key[:12], cached=p.cached, epsilon=p.epsilon)
-    if p.cached:
-        ctx.metrics.queries.labels("cached").inc()
-        ctx.metrics.cache_hits.inc()
-    else:
-        ctx.metrics.queries.labels("charged").inc()
-        for population in p.populations:
-            ctx.metrics.epsilon.labels(population).inc(p.epsilon)
     result_id = None
     if len(result.rows) > size:
         result_id = await run_in_threadpool(
@@ -184,6 +192,19 @@ async def _answer(
         media=media,
         objects=shape == "objects",
     )
+
+
+def count_answer(ctx: Context, request: Request, result: Result) -> None:
+    """An answer's log fields and metrics (cached or charged)."""
+    p = result.privacy
+    log_fields(request).update(query=result.cache_key[:12], cached=p.cached, epsilon=p.epsilon)
+    if p.cached:
+        ctx.metrics.queries.labels("cached").inc()
+        ctx.metrics.cache_hits.inc()
+    else:
+        ctx.metrics.queries.labels("charged").inc()
+        for population in p.populations:
+            ctx.metrics.epsilon.labels(population).inc(p.epsilon)
 
 
 def _replay(ctx: Context, stored: StoredResult, req: QueryRequest) -> Result | None:

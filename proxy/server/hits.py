@@ -1,0 +1,171 @@
+"""The cache-hit door of ``POST /v1/query`` (issue 18): repeat cache hits answered
+before FastAPI's routing, dependency solving and thread pool.
+
+A request qualifies when it is a plain JSON ``POST /v1/query`` (no query string, no
+Idempotency-Key, an Accept that negotiates to JSON). It is validated by the same
+``QueryBody`` model, authenticated by the same ``Authenticator``, counted once by the
+same rate limiter, and answered by ``Engine.run_cached`` — the engine alone decides
+whether memory can answer it (a repeat of a release this analyst already holds) — and
+rendered by the route's own ``respond``. Anything else, and every request the engine
+declines, goes on to the route unchanged (the body is replayed to it), which answers it
+exactly as before; refusals keep the route's error shape. Answering on the event loop is
+sound because ``run_cached`` never plans, executes, charges or waits for the disk.
+"""
+
+from __future__ import annotations
+
+import json
+
+from fastapi.routing import APIRoute
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from proxy.errors import DPSQLError
+from proxy.result import Result
+from proxy.server import formats
+from proxy.server.answers import page_response, privacy_dict, to_request
+from proxy.server.context import RATE_CHECKED, Context, log_fields
+from proxy.server.errors import error_response
+from proxy.server.routes import query as query_routes
+from proxy.server.routes.query import count_answer, respond
+from proxy.server.schemas import QueryBody
+
+PATH = "/v1/query"
+RENDERED = 256  # rendered repeat answers kept per worker
+
+
+class CacheHits:
+    """ASGI middleware, inside ``Observe`` (which buffers the body, times and logs)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self._route: APIRoute | None = None
+        # id(result) -> (the result, its rendered body, its headers): the result is held
+        # so that its id cannot be reused by another while the entry lives.
+        self._rendered: dict[int, tuple[Result, bytes, dict[str, str]]] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope["method"] != "POST"
+            or scope["path"] != PATH
+            or scope.get("query_string")
+        ):
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+        accept = headers.get(b"accept")
+        if (
+            b"idempotency-key" in headers
+            or content_type != b"application/json"
+            or formats.negotiate(None, None if accept is None else accept.decode("latin-1"))
+            != formats.JSON
+        ):
+            await self.app(scope, receive, send)
+            return
+        body, more = await _read_body(receive)
+        replayed = _replaying(body, receive)
+        response = None if more else await self._answer(scope, body, headers)
+        if response is None:
+            await self.app(scope, replayed, send)
+        else:
+            await response(scope, replayed, send)
+
+    async def _answer(
+        self, scope: Scope, body: bytes, headers: dict[bytes, bytes]
+    ) -> Response | None:
+        """The response to a repeat hit, a refusal by the rate limiter or the ledger, or
+        None: the route answers."""
+        ctx: Context | None = getattr(scope["app"].state, "ctx", None)
+        authorization = headers.get(b"authorization")
+        if ctx is None or authorization is None:
+            return None
+        try:
+            query = QueryBody.model_validate(json.loads(body))
+            caller = ctx.authenticate(authorization.decode("latin-1"))
+        except (ValueError, ValidationError, DPSQLError):
+            return None  # the route refuses it with its own error
+        request = Request(scope)
+        scope["route"] = self._query_route()
+        log_fields(request)["analyst"] = caller.name
+        try:
+            ctx.limiter.check(caller.name)
+        except DPSQLError as error:
+            return error_response(request, error)
+        scope.setdefault("state", {})[RATE_CHECKED] = caller.name
+        try:
+            result = ctx.engine.run_cached(to_request(query, caller))
+        except DPSQLError as error:
+            ctx.metrics.queries.labels("refused").inc()
+            return error_response(request, error)
+        if result is None:
+            del scope["route"]  # the router sets it again
+            return None
+        size = min(ctx.settings.page_size, ctx.settings.max_page_size)
+        if len(result.rows) > size:  # a cursor to sign and a result to store: the route's way
+            return await respond(ctx, request, query, caller, result, formats.JSON, "arrays", size)
+        kept = self._rendered.get(id(result))
+        if kept is None or kept[0] is not result:
+            # The engine keeps a repeat's result while the budgets it shows are current:
+            # render it once (one page, no cursor) and send the same bytes again.
+            response = page_response(
+                ctx,
+                caller,
+                columns=result.columns,
+                rows=result.rows,
+                intervals=result.intervals,
+                privacy=privacy_dict(result.privacy),
+                warnings=result.warnings,
+                offset=0,
+                page_size=size,
+                result_id=None,
+                media=formats.JSON,
+                objects=False,
+            )
+            kept = (result, bytes(response.body), dict(response.headers))
+            self._rendered[id(result)] = kept
+            while len(self._rendered) > RENDERED:
+                self._rendered.pop(next(iter(self._rendered)))
+        count_answer(ctx, request, result)
+        return Response(kept[1], media_type=formats.JSON, headers=_own_headers(kept[2]))
+
+    def _query_route(self) -> APIRoute:
+        """The route object of ``POST /v1/query``: the latency metric and the log line
+        name it, as when the router answers."""
+        if self._route is None:
+            self._route = next(
+                r
+                for r in query_routes.router.routes
+                if isinstance(r, APIRoute) and r.path == PATH and r.methods == {"POST"}
+            )
+        return self._route
+
+
+def _own_headers(rendered: dict[str, str]) -> dict[str, str]:
+    """The page's own headers (X-DPSQL-*, Link); Response sets content-type and length."""
+    return {k: v for k, v in rendered.items() if k not in ("content-type", "content-length")}
+
+
+async def _read_body(receive: Receive) -> tuple[bytes, bool]:
+    """The first request message's body and whether more follows (Observe delivers the
+    whole body in one message; anything else is left to the route)."""
+    message = await receive()
+    if message["type"] != "http.request":
+        return b"", True
+    return message.get("body", b""), bool(message.get("more_body", False))
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    delivered = False
+
+    async def replay() -> Message:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

@@ -1,0 +1,179 @@
+"""Replay records on cache hits (issue 18, RELIABILITY.md "Replay records"): an
+analyst's first receipt of a release is a replay event fsynced before the answer, and it
+survives SIGKILL right after; later repeats are appended without waiting for the disk
+but are in the store (and counted exactly) when the call returns, fsynced within the
+delay and at close; verify passes with them; a fresh process learns who has what from
+the store, and a paying analyst's own hits are repeats."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from accounting.ledger import InvalidRequest, LedgerUnavailable, PopulationSpec
+from accounting.rdp import zcdp_curve
+from accounting.replay_records import SYNC_DELAY_S
+from accounting.store_sqlite import SQLiteLedger
+from tests.accounting.stores import StoreTarget
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _open(path: Path) -> SQLiteLedger:
+    lg = SQLiteLedger(path)
+    lg.register(PopulationSpec("users", 10.0, 1e-6))
+    return lg
+
+
+def _replays(path: Path) -> list[tuple[int, str, int]]:
+    """(id, analyst, parent) of every stored replay, read behind the ledger's back."""
+    rows = StoreTarget("sqlite", str(path)).query(
+        "SELECT id, analyst, parent_id FROM events WHERE kind = 'replay' ORDER BY id"
+    )
+    return [(int(i), str(a), int(p)) for i, a, p in rows]
+
+
+def _wal_syncs(lg: SQLiteLedger, calls: list[float]) -> None:
+    """Count the ledger's deferred syncs (the real fsync still runs)."""
+    sync = lg._sync_log
+
+    def counted() -> None:
+        calls.append(time.monotonic())
+        sync()
+
+    lg._replays._sync = counted
+
+
+def test_first_receipt_is_synced_repeats_are_synced_later(tmp_path: Path) -> None:
+    path = tmp_path / "l.sqlite"
+    lg = _open(path)
+    syncs: list[float] = []
+    _wal_syncs(lg, syncs)
+    paid = lg.charge("users", zcdp_curve(1e-4), analyst="ana", fingerprint="f").event_id
+    first = lg.record_replay(paid, analyst="bob", fingerprint="f")
+    assert not lg._replays.unsynced  # a first receipt waits for its fsync
+    assert _replays(path) == [(first, "bob", paid)]
+    # The payer's own hit and bob's second one are repeats: in the store at once ...
+    again = [
+        lg.record_replay(paid, analyst="ana", fingerprint="f"),
+        lg.record_replay(paid, analyst="bob", fingerprint="f"),
+    ]
+    assert _replays(path) == [
+        (first, "bob", paid),
+        (again[0], "ana", paid),
+        (again[1], "bob", paid),
+    ]
+    # ... and fsynced by the timer, not by the caller.
+    assert lg._replays.unsynced and syncs == []
+    deadline = time.monotonic() + 30
+    while lg._replays.unsynced and time.monotonic() < deadline:
+        time.sleep(SYNC_DELAY_S / 4)
+    assert not lg._replays.unsynced and len(syncs) == 1
+    # A durable commit covers repeats before it: no further sync is owed.
+    lg.record_replay(paid, analyst="bob", fingerprint="f")
+    lg.record_replay(paid, analyst="carl", fingerprint="f")  # carl's first: fsynced
+    assert not lg._replays.unsynced
+    # Repeats refuse what replay refuses; a closed ledger answers nothing.
+    with pytest.raises(InvalidRequest):
+        lg.record_replay(1, analyst="carl", fingerprint="f")  # the registration
+    lg.record_replay(paid, analyst="ana", fingerprint="f")
+    lg.close()
+    assert not lg._replays.unsynced  # close synced the last repeat
+    with pytest.raises(LedgerUnavailable):
+        lg.record_replay(paid, analyst="bob", fingerprint="f")
+    fresh = SQLiteLedger(path)
+    report = fresh.verify()
+    assert report.ok, report.problems
+    assert report.events == 2 + 6
+    fresh.close()
+
+
+def test_concurrent_repeats_are_counted_exactly_and_verify(tmp_path: Path) -> None:
+    path = tmp_path / "l.sqlite"
+    lg = _open(path)
+    ids = [
+        lg.charge("users", zcdp_curve(1e-4), analyst="ana", fingerprint=str(k)).event_id
+        for k in range(3)
+    ]
+
+    def work(who: str) -> None:
+        for i in range(30):
+            lg.record_replay(ids[i % 3], analyst=who, fingerprint=str(i % 3))
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in ("ana", "bob", "cy", "di")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    stored = _replays(path)
+    assert sorted((a, p) for _, a, p in stored) == sorted(
+        (who, ids[i % 3]) for i in range(30) for who in ("ana", "bob", "cy", "di")
+    )
+    report = lg.verify()
+    assert report.ok and report.events == 1 + 3 + 120, report
+    lg.close()
+
+
+def test_a_fresh_process_knows_who_has_what_from_the_store(tmp_path: Path) -> None:
+    path = tmp_path / "l.sqlite"
+    lg = _open(path)
+    paid = lg.charge("users", zcdp_curve(1e-4), analyst="ana", fingerprint="f").event_id
+    lg.record_replay(paid, analyst="bob", fingerprint="f")
+    lg.close()
+    again = _open(path)
+    for who in ("bob", "ana"):
+        again.record_replay(paid, analyst=who, fingerprint="f")
+        assert again._replays.unsynced, who  # a repeat: no fsync waited for
+        again._replays.sync_now()
+    again.record_replay(paid, analyst="carl", fingerprint="f")
+    assert not again._replays.unsynced  # carl's first receipt
+    again.close()
+    assert [a for _, a, _ in _replays(path)] == ["bob", "bob", "ana", "carl"]
+
+
+_KILLED = """
+import os, sys
+from accounting.ledger import PopulationSpec
+from accounting.rdp import zcdp_curve
+from accounting.store_sqlite import SQLiteLedger
+lg = SQLiteLedger(sys.argv[1])
+lg.register(PopulationSpec("users", 10.0, 1e-6))
+paid = lg.charge("users", zcdp_curve(1e-4), analyst="ana", fingerprint="f").event_id
+for k in range(int(sys.argv[2])):
+    who = f"a{k}"
+    first = lg.record_replay(paid, analyst=who, fingerprint="f")
+    repeats = [lg.record_replay(paid, analyst=who, fingerprint="f") for _ in range(3)]
+    # The answers leave only now.
+    sys.stdout.write(" ".join(map(str, [who, paid, first, *repeats])) + "\\n")
+    sys.stdout.flush()
+os.kill(os.getpid(), 9)  # no close, no atexit, no sync of the last repeats
+"""
+
+
+def test_replays_survive_sigkill_right_after_the_answer(tmp_path: Path) -> None:
+    path = tmp_path / "l.sqlite"
+    proc = subprocess.run(
+        [sys.executable, "-c", _KILLED, str(path), "20"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    answered = [line.split() for line in proc.stdout.splitlines()]
+    assert len(answered) == 20
+    # A killed process loses nothing it committed: firsts were fsynced, repeats are in
+    # the log (only a machine crash could lose a repeat's unsynced write).
+    stored = set(_replays(path))
+    expected = {(int(i), who, int(paid)) for who, paid, *ids in answered for i in ids}
+    assert stored == expected
+    lg = SQLiteLedger(path)
+    report = lg.verify()
+    assert report.ok, report.problems
+    lg.close()

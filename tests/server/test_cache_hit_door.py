@@ -1,0 +1,134 @@
+"""The cache-hit door of POST /v1/query (issue 18, proxy/server/hits.py): a repeat hit
+answered before the router gets the same body, headers, ledger event, metrics and log
+line as the route; first receipts, misses and refusals go to the route unchanged, and a
+request is counted once by the rate limiter whichever way it goes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+from fastapi.testclient import TestClient
+
+from proxy.server import Settings, create_app
+from tests.server.conftest import Server, auth, write_policy
+
+DOOR_SQL = "SELECT plan, COUNT(*) AS n FROM users GROUP BY plan"
+
+
+def _replays(c: httpx.Client) -> list[dict]:
+    r = c.get("/v1/ledger", params={"limit": 1000}, headers=auth("adm"))
+    assert r.status_code == 200, r.text
+    return [e for e in r.json()["events"] if e["kind"] == "replay"]
+
+
+def _dpsql_headers(r: httpx.Response) -> dict[str, str]:
+    return {k: v for k, v in r.headers.items() if k.lower().startswith("x-dpsql")}
+
+
+def _metric(c: httpx.Client, name: str) -> float:
+    text = c.get("/metrics", headers=auth("adm")).text
+    line = next(x for x in text.splitlines() if x.startswith(name + " "))
+    return float(line.split()[1])
+
+
+def test_a_repeat_hit_through_the_door_is_the_routes_answer(server: Server) -> None:
+    body = {"sql": DOOR_SQL, "epsilon": 0.37}
+    with server.client() as c:
+        paid = c.post("/v1/query", json=body, headers=auth("ana"))
+        assert paid.status_code == 200 and paid.json()["privacy"]["cached"] is False
+        before = len(_replays(c))
+        hits_before = _metric(c, "dpsql_cache_hits_total")
+        # ?format=json makes the route answer; without it, the door does.
+        routed = c.post("/v1/query?format=json", json=body, headers=auth("ana"))
+        door = c.post("/v1/query", json=body, headers=auth("ana"))
+        for r in (routed, door):
+            assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+        assert door.json() == routed.json()
+        assert door.json()["privacy"]["cached"] is True
+        assert door.json()["privacy"]["charge_id"] == paid.json()["privacy"]["charge_id"]
+        assert _dpsql_headers(door) == _dpsql_headers(routed)
+        assert door.headers.get("x-content-type-options") == "nosniff"  # SecurityHeaders
+        # Each answer is a replay of ana's charge, in the ledger when the answer is out.
+        new = _replays(c)[before:]
+        assert [(e["analyst"], e["parent_id"]) for e in new] == [
+            ("ana", paid.json()["privacy"]["charge_id"])
+        ] * 2
+        assert _metric(c, "dpsql_cache_hits_total") == hits_before + 2
+    # Both requests logged under the route's path, as cached answers.
+    lines = [json.loads(x) for x in server.log.read_text().splitlines() if x.startswith("{")]
+    hits = [
+        x
+        for x in lines
+        if x.get("event") == "request" and x.get("cached") is True and x.get("analyst") == "ana"
+    ]
+    assert len(hits) >= 2 and {x["route"] for x in hits[-2:]} == {"/v1/query"}
+
+
+def test_first_receipts_and_refusals_go_to_the_route(server: Server) -> None:
+    body = {"sql": DOOR_SQL, "epsilon": 0.41}
+    with server.client() as c:
+        paid = c.post("/v1/query", json=body, headers=auth("ana")).json()["privacy"]
+        before = len(_replays(c))
+        # bob has never received this release: the door declines, the route answers
+        # and records bob's first receipt.
+        first = c.post("/v1/query", json=body, headers=auth("bob"))
+        assert first.status_code == 200 and first.json()["privacy"]["cached"] is True
+        assert [(e["analyst"], e["parent_id"]) for e in _replays(c)[before:]] == [
+            ("bob", paid["charge_id"])
+        ]
+        # Refusals keep the route's shape, door or not.
+        bad_key = c.post("/v1/query", json=body, headers={"Authorization": "Bearer nope"})
+        assert bad_key.status_code == 401 and bad_key.json()["error"]["code"] == "unauthorized"
+        assert bad_key.headers["www-authenticate"] == "Bearer"
+        invalid = c.post("/v1/query", json={**body, "epsilon": -1}, headers=auth("ana"))
+        assert invalid.status_code == 422
+        assert invalid.json()["error"]["code"] == "validation_error"
+
+
+def test_the_rate_limit_counts_each_request_once(tmp_path: Path, dataset: Path) -> None:
+    settings = Settings(policy=write_policy(tmp_path, dataset), rate_limit="4/minute")
+    body = {"sql": DOOR_SQL, "epsilon": 0.5}
+    app = create_app(settings)
+    with TestClient(app) as client:
+        engine = app.state.ctx.engine
+        runs: list[str] = []
+        run = engine.run
+
+        def counted(request):  # type: ignore[no-untyped-def]
+            runs.append(request.analyst)
+            return run(request)
+
+        engine.run = counted  # the real engine still answers: this only counts
+        # A miss (door declines, route answers), bob's first receipt (the same), then
+        # two repeats the door answers: four requests, each counted once.
+        codes = [client.post("/v1/query", json=body, headers=auth("ana")).status_code]
+        assert client.post("/v1/query", json=body, headers=auth("bob")).status_code == 200
+        codes += [client.post("/v1/query", json=body, headers=auth("ana")).status_code]
+        codes += [client.post("/v1/query", json=body, headers=auth("ana")).status_code]
+        codes += [client.post("/v1/query", json=body, headers=auth("ana")).status_code]
+        codes += [client.post("/v1/query", json=body, headers=auth("ana")).status_code]
+        assert codes == [200, 200, 200, 200, 429]
+        # The route ran the engine for the miss and bob's first receipt only: the door
+        # answered ana's repeats.
+        assert runs == ["ana", "bob"]
+        refused = client.post("/v1/query", json=body, headers=auth("ana"))
+        assert refused.json()["error"]["code"] == "rate_limited"
+        assert 1 <= int(refused.headers["Retry-After"]) <= 60
+
+
+def test_a_kept_repeat_shows_the_budget_after_a_later_charge(server: Server) -> None:
+    body = {"sql": DOOR_SQL, "epsilon": 0.29}
+    with server.client() as c:
+        c.post("/v1/query", json=body, headers=auth("ana"))
+        first = c.post("/v1/query", json=body, headers=auth("ana")).json()["privacy"]
+        again = c.post("/v1/query", json=body, headers=auth("ana")).json()["privacy"]
+        assert first["cached"] and again["remaining"] == first["remaining"]
+        # Another charge on the same population moves what every answer shows.
+        other = {"sql": DOOR_SQL.replace("plan", "region"), "epsilon": 0.31}
+        assert c.post("/v1/query", json=other, headers=auth("bob")).status_code == 200
+        after = c.post("/v1/query", json=body, headers=auth("ana")).json()["privacy"]
+        assert after["cached"] and after["charge_id"] == first["charge_id"]
+        assert set(after["remaining"]) == set(first["remaining"])
+        assert all(after["remaining"][p] < first["remaining"][p] for p in first["remaining"])
