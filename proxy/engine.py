@@ -20,6 +20,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from accounting.calibrate import Mechanism
+from accounting.group_bounds import Selection
 from accounting.ledger import Ledger, LedgerError, Receipt
 from accounting.mechanisms import secret_seed
 from proxy import bigquery_dp, domains, nested, per_person_values, quantile_release, union_rows
@@ -40,7 +41,7 @@ from proxy.ledger_views import HistoryEntry, LedgerViews, Usage
 from proxy.memo import Memo
 from proxy.outer import outer_sql
 from proxy.parse import parse
-from proxy.plan import Plan, build_plan, limits
+from proxy.plan import ChosenBound, Plan, build_plan, limits
 from proxy.policy import Policy
 from proxy.public_queries import (
     PublicExplanation,
@@ -148,6 +149,7 @@ class Explanation:
             "public_domain_size": None if plan.domain is None else len(plan.domain),
             "limits": {"max_rows_per_group": plan.max_rows, "max_groups": plan.max_groups},
             "auto_bounds": [_pending_dict(p) for p in plan.pending_bounds],
+            "chosen_bounds": [c.to_dict() for c in plan.chosen_bounds],
             "cost": {"epsilon": plan.epsilon, "delta": plan.delta, "rho": plan.rho},
             "charges": list(plan.charge_targets),
             "cache": "hit" if self.cached else "miss",
@@ -304,11 +306,12 @@ class Engine:
         if not isinstance(request.sql, str):
             raise DPSQLError("bad_request", "sql must be a string", "send the query text")
         found = self._structure_for(request)
+        chosen: list[ChosenBound] = []
         if request.max_groups is None:
-            # K of an "auto" table: chosen per grouping from its released histogram (or
-            # the public domain's size), then planned as if the request had asked for it
-            # (never above the limit, so the request stays a tightening one).
-            k = self._choose_groups(found)
+            # K of an "auto" table: chosen per query from its grouping's released
+            # histogram (or the public domain's size), then planned as if the request had
+            # asked for it (never above the limit, so the request stays a tightening one).
+            k = self._choose_groups(found, request, chosen)
             if k is not None:
                 request = replace(request, max_groups=k)
                 if k != found.core.max_groups:
@@ -317,7 +320,7 @@ class Engine:
             # An "auto" table's cap is chosen per query from its released histogram:
             # plan again with it as if the request had asked for it (it never exceeds
             # the limit, so the request stays a tightening one).
-            cap = self._choose_cap(found, request)
+            cap = self._choose_cap(found, request, chosen)
             if cap is not None and cap != found.core.max_rows:
                 found = self._structure_for(replace(request, max_rows_per_group=cap))
         plan = build_plan(
@@ -329,7 +332,7 @@ class Engine:
             data_version=self.policy.data_version,
             outer=found.outer,
         )
-        plan = replace(plan, released_columns=found.released_columns)
+        plan = replace(plan, released_columns=found.released_columns, chosen_bounds=tuple(chosen))
         if found.pending:
             plan = replace(plan, pending_bounds=found.pending)
         return found.core.shape, plan
@@ -354,11 +357,16 @@ class Engine:
                 self._structures.put(key, found)
         return found
 
-    def _choose_groups(self, found: Structure) -> int | None:
+    def _choose_groups(
+        self, found: Structure, request: QueryRequest, chosen: list[ChosenBound]
+    ) -> int | None:
         """K of this query when it groups a table whose max_groups is "auto" (else
-        None): min(limit, domain size) for a public key domain, else the K of the
-        grouping's released histogram (accounting/group_bounds.py), never below a fixed K
-        of another table it reads (the largest wins, as in plan.limits)."""
+        None): min(limit, domain size) for a public key domain, else the K that minimises
+        the estimated error of what this query releases at its budget, from the
+        grouping's released histogram (accounting/group_bounds.py) and the noise of the
+        same query planned at K = 1 and C = 1 — every input is released or public, so the
+        choice is free. Never below a fixed K of another table it reads (the largest
+        wins, as in plan.limits). The choice is appended to ``chosen``."""
         core = found.core
         if core.one_group_per_person:
             return None
@@ -368,14 +376,48 @@ class Engine:
         if found.domain is not None:
             k = min(g.limit, max(1, len(found.domain)))
         else:
-            choice = self.auto_groups.choose(g)
+            hist = self.auto_groups.histogram(g)
+            if hist is None:
+                return None
+            if request.accuracy is not None:
+                # The noise is then fixed and ε follows K: weigh K as at the default ε.
+                request = replace(request, accuracy=None, epsilon=None, rho=None)
+            one = self._structure_for(replace(request, max_groups=1, max_rows_per_group=1))
+            try:
+                noise = budget_noise(one.core, request, self.policy, one.domain is None)
+            except DPSQLError:
+                return None  # the real plan refuses it with its own message
+            mechanism = Mechanism(self.policy.proxy.mechanism)
+            targets = cap_targets(noise.columns, mechanism, totals_use(core.shape))
+            tau = noise.threshold.tau if noise.threshold is not None else None
+            # The same estimate of the number of groups as the row cap's (_choose_cap).
+            groups = 1.0 if tau is None else max(1.0, hist.people / max(1.0, float(tau)))
+            selection = (
+                None
+                if noise.threshold is None
+                else Selection(noise.threshold, noise.delta_threshold)
+            )
+            choice = self.auto_groups.choose(g, targets, groups, mechanism, selection)
             if choice is None:
                 return None
             k = choice.k
+            chosen.append(
+                ChosenBound(
+                    "max_groups",
+                    f"{', '.join(g.tables)} by {', '.join(g.key_sqls)}",
+                    k,
+                    g.limit,
+                    choice.errors,
+                    choice.pairs_cut_upper,
+                    choice.people_cut,
+                )
+            )
         fixed = [t.policy.max_groups for t in core.shape.private_tables() if t.policy.max_groups]
         return max([k, *fixed])
 
-    def _choose_cap(self, found: Structure, request: QueryRequest) -> int | None:
+    def _choose_cap(
+        self, found: Structure, request: QueryRequest, chosen: list[ChosenBound]
+    ) -> int | None:
         """The row cap of this query when it reads "auto" tables whose histograms are
         released (else None): per table, the cap that minimises the estimated error of
         what this query releases at its budget (accounting/bounds.py), from the noise of
@@ -414,6 +456,16 @@ class Engine:
             if choice is None:
                 return None
             caps.append(choice.cap)
+            chosen.append(
+                ChosenBound(
+                    "max_rows_per_group",
+                    table.name,
+                    choice.cap,
+                    choice.limit,
+                    choice.errors,
+                    choice.rows_cut_upper,
+                )
+            )
         return max(caps)
 
     def checked_shape(self, request: QueryRequest) -> CheckedShape:
@@ -842,7 +894,8 @@ class Engine:
 
     def _rows_cut_note(self, request: QueryRequest, plan: Plan) -> tuple[str, ...]:
         """For "auto" tables: the share of their rows the cap leaves out, estimated from
-        the released histogram of rows per person (free), when it is above 5%."""
+        the released histogram of rows per person (free), when it is above 5%; and the
+        share of people in more groups than an "auto" K, from the grouping's histogram."""
         shape, _ = self.prepare(request)
         notes = []
         for info in shape.private_tables():
@@ -854,6 +907,18 @@ class Engine:
                     f"the policy's limit is {info.policy.auto_rows_limit}) and are left out: "
                     "counts and sums over them are about that much lower than the true "
                     "totals; a higher limit would keep them at the cost of more noise"
+                )
+        for chosen in plan.chosen_bounds:
+            people = chosen.people_cut
+            if chosen.bound == "max_groups" and people is not None and people > ROWS_CUT_WARNING:
+                notes.append(
+                    f"about {people:.0%} of the people of {chosen.subject} are in more "
+                    f"than {chosen.chosen} groups (max_groups, chosen from the data; the "
+                    f"policy's limit is {chosen.limit}): dpsql kept {chosen.chosen} of each "
+                    f"one's groups, which left out about {chosen.cut:.0%} of the "
+                    "(person, group) pairs, so counts and sums are about that much lower "
+                    "than the true totals; ask with a larger max_groups (up to the limit) "
+                    "to keep more of them, at the cost of more noise"
                 )
         return tuple(notes)
 
