@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from proxy.errors import DPSQLError
 from proxy.policy import ColumnPolicy, Policy, TablePolicy
@@ -98,9 +98,13 @@ class TableView:
     name: str
     public: bool
     population: str | None
-    max_groups: int | None
-    max_rows_per_group: int | None
+    # "auto": chosen per query from the data (proxy/auto_groups.py, proxy/auto_bounds.py)
+    # up to the limit beside it; None on a public table (and for a limit not "auto").
+    max_groups: int | Literal["auto"] | None
+    max_rows_per_group: int | Literal["auto"] | None
     columns: tuple[ColumnView, ...]
+    max_groups_limit: int | None = None
+    max_rows_per_group_limit: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -108,7 +112,9 @@ class TableView:
             "public": self.public,
             "population": self.population,
             "max_groups": self.max_groups,
+            "max_groups_limit": self.max_groups_limit,
             "max_rows_per_group": self.max_rows_per_group,
+            "max_rows_per_group_limit": self.max_rows_per_group_limit,
             "columns": [c.to_dict() for c in self.columns],
         }
 
@@ -132,9 +138,11 @@ def table_view(info: TableInfo) -> TableView:
         name=t.name,
         public=t.public,
         population=t.population,
-        max_groups=t.max_groups,
-        max_rows_per_group=t.max_rows_per_group,
+        max_groups="auto" if t.auto_groups_limit is not None else t.max_groups,
+        max_rows_per_group="auto" if t.auto_rows_limit is not None else t.max_rows_per_group,
         columns=tuple(columns),
+        max_groups_limit=t.auto_groups_limit,
+        max_rows_per_group_limit=t.auto_rows_limit,
     )
 
 
