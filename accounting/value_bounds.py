@@ -12,6 +12,11 @@ score; McSherry & Talwar 2007), user-level: each person contributes at most C ro
 (the table's row cap), so one person moves the histogram by at most C in L1 and the
 draw is ε-DP at θ = 2Δ/ε with Δ = C·max(q, 1 − q) (the proof is that module's).
 
+A lower bound (``lower = "auto"`` with a ``lower_limit``) is chosen the same way on the
+grid from its limit up to the column's upper bound (or upper_limit): the lower edge of
+the bin holding the :data:`LOWER_QUANTILE` (:func:`lower_bound_of`), so the grid's
+round numbers are finest near the limit, where such values lie.
+
 The grid is public and coarse: edges at L + m·10^k for m in 1, 1.5, 2, 3, 5, 7 over
 :data:`DECADES` decades below the span U_limit − L, and U_limit itself (the last bin is
 open above: every larger value lands there). So the chosen bound is a round, stable
@@ -43,6 +48,7 @@ from accounting.quantiles import (
 )
 
 QUANTILE = 0.95
+LOWER_QUANTILE = 0.05  # of a lower bound chosen from the data (``lower = "auto"``)
 DECADES = 6  # relative resolution of the grid: 1e-6 of the span at the bottom
 MANTISSAS = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)
 
@@ -91,14 +97,27 @@ def bound_of(grid: ValueGrid, index: int) -> float:
     return min(grid.limit, grid.lower + grid.edges[index])
 
 
-def describe(grid: ValueGrid, *, max_rows: int, epsilon: float) -> QuantileDescriptor:
+def lower_bound_of(grid: ValueGrid, index: int) -> float:
+    """The lower bound released bin ``index`` stands for: L + the bin's lower edge (the
+    grid's own L for bin 0), so that the values below it are at most those of the bins
+    below the drawn one. Post-processing of the released index only."""
+    if not 0 <= index < grid.bins:
+        raise ValueBoundsError(f"bin {index} is outside the grid's {grid.bins} bins")
+    return grid.lower + (grid.edges[index - 1] if index > 0 else 0.0)
+
+
+def describe(
+    grid: ValueGrid, *, max_rows: int, epsilon: float, q: float = QUANTILE
+) -> QuantileDescriptor:
     """The exponential mechanism's descriptor: the bins are the integers 0..B−1 of an
-    exact integer grid, the target the :data:`QUANTILE` rank, one group, each person at
-    most ``max_rows`` rows. Its ``curve`` is what the release costs (ε-DP)."""
+    exact integer grid, the target the rank ``q`` (:data:`QUANTILE` for an upper bound,
+    :data:`LOWER_QUANTILE` for a lower one), one group, each person at most ``max_rows``
+    rows. Its ``curve`` is what the release costs (ε-DP; the rank score's sensitivity is
+    max(q, 1 − q)·C, the same for both)."""
     return describe_quantile(
         grid=grid_for(0, grid.bins - 1, integer=True, max_bins=grid.bins),
         kind=TargetKind.QUANTILE,
-        q=QUANTILE,
+        q=q,
         max_rows=max_rows,
         max_groups=1,
         epsilon_per_group=epsilon,

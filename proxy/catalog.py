@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from proxy.errors import DPSQLError
 from proxy.policy import ColumnPolicy, Policy, TablePolicy
@@ -146,6 +146,16 @@ def table_view(info: TableInfo) -> TableView:
     )
 
 
+class ValueBounds(Protocol):
+    """A column's bounds chosen from the data (proxy/auto_values.py, ColumnBounds)."""
+
+    @property
+    def lower(self) -> float | None: ...
+
+    @property
+    def upper(self) -> float | None: ...
+
+
 class Catalog:
     """Policy tables that exist in the database, with their column types."""
 
@@ -184,20 +194,27 @@ class Catalog:
         other._derived = self._derived | {key}
         return other
 
-    def with_upper_bounds(self, bounds: Mapping[tuple[str, str], float]) -> Catalog:
-        """This catalog with the upper bounds of "auto" columns filled in, by (table
-        name, column): each is a released (or, until released, the declared limit's)
-        public number, so planning reads it as if the policy had declared it."""
+    def with_value_bounds(self, bounds: Mapping[tuple[str, str], ValueBounds]) -> Catalog:
+        """This catalog with the bounds of "auto" columns filled in, by (table name,
+        column): each side is a released (or, until released, the declared limit's)
+        public number, so planning reads it as if the policy had declared it; a side
+        that is None keeps the policy's number."""
         if not bounds:
             return self
         other = copy.copy(self)
         tables = dict(self._tables)
         for key, info in self._tables.items():
-            mine = {c: u for (t, c), u in bounds.items() if t == info.policy.name}
+            mine = {c: b for (t, c), b in bounds.items() if t == info.policy.name}
             if not mine:
                 continue
             columns = tuple(
-                replace(c, upper=mine[c.name]) if c.name in mine else c
+                replace(
+                    c,
+                    lower=c.lower if mine[c.name].lower is None else mine[c.name].lower,
+                    upper=c.upper if mine[c.name].upper is None else mine[c.name].upper,
+                )
+                if c.name in mine
+                else c
                 for c in info.policy.columns
             )
             tables[key] = replace(info, policy=replace(info.policy, columns=columns))

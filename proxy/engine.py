@@ -176,7 +176,8 @@ def _pending_dict(p: Pending) -> dict[str, Any]:
             "column": p.column,
             "limit": p.limit,
             "epsilon": p.epsilon,
-            "note": f"the upper bound of {p.table}.{p.column} is chosen from the data by "
+            "side": str(p.side),
+            "note": f"the {p.side} bound of {p.table}.{p.column} is chosen from the data by "
             f"the first query that needs it, which also pays epsilon {p.epsilon:g} once "
             f"for a DP quantile of its values; until then the limit {p.limit:g} is used "
             "here",
@@ -251,9 +252,9 @@ class Engine:
         self._routes: Memo[QueryRequest, Route] = Memo(PLAN_MEMO_SIZE)
         # Whether a text is a nested query (and its split), by (sql, dialect): asked on
         # every run, and a parse costs more than the rest of a cache hit.
-        self._splits: Memo[tuple[str, str, frozenset[str] | None], tuple[nested.NestedQuery | None]] = Memo(
-            PLAN_MEMO_SIZE
-        )
+        self._splits: Memo[
+            tuple[str, str, frozenset[str] | None], tuple[nested.NestedQuery | None]
+        ] = Memo(PLAN_MEMO_SIZE)
         # Released tables by cache key, as stored: a release never changes once stored
         # (the first one stored under a key stays), so a hit need not read the store.
         self._released: Memo[str, tuple[int, pa.Table]] = Memo(PLAN_MEMO_SIZE)
@@ -473,7 +474,7 @@ class Engine:
         tables a per-person aggregate or a UNION ALL in FROM reads."""
         tree = self._parse(request)
         # "auto" columns carry their released upper bounds (their limits until then).
-        planning = self.catalog.with_upper_bounds(self.auto_values.bounds())
+        planning = self.catalog.with_value_bounds(self.auto_values.bounds())
         # UNION ALL of row-level arms in FROM: a derived row-level table of the arms'
         # population (proxy/union_rows.py); other set operations are refused below.
         union = union_rows.derive_query(
@@ -965,7 +966,7 @@ class Engine:
         """The tables a caller may query (None: all), with columns, bounds and domains.
         An "auto" column shows the upper bound planning uses: the released one, else its
         limit (as `explain` does)."""
-        return self.catalog.with_upper_bounds(self.auto_values.bounds()).views(tables)
+        return self.catalog.with_value_bounds(self.auto_values.bounds()).views(tables)
 
     def remaining(self, population: str) -> float:
         """ε left to the persons of ``population`` who have spent the most (see
