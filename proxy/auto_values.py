@@ -9,13 +9,16 @@ independently, in either order). Each side is its own release, paid once per (ta
 column, side).
 
 The first query whose aggregates read such a column releases, once per (table, column),
-a DP draw of the bin holding a high quantile of the column's values (each person at
-most C rows), charged to the table's population at ``[proxy] auto_bounds_epsilon`` like
-the histogram of rows per person (proxy/auto_bounds.py) and stored in the release cache
-under a key of (table, column, data version, grid, C, q, ε). Every later query — any
-analyst, any door — reads the stored bin index and plans with its bound for free: the
-bound is a function of the released index and public numbers only, and it reaches the
-plan (and so its cache key) as the column's declared upper bound. Until it is released,
+a DP histogram of the column's values on a public grid of round numbers (each person at
+most C values; the upper side) and a DP draw of the bin holding a low quantile (the lower
+side), each charged to the table's population at ``[proxy] auto_bounds_epsilon`` like the
+histogram of rows per person (proxy/auto_bounds.py) and stored in the release cache under
+a key of (table, column, data version, grid, C and what sets the noise). Every later
+query — any analyst, any door — reads them for free: the engine picks the query's own
+upper bound from the histogram (Engine._choose_values: the candidate of least expected
+error for the sums that read the column at the query's budget) and plans with it as if
+the column declared it, so it is part of the plan and its cache key; without such a sum,
+and in the schema, the histogram's 95th percentile stands. Until a release exists,
 planning assumes the limit and the plan says what the first run will pay.
 """
 
@@ -30,13 +33,14 @@ import pyarrow as pa
 from sqlglot import exp
 
 from accounting import value_bounds as V
+from accounting.calibrate import Calibration
 from accounting.quantiles import QuantileDescriptor
 from proxy.budgets import Budgets
 from proxy.cache import ReleaseStore
 from proxy.catalog import split_name
 from proxy.engines.executor import Executor
 from proxy.policy import ColumnPolicy, Policy, TablePolicy
-from proxy.released_once import release_once
+from proxy.released_once import PersonHistogram, release_once
 
 # Values per person in the draw on a table whose row cap is "auto". One value (the
 # proxy's default cap) would be each person's median, whose 95th percentile is far below
@@ -110,6 +114,8 @@ class AutoValues:
         self._cache = cache
         self._budgets = budgets
         self._bounds: dict[tuple[str, str, Side], float] = {}
+        self._hist = PersonHistogram(policy)
+        self._histograms: dict[tuple[str, str], V.ValueHistogram] = {}
 
     def _grid(self, column: ColumnPolicy, side: Side = Side.UPPER) -> V.ValueGrid:
         """The side's grid, from the lower end (the declared lower, else the
@@ -144,18 +150,50 @@ class AutoValues:
             q=V.QUANTILE if side is Side.UPPER else V.LOWER_QUANTILE,
         )
 
+    def _calibration(self, table: TablePolicy, column: ColumnPolicy) -> Calibration:
+        """The noise of an upper side's histogram: one person adds at most C values."""
+        return self._hist.calibration(
+            f"the auto upper bound of {table.name}.{column.name}", self.rows_per_person(table)
+        )
+
+    def _histogram_key(self, table: TablePolicy, column: ColumnPolicy) -> str:
+        return self._hist.key(
+            "auto-value-histogram",
+            table.name,
+            column.name,
+            self._grid(column, Side.UPPER),
+            self.rows_per_person(table),
+        )
+
+    def histogram(self, table: TablePolicy, column: ColumnPolicy) -> V.ValueHistogram | None:
+        """The released histogram of an upper side's values, read (thresholded at its
+        detection level), or None before it is released."""
+        found = self._histograms.get((table.name, column.name))
+        if found is not None:
+            return found
+        hit = self._cache.get(self._histogram_key(table, column))
+        if hit is None:
+            return None
+        counts = [float(c) for c in hit[1].column("count").to_pylist()]
+        std = self._hist.std(self._calibration(table, column))
+        found = V.ValueHistogram.read(self._grid(column, Side.UPPER), counts, std)
+        self._histograms[(table.name, column.name)] = found
+        return found
+
     def _key(self, table: TablePolicy, column: ColumnPolicy, side: Side = Side.UPPER) -> str:
-        # The upper side's facts are those it had before lower bounds existed, so that
-        # stored releases stay valid; the lower side names itself.
-        named: tuple[str, ...] = (column.name,) if side is Side.UPPER else (column.name, "lower")
+        """The key of a side's release: the upper side's histogram, the lower side's
+        drawn bin."""
+        if side is Side.UPPER:
+            return self._histogram_key(table, column)
         facts = (
             "auto-value-bound",
             table.name,
-            *named,
+            column.name,
+            "lower",
             self.policy.data_version,
             self._grid(column, side),
             self.rows_per_person(table),
-            V.QUANTILE if side is Side.UPPER else V.LOWER_QUANTILE,
+            V.LOWER_QUANTILE,
             self.policy.proxy.auto_bounds_epsilon,
         )
         return hashlib.sha256(repr(facts).encode()).hexdigest()
@@ -163,9 +201,18 @@ class AutoValues:
     def released(
         self, table: TablePolicy, column: ColumnPolicy, side: Side = Side.UPPER
     ) -> float | None:
-        """The released bound of an auto column's side, or None before it is released."""
+        """The released bound of an auto column's side, or None before it is released: for
+        the upper side the default one, the edge of the bin holding the 95th percentile
+        of its released histogram (a query may choose its own: :meth:`histogram`)."""
         found = self._bounds.get((table.name, column.name, side))
         if found is not None:
+            return found
+        if side is Side.UPPER:
+            hist = self.histogram(table, column)
+            if hist is None:
+                return None
+            found = hist.quantile(V.QUANTILE)
+            self._bounds[(table.name, column.name, side)] = found
             return found
         hit = self._cache.get(self._key(table, column, side))
         if hit is None:
@@ -212,6 +259,22 @@ class AutoValues:
         column = table.column(pending.column)
         side = pending.side
         assert column is not None and table.population and table.unit
+        if side is Side.UPPER:
+            cal = self._calibration(table, column)
+            c = self.rows_per_person(table)
+            release_once(
+                self._cache,
+                self._budgets,
+                self._key(table, column, side),
+                population=table.population,
+                curve=cal.curve,
+                analyst=analyst,
+                note=f"auto upper bound of {table.name}.{column.name}",
+                draw=lambda: self._hist.draw(self.exact_counts(table, column, side), cal, c),
+            )
+            found = self.released(table, column, side)
+            assert found is not None
+            return found
         descriptor = self._descriptor(table, column, side)
         release_once(
             self._cache,

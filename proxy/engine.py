@@ -23,10 +23,11 @@ from accounting.calibrate import Mechanism
 from accounting.group_bounds import Selection
 from accounting.ledger import Ledger, LedgerError, Receipt
 from accounting.mechanisms import secret_seed
+from accounting.value_bounds import ValueTarget, ValueUse, choose_upper
 from proxy import bigquery_dp, domains, nested, per_person_values, quantile_release, union_rows
 from proxy.auto_bounds import AutoBounds, PendingBounds, cap_targets, filter_keep, totals_use
 from proxy.auto_groups import AutoGroups, PendingGroups, grouping
-from proxy.auto_values import AutoValues, PendingValueBound, aggregated_columns
+from proxy.auto_values import AutoValues, ColumnBounds, PendingValueBound, aggregated_columns
 from proxy.bind import bind
 from proxy.budget import budget_noise
 from proxy.budgets import Budgets, ledger_error
@@ -54,6 +55,7 @@ from proxy.release import PostProcessor, release, release_keys
 from proxy.request import QueryRequest
 from proxy.result import Result, build_result
 from proxy.rewrite import Core, rewrite
+from proxy.rewrite import core as C
 from proxy.shape import Shape
 
 PLAN_MEMO_SIZE = 512
@@ -317,13 +319,19 @@ class Engine:
                 request = replace(request, max_groups=k)
                 if k != found.core.max_groups:
                     found = self._structure_for(request)
+        structured = request
         if not found.pending and request.max_rows_per_group is None:
             # An "auto" table's cap is chosen per query from its released histogram:
             # plan again with it as if the request had asked for it (it never exceeds
             # the limit, so the request stays a tightening one).
             cap = self._choose_cap(found, request, chosen)
             if cap is not None and cap != found.core.max_rows:
-                found = self._structure_for(replace(request, max_rows_per_group=cap))
+                structured = replace(request, max_rows_per_group=cap)
+                found = self._structure_for(structured)
+        # Then each "auto" upper bound the query's sums read, at that cap.
+        values = self._choose_values(found, structured, chosen)
+        if values:
+            found = self._structure_for(replace(structured, value_bounds=values))
         plan = build_plan(
             found.core,
             request,
@@ -469,12 +477,90 @@ class Engine:
             )
         return max(caps)
 
+    def _value_bounds(self, request: QueryRequest) -> dict[tuple[str, str], ColumnBounds]:
+        """The planning bounds of "auto" columns: released (or the limits), with the
+        upper bounds this request was planned with by _choose_values."""
+        bounds = self.auto_values.bounds()
+        for table, column, upper in request.value_bounds:
+            found = bounds.get((table, column))
+            if found is not None:
+                bounds[(table, column)] = replace(found, upper=upper)
+        return bounds
+
+    def _choose_values(
+        self, found: Structure, request: QueryRequest, chosen: list[ChosenBound]
+    ) -> tuple[tuple[str, str, float], ...]:
+        """The upper bounds of the "auto" columns this query sums (SUM, AVG: statistics
+        whose argument is the column itself), each the candidate of least estimated error
+        for this query's noise at its budget (accounting/value_bounds.py: choose_upper),
+        from the column's released histogram — free, as every input is released or
+        public. Each choice is appended to ``chosen``; () when there is none."""
+        if request.value_bounds or found.pending:
+            return ()
+        core = found.core
+        if request.accuracy is not None:
+            request = replace(request, accuracy=None, epsilon=None, rho=None)
+        try:
+            noise = budget_noise(core, request, self.policy, found.domain is None)
+        except DPSQLError:
+            return ()  # the real plan refuses it with its own message
+        mechanism = Mechanism(self.policy.proxy.mechanism)
+        uses = {C.SUM: ValueUse.TOTAL, C.CENTRED_SUM: ValueUse.CENTRED}
+        out: list[tuple[str, str, float]] = []
+        for alias, info in core.shape.tables.items():
+            # The policy's own table: the planning catalog's carries the bounds in use.
+            table = None if info.public else self.policy.table(info.policy.name)
+            if table is None:
+                continue
+            for column in table.columns:
+                hist = (
+                    None
+                    if column.upper_limit is None
+                    else self.auto_values.histogram(table, column)
+                )
+                if hist is None or any(t == table.name and c == column.name for t, c, _ in out):
+                    continue
+                at = self.auto_values.released(table, column)
+                reads = f"{alias}.{column.name}"
+                targets = [
+                    ValueTarget(uses[n.statistic.kind], mechanism.std(n.descriptor.scale), at)
+                    for n in noise.columns
+                    if n.statistic.kind in uses
+                    and n.statistic.upper == at
+                    and reads in (n.statistic.arg_sql or "")
+                ]
+                if not targets or at is None:
+                    continue
+                if found.domain is not None:
+                    groups = float(max(1, len(found.domain)))
+                elif noise.threshold is not None:
+                    # As for the row cap: groups of about tau people, the people being
+                    # at least the histogram's rows over the C values each may add.
+                    people = hist.rows() / self.auto_values.rows_per_person(table)
+                    groups = max(1.0, people / max(1.0, float(noise.threshold.tau)))
+                else:
+                    groups = 1.0
+                choice = choose_upper(hist, targets, groups)
+                out.append((table.name, column.name, choice.bound))
+                chosen.append(
+                    ChosenBound(
+                        "upper",
+                        f"{table.name}.{column.name}",
+                        choice.bound,
+                        choice.limit,
+                        choice.errors,
+                        choice.clipped,
+                    )
+                )
+        return tuple(out)
+
     def checked_shape(self, request: QueryRequest) -> CheckedShape:
         """Parse, bind and check (refusing what is not answered), with the derived
         tables a per-person aggregate or a UNION ALL in FROM reads."""
         tree = self._parse(request)
-        # "auto" columns carry their released upper bounds (their limits until then).
-        planning = self.catalog.with_value_bounds(self.auto_values.bounds())
+        # "auto" columns carry their released bounds (their limits until then), or the
+        # upper bound this query chose from the column's histogram (_choose_values).
+        planning = self.catalog.with_value_bounds(self._value_bounds(request))
         # UNION ALL of row-level arms in FROM: a derived row-level table of the arms'
         # population (proxy/union_rows.py); other set operations are refused below.
         union = union_rows.derive_query(

@@ -28,16 +28,17 @@ from proxy.rewrite import core as C
 @dataclass(frozen=True)
 class ChosenBound:
     """An "auto" bound this query's plan chose from a released histogram (free): which
-    (``max_rows_per_group`` or ``max_groups``), of what (a table, or tables by keys), the
-    value and the limit, each candidate's estimated relative error (bias and noise, as
-    accounting/bounds.py and accounting/group_bounds.py estimate it), and the estimated
-    share of rows (or person-group pairs) and of people it cuts."""
+    (``max_rows_per_group``, ``max_groups`` or a column's ``upper``), of what (a table,
+    tables by keys, or table.column), the value and the limit, each candidate's estimated
+    relative error (bias and noise, as accounting/bounds.py, group_bounds.py and
+    value_bounds.py estimate it), and the estimated share of rows (person-group pairs, or
+    a column's mass) and of people it cuts."""
 
     bound: str
     subject: str
-    chosen: int
-    limit: int
-    errors: tuple[tuple[int, float], ...]
+    chosen: float
+    limit: float
+    errors: tuple[tuple[float, float], ...]
     cut: float
     people_cut: float | None = None
 

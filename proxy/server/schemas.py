@@ -213,19 +213,21 @@ class QuantileOut(BaseModel):
 
 
 class CandidateOut(BaseModel):
-    value: int
+    value: int | float
     estimated_relative_error: float = Field(description="bias and noise, estimated")
 
 
 class ChosenBoundOut(BaseModel):
     """An "auto" bound chosen for this query: the candidate of least estimated error."""
 
-    bound: Literal["max_rows_per_group", "max_groups"]
-    of: str = Field(description="the table, or the tables and keys of the grouping")
-    chosen: int
-    limit: int
+    bound: Literal["max_rows_per_group", "max_groups", "upper"]
+    of: str = Field(description="the table, the tables and keys of the grouping, or table.column")
+    chosen: int | float
+    limit: int | float
     candidates: list[CandidateOut]
-    share_cut: float = Field(description="estimated share of rows (or person-group pairs) cut")
+    share_cut: float = Field(
+        description="estimated share of rows (person-group pairs, or a column's mass) cut"
+    )
     people_cut: float | None = Field(description="estimated share of people above K")
 
 

@@ -85,7 +85,7 @@ def test_policy_spells_auto_upper_with_its_limit(tmp_path: Path, demo_db: Path) 
         ('{ upper = "auto", upper_limit = 10 }', 'lower: required with upper = "auto"'),
         ('{ lower = "auto", upper = 10 }', 'lower_limit: required with lower = "auto"'),
         ('{ lower = "auto", lower_limit = 0 }', 'upper: required with lower = "auto"'),
-        ('{ lower = 0, lower_limit = 0, upper = 5 }', 'lower_limit: only with lower = "auto"'),
+        ("{ lower = 0, lower_limit = 0, upper = 5 }", 'lower_limit: only with lower = "auto"'),
         ('{ lower = "auto", lower_limit = 5, upper = 5 }', "upper 5 must be above lower_limit 5"),
         (
             '{ lower = "auto", lower_limit = 9, upper = "auto", upper_limit = 3 }',
@@ -193,11 +193,18 @@ def test_released_once_then_free_and_planning_uses_it(engine: Engine, demo_db: P
     # Planning reads the bound: clamp and sensitivity follow it (C = 10, K = 4 here).
     plan = engine.explain(QueryRequest(SUM, epsilon=1.0)).to_dict()
     assert plan["auto_bounds"] == [] and plan["cache_key"] != key_at_limit
-    assert _schema_upper(engine) == bound
+    assert _schema_upper(engine) == bound  # the default: the histogram's 95th percentile
+    # This query picks its own bound from the histogram: the candidate of least
+    # estimated error (bias + noise), listed with the others under chosen_bounds.
+    (chosen,) = plan["chosen_bounds"]
+    assert chosen["bound"] == "upper" and chosen["of"] == "prompts.latency_ms"
+    errors = {c["value"]: c["estimated_relative_error"] for c in chosen["candidates"]}
+    mine = chosen["chosen"]
+    assert errors[mine] == min(errors.values()) and max(errors) <= 600000.0
     stat = plan["statistics"][0]
-    assert stat["bounds"] == [0.0, bound]
-    assert stat["sensitivity"]["per_group"] == pytest.approx(10 * bound)
-    assert f"{bound:g}" in plan["core_sql"] or repr(bound) in plan["core_sql"]
+    assert stat["bounds"] == [0.0, mine]
+    assert stat["sensitivity"]["per_group"] == pytest.approx(10 * mine)
+    assert f"{mine:g}" in plan["core_sql"] or repr(mine) in plan["core_sql"]
     # Later queries on the column, any analyst, any ε: no second charge for the bound.
     engine.run(QueryRequest("SELECT model, AVG(latency_ms) FROM prompts GROUP BY model"))
     engine.run(QueryRequest(SUM, epsilon=0.3, analyst="someone-else"))
@@ -212,16 +219,17 @@ def test_a_fresh_engine_reads_the_stored_bound_for_free(tmp_path: Path, demo_db:
         first.run(QueryRequest(SUM, epsilon=1.0))
         prompts = first.policy.table("prompts")
         bound = first.auto_values.released(prompts, prompts.column("latency_ms"))
+        first_explained = first.explain(QueryRequest(SUM, epsilon=0.4)).to_dict()
     finally:
         first.close()
     second = Engine(parse_policy(text, base_dir=tmp_path))
     try:
         n = len(_charges(second))
         prompts = second.policy.table("prompts")
-        # The choice reads only the released bin: the stored index gives the same bound.
+        # The choice reads only the released histogram: the same bounds come back.
         assert second.auto_values.released(prompts, prompts.column("latency_ms")) == bound
-        stat = second.explain(QueryRequest(SUM, epsilon=0.4)).to_dict()["statistics"][0]
-        assert stat["bounds"] == [0.0, bound] and len(_charges(second)) == n
+        assert second.explain(QueryRequest(SUM, epsilon=0.4)).to_dict() == first_explained
+        assert len(_charges(second)) == n
     finally:
         second.close()
 
@@ -395,7 +403,11 @@ def test_both_bounds_auto_are_released_once_each(tmp_path: Path, demo_db: Path) 
         assert -1000.0 < lower <= p5 < p95 / 4 <= upper <= p95 * 4
         assert lower + 1000.0 >= (p5 + 1000.0) / 4
         plan = e.explain(QueryRequest(SUM, epsilon=1.0)).to_dict()
-        assert plan["auto_bounds"] == [] and plan["statistics"][0]["bounds"] == [lower, upper]
+        (chosen,) = plan["chosen_bounds"]
+        assert plan["auto_bounds"] == [] and plan["statistics"][0]["bounds"] == [
+            lower,
+            chosen["chosen"],
+        ]
         assert _schema_bounds(e) == (lower, upper)
         # Later queries: no further bound charges.
         e.run(QueryRequest("SELECT model, AVG(latency_ms) FROM prompts GROUP BY model"))
@@ -426,3 +438,41 @@ def test_a_lower_only_auto_keeps_the_declared_upper(tmp_path: Path, demo_db: Pat
         assert stat["bounds"] == [lower, 60000.0]
     finally:
         e.close()
+
+
+# --- the upper bound by expected error, per query --------------------------------------
+
+
+def _chosen_upper(e: Engine, sql: str, **kw: object) -> float:
+    plan = e.explain(QueryRequest(sql, **kw)).to_dict()  # type: ignore[arg-type]
+    (chosen,) = [c for c in plan["chosen_bounds"] if c["bound"] == "upper"]
+    errors = {c["value"]: c["estimated_relative_error"] for c in chosen["candidates"]}
+    assert errors[chosen["chosen"]] == min(errors.values())
+    upper: float = plan["statistics"][0]["bounds"][1]
+    assert upper == chosen["chosen"]
+    return upper
+
+
+def test_each_query_picks_its_own_upper_bound_for_free(engine: Engine) -> None:
+    engine.run(QueryRequest(SUM, epsilon=1.0))
+    paid = len(_charges(engine))
+    # More budget, less noise per unit of the bound: a larger bound, less clamped away.
+    tight, loose = _chosen_upper(engine, SUM, epsilon=0.1), _chosen_upper(engine, SUM, epsilon=10.0)
+    assert tight < loose <= 600000.0
+    # An AVG over three public groups weighs its noise against smaller totals.
+    avg = "SELECT model, AVG(latency_ms) AS a FROM prompts GROUP BY model"
+    assert _chosen_upper(engine, avg, epsilon=1.0) <= _chosen_upper(engine, SUM, epsilon=1.0)
+    # A request naming its own cap still gets a bound chosen for it.
+    assert _chosen_upper(engine, SUM, epsilon=1.0, max_rows_per_group=2) > 0
+    # The bound is part of the plan, so of its cache key; choosing it charged nothing.
+    keys = {
+        engine.explain(QueryRequest(SUM, epsilon=eps)).to_dict()["cache_key"] for eps in (0.1, 10)
+    }
+    assert len(keys) == 2 and len(_charges(engine)) == paid
+    # A sum of an expression of the column is not weighed: it keeps the default bound.
+    scaled = engine.explain(QueryRequest("SELECT SUM(latency_ms * 2) FROM prompts")).to_dict()
+    released = engine.auto_values.released(
+        engine.policy.table("prompts"), engine.policy.table("prompts").column("latency_ms")
+    )
+    assert scaled["chosen_bounds"] == [] and released is not None
+    assert scaled["statistics"][0]["bounds"] == [0.0, 2 * released]

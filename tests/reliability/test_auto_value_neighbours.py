@@ -120,7 +120,11 @@ def test_auto_value_bounds_through_the_harness(
     bound = d.auto_values.released(prompts, column)
     assert bound is not None and d_prime.auto_values.released(prompts, column) == bound
     plan = d.prepare(QueryRequest("SELECT SUM(latency_ms) FROM prompts", epsilon=1.0))[1]
-    assert plan.pending_bounds == () and plan.noise[0].statistic.upper == bound
+    # The query's own bound, chosen from the shared histogram: the same on both sides.
+    (chosen,) = plan.chosen_bounds
+    assert plan.pending_bounds == () and plan.noise[0].statistic.upper == chosen.chosen
+    other = d_prime.prepare(QueryRequest("SELECT SUM(latency_ms) FROM prompts", epsilon=1.0))[1]
+    assert other.chosen_bounds == plan.chosen_bounds and other.cache_key == plan.cache_key
     assert _check_all(p, facts) == len(corpus.AUTO_VALUES)
 
 
@@ -161,6 +165,8 @@ def test_auto_lower_and_upper_bounds_through_the_harness(
     upper, lower = bounds
     assert -1000.0 <= lower < upper <= 600000.0
     plan = d.prepare(QueryRequest(sql, epsilon=1.0))[1]
-    assert plan.pending_bounds == ()
-    assert (plan.noise[0].statistic.lower, plan.noise[0].statistic.upper) == (lower, upper)
+    (chosen,) = plan.chosen_bounds
+    assert plan.pending_bounds == () and -1000.0 <= lower < chosen.chosen <= 600000.0
+    assert (plan.noise[0].statistic.lower, plan.noise[0].statistic.upper) == (lower, chosen.chosen)
+    assert d_prime.prepare(QueryRequest(sql, epsilon=1.0))[1].cache_key == plan.cache_key
     assert _check_all(p, facts) == len(corpus.AUTO_VALUES)
