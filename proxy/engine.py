@@ -498,6 +498,20 @@ class Engine:
         if request.value_bounds or found.pending:
             return ()
         core = found.core
+        # The auto columns with a released histogram, by alias (the policy's own table:
+        # the planning catalog's carries the bounds in use).
+        auto = []
+        for alias, info in core.shape.tables.items():
+            table = None if info.public else self.policy.table(info.policy.name)
+            if table is None:
+                continue
+            for column in table.columns:
+                if column.upper_limit is not None:
+                    hist = self.auto_values.histogram(table, column)
+                    if hist is not None:
+                        auto.append((alias, table, column, hist))
+        if not auto:
+            return ()  # the common case: no budget split to compute
         if request.accuracy is not None:
             request = replace(request, accuracy=None, epsilon=None, rho=None)
         try:
@@ -507,51 +521,41 @@ class Engine:
         mechanism = Mechanism(self.policy.proxy.mechanism)
         uses = {C.SUM: ValueUse.TOTAL, C.CENTRED_SUM: ValueUse.CENTRED}
         out: list[tuple[str, str, float]] = []
-        for alias, info in core.shape.tables.items():
-            # The policy's own table: the planning catalog's carries the bounds in use.
-            table = None if info.public else self.policy.table(info.policy.name)
-            if table is None:
+        for alias, table, column, hist in auto:
+            if any(t == table.name and c == column.name for t, c, _ in out):
+                continue  # the same table under another alias: chosen once
+            at = self.auto_values.released(table, column)
+            reads = f"{alias}.{column.name}"
+            targets = [
+                ValueTarget(uses[n.statistic.kind], mechanism.std(n.descriptor.scale), at)
+                for n in noise.columns
+                if n.statistic.kind in uses
+                and n.statistic.upper == at
+                and reads in (n.statistic.arg_sql or "")
+            ]
+            if not targets or at is None:
                 continue
-            for column in table.columns:
-                hist = (
-                    None
-                    if column.upper_limit is None
-                    else self.auto_values.histogram(table, column)
+            if found.domain is not None:
+                groups = float(max(1, len(found.domain)))
+            elif noise.threshold is not None:
+                # As for the row cap: groups of about tau people, the people being
+                # at least the histogram's rows over the C values each may add.
+                people = hist.rows() / self.auto_values.rows_per_person(table)
+                groups = max(1.0, people / max(1.0, float(noise.threshold.tau)))
+            else:
+                groups = 1.0
+            choice = choose_upper(hist, targets, groups)
+            out.append((table.name, column.name, choice.bound))
+            chosen.append(
+                ChosenBound(
+                    "upper",
+                    f"{table.name}.{column.name}",
+                    choice.bound,
+                    choice.limit,
+                    choice.errors,
+                    choice.clipped,
                 )
-                if hist is None or any(t == table.name and c == column.name for t, c, _ in out):
-                    continue
-                at = self.auto_values.released(table, column)
-                reads = f"{alias}.{column.name}"
-                targets = [
-                    ValueTarget(uses[n.statistic.kind], mechanism.std(n.descriptor.scale), at)
-                    for n in noise.columns
-                    if n.statistic.kind in uses
-                    and n.statistic.upper == at
-                    and reads in (n.statistic.arg_sql or "")
-                ]
-                if not targets or at is None:
-                    continue
-                if found.domain is not None:
-                    groups = float(max(1, len(found.domain)))
-                elif noise.threshold is not None:
-                    # As for the row cap: groups of about tau people, the people being
-                    # at least the histogram's rows over the C values each may add.
-                    people = hist.rows() / self.auto_values.rows_per_person(table)
-                    groups = max(1.0, people / max(1.0, float(noise.threshold.tau)))
-                else:
-                    groups = 1.0
-                choice = choose_upper(hist, targets, groups)
-                out.append((table.name, column.name, choice.bound))
-                chosen.append(
-                    ChosenBound(
-                        "upper",
-                        f"{table.name}.{column.name}",
-                        choice.bound,
-                        choice.limit,
-                        choice.errors,
-                        choice.clipped,
-                    )
-                )
+            )
         return tuple(out)
 
     def checked_shape(self, request: QueryRequest) -> CheckedShape:
