@@ -9,8 +9,10 @@ many distinct groups each person has in it (over all their rows: a filter only l
 that count, so K never comes out too small for a filtered query), charged to the
 population at ``[proxy] auto_bounds_epsilon`` and stored in the release cache under a key
 of (population, grouping, data version, bins, mechanism, ε). Every later query with the
-same grouping — any analyst, any door — reads it and gets the same K for free; K reaches
-the plan as the request's max_groups would, so it is part of the plan's cache key.
+same grouping — any analyst, any door — reads it and picks ITS OWN K from it for free, by
+what it releases and at what budget (totals want a large K, means and small budgets a
+small one: accounting/group_bounds.py); K reaches the plan as the request's max_groups
+would, so it is part of the plan's cache key.
 
 No release is needed when K cannot matter or is public: one group per person (the core
 uses K = 1), no keys, or a public key domain (K = min(limit, domain size): nobody can be
@@ -20,15 +22,14 @@ shows the limit and says what the first query will pay.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlglot import exp
 
-from accounting.bounds import RowHistogram
-from accounting.calibrate import (
-    Calibration,
-)
-from accounting.group_bounds import GroupChoice, choose_groups
+from accounting.bounds import CapTarget, RowHistogram
+from accounting.calibrate import Calibration, Mechanism
+from accounting.group_bounds import GroupChoice, Selection, choose_groups
 from proxy.budgets import Budgets
 from proxy.cache import ReleaseStore
 from proxy.engines.executor import Executor
@@ -128,19 +129,32 @@ class AutoGroups:
         self._histograms[key] = found
         return found
 
-    def choose(self, g: Grouping) -> GroupChoice | None:
-        """K of the grouping (None before its histogram is released)."""
+    def choose(
+        self,
+        g: Grouping,
+        targets: Sequence[CapTarget],
+        groups: float,
+        mechanism: Mechanism,
+        selection: Selection | None,
+    ) -> GroupChoice | None:
+        """K of one query with grouping ``g`` (None before its histogram is released):
+        the candidate minimising the estimated error of ``targets`` (their noise at
+        K = 1) over about ``groups`` groups, with the partition selection of the query at
+        K = 1 when its keys are private (accounting/group_bounds.py)."""
         hist = self.histogram(g)
-        return None if hist is None else choose_groups(hist, g.limit)
+        if hist is None:
+            return None
+        l2 = mechanism is Mechanism.GAUSSIAN
+        return choose_groups(hist, targets, groups, g.limit, l2=l2, selection=selection)
 
     def pending(self, g: Grouping) -> PendingGroups | None:
         if self.histogram(g) is not None:
             return None
         return PendingGroups(g, self.policy.proxy.auto_bounds_epsilon)
 
-    def release(self, g: Grouping, analyst: str) -> GroupChoice:
+    def release(self, g: Grouping, analyst: str) -> RowHistogram:
         """Charge for, release and store the histogram of ``g`` (once: a second caller
-        finds it stored); returns the K it gives."""
+        finds it stored); returns it, read."""
         cal = self._calibration()
         release_once(
             self._cache,
@@ -152,7 +166,7 @@ class AutoGroups:
             note=f"auto max_groups of {', '.join(g.tables)} by {', '.join(g.key_sqls)}",
             draw=lambda: self._hist.draw(self.exact_counts(g), cal),
         )
-        found = self.choose(g)
+        found = self.histogram(g)
         assert found is not None
         return found
 

@@ -1,14 +1,24 @@
-"""Upper value bounds chosen from the data, for numeric columns whose policy says
-``upper = "auto"`` with an ``upper_limit`` (method and proof: accounting/value_bounds.py).
+"""Value bounds chosen from the data, for numeric columns whose policy says
+``upper = "auto"`` with an ``upper_limit`` and/or ``lower = "auto"`` with a
+``lower_limit`` (method and proof: accounting/value_bounds.py).
+
+A lower bound mirrors an upper one: a DP quantile at a low rank of the same kind of
+histogram, on the grid from its lower_limit up to the column's declared upper bound (or
+its upper_limit when the upper is "auto" too, so the two sides are released
+independently, in either order). Each side is its own release, paid once per (table,
+column, side).
 
 The first query whose aggregates read such a column releases, once per (table, column),
-a DP draw of the bin holding a high quantile of the column's values (each person at
-most C rows), charged to the table's population at ``[proxy] auto_bounds_epsilon`` like
-the histogram of rows per person (proxy/auto_bounds.py) and stored in the release cache
-under a key of (table, column, data version, grid, C, q, ε). Every later query — any
-analyst, any door — reads the stored bin index and plans with its bound for free: the
-bound is a function of the released index and public numbers only, and it reaches the
-plan (and so its cache key) as the column's declared upper bound. Until it is released,
+a DP histogram of the column's values on a public grid of round numbers (each person at
+most C values; the upper side) and a DP draw of the bin holding a low quantile (the lower
+side), each charged to the table's population at ``[proxy] auto_bounds_epsilon`` like the
+histogram of rows per person (proxy/auto_bounds.py) and stored in the release cache under
+a key of (table, column, data version, grid, C and what sets the noise). Every later
+query — any analyst, any door — reads them for free: the engine picks the query's own
+upper bound from the histogram (Engine._choose_values: the candidate of least expected
+error for the sums that read the column at the query's budget) and plans with it as if
+the column declared it, so it is part of the plan and its cache key; without such a sum,
+and in the schema, the histogram's 95th percentile stands. Until a release exists,
 planning assumes the limit and the plan says what the first run will pay.
 """
 
@@ -16,19 +26,21 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 import pyarrow as pa
 from sqlglot import exp
 
 from accounting import value_bounds as V
+from accounting.calibrate import Calibration
 from accounting.quantiles import QuantileDescriptor
 from proxy.budgets import Budgets
 from proxy.cache import ReleaseStore
 from proxy.catalog import split_name
 from proxy.engines.executor import Executor
 from proxy.policy import ColumnPolicy, Policy, TablePolicy
-from proxy.released_once import release_once
+from proxy.released_once import PersonHistogram, release_once
 
 # Values per person in the draw on a table whose row cap is "auto". One value (the
 # proxy's default cap) would be each person's median, whose 95th percentile is far below
@@ -38,14 +50,35 @@ from proxy.released_once import release_once
 AUTO_TABLE_ROWS = 8
 
 
+class Side(StrEnum):
+    """Which bound of a column is chosen from the data."""
+
+    UPPER = "upper"
+    LOWER = "lower"
+
+
 @dataclass(frozen=True)
 class PendingValueBound:
-    """What the first query reading an auto column pays to choose its upper bound."""
+    """What the first query reading an auto column pays to choose one of its bounds."""
 
     table: str
     column: str
     limit: float
     epsilon: float
+    side: Side = Side.UPPER
+
+
+@dataclass(frozen=True)
+class ColumnBounds:
+    """The bounds planning uses for a column with an "auto" side: released, else that
+    side's limit; None for a side the policy declares as a number."""
+
+    lower: float | None
+    upper: float | None
+
+
+def _limit(column: ColumnPolicy, side: Side) -> float | None:
+    return column.upper_limit if side is Side.UPPER else column.lower_limit
 
 
 def _quote(name: str) -> str:
@@ -80,11 +113,22 @@ class AutoValues:
         self._executor = executor
         self._cache = cache
         self._budgets = budgets
-        self._bounds: dict[tuple[str, str], float] = {}
+        self._bounds: dict[tuple[str, str, Side], float] = {}
+        self._hist = PersonHistogram(policy)
+        self._histograms: dict[tuple[str, str], V.ValueHistogram] = {}
 
-    def _grid(self, column: ColumnPolicy) -> V.ValueGrid:
-        assert column.lower is not None and column.upper_limit is not None
-        return V.value_grid(column.lower, column.upper_limit)
+    def _grid(self, column: ColumnPolicy, side: Side = Side.UPPER) -> V.ValueGrid:
+        """The side's grid, from the lower end (the declared lower, else the
+        lower_limit) to the upper end (the declared upper, else the upper_limit): the
+        same for both sides when both are "auto"."""
+        low = column.lower if column.lower is not None else column.lower_limit
+        high = column.upper if column.upper is not None else column.upper_limit
+        assert low is not None and high is not None and _limit(column, side) is not None
+        return V.value_grid(low, high)
+
+    def _bound(self, column: ColumnPolicy, side: Side, index: int) -> float:
+        grid = self._grid(column, side)
+        return V.bound_of(grid, index) if side is Side.UPPER else V.lower_bound_of(grid, index)
 
     def rows_per_person(self, table: TablePolicy) -> int:
         """C of the draw: one row for a one-row-per-person table, else the table's row
@@ -96,90 +140,171 @@ class AutoValues:
             return table.max_rows_per_group
         return min(AUTO_TABLE_ROWS, table.auto_rows_limit or AUTO_TABLE_ROWS)
 
-    def _descriptor(self, table: TablePolicy, column: ColumnPolicy) -> QuantileDescriptor:
+    def _descriptor(
+        self, table: TablePolicy, column: ColumnPolicy, side: Side = Side.UPPER
+    ) -> QuantileDescriptor:
         return V.describe(
-            self._grid(column),
+            self._grid(column, side),
             max_rows=self.rows_per_person(table),
             epsilon=self.policy.proxy.auto_bounds_epsilon,
+            q=V.QUANTILE if side is Side.UPPER else V.LOWER_QUANTILE,
         )
 
-    def _key(self, table: TablePolicy, column: ColumnPolicy) -> str:
+    def _calibration(self, table: TablePolicy, column: ColumnPolicy) -> Calibration:
+        """The noise of an upper side's histogram: one person adds at most C values."""
+        return self._hist.calibration(
+            f"the auto upper bound of {table.name}.{column.name}", self.rows_per_person(table)
+        )
+
+    def _histogram_key(self, table: TablePolicy, column: ColumnPolicy) -> str:
+        return self._hist.key(
+            "auto-value-histogram",
+            table.name,
+            column.name,
+            self._grid(column, Side.UPPER),
+            self.rows_per_person(table),
+        )
+
+    def histogram(self, table: TablePolicy, column: ColumnPolicy) -> V.ValueHistogram | None:
+        """The released histogram of an upper side's values, read (thresholded at its
+        detection level), or None before it is released."""
+        found = self._histograms.get((table.name, column.name))
+        if found is not None:
+            return found
+        hit = self._cache.get(self._histogram_key(table, column))
+        if hit is None:
+            return None
+        counts = [float(c) for c in hit[1].column("count").to_pylist()]
+        std = self._hist.std(self._calibration(table, column))
+        found = V.ValueHistogram.read(self._grid(column, Side.UPPER), counts, std)
+        self._histograms[(table.name, column.name)] = found
+        return found
+
+    def _key(self, table: TablePolicy, column: ColumnPolicy, side: Side = Side.UPPER) -> str:
+        """The key of a side's release: the upper side's histogram, the lower side's
+        drawn bin."""
+        if side is Side.UPPER:
+            return self._histogram_key(table, column)
         facts = (
             "auto-value-bound",
             table.name,
             column.name,
+            "lower",
             self.policy.data_version,
-            self._grid(column),
+            self._grid(column, side),
             self.rows_per_person(table),
-            V.QUANTILE,
+            V.LOWER_QUANTILE,
             self.policy.proxy.auto_bounds_epsilon,
         )
         return hashlib.sha256(repr(facts).encode()).hexdigest()
 
-    def released(self, table: TablePolicy, column: ColumnPolicy) -> float | None:
-        """The released upper bound of an auto column, or None before it is released."""
-        found = self._bounds.get((table.name, column.name))
+    def released(
+        self, table: TablePolicy, column: ColumnPolicy, side: Side = Side.UPPER
+    ) -> float | None:
+        """The released bound of an auto column's side, or None before it is released: for
+        the upper side the default one, the edge of the bin holding the 95th percentile
+        of its released histogram (a query may choose its own: :meth:`histogram`)."""
+        found = self._bounds.get((table.name, column.name, side))
         if found is not None:
             return found
-        hit = self._cache.get(self._key(table, column))
+        if side is Side.UPPER:
+            hist = self.histogram(table, column)
+            if hist is None:
+                return None
+            found = hist.quantile(V.QUANTILE)
+            self._bounds[(table.name, column.name, side)] = found
+            return found
+        hit = self._cache.get(self._key(table, column, side))
         if hit is None:
             return None
         index = int(hit[1].column("bin").to_pylist()[0])
-        found = V.bound_of(self._grid(column), index)
-        self._bounds[(table.name, column.name)] = found
+        found = self._bound(column, side, index)
+        self._bounds[(table.name, column.name, side)] = found
         return found
 
-    def bounds(self) -> dict[tuple[str, str], float]:
-        """Every auto column's upper bound for planning: released, else its limit."""
-        out: dict[tuple[str, str], float] = {}
+    def bounds(self) -> dict[tuple[str, str], ColumnBounds]:
+        """Every auto column's bounds for planning: each auto side released, else its
+        limit (None for a side the policy declares)."""
+        out: dict[tuple[str, str], ColumnBounds] = {}
         for table in self.policy.tables:
             for column in table.columns:
-                if column.upper_limit is not None:
-                    got = self.released(table, column)
-                    out[(table.name, column.name)] = column.upper_limit if got is None else got
+                sides = {}
+                for side in Side:
+                    limit = _limit(column, side)
+                    if limit is not None:
+                        got = self.released(table, column, side)
+                        sides[side] = limit if got is None else got
+                if sides:
+                    out[(table.name, column.name)] = ColumnBounds(
+                        sides.get(Side.LOWER), sides.get(Side.UPPER)
+                    )
         return out
 
     def pending(self, table: TablePolicy, needed: frozenset[str]) -> tuple[PendingValueBound, ...]:
-        """The auto columns of ``table`` among ``needed`` whose bounds are not released."""
+        """The auto sides of ``table``'s columns among ``needed`` not released yet."""
         return tuple(
             PendingValueBound(
-                table.name, c.name, c.upper_limit, self.policy.proxy.auto_bounds_epsilon
+                table.name, c.name, limit, self.policy.proxy.auto_bounds_epsilon, side
             )
             for c in table.columns
-            if c.upper_limit is not None
-            and c.name in needed
-            and self.released(table, c) is None
+            if c.name in needed
+            for side in Side
+            if (limit := _limit(c, side)) is not None and self.released(table, c, side) is None
         )
 
     def release(self, pending: PendingValueBound, analyst: str) -> float:
-        """Charge for, draw and store the bound of one column (once: a second caller
+        """Charge for, draw and store one bound of one column (once: a second caller
         finds it stored); returns the bound."""
         table = next(t for t in self.policy.tables if t.name == pending.table)
         column = table.column(pending.column)
+        side = pending.side
         assert column is not None and table.population and table.unit
-        descriptor = self._descriptor(table, column)
+        if side is Side.UPPER:
+            cal = self._calibration(table, column)
+            c = self.rows_per_person(table)
+            release_once(
+                self._cache,
+                self._budgets,
+                self._key(table, column, side),
+                population=table.population,
+                curve=cal.curve,
+                analyst=analyst,
+                note=f"auto upper bound of {table.name}.{column.name}",
+                draw=lambda: self._hist.draw(self.exact_counts(table, column, side), cal, c),
+            )
+            found = self.released(table, column, side)
+            assert found is not None
+            return found
+        descriptor = self._descriptor(table, column, side)
         release_once(
             self._cache,
             self._budgets,
-            self._key(table, column),
+            self._key(table, column, side),
             population=table.population,
             curve=descriptor.curve,
             analyst=analyst,
-            note=f"auto upper bound of {table.name}.{column.name}",
-            draw=lambda: self._draw(table, column, descriptor),
+            note=f"auto {side} bound of {table.name}.{column.name}",
+            draw=lambda: self._draw(table, column, descriptor, side),
         )
-        found = self.released(table, column)
+        found = self.released(table, column, side)
         assert found is not None
         return found
 
     def _draw(
-        self, table: TablePolicy, column: ColumnPolicy, descriptor: QuantileDescriptor
+        self,
+        table: TablePolicy,
+        column: ColumnPolicy,
+        descriptor: QuantileDescriptor,
+        side: Side,
     ) -> pa.Table:
-        """The drawn bin of the column's grid, as stored."""
-        index = V.release_bound(self._grid(column), self.exact_counts(table, column), descriptor)
+        """The drawn bin of the side's grid, as stored."""
+        counts = self.exact_counts(table, column, side)
+        index = V.release_bound(self._grid(column, side), counts, descriptor)
         return pa.table({"bin": pa.array([index])})
 
-    def exact_counts(self, table: TablePolicy, column: ColumnPolicy) -> np.ndarray:
+    def exact_counts(
+        self, table: TablePolicy, column: ColumnPolicy, side: Side = Side.UPPER
+    ) -> np.ndarray:
         """Rows per bin of the grid, each person keeping at most C of their values: a
         person with t > C values keeps those at their own positions ⌊(j + ½)·t/C⌋,
         j = 0..C−1, of their sorted values (the rule of proxy/rewrite/quantile_histogram.py:
@@ -187,16 +312,16 @@ class AutoValues:
         theirs). Values below the lower bound fall in bin 0, above the limit in the last
         bin; NULLs are left out (they never reach a sum either), and so is a value that is
         not a number (TRY_CAST: the draw runs after its charge, so no row may fail it).
-        One person therefore moves the histogram by at most C in L1 (tests/reliability/test_neighbours.py)."""
-        grid = self._grid(column)
-        assert column.lower is not None
+        One person therefore moves the histogram by at most C in L1 (tests/reliability/test_neighbours.py).
+        The lower side counts the same way on its own grid."""
+        grid = self._grid(column, side)
         db, name = split_name(table.name)
         unit, col = _quote(table.unit or ""), _quote(column.name)
         c = self.rows_per_person(table)
         whens = " ".join(f"WHEN v <= {edge!r} THEN {j}" for j, edge in enumerate(grid.edges[:-1]))
         binned = (
             f"SELECT u, CASE {whens} ELSE {grid.bins - 1} END AS b FROM "
-            f"(SELECT {unit} AS u, TRY_CAST({col} AS DOUBLE) - {column.lower!r} AS v "
+            f"(SELECT {unit} AS u, TRY_CAST({col} AS DOUBLE) - ({grid.lower!r}) AS v "
             f"FROM {_quote(db)}.{_quote(name)} "
             f"WHERE {unit} IS NOT NULL) AS __v WHERE v IS NOT NULL"
         )

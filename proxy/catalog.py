@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal, Protocol
 
 from proxy.errors import DPSQLError
 from proxy.policy import ColumnPolicy, Policy, TablePolicy
@@ -98,9 +98,13 @@ class TableView:
     name: str
     public: bool
     population: str | None
-    max_groups: int | None
-    max_rows_per_group: int | None
+    # "auto": chosen per query from the data (proxy/auto_groups.py, proxy/auto_bounds.py)
+    # up to the limit beside it; None on a public table (and for a limit not "auto").
+    max_groups: int | Literal["auto"] | None
+    max_rows_per_group: int | Literal["auto"] | None
     columns: tuple[ColumnView, ...]
+    max_groups_limit: int | None = None
+    max_rows_per_group_limit: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -108,7 +112,9 @@ class TableView:
             "public": self.public,
             "population": self.population,
             "max_groups": self.max_groups,
+            "max_groups_limit": self.max_groups_limit,
             "max_rows_per_group": self.max_rows_per_group,
+            "max_rows_per_group_limit": self.max_rows_per_group_limit,
             "columns": [c.to_dict() for c in self.columns],
         }
 
@@ -132,10 +138,22 @@ def table_view(info: TableInfo) -> TableView:
         name=t.name,
         public=t.public,
         population=t.population,
-        max_groups=t.max_groups,
-        max_rows_per_group=t.max_rows_per_group,
+        max_groups="auto" if t.auto_groups_limit is not None else t.max_groups,
+        max_rows_per_group="auto" if t.auto_rows_limit is not None else t.max_rows_per_group,
         columns=tuple(columns),
+        max_groups_limit=t.auto_groups_limit,
+        max_rows_per_group_limit=t.auto_rows_limit,
     )
+
+
+class ValueBounds(Protocol):
+    """A column's bounds chosen from the data (proxy/auto_values.py, ColumnBounds)."""
+
+    @property
+    def lower(self) -> float | None: ...
+
+    @property
+    def upper(self) -> float | None: ...
 
 
 class Catalog:
@@ -176,20 +194,27 @@ class Catalog:
         other._derived = self._derived | {key}
         return other
 
-    def with_upper_bounds(self, bounds: Mapping[tuple[str, str], float]) -> Catalog:
-        """This catalog with the upper bounds of "auto" columns filled in, by (table
-        name, column): each is a released (or, until released, the declared limit's)
-        public number, so planning reads it as if the policy had declared it."""
+    def with_value_bounds(self, bounds: Mapping[tuple[str, str], ValueBounds]) -> Catalog:
+        """This catalog with the bounds of "auto" columns filled in, by (table name,
+        column): each side is a released (or, until released, the declared limit's)
+        public number, so planning reads it as if the policy had declared it; a side
+        that is None keeps the policy's number."""
         if not bounds:
             return self
         other = copy.copy(self)
         tables = dict(self._tables)
         for key, info in self._tables.items():
-            mine = {c: u for (t, c), u in bounds.items() if t == info.policy.name}
+            mine = {c: b for (t, c), b in bounds.items() if t == info.policy.name}
             if not mine:
                 continue
             columns = tuple(
-                replace(c, upper=mine[c.name]) if c.name in mine else c
+                replace(
+                    c,
+                    lower=c.lower if mine[c.name].lower is None else mine[c.name].lower,
+                    upper=c.upper if mine[c.name].upper is None else mine[c.name].upper,
+                )
+                if c.name in mine
+                else c
                 for c in info.policy.columns
             )
             tables[key] = replace(info, policy=replace(info.policy, columns=columns))

@@ -243,6 +243,14 @@ def cmd_ledger(args: argparse.Namespace, out: Console) -> int:
         budgets.close()
 
 
+def _bound(value: int | str | None, limit: int | None) -> str:
+    """A table's K or C as `dpsql schema` shows it: "auto (up to 200)", 4, or the
+    proxy's default when the table names none."""
+    if value == "auto":
+        return f"auto (chosen from the data, up to {limit})"
+    return "proxy default" if value is None else str(value)
+
+
 def cmd_schema(args: argparse.Namespace, out: Console) -> int:
     engine = _engine(args)
     try:
@@ -256,6 +264,14 @@ def cmd_schema(args: argparse.Namespace, out: Console) -> int:
 
     for t in tables:
         kind = "public" if t.public else f"population {t.population}"
+        if not t.public:
+            kind += "; " + "; ".join(
+                f"{name} {_bound(value, limit)}"
+                for name, value, limit in (
+                    ("max_groups", t.max_groups, t.max_groups_limit),
+                    ("max_rows_per_group", t.max_rows_per_group, t.max_rows_per_group_limit),
+                )
+            )
         out.print(f"[bold]{t.name}[/bold] ({kind})")
         table = Table("column", "type", "bounds", "values")
         for c in t.columns:

@@ -44,6 +44,7 @@ def _column_domain(
         # An "auto" bound is chosen later, by whichever query first needs it: a key
         # whose domain appeared only then would change the shape of the same query.
         and policy.upper_limit is None
+        and policy.lower_limit is None
         and info.is_integer(col.name)
         and info.column_types.get(col.name.lower(), "").upper() != "BOOLEAN"
     ):

@@ -20,8 +20,10 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from accounting.calibrate import Mechanism
+from accounting.group_bounds import Selection
 from accounting.ledger import Ledger, LedgerError, Receipt
 from accounting.mechanisms import secret_seed
+from accounting.value_bounds import ValueTarget, ValueUse, choose_upper
 from proxy import (
     bigquery_dp,
     catalog_types,
@@ -33,7 +35,7 @@ from proxy import (
 )
 from proxy.auto_bounds import AutoBounds, PendingBounds, cap_targets, filter_keep, totals_use
 from proxy.auto_groups import AutoGroups, PendingGroups, grouping
-from proxy.auto_values import AutoValues, PendingValueBound, aggregated_columns
+from proxy.auto_values import AutoValues, ColumnBounds, PendingValueBound, aggregated_columns
 from proxy.bind import bind
 from proxy.budget import budget_noise
 from proxy.budgets import Budgets, ledger_error
@@ -48,7 +50,7 @@ from proxy.ledger_views import HistoryEntry, LedgerViews, Usage
 from proxy.memo import Memo
 from proxy.outer import outer_sql
 from proxy.parse import parse
-from proxy.plan import Plan, build_plan, limits
+from proxy.plan import ChosenBound, Plan, build_plan, limits
 from proxy.policy import Policy
 from proxy.public_queries import (
     PublicExplanation,
@@ -61,6 +63,7 @@ from proxy.release import PostProcessor, release, release_keys
 from proxy.request import QueryRequest
 from proxy.result import Result, build_result
 from proxy.rewrite import Core, rewrite
+from proxy.rewrite import core as C
 from proxy.shape import Shape
 
 PLAN_MEMO_SIZE = 512
@@ -156,6 +159,7 @@ class Explanation:
             "public_domain_size": None if plan.domain is None else len(plan.domain),
             "limits": {"max_rows_per_group": plan.max_rows, "max_groups": plan.max_groups},
             "auto_bounds": [_pending_dict(p) for p in plan.pending_bounds],
+            "chosen_bounds": [c.to_dict() for c in plan.chosen_bounds],
             "cost": {"epsilon": plan.epsilon, "delta": plan.delta, "rho": plan.rho},
             "charges": list(plan.charge_targets),
             "cache": "hit" if self.cached else "miss",
@@ -182,7 +186,8 @@ def _pending_dict(p: Pending) -> dict[str, Any]:
             "column": p.column,
             "limit": p.limit,
             "epsilon": p.epsilon,
-            "note": f"the upper bound of {p.table}.{p.column} is chosen from the data by "
+            "side": str(p.side),
+            "note": f"the {p.side} bound of {p.table}.{p.column} is chosen from the data by "
             f"the first query that needs it, which also pays epsilon {p.epsilon:g} once "
             f"for a DP quantile of its values; until then the limit {p.limit:g} is used "
             "here",
@@ -317,22 +322,29 @@ class Engine:
         if not isinstance(request.sql, str):
             raise DPSQLError("bad_request", "sql must be a string", "send the query text")
         found = self._structure_for(request)
+        chosen: list[ChosenBound] = []
         if request.max_groups is None:
-            # K of an "auto" table: chosen per grouping from its released histogram (or
-            # the public domain's size), then planned as if the request had asked for it
-            # (never above the limit, so the request stays a tightening one).
-            k = self._choose_groups(found)
+            # K of an "auto" table: chosen per query from its grouping's released
+            # histogram (or the public domain's size), then planned as if the request had
+            # asked for it (never above the limit, so the request stays a tightening one).
+            k = self._choose_groups(found, request, chosen)
             if k is not None:
                 request = replace(request, max_groups=k)
                 if k != found.core.max_groups:
                     found = self._structure_for(request)
+        structured = request
         if not found.pending and request.max_rows_per_group is None:
             # An "auto" table's cap is chosen per query from its released histogram:
             # plan again with it as if the request had asked for it (it never exceeds
             # the limit, so the request stays a tightening one).
-            cap = self._choose_cap(found, request)
+            cap = self._choose_cap(found, request, chosen)
             if cap is not None and cap != found.core.max_rows:
-                found = self._structure_for(replace(request, max_rows_per_group=cap))
+                structured = replace(request, max_rows_per_group=cap)
+                found = self._structure_for(structured)
+        # Then each "auto" upper bound the query's sums read, at that cap.
+        values = self._choose_values(found, structured, chosen)
+        if values:
+            found = self._structure_for(replace(structured, value_bounds=values))
         plan = build_plan(
             found.core,
             request,
@@ -342,7 +354,7 @@ class Engine:
             data_version=self.policy.data_version,
             outer=found.outer,
         )
-        plan = replace(plan, released_columns=found.released_columns)
+        plan = replace(plan, released_columns=found.released_columns, chosen_bounds=tuple(chosen))
         if found.pending:
             plan = replace(plan, pending_bounds=found.pending)
         return found.core.shape, plan
@@ -367,11 +379,16 @@ class Engine:
                 self._structures.put(key, found)
         return found
 
-    def _choose_groups(self, found: Structure) -> int | None:
+    def _choose_groups(
+        self, found: Structure, request: QueryRequest, chosen: list[ChosenBound]
+    ) -> int | None:
         """K of this query when it groups a table whose max_groups is "auto" (else
-        None): min(limit, domain size) for a public key domain, else the K of the
-        grouping's released histogram (accounting/group_bounds.py), never below a fixed K
-        of another table it reads (the largest wins, as in plan.limits)."""
+        None): min(limit, domain size) for a public key domain, else the K that minimises
+        the estimated error of what this query releases at its budget, from the
+        grouping's released histogram (accounting/group_bounds.py) and the noise of the
+        same query planned at K = 1 and C = 1 — every input is released or public, so the
+        choice is free. Never below a fixed K of another table it reads (the largest
+        wins, as in plan.limits). The choice is appended to ``chosen``."""
         core = found.core
         if core.one_group_per_person:
             return None
@@ -381,14 +398,48 @@ class Engine:
         if found.domain is not None:
             k = min(g.limit, max(1, len(found.domain)))
         else:
-            choice = self.auto_groups.choose(g)
+            hist = self.auto_groups.histogram(g)
+            if hist is None:
+                return None
+            if request.accuracy is not None:
+                # The noise is then fixed and ε follows K: weigh K as at the default ε.
+                request = replace(request, accuracy=None, epsilon=None, rho=None)
+            one = self._structure_for(replace(request, max_groups=1, max_rows_per_group=1))
+            try:
+                noise = budget_noise(one.core, request, self.policy, one.domain is None)
+            except DPSQLError:
+                return None  # the real plan refuses it with its own message
+            mechanism = Mechanism(self.policy.proxy.mechanism)
+            targets = cap_targets(noise.columns, mechanism, totals_use(core.shape))
+            tau = noise.threshold.tau if noise.threshold is not None else None
+            # The same estimate of the number of groups as the row cap's (_choose_cap).
+            groups = 1.0 if tau is None else max(1.0, hist.people / max(1.0, float(tau)))
+            selection = (
+                None
+                if noise.threshold is None
+                else Selection(noise.threshold, noise.delta_threshold)
+            )
+            choice = self.auto_groups.choose(g, targets, groups, mechanism, selection)
             if choice is None:
                 return None
             k = choice.k
+            chosen.append(
+                ChosenBound(
+                    "max_groups",
+                    f"{', '.join(g.tables)} by {', '.join(g.key_sqls)}",
+                    k,
+                    g.limit,
+                    choice.errors,
+                    choice.pairs_cut_upper,
+                    choice.people_cut,
+                )
+            )
         fixed = [t.policy.max_groups for t in core.shape.private_tables() if t.policy.max_groups]
         return max([k, *fixed])
 
-    def _choose_cap(self, found: Structure, request: QueryRequest) -> int | None:
+    def _choose_cap(
+        self, found: Structure, request: QueryRequest, chosen: list[ChosenBound]
+    ) -> int | None:
         """The row cap of this query when it reads "auto" tables whose histograms are
         released (else None): per table, the cap that minimises the estimated error of
         what this query releases at its budget (accounting/bounds.py), from the noise of
@@ -427,14 +478,106 @@ class Engine:
             if choice is None:
                 return None
             caps.append(choice.cap)
+            chosen.append(
+                ChosenBound(
+                    "max_rows_per_group",
+                    table.name,
+                    choice.cap,
+                    choice.limit,
+                    choice.errors,
+                    choice.rows_cut_upper,
+                )
+            )
         return max(caps)
+
+    def _value_bounds(self, request: QueryRequest) -> dict[tuple[str, str], ColumnBounds]:
+        """The planning bounds of "auto" columns: released (or the limits), with the
+        upper bounds this request was planned with by _choose_values."""
+        bounds = self.auto_values.bounds()
+        for table, column, upper in request.value_bounds:
+            found = bounds.get((table, column))
+            if found is not None:
+                bounds[(table, column)] = replace(found, upper=upper)
+        return bounds
+
+    def _choose_values(
+        self, found: Structure, request: QueryRequest, chosen: list[ChosenBound]
+    ) -> tuple[tuple[str, str, float], ...]:
+        """The upper bounds of the "auto" columns this query sums (SUM, AVG: statistics
+        whose argument is the column itself), each the candidate of least estimated error
+        for this query's noise at its budget (accounting/value_bounds.py: choose_upper),
+        from the column's released histogram — free, as every input is released or
+        public. Each choice is appended to ``chosen``; () when there is none."""
+        if request.value_bounds or found.pending:
+            return ()
+        core = found.core
+        # The auto columns with a released histogram, by alias (the policy's own table:
+        # the planning catalog's carries the bounds in use).
+        auto = []
+        for alias, info in core.shape.tables.items():
+            table = None if info.public else self.policy.table(info.policy.name)
+            if table is None:
+                continue
+            for column in table.columns:
+                if column.upper_limit is not None:
+                    hist = self.auto_values.histogram(table, column)
+                    if hist is not None:
+                        auto.append((alias, table, column, hist))
+        if not auto:
+            return ()  # the common case: no budget split to compute
+        if request.accuracy is not None:
+            request = replace(request, accuracy=None, epsilon=None, rho=None)
+        try:
+            noise = budget_noise(core, request, self.policy, found.domain is None)
+        except DPSQLError:
+            return ()  # the real plan refuses it with its own message
+        mechanism = Mechanism(self.policy.proxy.mechanism)
+        uses = {C.SUM: ValueUse.TOTAL, C.CENTRED_SUM: ValueUse.CENTRED}
+        out: list[tuple[str, str, float]] = []
+        for alias, table, column, hist in auto:
+            if any(t == table.name and c == column.name for t, c, _ in out):
+                continue  # the same table under another alias: chosen once
+            at = self.auto_values.released(table, column)
+            reads = f"{alias}.{column.name}"
+            targets = [
+                ValueTarget(uses[n.statistic.kind], mechanism.std(n.descriptor.scale), at)
+                for n in noise.columns
+                if n.statistic.kind in uses
+                and n.statistic.upper == at
+                and reads in (n.statistic.arg_sql or "")
+            ]
+            if not targets or at is None:
+                continue
+            if found.domain is not None:
+                groups = float(max(1, len(found.domain)))
+            elif noise.threshold is not None:
+                # As for the row cap: groups of about tau people, the people being
+                # at least the histogram's rows over the C values each may add.
+                people = hist.rows() / self.auto_values.rows_per_person(table)
+                groups = max(1.0, people / max(1.0, float(noise.threshold.tau)))
+            else:
+                groups = 1.0
+            choice = choose_upper(hist, targets, groups)
+            out.append((table.name, column.name, choice.bound))
+            chosen.append(
+                ChosenBound(
+                    "upper",
+                    f"{table.name}.{column.name}",
+                    choice.bound,
+                    choice.limit,
+                    choice.errors,
+                    choice.clipped,
+                )
+            )
+        return tuple(out)
 
     def checked_shape(self, request: QueryRequest) -> CheckedShape:
         """Parse, bind and check (refusing what is not answered), with the derived
         tables a per-person aggregate or a UNION ALL in FROM reads."""
         tree = self._parse(request)
-        # "auto" columns carry their released upper bounds (their limits until then).
-        planning = self.catalog.with_upper_bounds(self.auto_values.bounds())
+        # "auto" columns carry their released bounds (their limits until then), or the
+        # upper bound this query chose from the column's histogram (_choose_values).
+        planning = self.catalog.with_value_bounds(self._value_bounds(request))
         # UNION ALL of row-level arms in FROM: a derived row-level table of the arms'
         # population (proxy/union_rows.py); other set operations are refused below.
         union = union_rows.derive_query(
@@ -925,7 +1068,8 @@ class Engine:
 
     def _rows_cut_note(self, request: QueryRequest, plan: Plan) -> tuple[str, ...]:
         """For "auto" tables: the share of their rows the cap leaves out, estimated from
-        the released histogram of rows per person (free), when it is above 5%."""
+        the released histogram of rows per person (free), when it is above 5%; and the
+        share of people in more groups than an "auto" K, from the grouping's histogram."""
         shape, _ = self.prepare(request)
         notes = []
         for info in shape.private_tables():
@@ -937,6 +1081,18 @@ class Engine:
                     f"the policy's limit is {info.policy.auto_rows_limit}) and are left out: "
                     "counts and sums over them are about that much lower than the true "
                     "totals; a higher limit would keep them at the cost of more noise"
+                )
+        for chosen in plan.chosen_bounds:
+            people = chosen.people_cut
+            if chosen.bound == "max_groups" and people is not None and people > ROWS_CUT_WARNING:
+                notes.append(
+                    f"about {people:.0%} of the people of {chosen.subject} are in more "
+                    f"than {chosen.chosen} groups (max_groups, chosen from the data; the "
+                    f"policy's limit is {chosen.limit}): dpsql kept {chosen.chosen} of each "
+                    f"one's groups, which left out about {chosen.cut:.0%} of the "
+                    "(person, group) pairs, so counts and sums are about that much lower "
+                    "than the true totals; ask with a larger max_groups (up to the limit) "
+                    "to keep more of them, at the cost of more noise"
                 )
         return tuple(notes)
 
@@ -983,7 +1139,7 @@ class Engine:
         """The tables a caller may query (None: all), with columns, bounds and domains.
         An "auto" column shows the upper bound planning uses: the released one, else its
         limit (as `explain` does)."""
-        return self.catalog.with_upper_bounds(self.auto_values.bounds()).views(tables)
+        return self.catalog.with_value_bounds(self.auto_values.bounds()).views(tables)
 
     def remaining(self, population: str) -> float:
         """ε left to the persons of ``population`` who have spent the most (see

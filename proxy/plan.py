@@ -26,6 +26,37 @@ from proxy.rewrite import core as C
 
 
 @dataclass(frozen=True)
+class ChosenBound:
+    """An "auto" bound this query's plan chose from a released histogram (free): which
+    (``max_rows_per_group``, ``max_groups`` or a column's ``upper``), of what (a table,
+    tables by keys, or table.column), the value and the limit, each candidate's estimated
+    relative error (bias and noise, as accounting/bounds.py, group_bounds.py and
+    value_bounds.py estimate it), and the estimated share of rows (person-group pairs, or
+    a column's mass) and of people it cuts."""
+
+    bound: str
+    subject: str
+    chosen: float
+    limit: float
+    errors: tuple[tuple[float, float], ...]
+    cut: float
+    people_cut: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "bound": self.bound,
+            "of": self.subject,
+            "chosen": self.chosen,
+            "limit": self.limit,
+            "candidates": [
+                {"value": v, "estimated_relative_error": round(e, 6)} for v, e in self.errors
+            ],
+            "share_cut": round(self.cut, 6),
+            "people_cut": None if self.people_cut is None else round(self.people_cut, 6),
+        }
+
+
+@dataclass(frozen=True)
 class Plan:
     core_sql: str
     key_columns: tuple[str, ...]
@@ -58,6 +89,8 @@ class Plan:
     released_columns: tuple[tuple[str, str], ...] = ()  # names and types of the release
     # MEDIAN, quantiles, MIN, MAX: one exponential-mechanism draw per released group.
     quantiles: tuple[QuantileNoise, ...] = ()
+    # "auto" bounds chosen for this query (explain shows their candidates' errors).
+    chosen_bounds: tuple[ChosenBound, ...] = ()
 
     @property
     def delta(self) -> float:

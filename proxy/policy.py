@@ -58,6 +58,8 @@ class ColumnPolicy:
     # upper = "auto": chosen from the data (a DP quantile of the values, paid once; see
     # accounting/value_bounds.py) up to this limit; upper is then None.
     upper_limit: float | None = None
+    # lower = "auto": the mirror image, chosen down to this limit; lower is then None.
+    lower_limit: float | None = None
 
 
 @dataclass(frozen=True)
@@ -445,11 +447,12 @@ def _table_policy(
         unit = unit.lower()
     columns = _columns(_sub(body, where, "columns"), f"{where}.columns")
     for col in columns:
-        if public and col.upper_limit is not None:
-            raise PolicyError(
-                f'{where}.columns.{col.name}.upper: "auto" is for private tables (a public '
-                "table's bounds are not needed)"
-            )
+        for side, limit in (("upper", col.upper_limit), ("lower", col.lower_limit)):
+            if public and limit is not None:
+                raise PolicyError(
+                    f'{where}.columns.{col.name}.{side}: "auto" is for private tables (a '
+                    "public table's bounds are not needed)"
+                )
         if col.name == unit and col.values is not None:
             # a public domain for the unit would let GROUP BY person pass as public keys
             raise PolicyError(f"{where}.columns.{col.name}: the unit column cannot have values")
@@ -512,41 +515,52 @@ def _columns(body: Mapping[str, Any], where: str) -> tuple[ColumnPolicy, ...]:
             raise PolicyError(f"{here}: declared twice (names are case-insensitive)")
         seen.add(name)
         spec = _as_table(spec, here)
-        _only(spec, here, {"lower", "upper", "values", "upper_limit"})
-        if spec.get("lower") == "auto":
-            raise PolicyError(
-                f'{here}.lower: "auto" is for upper only; declare a number '
-                "(the smallest value the column may hold)"
-            )
-        if isinstance(spec.get("upper"), str) and spec["upper"] != "auto":
-            raise PolicyError(
-                f'{here}.upper: must be a number or "auto" (chosen from the data up to '
-                "an upper_limit)"
-            )
-        upper_limit = None
-        if spec.get("upper") == "auto":
-            upper_limit = _number(spec, here, "upper_limit")
-            if upper_limit is None:
+        _only(spec, here, {"lower", "upper", "values", "upper_limit", "lower_limit"})
+        limits: dict[str, float | None] = {"upper": None, "lower": None}
+        for side, other, extreme in (("upper", "lower", "largest"), ("lower", "upper", "smallest")):
+            if isinstance(spec.get(side), str) and spec[side] != "auto":
                 raise PolicyError(
-                    f'{here}.upper_limit: required with upper = "auto" (the largest '
-                    "bound the data may choose)"
+                    f'{here}.{side}: must be a number or "auto" (chosen from the data up to '
+                    f"a {side}_limit)"
                 )
-            if "lower" not in spec:
-                raise PolicyError(f'{here}.lower: required with upper = "auto"')
-            spec = {k: v for k, v in spec.items() if k not in ("upper", "upper_limit")}
-            if "values" in spec:
-                raise PolicyError(f'{here}.values: not with upper = "auto"')
-        elif "upper_limit" in spec:
-            raise PolicyError(f'{here}.upper_limit: only with upper = "auto"')
-        if upper_limit is None and ("lower" in spec) != ("upper" in spec):
+            if spec.get(side) == "auto":
+                limits[side] = _number(spec, here, f"{side}_limit")
+                if limits[side] is None:
+                    raise PolicyError(
+                        f'{here}.{side}_limit: required with {side} = "auto" (the {extreme} '
+                        "bound the data may choose)"
+                    )
+                if other not in spec:
+                    raise PolicyError(
+                        f'{here}.{other}: required with {side} = "auto" (a number, or "auto" '
+                        f"with a {other}_limit)"
+                    )
+                if "values" in spec:
+                    raise PolicyError(f'{here}.values: not with {side} = "auto"')
+            elif f"{side}_limit" in spec:
+                raise PolicyError(f'{here}.{side}_limit: only with {side} = "auto"')
+        upper_limit, lower_limit = limits["upper"], limits["lower"]
+        spec = {
+            k: v
+            for k, v in spec.items()
+            if not (k in ("upper", "lower") and v == "auto") and not k.endswith("_limit")
+        }
+        if upper_limit is None and lower_limit is None and ("lower" in spec) != ("upper" in spec):
             raise PolicyError(f"{here}: declare both lower and upper, or neither")
         lower = _number(spec, here, "lower")
         upper = _number(spec, here, "upper")
         if lower is not None and upper is not None and lower > upper:
             raise PolicyError(f"{here}: lower {_fmt(lower)} > upper {_fmt(upper)}")
-        if upper_limit is not None and lower is not None and not upper_limit > lower:
+        # The widest bounds the data may choose: each side's number or its limit.
+        low = lower if lower_limit is None else lower_limit
+        high = upper if upper_limit is None else upper_limit
+        if (upper_limit is not None or lower_limit is not None) and not (
+            low is not None and high is not None and high > low
+        ):
+            shown = "upper_limit" if upper_limit is not None else "upper"
+            below = "lower_limit" if lower_limit is not None else "lower"
             raise PolicyError(
-                f"{here}: upper_limit {_fmt(upper_limit)} must be above lower {_fmt(lower)}"
+                f"{here}: {shown} {_fmt(high or 0.0)} must be above {below} {_fmt(low or 0.0)}"
             )
         values = _domain(spec["values"], f"{here}.values") if "values" in spec else None
         if values is not None and lower is not None and upper is not None:
@@ -555,7 +569,12 @@ def _columns(body: Mapping[str, Any], where: str) -> tuple[ColumnPolicy, ...]:
                     raise PolicyError(f"{here}.values: {v!r} lies outside [lower, upper]")
         out.append(
             ColumnPolicy(
-                name=name, lower=lower, upper=upper, values=values, upper_limit=upper_limit
+                name=name,
+                lower=lower,
+                upper=upper,
+                values=values,
+                upper_limit=upper_limit,
+                lower_limit=lower_limit,
             )
         )
     return tuple(out)

@@ -1,6 +1,7 @@
 """Values that are released once and then read for free: the histograms and bounds that
 "auto" policy settings are chosen from (proxy/auto_bounds.py: rows per person,
-proxy/auto_groups.py: groups per person, proxy/auto_values.py: a column's upper bound).
+proxy/auto_groups.py: groups per person, proxy/auto_values.py: a column's values and
+lower bound).
 
 Each is charged to its population, drawn and stored under one cache key, with the
 cache's single-flight claim so that concurrent first callers pay once; every later
@@ -90,10 +91,15 @@ class PersonHistogram:
         )
         return hashlib.sha256(repr(everything).encode()).hexdigest()
 
-    def calibration(self, what: str) -> Calibration:
+    def calibration(self, what: str, rows: int = 1) -> Calibration:
         """The noise of the histogram of ``what`` (named in the error if it cannot be
-        calibrated at the policy's ε)."""
-        one = sensitivity(AggregateKind.PERSON_COUNT, max_groups=1)
+        calibrated at the policy's ε); ``rows``: how many counts one person adds (1 for
+        people per bin, C for a column's values, each person at most C of them)."""
+        one = (
+            sensitivity(AggregateKind.PERSON_COUNT, max_groups=1)
+            if rows == 1
+            else sensitivity(AggregateKind.ROW_COUNT, max_rows=rows, max_groups=1)
+        )
         try:
             return calibrate(
                 self.mechanism,
@@ -111,19 +117,26 @@ class PersonHistogram:
                 "raise [proxy] auto_bounds_epsilon in the policy",
             ) from None
 
-    def draw(self, counts: list[int], calibration: Calibration) -> pa.Table:
-        """The noisy bins of ``counts``, as stored."""
+    def draw(
+        self, counts: list[int] | np.ndarray, calibration: Calibration, rows: int = 1
+    ) -> pa.Table:
+        """The noisy bins of ``counts`` (one person adds at most ``rows`` in all, so at
+        most ``rows`` in L1 and L2 and over at most ``rows`` bins), as stored."""
         descriptor = calibration.descriptors[0]
         noisy = mechanisms.release_planned(
             np.asarray(counts, dtype=np.int64),
             mechanism=self.mechanism.value,
-            sensitivity=1.0,
+            sensitivity=float(rows),
             scale=descriptor.scale,
             integer=True,
-            changed_coordinates=1,
+            changed_coordinates=rows,
             planned=descriptor.curve,
         )
-        return pa.table({"bin": pa.array(range(BINS)), "count": pa.array(noisy)})
+        return pa.table({"bin": pa.array(range(len(counts))), "count": pa.array(noisy)})
+
+    def std(self, calibration: Calibration) -> float:
+        """The standard deviation of the histogram's noise."""
+        return self.mechanism.std(calibration.descriptors[0].scale)
 
     def read(self, stored: pa.Table, calibration: Calibration) -> RowHistogram:
         """A stored release, thresholded at its detection level (accounting/bounds.py)."""

@@ -212,6 +212,25 @@ class QuantileOut(BaseModel):
     note: str
 
 
+class CandidateOut(BaseModel):
+    value: int | float
+    estimated_relative_error: float = Field(description="bias and noise, estimated")
+
+
+class ChosenBoundOut(BaseModel):
+    """An "auto" bound chosen for this query: the candidate of least estimated error."""
+
+    bound: Literal["max_rows_per_group", "max_groups", "upper"]
+    of: str = Field(description="the table, the tables and keys of the grouping, or table.column")
+    chosen: int | float
+    limit: int | float
+    candidates: list[CandidateOut]
+    share_cut: float = Field(
+        description="estimated share of rows (person-group pairs, or a column's mass) cut"
+    )
+    people_cut: float | None = Field(description="estimated share of people above K")
+
+
 class ExplainResponse(BaseModel):
     core_sql: str
     outer_sql: str
@@ -220,6 +239,14 @@ class ExplainResponse(BaseModel):
     partition: PartitionOut | None
     public_domain_size: int | None
     limits: dict[str, int]
+    auto_bounds: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description='"auto" bounds not chosen yet: what the first query pays to choose them',
+    )
+    chosen_bounds: list[ChosenBoundOut] = Field(
+        default_factory=list,
+        description='"auto" bounds this query chose from released histograms (free)',
+    )
     cost: Cost
     charges: list[str]
     cache: Literal["hit", "miss", "exact"] = Field(
@@ -272,8 +299,14 @@ class TableOut(BaseModel):
     name: str
     public: bool
     population: str | None
-    max_groups: int | None
-    max_rows_per_group: int | None
+    max_groups: int | Literal["auto"] | None = Field(
+        description='K; "auto": chosen per query from the data, up to max_groups_limit'
+    )
+    max_groups_limit: int | None = Field(None, description='the limit of an "auto" K')
+    max_rows_per_group: int | Literal["auto"] | None = Field(
+        description='C; "auto": chosen per query from the data, up to max_rows_per_group_limit'
+    )
+    max_rows_per_group_limit: int | None = Field(None, description='the limit of an "auto" C')
     columns: list[ColumnOut]
 
 

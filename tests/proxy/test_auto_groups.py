@@ -15,12 +15,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 import pytest
 
-from accounting.bounds import BINS, RowHistogram
-from accounting.group_bounds import choose_groups
 from proxy.auto_groups import grouping
 from proxy.cache import open_release_cache
 from proxy.engine import Engine
@@ -85,22 +82,6 @@ def test_policy_parses_auto_k_and_refuses_it_with_hints() -> None:
         parse(mutated("public = true", "public = true\nmax_groups_limit = 3"))
 
 
-# --- the choice ------------------------------------------------------------------------
-def hist(counts: dict[int, float]) -> RowHistogram:
-    return RowHistogram.read([counts.get(j, 0.0) for j in range(BINS)], noise_std=1.0)
-
-
-def test_k_is_the_smallest_edge_covering_ninety_percent_never_above_the_limit() -> None:
-    # 1 group: 500, 2-3: 300, 4-7: 150, 8-15: 50 people.
-    h = hist({0: 500, 1: 300, 2: 150, 3: 50})
-    assert choose_groups(h, 64).k == 7  # 950 of 1000 (+2 hidden) covered; 3 covers 80%
-    assert choose_groups(h, 64, coverage=0.75).k == 3
-    assert choose_groups(h, 64, coverage=0.99).k == 15
-    assert choose_groups(h, 5).k == 5  # the limit caps it
-    assert choose_groups(hist({}), 8).k == 8  # nobody visible: the limit
-    assert choose_groups(hist({0: 1000}), 8).k == 1
-
-
 # --- the engine ------------------------------------------------------------------------
 def test_explain_lists_it_and_the_first_run_pays_once_per_key(engine: Engine) -> None:
     e = engine
@@ -131,42 +112,62 @@ def test_explain_lists_it_and_the_first_run_pays_once_per_key(engine: Engine) ->
     assert len(auto_k_charges(e)) == 2
 
 
-def test_planning_uses_the_chosen_k(engine: Engine, demo_db: Path) -> None:
+def test_planning_uses_the_k_of_least_estimated_error(engine: Engine) -> None:
     e = engine
     e.run(QueryRequest(DAILY, epsilon=1.0))
     shape, plan = e.prepare(QueryRequest(DAILY, epsilon=1.0))
     g = grouping(shape, "duckdb")
-    assert g is not None
-    hist_k = e.auto_groups.histogram(g)
-    assert hist_k is not None
-    k = choose_groups(hist_k, LIMIT).k
-    assert plan.max_groups == k and 1 < k < LIMIT
+    assert g is not None and e.auto_groups.histogram(g) is not None
     assert plan.pending_bounds == ()
+    # Explain shows the candidates' estimated errors; the plan's K is the least of them.
+    shown = e.explain(QueryRequest(DAILY, epsilon=1.0)).to_dict()
+    (chosen,) = [c for c in shown["chosen_bounds"] if c["bound"] == "max_groups"]
+    errors = {c["value"]: c["estimated_relative_error"] for c in chosen["candidates"]}
+    assert max(errors) == LIMIT and min(errors) == 1
+    k = chosen["chosen"]
+    assert errors[k] == min(errors.values()) and len(set(errors.values())) > 1
+    assert plan.max_groups == k == shown["limits"]["max_groups"] and 1 < k <= LIMIT
+    assert chosen["limit"] == LIMIT and 0 <= chosen["share_cut"] < 1
     # The L0 cut keeps k groups per person: the k-th smallest hash is each heavy
     # person's cut-off (proxy/rewrite/l0.py).
-    assert f"__l[{k + 1}]" in plan.core_sql and f"__l[{LIMIT + 1}]" not in plan.core_sql
+    assert f"__l[{k + 1}]" in plan.core_sql
     # The same plan as a request naming K and the chosen cap: same noise, same cache key.
     named = e.prepare(
         QueryRequest(DAILY, epsilon=1.0, max_groups=k, max_rows_per_group=plan.max_rows)
     )[1]
     assert named.cache_key == plan.cache_key
     assert [n.descriptor.scale for n in named.noise] == [n.descriptor.scale for n in plan.noise]
-    at_limit = e.prepare(
-        QueryRequest(DAILY, epsilon=1.0, max_groups=LIMIT, max_rows_per_group=plan.max_rows)
+    other = 1 if k > 1 else 2
+    at_other = e.prepare(
+        QueryRequest(DAILY, epsilon=1.0, max_groups=other, max_rows_per_group=plan.max_rows)
     )[1]
-    assert plan.noise[0].sensitivity.l1 * LIMIT == pytest.approx(
-        at_limit.noise[0].sensitivity.l1 * k
+    assert plan.noise[0].sensitivity.l1 * other == pytest.approx(
+        at_other.noise[0].sensitivity.l1 * k
     )
-    assert at_limit.cache_key != plan.cache_key
-    # The exact histogram puts about 90% of the people at or below K distinct days.
-    con = duckdb.connect(str(demo_db), read_only=True)
-    share = con.execute(
-        "SELECT AVG(CASE WHEN n <= ? THEN 1.0 ELSE 0.0 END) FROM (SELECT user_id, "
-        "COUNT(DISTINCT CAST(ts AS DATE)) AS n FROM prompts GROUP BY user_id)",
-        [k],
-    ).fetchone()[0]
-    con.close()
-    assert share >= 0.85
+    assert at_other.cache_key != plan.cache_key
+
+
+AVG_DAILY = "SELECT CAST(ts AS DATE) AS d, AVG(tokens_out) AS a FROM prompts GROUP BY d"
+
+
+def test_a_mean_picks_a_smaller_k_and_says_how_many_people_it_cuts(engine: Engine) -> None:
+    # Same keys, same histogram (paid once): a mean loses little by cutting a heavy
+    # person's groups, a count loses their pairs, so the mean's K is smaller.
+    e = engine
+    e.run(QueryRequest(DAILY, epsilon=1.0))
+    count_k = e.prepare(QueryRequest(DAILY, epsilon=1.0))[1].max_groups
+    plan = e.prepare(QueryRequest(AVG_DAILY, epsilon=1.0))[1]
+    assert plan.max_groups < count_k
+    (chosen,) = [c for c in plan.chosen_bounds if c.bound == "max_groups"]
+    assert chosen.people_cut is not None and chosen.people_cut > 0.05
+    result = e.run(QueryRequest(AVG_DAILY, epsilon=20.0))
+    assert len(auto_k_charges(e)) == 1
+    notes = [w for w in result.warnings if "groups (max_groups, chosen from the data" in w]
+    cut = e.prepare(QueryRequest(AVG_DAILY, epsilon=20.0))[1].chosen_bounds[0]
+    assert notes == [
+        n for n in notes if f"about {cut.people_cut:.0%} of the people of prompts" in n
+    ]
+    assert len(notes) == 1 and f"more than {cut.chosen} groups" in notes[0]
 
 
 def test_a_request_k_wins_up_to_the_limit(engine: Engine) -> None:

@@ -19,6 +19,7 @@ import pytest
 
 from accounting import value_bounds as V
 from accounting.quantiles import QuantileError
+from proxy.auto_values import Side
 from proxy.engine import Engine
 from proxy.errors import DPSQLError
 from proxy.policy import PolicyError, parse_policy
@@ -82,7 +83,15 @@ def test_policy_spells_auto_upper_with_its_limit(tmp_path: Path, demo_db: Path) 
     [
         ('{ lower = 0, upper = "auto" }', 'upper_limit: required with upper = "auto"'),
         ('{ upper = "auto", upper_limit = 10 }', 'lower: required with upper = "auto"'),
-        ('{ lower = "auto", upper = 10 }', '"auto" is for upper only'),
+        ('{ lower = "auto", upper = 10 }', 'lower_limit: required with lower = "auto"'),
+        ('{ lower = "auto", lower_limit = 0 }', 'upper: required with lower = "auto"'),
+        ("{ lower = 0, lower_limit = 0, upper = 5 }", 'lower_limit: only with lower = "auto"'),
+        ('{ lower = "auto", lower_limit = 5, upper = 5 }', "upper 5 must be above lower_limit 5"),
+        (
+            '{ lower = "auto", lower_limit = 9, upper = "auto", upper_limit = 3 }',
+            "upper_limit 3 must be above lower_limit 9",
+        ),
+        ('{ lower = "least", lower_limit = 0, upper = 5 }', 'lower: must be a number or "auto"'),
         ("{ lower = 0, upper = 10, upper_limit = 20 }", 'upper_limit: only with upper = "auto"'),
         ('{ lower = 5, upper = "auto", upper_limit = 5 }', "must be above lower 5"),
         ('{ lower = 0, upper = "most", upper_limit = 5 }', 'upper: must be a number or "auto"'),
@@ -110,6 +119,19 @@ def test_public_tables_cannot_have_auto_bounds(tmp_path: Path, demo_db: Path) ->
 
 
 # --- the grid and the draw -------------------------------------------------------------
+
+
+def test_a_lower_bound_is_the_lower_edge_of_its_bin() -> None:
+    grid = V.value_grid(-1000.0, 60000.0)
+    assert V.lower_bound_of(grid, 0) == -1000.0  # nothing below the limit
+    at = grid.edges.index(1500.0)
+    assert V.lower_bound_of(grid, at) == -1000.0 + grid.edges[at - 1]
+    assert V.lower_bound_of(grid, at + 1) == 500.0
+    with pytest.raises(V.ValueBoundsError):
+        V.lower_bound_of(grid, grid.bins)
+    low = V.describe(grid, max_rows=3, epsilon=1.0, q=V.LOWER_QUANTILE)
+    high = V.describe(grid, max_rows=3, epsilon=1.0)
+    assert low.curve == high.curve  # the rank score's sensitivity is max(q, 1 − q)·C
 
 
 def test_grid_is_round_numbers_up_to_the_limit() -> None:
@@ -154,6 +176,7 @@ def test_released_once_then_free_and_planning_uses_it(engine: Engine, demo_db: P
             "column": "latency_ms",
             "limit": 600000.0,
             "epsilon": 2.0,
+            "side": "upper",
             "note": explained["auto_bounds"][0]["note"],
         }
     ]
@@ -170,11 +193,18 @@ def test_released_once_then_free_and_planning_uses_it(engine: Engine, demo_db: P
     # Planning reads the bound: clamp and sensitivity follow it (C = 10, K = 4 here).
     plan = engine.explain(QueryRequest(SUM, epsilon=1.0)).to_dict()
     assert plan["auto_bounds"] == [] and plan["cache_key"] != key_at_limit
-    assert _schema_upper(engine) == bound
+    assert _schema_upper(engine) == bound  # the default: the histogram's 95th percentile
+    # This query picks its own bound from the histogram: the candidate of least
+    # estimated error (bias + noise), listed with the others under chosen_bounds.
+    (chosen,) = plan["chosen_bounds"]
+    assert chosen["bound"] == "upper" and chosen["of"] == "prompts.latency_ms"
+    errors = {c["value"]: c["estimated_relative_error"] for c in chosen["candidates"]}
+    mine = chosen["chosen"]
+    assert errors[mine] == min(errors.values()) and max(errors) <= 600000.0
     stat = plan["statistics"][0]
-    assert stat["bounds"] == [0.0, bound]
-    assert stat["sensitivity"]["per_group"] == pytest.approx(10 * bound)
-    assert f"{bound:g}" in plan["core_sql"] or repr(bound) in plan["core_sql"]
+    assert stat["bounds"] == [0.0, mine]
+    assert stat["sensitivity"]["per_group"] == pytest.approx(10 * mine)
+    assert f"{mine:g}" in plan["core_sql"] or repr(mine) in plan["core_sql"]
     # Later queries on the column, any analyst, any ε: no second charge for the bound.
     engine.run(QueryRequest("SELECT model, AVG(latency_ms) FROM prompts GROUP BY model"))
     engine.run(QueryRequest(SUM, epsilon=0.3, analyst="someone-else"))
@@ -189,16 +219,17 @@ def test_a_fresh_engine_reads_the_stored_bound_for_free(tmp_path: Path, demo_db:
         first.run(QueryRequest(SUM, epsilon=1.0))
         prompts = first.policy.table("prompts")
         bound = first.auto_values.released(prompts, prompts.column("latency_ms"))
+        first_explained = first.explain(QueryRequest(SUM, epsilon=0.4)).to_dict()
     finally:
         first.close()
     second = Engine(parse_policy(text, base_dir=tmp_path))
     try:
         n = len(_charges(second))
         prompts = second.policy.table("prompts")
-        # The choice reads only the released bin: the stored index gives the same bound.
+        # The choice reads only the released histogram: the same bounds come back.
         assert second.auto_values.released(prompts, prompts.column("latency_ms")) == bound
-        stat = second.explain(QueryRequest(SUM, epsilon=0.4)).to_dict()["statistics"][0]
-        assert stat["bounds"] == [0.0, bound] and len(_charges(second)) == n
+        assert second.explain(QueryRequest(SUM, epsilon=0.4)).to_dict() == first_explained
+        assert len(_charges(second)) == n
     finally:
         second.close()
 
@@ -330,3 +361,118 @@ def test_the_draw_cannot_fail_on_one_persons_text_value(tmp_path: Path, demo_db:
         assert column is not None and e.auto_values.released(prompts, column) is not None
     finally:
         e.close()
+
+
+# --- lower bounds ----------------------------------------------------------------------
+
+BOTH = (
+    'columns.latency_ms = { lower = "auto", lower_limit = -1000, upper = "auto", '
+    "upper_limit = 600000 }"
+)
+LOWER_NOTE = "auto lower bound of prompts.latency_ms"
+
+
+def _schema_bounds(e: Engine) -> tuple[float | None, float | None]:
+    prompts = next(t for t in e.schema(None) if t.name == "prompts")
+    col = next(c for c in prompts.columns if c.name == "latency_ms")
+    return col.lower, col.upper
+
+
+def test_both_bounds_auto_are_released_once_each(tmp_path: Path, demo_db: Path) -> None:
+    e = Engine(parse_policy(policy_text(tmp_path, demo_db, BOTH), base_dir=tmp_path))
+    try:
+        prompts = e.policy.table("prompts")
+        column = prompts.column("latency_ms")
+        assert (column.lower, column.lower_limit, column.upper_limit) == (None, -1000.0, 600000.0)
+        explained = e.explain(QueryRequest(SUM, epsilon=1.0)).to_dict()
+        assert sorted((p["side"], p["limit"]) for p in explained["auto_bounds"]) == [
+            ("lower", -1000.0),
+            ("upper", 600000.0),
+        ]
+        assert explained["statistics"][0]["bounds"] == [-1000.0, 600000.0]  # the limits
+        assert _schema_bounds(e) == (-1000.0, 600000.0)
+        e.run(QueryRequest(SUM, epsilon=1.0))
+        assert sorted(_charges(e)[:2]) == [LOWER_NOTE, NOTE]
+        lower = e.auto_values.released(prompts, column, Side.LOWER)
+        upper = e.auto_values.released(prompts, column, Side.UPPER)
+        assert lower is not None and upper is not None
+        # The lower bound sits just below the values' 5th percentile: the lower edge of
+        # its bin on the grid of round numbers above the limit, which is finest there.
+        p5 = _truth(e, "SELECT QUANTILE_CONT(latency_ms, 0.05) FROM prompts")
+        p95 = _truth(e, "SELECT QUANTILE_CONT(latency_ms, 0.95) FROM prompts")
+        assert -1000.0 < lower <= p5 < p95 / 4 <= upper <= p95 * 4
+        assert lower + 1000.0 >= (p5 + 1000.0) / 4
+        plan = e.explain(QueryRequest(SUM, epsilon=1.0)).to_dict()
+        (chosen,) = plan["chosen_bounds"]
+        assert plan["auto_bounds"] == [] and plan["statistics"][0]["bounds"] == [
+            lower,
+            chosen["chosen"],
+        ]
+        assert _schema_bounds(e) == (lower, upper)
+        # Later queries: no further bound charges.
+        e.run(QueryRequest("SELECT model, AVG(latency_ms) FROM prompts GROUP BY model"))
+        assert sum(n in (NOTE, LOWER_NOTE) for n in _charges(e)) == 2
+    finally:
+        e.close()
+
+
+def test_a_lower_only_auto_keeps_the_declared_upper(tmp_path: Path, demo_db: Path) -> None:
+    spelling = 'columns.latency_ms = { lower = "auto", lower_limit = -1000, upper = 60000 }'
+    e = Engine(parse_policy(policy_text(tmp_path, demo_db, spelling), base_dir=tmp_path))
+    try:
+        prompts = e.policy.table("prompts")
+        column = prompts.column("latency_ms")
+        # The mirrored draw keeps the same C values per person as the upper one would.
+        lower_counts = e.auto_values.exact_counts(prompts, column, Side.LOWER)
+        kept = _truth(
+            e,
+            "SELECT SUM(LEAST(n, 10)) FROM (SELECT COUNT(*) AS n FROM prompts "
+            "WHERE latency_ms IS NOT NULL GROUP BY user_id)",
+        )
+        assert int(lower_counts.sum()) == kept
+        e.run(QueryRequest(SUM, epsilon=1.0))
+        assert LOWER_NOTE in _charges(e) and NOTE not in _charges(e)
+        lower = e.auto_values.released(prompts, column, Side.LOWER)
+        assert lower is not None and -1000.0 <= lower < 60000.0
+        stat = e.explain(QueryRequest(SUM, epsilon=1.0)).to_dict()["statistics"][0]
+        assert stat["bounds"] == [lower, 60000.0]
+    finally:
+        e.close()
+
+
+# --- the upper bound by expected error, per query --------------------------------------
+
+
+def _chosen_upper(e: Engine, sql: str, **kw: object) -> float:
+    plan = e.explain(QueryRequest(sql, **kw)).to_dict()  # type: ignore[arg-type]
+    (chosen,) = [c for c in plan["chosen_bounds"] if c["bound"] == "upper"]
+    errors = {c["value"]: c["estimated_relative_error"] for c in chosen["candidates"]}
+    assert errors[chosen["chosen"]] == min(errors.values())
+    upper: float = plan["statistics"][0]["bounds"][1]
+    assert upper == chosen["chosen"]
+    return upper
+
+
+def test_each_query_picks_its_own_upper_bound_for_free(engine: Engine) -> None:
+    engine.run(QueryRequest(SUM, epsilon=1.0))
+    paid = len(_charges(engine))
+    # More budget, less noise per unit of the bound: a larger bound, less clamped away.
+    tight, loose = _chosen_upper(engine, SUM, epsilon=0.1), _chosen_upper(engine, SUM, epsilon=10.0)
+    assert tight < loose <= 600000.0
+    # An AVG over three public groups weighs its noise against smaller totals.
+    avg = "SELECT model, AVG(latency_ms) AS a FROM prompts GROUP BY model"
+    assert _chosen_upper(engine, avg, epsilon=1.0) <= _chosen_upper(engine, SUM, epsilon=1.0)
+    # A request naming its own cap still gets a bound chosen for it.
+    assert _chosen_upper(engine, SUM, epsilon=1.0, max_rows_per_group=2) > 0
+    # The bound is part of the plan, so of its cache key; choosing it charged nothing.
+    keys = {
+        engine.explain(QueryRequest(SUM, epsilon=eps)).to_dict()["cache_key"] for eps in (0.1, 10)
+    }
+    assert len(keys) == 2 and len(_charges(engine)) == paid
+    # A sum of an expression of the column is not weighed: it keeps the default bound.
+    scaled = engine.explain(QueryRequest("SELECT SUM(latency_ms * 2) FROM prompts")).to_dict()
+    released = engine.auto_values.released(
+        engine.policy.table("prompts"), engine.policy.table("prompts").column("latency_ms")
+    )
+    assert scaled["chosen_bounds"] == [] and released is not None
+    assert scaled["statistics"][0]["bounds"] == [0.0, 2 * released]

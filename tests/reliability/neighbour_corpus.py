@@ -554,6 +554,11 @@ DEMO: tuple[Entry, ...] = (
 # (tests/reliability/test_auto_value_neighbours.py). Each runs twice: planned with the
 # limit before the bound is released, and with one released bound shared by both sides.
 AUTO_VALUE_POLICY = 'columns.latency_ms = { lower = 0, upper = "auto", upper_limit = 600000 }'
+# Both sides chosen from the data (the lower one at a low DP quantile, its own release).
+AUTO_BOTH_POLICY = (
+    'columns.latency_ms = { lower = "auto", lower_limit = -1000, upper = "auto", '
+    "upper_limit = 600000 }"
+)
 AUTO_VALUES: tuple[Entry, ...] = (
     Entry("auto_sum", "SELECT SUM(latency_ms) AS s FROM prompts", "§12.3 SUM on the auto bound"),
     Entry(

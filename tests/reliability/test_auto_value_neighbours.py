@@ -1,13 +1,14 @@
 """Issue #12 §3 through the neighbour harness: value bounds chosen from the data.
 
-On the small fuzz demo (300 people), with ``latency_ms`` declared ``upper = "auto"``, for
-both neighbour choices (the heaviest person, a person present everywhere):
+On the small fuzz demo (300 people), with ``latency_ms`` declared ``upper = "auto"`` (and
+then with both ``lower`` and ``upper`` "auto"), for both neighbour choices (the heaviest
+person, a person present everywhere):
 
 * the corpus entries of :data:`neighbour_corpus.AUTO_VALUES` are planned identically on
   D and D' and their cores stay within the declared sensitivities, first with the limit
   (before any bound is released), then with a bound released on D and stored into D''s
   release cache too (a released bound is public: both sides plan with it);
-* the histogram the bound is drawn from moves by at most C in L1 between D and D' (the
+* the histogram each bound is drawn from moves by at most C in L1 between D and D' (the
   input the exponential mechanism's cost assumes, accounting/value_bounds.py).
 """
 
@@ -19,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from proxy.auto_values import Side
+from proxy.engine import Engine
 from proxy.policy import parse_policy
 from proxy.request import QueryRequest
 from tests.policies import fixed_caps
@@ -27,6 +30,18 @@ from tests.reliability.conftest import FZ_CAP, FZ_ROOT
 from tests.reliability.neighbours import CHOICES, NeighbourPair, Removal, build_neighbours
 
 LATENCY = "columns.latency_ms = { lower = 0, upper = 60000 }"
+
+
+def _pair(
+    removal: Removal, folder: Path, db: Path, ledgers: Path, spelling: str
+) -> Iterator[tuple[NeighbourPair, dict[str, object]]]:
+    # The fuzz policy (fz_demo_policy's swaps) with latency_ms's bound(s) made "auto".
+    policy = parse_policy(_auto_text(folder, db, spelling), base_dir=folder)
+    assert policy.proxy.auto_bounds_epsilon == 1.0
+    neighbours = build_neighbours(policy, folder / removal, removal, timeout_s=2.0, ledgers=ledgers)
+    with NeighbourPair(neighbours) as found:
+        facts = corpus.demo_facts(found.exact_rows, neighbours.person)
+        yield found, facts
 
 
 @pytest.fixture(scope="module", params=CHOICES, ids=str)
@@ -38,21 +53,25 @@ def pair(
 ) -> Iterator[tuple[NeighbourPair, dict[str, object]]]:
     removal: Removal = request.param
     folder = tmp_path_factory.mktemp(f"nb-auto-{removal}")
-    # The fuzz policy (fz_demo_policy's swaps) with latency_ms's bound made "auto".
-    policy = parse_policy(_auto_text(folder, fz_demo_db), base_dir=folder)
-    assert policy.proxy.auto_bounds_epsilon == 1.0
-    neighbours = build_neighbours(
-        policy, folder / removal, removal, timeout_s=2.0, ledgers=au_ledgers
-    )
-    with NeighbourPair(neighbours) as found:
-        facts = corpus.demo_facts(found.exact_rows, neighbours.person)
-        yield found, facts
+    yield from _pair(removal, folder, fz_demo_db, au_ledgers, corpus.AUTO_VALUE_POLICY)
 
 
-def _auto_text(folder: Path, db: Path) -> str:
+@pytest.fixture(scope="module", params=CHOICES, ids=str)
+def both_pair(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    fz_demo_db: Path,
+    au_ledgers: Path,
+) -> Iterator[tuple[NeighbourPair, dict[str, object]]]:
+    removal: Removal = request.param
+    folder = tmp_path_factory.mktemp(f"nb-auto-both-{removal}")
+    yield from _pair(removal, folder, fz_demo_db, au_ledgers, corpus.AUTO_BOTH_POLICY)
+
+
+def _auto_text(folder: Path, db: Path, spelling: str) -> str:
     text = fixed_caps((FZ_ROOT / "sample_data" / "policy.toml").read_text())
     for old, new in (
-        (LATENCY, corpus.AUTO_VALUE_POLICY),
+        (LATENCY, spelling),
         ('duckdb = "usage.duckdb"', f'duckdb = "{db}"'),
         ('path = "../state/ledger.sqlite"', f'path = "{folder / "ledger.sqlite"}"'),
         ("epsilon_cap = 4.0", f"epsilon_cap = {FZ_CAP}"),
@@ -101,5 +120,53 @@ def test_auto_value_bounds_through_the_harness(
     bound = d.auto_values.released(prompts, column)
     assert bound is not None and d_prime.auto_values.released(prompts, column) == bound
     plan = d.prepare(QueryRequest("SELECT SUM(latency_ms) FROM prompts", epsilon=1.0))[1]
-    assert plan.pending_bounds == () and plan.noise[0].statistic.upper == bound
+    # The query's own bound, chosen from the shared histogram: the same on both sides.
+    (chosen,) = plan.chosen_bounds
+    assert plan.pending_bounds == () and plan.noise[0].statistic.upper == chosen.chosen
+    other = d_prime.prepare(QueryRequest("SELECT SUM(latency_ms) FROM prompts", epsilon=1.0))[1]
+    assert other.chosen_bounds == plan.chosen_bounds and other.cache_key == plan.cache_key
+    assert _check_all(p, facts) == len(corpus.AUTO_VALUES)
+
+
+def _share(d: Engine, d_prime: Engine, key: str) -> None:
+    """Store D's release under ``key`` in D''s cache too (a released bound is public)."""
+    stored = d.cache.get(key)
+    assert stored is not None and d_prime.cache.get(key) is None
+    d_prime.cache.put(key, stored[0], stored[1])
+
+
+def test_auto_lower_and_upper_bounds_through_the_harness(
+    both_pair: tuple[NeighbourPair, dict[str, object]],
+) -> None:
+    p, facts = both_pair
+    d, d_prime = p.engines
+    prompts = d.policy.table("prompts")
+    column = prompts.column("latency_ms")
+    assert prompts is not None and column is not None and column.lower_limit == -1000.0
+    sql = "SELECT SUM(latency_ms) FROM prompts"
+    plan = d.prepare(QueryRequest(sql, epsilon=1.0))[1]
+    assert sorted(b.side for b in plan.pending_bounds) == [Side.LOWER, Side.UPPER]
+    assert _check_all(p, facts) == len(corpus.AUTO_VALUES)
+    # Each side's draw input: one person moves it by at most C in L1.
+    c = d.auto_values.rows_per_person(prompts)
+    for side in Side:
+        moved = np.abs(
+            d.auto_values.exact_counts(prompts, column, side)
+            - d_prime.auto_values.exact_counts(prompts, column, side)
+        ).sum()
+        assert 0 < moved <= c
+    d.run(QueryRequest(sql, epsilon=1.0))
+    bounds = []
+    for side in Side:
+        _share(d, d_prime, d.auto_values._key(prompts, column, side))
+        found = d.auto_values.released(prompts, column, side)
+        assert found is not None and d_prime.auto_values.released(prompts, column, side) == found
+        bounds.append(found)
+    upper, lower = bounds
+    assert -1000.0 <= lower < upper <= 600000.0
+    plan = d.prepare(QueryRequest(sql, epsilon=1.0))[1]
+    (chosen,) = plan.chosen_bounds
+    assert plan.pending_bounds == () and -1000.0 <= lower < chosen.chosen <= 600000.0
+    assert (plan.noise[0].statistic.lower, plan.noise[0].statistic.upper) == (lower, chosen.chosen)
+    assert d_prime.prepare(QueryRequest(sql, epsilon=1.0))[1].cache_key == plan.cache_key
     assert _check_all(p, facts) == len(corpus.AUTO_VALUES)
