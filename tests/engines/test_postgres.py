@@ -231,7 +231,7 @@ def test_a_person_over_c_distinct_values_keeps_c_on_both_engines(
 
 class _TieProne(PostgresForms):
     """PostgreSQL's forms with a hash of five values (-2..2): ties at the K-th hash are
-    then common, so the two window forms of the L0 cut must drop tied groups alike."""
+    then common, so the window forms of the L0 cut must drop tied groups alike."""
 
     def __init__(self, cut: CutForm):
         super().__init__()
@@ -252,9 +252,10 @@ class _TieProne(PostgresForms):
 def test_both_window_cuts_keep_the_same_groups_under_ties_on_postgres(
     sql: str, pair: dict[str, tuple[Engine, Engine]], pg_sources: dict[str, str]
 ) -> None:
-    # tests/engines/test_render.py proves both forms equal to DuckDB's heap on DuckDB;
+    # tests/engines/test_render.py proves the forms equal to DuckDB's heap on DuckDB;
     # this runs them on PostgreSQL itself (its ROW_NUMBER run condition, NTH_VALUE
-    # frames and tie order), where the ROW_NUMBER form is the one dpsql sends.
+    # frames and tie order, and GROUPED's grouping on a hash with collisions), where
+    # the GROUPED form is the one dpsql sends.
     _, pg = pair["demo"]
     _, plan = pg.prepare(QueryRequest(sql, epsilon=1.0))
     columns = ", ".join(("__u", *plan.key_columns, "__l0cut"))
@@ -263,10 +264,10 @@ def test_both_window_cuts_keep_the_same_groups_under_ties_on_postgres(
     with psycopg.connect(pg_sources["demo"], cursor_factory=psycopg.RawCursor) as conn:
         for cut in CutForm:
             text = render(plan.core_sql, _TieProne(cut), pg.executor.column_types()).sql
-            assert ("NTH_VALUE" in text) is (cut is CutForm.ROW_NUMBER)
+            assert ("NTH_VALUE" in text) is (cut is not CutForm.RANGE_COUNT)
             per_person = f"{text[: text.rindex('SELECT')]} SELECT {columns} FROM bounded"
             kept[cut] = conn.execute(f"{per_person} ORDER BY {order}", [42]).fetchall()
-    assert kept[CutForm.ROW_NUMBER] == kept[CutForm.RANGE_COUNT]
+    assert kept[CutForm.ROW_NUMBER] == kept[CutForm.RANGE_COUNT] == kept[CutForm.GROUPED]
     per_person: dict[object, int] = {}
     for row in kept[CutForm.ROW_NUMBER]:
         per_person[row[0]] = per_person.get(row[0], 0) + 1

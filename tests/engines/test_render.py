@@ -61,7 +61,8 @@ class _DuckDBWindow:
     def keyed_hash(self, values: list[exp.Expr], seed: exp.Expr) -> exp.Expr:
         from proxy.engines.render import template
 
-        return template(self.hashed)
+        # unqualified: the GROUPED form hashes inside pp, the others in pph over pp
+        return template(self.hashed.replace("pp.", ""))
 
     def total(self, node: exp.Expr, typer: Typer) -> exp.Expr:
         return node
@@ -92,7 +93,7 @@ def test_the_window_cut_keeps_the_heaps_groups(
     keys = ", ".join(f"pp.{k}" for k in names)
     original = f"CAST(HASH(pp.__u, {keys}, ?) >> 1 AS BIGINT)"
     assert original in core
-    # A hash with three values makes ties at the K-th hash common: both forms must
+    # A hash with three values makes ties at the K-th hash common: every form must
     # then drop the tied groups alike.
     hashed = original if modulus is None else f"CAST(HASH(pp.__u, {keys}, ?) % {modulus} AS BIGINT)"
     heap = core.replace(original, hashed)
