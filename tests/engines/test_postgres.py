@@ -380,3 +380,31 @@ def test_generate_loads_postgres_and_writes_parquet(pg_cluster: PgServer, tmp_pa
     lake = tmp_path / "lake" / "main" / "prompts"
     [(n,)] = duckdb.sql(f"SELECT COUNT(*) FROM read_parquet('{lake}/*.parquet')").fetchall()
     assert n == 400
+
+
+def _plan_nodes(node: dict[str, object]) -> Iterator[dict[str, object]]:
+    yield node
+    for child in node.get("Plans", []):  # type: ignore[union-attr]
+        yield from _plan_nodes(child)
+
+
+def test_the_grouped_cut_sorts_the_rows_once_on_postgres(
+    pair: dict[str, tuple[Engine, Engine]], pg_sources: dict[str, str]
+) -> None:
+    # CutForm.GROUPED's point (proxy/engines/render.py): the per-person aggregation
+    # groups by (person, hash, keys) with a sort, and the window reads that order; no
+    # second sort between them. PostgreSQL's planner makes that choice by its costs.
+    _, pg = pair["demo"]
+    sql = "SELECT date_trunc('day', ts) AS d, COUNT(*) AS n FROM prompts GROUP BY d"
+    _, plan = pg.prepare(QueryRequest(sql, epsilon=1.0))
+    text = pg.executor.rendered(plan.core_sql)
+    with psycopg.connect(pg_sources["demo"], cursor_factory=psycopg.RawCursor) as conn:
+        [(document,)] = conn.execute(f"EXPLAIN (FORMAT JSON) {text}", [42]).fetchall()
+    nodes = list(_plan_nodes(document[0]["Plan"]))
+    sorts = [n for n in nodes if n["Node Type"] == "Sort"]
+    assert len(sorts) == 1, [n["Node Type"] for n in nodes]
+    assert "hash_record_extended" in str(sorts[0]["Sort Key"][1])  # (person, hash, day)
+    [window] = [n for n in nodes if n["Node Type"] == "WindowAgg"]
+    below = list(_plan_nodes(window))
+    assert [n["Node Type"] for n in below].count("Sort") == 1
+    assert any(n.get("Strategy") == "Sorted" for n in below if n["Node Type"] == "Aggregate")
