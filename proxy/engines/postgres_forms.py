@@ -148,6 +148,9 @@ class PostgresForms:
         row = exp.Anonymous(this="ROW", expressions=values)
         return exp.Anonymous(this="hash_record_extended", expressions=[row, seed])
 
+    def rows_by_person(self, rows: exp.Select) -> None:
+        """Nothing: the GROUPED cut's sort already brings each person's rows together."""
+
     def exact_sum(self, node: exp.Sum, argument: Kind) -> exp.Expr:
         # SUM(integer) is NUMERIC on PostgreSQL: exact, like DuckDB's 128-bit sum.
         return node

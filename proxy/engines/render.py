@@ -60,6 +60,10 @@ class CutForm(enum.Enum):
     # its rows already in (person, hash) order, so the engine sorts once instead of
     # hashing the groups and sorting them again (PostgreSQL picks that plan itself).
     GROUPED = "grouped"
+    # ROW_NUMBER over its default frame and NTH_VALUE(h, K + 1) over the whole partition:
+    # the same partition and order, which Spark computes in one window operator (it
+    # refuses a frame on ROW_NUMBER; PostgreSQL would run two window passes).
+    NUMBERED = "numbered"
 
 
 class Forms(Protocol):
@@ -78,6 +82,7 @@ class Forms(Protocol):
     def wide_integer(self) -> exp.DataType: ...
     def double(self, text: str) -> exp.Expr: ...
     def float_op(self, node: exp.Mul | exp.Div, typer: Typer) -> exp.Expr: ...
+    def rows_by_person(self, rows: exp.Select) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -170,14 +175,15 @@ def _window_cut(tree: exp.Expr, forms: Forms) -> None:
         pph = exp.Select(expressions=[exp.Star(), exp.alias_(hashed, "__h", copy=False)])
     pph.set("from_", exp.From(this=exp.Table(this=exp.to_identifier("pp"))))
     ctes["pph"].set("this", pph)
+    # the engine may distribute the per-person rows by person for the cut's window
+    forms.rows_by_person(ctes["r"].this)
     if forms.cut is not CutForm.RANGE_COUNT:
         # The same frame for both, so that the engine computes them in one window pass.
-        frame = (
-            "PARTITION BY pph.__u ORDER BY pph.__h "
-            "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
-        )
+        window = "PARTITION BY pph.__u ORDER BY pph.__h"
+        frame = f"{window} ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
+        numbered = window if forms.cut is CutForm.NUMBERED else frame
         windowed = template(
-            f"SELECT pph.*, ROW_NUMBER() OVER ({frame}) AS __r, "
+            f"SELECT pph.*, ROW_NUMBER() OVER ({numbered}) AS __r, "
             f"NTH_VALUE(pph.__h, {k + 1}) OVER ({frame}) AS __t FROM pph"
         )
         heavier = template("CASE WHEN __w.__t IS NULL THEN 0 ELSE 1 END")
