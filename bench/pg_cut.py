@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,23 +39,38 @@ from proxy.request import QueryRequest  # noqa: E402
 from sample_data.export import to_parquet, to_postgres  # noqa: E402
 
 QUERIES = {"day": (PRIVATE_KEY, PRIVATE_FLOOR), "month": (PRIVATE_MONTH, MONTH_FLOOR)}
-# Spark refuses a frame on ROW_NUMBER, which the ROW_NUMBER and GROUPED forms write.
+
+
+@dataclass(frozen=True)
+class Variant:
+    label: str
+    cut: CutForm
+    by_person: bool = True  # Spark: the REPARTITION hint (SparkForms.rows_by_person)
+
+
+# Spark refuses a frame on ROW_NUMBER, which the ROW_NUMBER and GROUPED forms write;
+# its first variant is the form shipped before issue 16's work (no REPARTITION).
 FORMS = {
-    "postgres": tuple(CutForm),
-    "spark": (CutForm.RANGE_COUNT, CutForm.NUMBERED),
+    "postgres": tuple(Variant(c.value, c) for c in CutForm),
+    "spark": (
+        Variant("range_count without repartition", CutForm.RANGE_COUNT, by_person=False),
+        Variant(CutForm.RANGE_COUNT.value, CutForm.RANGE_COUNT),
+        Variant(CutForm.NUMBERED.value, CutForm.NUMBERED),
+    ),
 }
 RESULTS = ROOT / "bench" / "results.json"
 
 
-def _rounds(engine: Engine, forms: tuple[CutForm, ...], query: str, repeat: int) -> dict[str, Any]:
+def _rounds(engine: Engine, forms: tuple[Variant, ...], query: str, repeat: int) -> dict[str, Any]:
     sql, floor_sql = QUERIES[query]
     executor = engine.executor
-    times: dict[str, list[float]] = {"floor": [], **{c.value: [] for c in forms}}
+    times: dict[str, list[float]] = {"floor": [], **{c.label: [] for c in forms}}
     counter = iter(range(10**9))
 
-    def miss(cut: CutForm) -> float:
+    def miss(variant: Variant) -> float:
         # (the bench's own switch: dpsql itself has one form per engine)
-        executor._forms.cut = cut  # type: ignore[attr-defined]
+        executor._forms.cut = variant.cut  # type: ignore[attr-defined]
+        executor._forms.by_person = variant.by_person  # type: ignore[attr-defined]
         executor._render.cache_clear()  # type: ignore[attr-defined]
         start = time.perf_counter()
         engine.run(QueryRequest(sql, epsilon=1.0 + next(counter) * 1e-6))
@@ -68,7 +84,7 @@ def _rounds(engine: Engine, forms: tuple[CutForm, ...], query: str, repeat: int)
         executor.evaluate(floor_sql)
         times["floor"].append(time.perf_counter() - start)
         for c in list(forms)[:: 1 if i % 2 == 0 else -1]:
-            times[c.value].append(miss(c))
+            times[c.label].append(miss(c))
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -129,9 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"  floor {floor:.3f} s")
     for c in FORMS[args.engine]:
-        t = medians[c.value]
-        mark = "  (shipped)" if c.name == shipped else ""
-        print(f"  dpsql with {c.value:<12} {t:.3f} s  ratio {t / floor:.2f}x{mark}")
+        t = medians[c.label]
+        mark = "  (shipped)" if c.label == shipped.lower() else ""
+        print(f"  dpsql with {c.label:<12} {t:.3f} s  ratio {t / floor:.2f}x{mark}")
     if args.record:
         _record(args, medians, shipped, started, load_start, load_end)
     return 0

@@ -75,8 +75,9 @@ class SparkForms:
     dialect = "spark"
     cut = CutForm.NUMBERED  # bench/spark_cut.py measures it against RANGE_COUNT
 
-    def __init__(self, views: bool):
+    def __init__(self, views: bool, by_person: bool = True):
         self._views = views  # tables registered as temporary views (else: the catalog)
+        self.by_person = by_person  # see rows_by_person (False: bench/pg_cut.py's baseline)
 
     def parameter(self, index: int) -> str:
         return f":p{index}"
@@ -102,7 +103,8 @@ class SparkForms:
         without its map-side partial step: on the demo data's daily and monthly keys
         that still cut the core from 1.8x and 1.9x the floor to 1.1x and 1.3x at 1M rows
         (BENCHMARKS.md, "Issue 16: the L0 cut on PostgreSQL and Spark")."""
-        rows.set("hint", exp.Hint(expressions=[exp.func("REPARTITION", exp.column("__u"))]))
+        if self.by_person:
+            rows.set("hint", exp.Hint(expressions=[exp.func("REPARTITION", exp.column("__u"))]))
 
     def exact_sum(self, node: exp.Sum, argument: Kind) -> exp.Expr:
         if argument.family is Family.INT:
