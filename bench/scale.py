@@ -87,8 +87,8 @@ def measure(database: str, repeat: int) -> list[dict[str, Any]]:
                         (floors, lambda f=floor: engine.executor.evaluate(f)),
                         (
                             misses,
-                            lambda s=sql: engine.run(
-                                QueryRequest(s, epsilon=1.0 + next(counter) * 1e-6)
+                            lambda s=sql, c=counter: engine.run(
+                                QueryRequest(s, epsilon=1.0 + next(c) * 1e-6)
                             ),
                         ),
                     ]
