@@ -565,7 +565,9 @@ def render_issue16_cut(runs: dict[str, Any]) -> str:
         "hash in the per-person aggregation and groups on it, so that a sorted grouping "
         "feeds the window in order: one sort. *numbered* (Spark) hashes the per-person "
         "rows by person once (a REPARTITION hint) for both the aggregation and one window "
-        "operator. The 2 cores are shared with other workers.",
+        "operator. The forms shipped before were *row_number* (PostgreSQL) and "
+        "*range_count without repartition* (Spark). The 2 cores are shared with other "
+        "workers.",
         "",
         _table(["engine, rows, key", "cut form", "ms", "/ floor", ""], rows, "llrrl"),
         "",

@@ -100,9 +100,10 @@ class SparkForms:
         per-(person, key) aggregation, they already sit where the cut's window partition
         by person needs them, so one shuffle serves both (instead of one by (person,
         key) and a second by person). The aggregation then runs after the shuffle,
-        without its map-side partial step: on the demo data's daily and monthly keys
-        that still cut the core from 1.8x and 1.9x the floor to 1.1x and 1.3x at 1M rows
-        (BENCHMARKS.md, "Issue 16: the L0 cut on PostgreSQL and Spark")."""
+        without its map-side partial step: on the demo data's daily and monthly keys at
+        1M rows the cache miss still went from 1.68x and 2.47x the floor (before) to
+        1.10x and 1.93x with NUMBERED (BENCHMARKS.md, "Issue 16: the L0 cut on
+        PostgreSQL and Spark")."""
         if self.by_person:
             rows.set("hint", exp.Hint(expressions=[exp.func("REPARTITION", exp.column("__u"))]))
 
