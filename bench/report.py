@@ -536,6 +536,47 @@ def render_issue18(run: dict[str, Any]) -> str:
     ])
 
 
+def render_issue16_cut(runs: dict[str, Any]) -> str:
+    """The L0 cut's window forms on PostgreSQL and Spark against the per-person floor
+    (bench/pg_cut.py --record), one row per form and run."""
+    rows = []
+    for run in runs.values():
+        floor = run["seconds"]["floor"]
+        where = f"{run['engine']}, {run['rows']:,} rows, {run['query']}"
+        rows.append([where, "floor", f"{floor * 1000:,.0f}", "1.00×", ""])
+        for form, seconds in run["seconds"].items():
+            if form == "floor":
+                continue
+            shipped = "shipped" if form == run["shipped"] else ""
+            rows.append([where, form, f"{seconds * 1000:,.0f}", f"{seconds / floor:.2f}×",
+                         shipped])
+    notes = "; ".join(
+        f"{run['engine']} {run['query']} {run['rows']:,}: {run['started']}, commit "
+        f"{run['commit']}, {run['repeat']} rounds, load {run['load_at_start'][0]:.1f} → "
+        f"{run['load_at_end'][0]:.1f}"
+        for run in runs.values()
+    )
+    return "\n".join([
+        "## Issue 16: the L0 cut on PostgreSQL and Spark",
+        "",
+        "The private-key query's cache miss with each window form of the L0 cut "
+        "(proxy/engines/render.py, `CutForm`) against the engine's per-person floor, "
+        "interleaved round by round, medians. *grouped* (PostgreSQL) computes the keyed "
+        "hash in the per-person aggregation and groups on it, so that a sorted grouping "
+        "feeds the window in order: one sort. *numbered* (Spark) hashes the per-person "
+        "rows by person once (a REPARTITION hint) for both the aggregation and one window "
+        "operator. The forms shipped before were *row_number* (PostgreSQL) and "
+        "*range_count without repartition* (Spark). The 2 cores are shared with other "
+        "workers.",
+        "",
+        _table(["engine, rows, key", "cut form", "ms", "/ floor", ""], rows, "llrrl"),
+        "",
+        f"*{notes}. Reproduce: `.venv/bin/python -m bench.pg_cut --engine postgres|spark "
+        "--rows N --query day|month --record`.*",
+        "",
+    ])
+
+
 def render_acceptance(sec: dict[str, Any], fig: dict[str, str]) -> str:
     d = sec["data"]
     parts = [
@@ -691,6 +732,8 @@ def render(results: dict[str, Any], figures: dict[str, str], root: Path) -> str:
         parts.append(render_latency(s["latency"], figures))
     if "issue18" in results:
         parts.append(render_issue18(results["issue18"]))
+    if "issue16_cut" in results:
+        parts.append(render_issue16_cut(results["issue16_cut"]))
     if "scale" in s:
         parts.append(render_scale_curve(s["scale"], figures))
     if "acceptance" in s:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -75,15 +76,32 @@ def measure(database: str, repeat: int) -> list[dict[str, Any]]:
         try:
             for name, sql, floor in QUERIES:
                 engine.executor.evaluate(floor)  # warm caches (pages, Spark's plans)
-                t_floor = median_time(lambda f=floor: engine.executor.evaluate(f), repeat)
                 counter = iter(range(10**9))
-                t_dp = median_time(
-                    lambda s=sql, c=counter: engine.run(
-                        QueryRequest(s, epsilon=1.0 + next(c) * 1e-6)
-                    ),
-                    repeat,
+                engine.run(QueryRequest(sql, epsilon=1.0 + next(counter) * 1e-6))
+                # interleaved, floor and miss alternating which goes first, so that
+                # drift on a shared machine hits both alike
+                floors: list[float] = []
+                misses: list[float] = []
+                for i in range(repeat):
+                    pair = [
+                        (floors, lambda f=floor: engine.executor.evaluate(f)),
+                        (
+                            misses,
+                            lambda s=sql, c=counter: engine.run(
+                                QueryRequest(s, epsilon=1.0 + next(c) * 1e-6)
+                            ),
+                        ),
+                    ]
+                    for times, fn in pair[:: 1 if i % 2 == 0 else -1]:
+                        times.append(median_time(fn, 1))
+                out.append(
+                    {
+                        "query": name,
+                        "floor_s": statistics.median(floors),
+                        "dpsql_s": statistics.median(misses),
+                        "load": list(os.getloadavg()),
+                    }
                 )
-                out.append({"query": name, "floor_s": t_floor, "dpsql_s": t_dp})
         finally:
             engine.close()
     return out

@@ -54,6 +54,16 @@ class CutForm(enum.Enum):
     # pass; on PostgreSQL 15 it cut the window part of the core from about 0.55 s to
     # 0.1 s at 1M rows (README, "Engines: PostgreSQL and Spark SQL").
     ROW_NUMBER = "row_number"
+    # ROW_NUMBER's window, with the hash computed in the per-person aggregation and
+    # grouped on: GROUP BY (person, hash, keys) makes the same groups as (person, keys),
+    # the hash being a function of them, and a sort-based grouping then hands the window
+    # its rows already in (person, hash) order, so the engine sorts once instead of
+    # hashing the groups and sorting them again (PostgreSQL picks that plan itself).
+    GROUPED = "grouped"
+    # ROW_NUMBER over its default frame and NTH_VALUE(h, K + 1) over the whole partition:
+    # the same partition and order, which Spark computes in one window operator (it
+    # refuses a frame on ROW_NUMBER; PostgreSQL would run two window passes).
+    NUMBERED = "numbered"
 
 
 class Forms(Protocol):
@@ -72,6 +82,7 @@ class Forms(Protocol):
     def wide_integer(self) -> exp.DataType: ...
     def double(self, text: str) -> exp.Expr: ...
     def float_op(self, node: exp.Mul | exp.Div, typer: Typer) -> exp.Expr: ...
+    def rows_by_person(self, rows: exp.Select) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -156,22 +167,23 @@ def _window_cut(tree: exp.Expr, forms: Forms) -> None:
     placeholder = next(ctes["pph"].this.find_all(exp.Placeholder), None)
     if placeholder is None:
         raise refuse(forms.engine, "an L0 cut without its seed")
-    hashed = forms.keyed_hash([exp.column("__u", table="pp"), *keys], exp.Placeholder())
-    ctes["pph"].set(
-        "this",
-        exp.Select(
-            expressions=[exp.Star(), exp.alias_(hashed, "__h", copy=False)],
-            from_=exp.From(this=exp.Table(this=exp.to_identifier("pp"))),
-        ),
-    )
-    if forms.cut is CutForm.ROW_NUMBER:
+    if forms.cut is CutForm.GROUPED:
+        _grouped_hash(pp, len(keys), forms)
+        pph = exp.Select(expressions=[exp.Star()])
+    else:
+        hashed = forms.keyed_hash([exp.column("__u", table="pp"), *keys], exp.Placeholder())
+        pph = exp.Select(expressions=[exp.Star(), exp.alias_(hashed, "__h", copy=False)])
+    pph.set("from_", exp.From(this=exp.Table(this=exp.to_identifier("pp"))))
+    ctes["pph"].set("this", pph)
+    # the engine may distribute the per-person rows by person for the cut's window
+    forms.rows_by_person(ctes["r"].this)
+    if forms.cut is not CutForm.RANGE_COUNT:
         # The same frame for both, so that the engine computes them in one window pass.
-        frame = (
-            "PARTITION BY pph.__u ORDER BY pph.__h "
-            "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
-        )
+        window = "PARTITION BY pph.__u ORDER BY pph.__h"
+        frame = f"{window} ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
+        numbered = window if forms.cut is CutForm.NUMBERED else frame
         windowed = template(
-            f"SELECT pph.*, ROW_NUMBER() OVER ({frame}) AS __r, "
+            f"SELECT pph.*, ROW_NUMBER() OVER ({numbered}) AS __r, "
             f"NTH_VALUE(pph.__h, {k + 1}) OVER ({frame}) AS __t FROM pph"
         )
         heavier = template("CASE WHEN __w.__t IS NULL THEN 0 ELSE 1 END")
@@ -198,6 +210,22 @@ def _window_cut(tree: exp.Expr, forms: Forms) -> None:
     )
     ctes["bounded"].set("this", cut)
     ctes["heavy"].pop()
+
+
+def _grouped_hash(pp: exp.Expr, n_keys: int, forms: Forms) -> None:
+    """:attr:`CutForm.GROUPED`: the per-person aggregation ``pp`` (``GROUP BY __u,
+    __k0, ...`` over r) also outputs the keyed hash of its group as ``__h`` and groups
+    by ``__u, __h, __k0, ...``: the same groups, since the hash is a function of the
+    person and the keys, in an order whose prefix is the window's."""
+    group = pp.args.get("group")
+    expected = ["__u", *(f"__k{i}" for i in range(n_keys))]
+    if not isinstance(group, exp.Group) or [g.sql() for g in group.expressions] != expected:
+        raise refuse(forms.engine, "this L0 cut")
+    values: list[exp.Expr] = [exp.column(name) for name in expected]
+    hashed = forms.keyed_hash(values, exp.Placeholder())
+    pp.set("expressions", [*pp.expressions, exp.alias_(hashed, "__h", copy=False)])
+    # by the output name: the hash (and its one seed parameter) is written once
+    group.set("expressions", [exp.column("__u"), exp.column("__h"), *values[1:]])
 
 
 def _value_hash(tree: exp.Expr, forms: Forms) -> None:

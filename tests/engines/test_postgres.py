@@ -231,7 +231,7 @@ def test_a_person_over_c_distinct_values_keeps_c_on_both_engines(
 
 class _TieProne(PostgresForms):
     """PostgreSQL's forms with a hash of five values (-2..2): ties at the K-th hash are
-    then common, so the two window forms of the L0 cut must drop tied groups alike."""
+    then common, so the window forms of the L0 cut must drop tied groups alike."""
 
     def __init__(self, cut: CutForm):
         super().__init__()
@@ -252,9 +252,10 @@ class _TieProne(PostgresForms):
 def test_both_window_cuts_keep_the_same_groups_under_ties_on_postgres(
     sql: str, pair: dict[str, tuple[Engine, Engine]], pg_sources: dict[str, str]
 ) -> None:
-    # tests/engines/test_render.py proves both forms equal to DuckDB's heap on DuckDB;
+    # tests/engines/test_render.py proves the forms equal to DuckDB's heap on DuckDB;
     # this runs them on PostgreSQL itself (its ROW_NUMBER run condition, NTH_VALUE
-    # frames and tie order), where the ROW_NUMBER form is the one dpsql sends.
+    # frames and tie order, and GROUPED's grouping on a hash with collisions), where
+    # the GROUPED form is the one dpsql sends.
     _, pg = pair["demo"]
     _, plan = pg.prepare(QueryRequest(sql, epsilon=1.0))
     columns = ", ".join(("__u", *plan.key_columns, "__l0cut"))
@@ -263,10 +264,10 @@ def test_both_window_cuts_keep_the_same_groups_under_ties_on_postgres(
     with psycopg.connect(pg_sources["demo"], cursor_factory=psycopg.RawCursor) as conn:
         for cut in CutForm:
             text = render(plan.core_sql, _TieProne(cut), pg.executor.column_types()).sql
-            assert ("NTH_VALUE" in text) is (cut is CutForm.ROW_NUMBER)
+            assert ("NTH_VALUE" in text) is (cut is not CutForm.RANGE_COUNT)
             per_person = f"{text[: text.rindex('SELECT')]} SELECT {columns} FROM bounded"
             kept[cut] = conn.execute(f"{per_person} ORDER BY {order}", [42]).fetchall()
-    assert kept[CutForm.ROW_NUMBER] == kept[CutForm.RANGE_COUNT]
+    assert kept[CutForm.ROW_NUMBER] == kept[CutForm.RANGE_COUNT] == kept[CutForm.GROUPED]
     per_person: dict[object, int] = {}
     for row in kept[CutForm.ROW_NUMBER]:
         per_person[row[0]] = per_person.get(row[0], 0) + 1
@@ -379,3 +380,31 @@ def test_generate_loads_postgres_and_writes_parquet(pg_cluster: PgServer, tmp_pa
     lake = tmp_path / "lake" / "main" / "prompts"
     [(n,)] = duckdb.sql(f"SELECT COUNT(*) FROM read_parquet('{lake}/*.parquet')").fetchall()
     assert n == 400
+
+
+def _plan_nodes(node: dict[str, object]) -> Iterator[dict[str, object]]:
+    yield node
+    for child in node.get("Plans", []):  # type: ignore[union-attr]
+        yield from _plan_nodes(child)
+
+
+def test_the_grouped_cut_sorts_the_rows_once_on_postgres(
+    pair: dict[str, tuple[Engine, Engine]], pg_sources: dict[str, str]
+) -> None:
+    # CutForm.GROUPED's point (proxy/engines/render.py): the per-person aggregation
+    # groups by (person, hash, keys) with a sort, and the window reads that order; no
+    # second sort between them. PostgreSQL's planner makes that choice by its costs.
+    _, pg = pair["demo"]
+    sql = "SELECT date_trunc('day', ts) AS d, COUNT(*) AS n FROM prompts GROUP BY d"
+    _, plan = pg.prepare(QueryRequest(sql, epsilon=1.0))
+    text = pg.executor.rendered(plan.core_sql)
+    with psycopg.connect(pg_sources["demo"], cursor_factory=psycopg.RawCursor) as conn:
+        [(document,)] = conn.execute(f"EXPLAIN (FORMAT JSON) {text}", [42]).fetchall()
+    nodes = list(_plan_nodes(document[0]["Plan"]))
+    sorts = [n for n in nodes if n["Node Type"] == "Sort"]
+    assert len(sorts) == 1, [n["Node Type"] for n in nodes]
+    assert "hash_record_extended" in str(sorts[0]["Sort Key"][1])  # (person, hash, day)
+    [window] = [n for n in nodes if n["Node Type"] == "WindowAgg"]
+    below = list(_plan_nodes(window))
+    assert [n["Node Type"] for n in below].count("Sort") == 1
+    assert any(n.get("Strategy") == "Sorted" for n in below if n["Node Type"] == "Aggregate")

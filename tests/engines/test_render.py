@@ -61,7 +61,8 @@ class _DuckDBWindow:
     def keyed_hash(self, values: list[exp.Expr], seed: exp.Expr) -> exp.Expr:
         from proxy.engines.render import template
 
-        return template(self.hashed)
+        # unqualified: the GROUPED form hashes inside pp, the others in pph over pp
+        return template(self.hashed.replace("pp.", ""))
 
     def total(self, node: exp.Expr, typer: Typer) -> exp.Expr:
         return node
@@ -78,6 +79,9 @@ class _DuckDBWindow:
     def wide_integer(self) -> exp.DataType:
         return exp.DataType.build("HUGEINT")
 
+    def rows_by_person(self, rows: exp.Select) -> None:
+        pass
+
 
 @pytest.mark.parametrize("sql", L0_QUERIES)
 @pytest.mark.parametrize("modulus", [None, 3])
@@ -92,7 +96,7 @@ def test_the_window_cut_keeps_the_heaps_groups(
     keys = ", ".join(f"pp.{k}" for k in names)
     original = f"CAST(HASH(pp.__u, {keys}, ?) >> 1 AS BIGINT)"
     assert original in core
-    # A hash with three values makes ties at the K-th hash common: both forms must
+    # A hash with three values makes ties at the K-th hash common: every form must
     # then drop the tied groups alike.
     hashed = original if modulus is None else f"CAST(HASH(pp.__u, {keys}, ?) % {modulus} AS BIGINT)"
     heap = core.replace(original, hashed)
@@ -121,7 +125,7 @@ def test_the_window_cut_keeps_the_heaps_groups(
             SparkForms(views=True),
             ":p0",
             "XXHASH64",
-            "COUNT(*) OVER (PARTITION BY pph.__u ORDER BY pph.__h",
+            "ROW_NUMBER() OVER (PARTITION BY pph.__u ORDER BY pph.__h NULLS LAST) AS __r",
         ),
     ],
 )
@@ -136,6 +140,8 @@ def test_duckdb_only_constructs_are_gone(
         assert gone not in text, gone
     assert hash_name in text.upper()
     assert window in text
+    # Spark shuffles the per-person rows by person once, for the aggregation and the cut
+    assert ("/*+ REPARTITION(__u) */" in text) is isinstance(forms, SparkForms)
 
 
 def test_spark_sums_integers_in_decimal(engine: Engine) -> None:

@@ -10,8 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlglot import exp
 
 from proxy.engine import Engine
+from proxy.engines.render import CutForm, render
+from proxy.engines.spark_forms import SparkForms
 from proxy.errors import DPSQLError
 from proxy.policy import parse_policy
 from proxy.request import QueryRequest
@@ -158,3 +161,44 @@ def test_an_answer_end_to_end(pair: dict[str, tuple[Engine, Engine]]) -> None:
     first = spark.run(request)
     assert sorted(r[0] for r in first.rows) == ["free", "pro", "team"]
     assert spark.run(request).privacy.cached
+
+
+class _TieProne(SparkForms):
+    """Spark's forms with a hash of five values (-2..2): ties at the K-th hash are then
+    common, so both window forms Spark can run must drop tied groups alike."""
+
+    def __init__(self, cut: CutForm):
+        super().__init__(views=True)
+        self.cut = cut
+
+    def keyed_hash(self, values: list[exp.Expr], seed: exp.Expr) -> exp.Expr:
+        hashed = exp.Paren(this=super().keyed_hash(values, seed))
+        return exp.Mod(this=hashed, expression=exp.Literal.number(3))
+
+
+def test_the_numbered_cut_keeps_the_range_counts_groups_under_ties_on_spark(
+    pair: dict[str, tuple[Engine, Engine]],
+) -> None:
+    # tests/engines/test_render.py proves the forms equal to DuckDB's heap on DuckDB;
+    # this runs NUMBERED (the form dpsql sends, with its REPARTITION hint) and
+    # RANGE_COUNT on Spark itself: its window operator, frames and tie order.
+    _, spark = pair["demo"]
+    sql = "SELECT date_trunc('week', ts) AS w, COUNT(*) AS n FROM prompts GROUP BY w"
+    _, plan = spark.prepare(QueryRequest(sql, epsilon=1.0))
+    columns = ", ".join(("__u", *plan.key_columns, "__l0cut"))
+    kept: dict[CutForm, list[tuple[object, ...]]] = {}
+    session = spark.executor._spark  # type: ignore[attr-defined]
+    for cut in (CutForm.NUMBERED, CutForm.RANGE_COUNT):
+        text = render(plan.core_sql, _TieProne(cut), spark.executor.column_types()).sql
+        assert ("REPARTITION" in text) and (("NTH_VALUE" in text) is (cut is CutForm.NUMBERED))
+        per_person = f"{text[: text.rindex('SELECT')]} SELECT {columns} FROM bounded"
+        rows = session.sql(per_person, args={"p0": 42}).collect()
+        kept[cut] = sorted(tuple(r) for r in rows)
+    assert kept[CutForm.NUMBERED] == kept[CutForm.RANGE_COUNT]
+    per_person_groups: dict[object, int] = {}
+    for row in kept[CutForm.NUMBERED]:
+        per_person_groups[row[0]] = per_person_groups.get(row[0], 0) + 1
+    assert max(per_person_groups.values()) <= plan.max_groups
+    # ties dropped groups: some person over K keeps fewer than K
+    cut_persons = {row[0] for row in kept[CutForm.NUMBERED] if row[-1] == 1}
+    assert any(per_person_groups[u] < plan.max_groups for u in cut_persons)
