@@ -521,6 +521,19 @@ class Ledger(ABC):
         pair: always None."""
         return None
 
+    def defer_repeat(
+        self, parent_id: int, *, analyst: str, fingerprint: str, note: str = ""
+    ) -> bool:
+        """:meth:`record_repeat` for a caller that must not wait for the store (a door
+        answering on its event loop): when ``analyst`` already has a durable record of
+        charge ``parent_id``'s release, queue the ``replay`` event for a commit within
+        about 20 ms (its sync follows as for any repeat) and return True; otherwise
+        record nothing and return False. A queued repeat the store then fails to commit
+        is logged, not raised: the answer is out, and only a count of repeats is short,
+        never a first receipt. This default records the repeat at once."""
+        found = self.record_repeat(parent_id, analyst=analyst, fingerprint=fingerprint, note=note)
+        return found is not None
+
     @abstractmethod
     def set_cap(self, population: str, epsilon_cap: float, *, reason: str, analyst: str) -> int:
         """Append a ``cap_change`` event for a registered root; returns its id.

@@ -29,6 +29,9 @@ from collections.abc import Callable, Iterable
 
 # At most this long between a repeat's commit and the fsync that makes it durable.
 SYNC_DELAY_S = 0.1
+# At most this long between a deferred repeat (a door that does not wait for the store's
+# write lock, see SQLiteLedger.defer_repeat) and its commit.
+DEFER_DELAY_S = 0.02
 
 _log = logging.getLogger(__name__)
 
@@ -36,6 +39,8 @@ _log = logging.getLogger(__name__)
 ReadPairs = Callable[[], Iterable[tuple[str, int]]]
 # Makes every commit so far durable (for SQLite: fsync the write-ahead log).
 Sync = Callable[[], None]
+# Commits every repeat queued without waiting (deferred), logging what it cannot.
+Flush = Callable[[], None]
 
 # Every live instance: at interpreter exit each syncs what it committed without waiting.
 _LIVE: weakref.WeakSet[ReplayRecords] = weakref.WeakSet()
@@ -52,9 +57,10 @@ class ReplayRecords:
     repeats. Thread-safe. A forked child keeps the known pairs (they are durable) and
     starts with nothing to sync (the parent syncs its own commits)."""
 
-    def __init__(self, read_pairs: ReadPairs, sync: Sync) -> None:
+    def __init__(self, read_pairs: ReadPairs, sync: Sync, flush: Flush | None = None) -> None:
         self._read_pairs = read_pairs
         self._sync = sync
+        self._flush = flush
         self._pairs: set[tuple[str, int]] = set()
         self._seeded = False
         self._seed_lock = threading.Lock()
@@ -65,6 +71,7 @@ class ReplayRecords:
         self._pid = os.getpid()
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
+        self._flush_timer: threading.Timer | None = None
         self._unsynced = False
         self._closed = False
 
@@ -101,6 +108,29 @@ class ReplayRecords:
                 self._timer.daemon = True
                 self._timer.start()
 
+    def deferred(self) -> None:
+        """A repeat was queued without waiting for its commit: commit within
+        DEFER_DELAY_S (then its fsync follows within SYNC_DELAY_S)."""
+        self._same_process()
+        with self._lock:
+            if self._flush_timer is None and not self._closed and self._flush is not None:
+                self._flush_timer = threading.Timer(DEFER_DELAY_S, self._on_flush_timer)
+                self._flush_timer.daemon = True
+                self._flush_timer.start()
+
+    def _on_flush_timer(self) -> None:
+        with self._lock:
+            self._flush_timer = None
+        self._flush_now()
+
+    def _flush_now(self) -> None:
+        if self._flush is None:
+            return
+        try:
+            self._flush()
+        except Exception as exc:  # the answers are out; counts may be under-stated
+            _log.warning("could not commit deferred replay repeats: %s", exc)
+
     def synced(self) -> None:
         """Everything committed so far is durable (a synchronous commit just ran)."""
         with self._lock:
@@ -121,13 +151,17 @@ class ReplayRecords:
                 _log.warning("could not sync replay repeats: %s", exc)
 
     def close(self) -> None:
-        """Cancel the timer and sync now (a clean stop keeps the counts exact)."""
+        """Cancel the timers, commit deferred repeats and sync now (a clean stop keeps
+        the counts exact)."""
         self._same_process()
         with self._lock:
             self._closed = True
             timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.cancel()
+            flush_timer, self._flush_timer = self._flush_timer, None
+        for t in (timer, flush_timer):
+            if t is not None:
+                t.cancel()
+        self._flush_now()
         self.sync_now()
 
     def _on_timer(self) -> None:

@@ -37,6 +37,7 @@ log is fsynced within ``SYNC_DELAY_S`` (:mod:`accounting.replay_records`, RELIAB
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
@@ -94,6 +95,8 @@ from accounting.ledger_records import (
 )
 from accounting.rdp import Curve
 from accounting.replay_records import ReplayRecords
+
+_log = logging.getLogger(__name__)
 
 
 def _append_only(table: str, guard: str) -> tuple[str, ...]:
@@ -183,6 +186,8 @@ class _Replay:
     done: bool = False
     # False for a repeat (see record_replay): its commit need not wait for the fsync.
     durable: bool = True
+    # True when nobody waits for its commit (see defer_repeat).
+    deferred: bool = False
 
 
 @dataclass
@@ -248,7 +253,7 @@ class SQLiteLedger(Ledger):
         self._leader = False
         # Which analyst has a durable record of which release, and the fsync owed to
         # repeats committed without one (see record_replay).
-        self._replays = ReplayRecords(self._replay_pairs, self._sync_log)
+        self._replays = ReplayRecords(self._replay_pairs, self._sync_log, self._flush_deferred)
         try:
             self._conn = self._connect()
             self._open_store(self._conn)
@@ -778,6 +783,67 @@ class SQLiteLedger(Ledger):
         assert ticket.event_id is not None
         return ticket.event_id
 
+    def defer_repeat(
+        self, parent_id: int, *, analyst: str, fingerprint: str, note: str = ""
+    ) -> bool:
+        """See :meth:`Ledger.defer_repeat`. The repeat's event joins the group-commit
+        queue and this returns at once: the next commit of this process (anyone's
+        charge or replay) or a flush within ``DEFER_DELAY_S`` appends it, without an
+        fsync (which follows within ``SYNC_DELAY_S``). A door answering on an event
+        loop thus never waits for the write lock another process holds, and several
+        processes' repeats share a few commits a second instead of one each."""
+        if isinstance(parent_id, bool) or not isinstance(parent_id, int):
+            raise InvalidRequest(f"parent_id must be an event id, got {parent_id!r}")
+        ticket = _Replay(
+            parent_id,
+            check_text("analyst", analyst),
+            check_text("fingerprint", fingerprint),
+            check_text("note", note),
+            durable=False,
+            deferred=True,
+        )
+        if not self._replays.known(ticket.analyst, parent_id):
+            return False
+        if os.getpid() != self._pid:
+            with self._lock:
+                self._connection()  # a forked child starts its own queue
+        with self._queue_cv:
+            self._queue.append(ticket)
+        self._replays.deferred()
+        return True
+
+    def _flush_deferred(self) -> None:
+        """Commit what is queued (deferred repeats, and any caller's ticket that joined
+        them) as the group commit's leader; no-op when the queue is empty."""
+        cv = self._queue_cv
+        with cv:
+            while self._leader:
+                cv.wait()
+            if not self._queue:
+                return
+            self._leader = True
+            batch, self._queue = self._queue, []
+        try:
+            self._commit_batch(batch)
+        finally:
+            with cv:
+                for t in batch:
+                    t.done = True
+                self._leader = False
+                cv.notify_all()
+        lost = sum(1 for t in batch if isinstance(t, _Replay) and t.deferred and t.error)
+        if lost:
+            # Nobody waits for these: the answers are out, only the counts are short.
+            _log.warning("%d deferred replay repeat(s) could not be recorded", lost)
+
+    def _settle(self) -> None:
+        """Commit this process's deferred repeats before it reads the events, so that a
+        process reads its own answers (other processes see them within DEFER_DELAY_S)."""
+        with self._queue_cv:
+            pending = any(isinstance(t, _Replay) and t.deferred for t in self._queue)
+        if pending:
+            self._flush_deferred()
+
     def _replay_pairs(self) -> list[tuple[str, int]]:
         """Every (analyst, charge id) with a durable charge or replay: the seed of
         :class:`ReplayRecords` (one scan of the events, once per process)."""
@@ -963,6 +1029,7 @@ class SQLiteLedger(Ledger):
             params = [name, int(after_id)]
         params.append(int(limit))
         first, second = ("?2", "?3") if population is not None else ("?1", "?2")
+        self._settle()
         sql = (
             f"SELECT {EVENT_COLS} FROM events WHERE id > {first}{where} ORDER BY id LIMIT {second}"
         )
@@ -979,6 +1046,7 @@ class SQLiteLedger(Ledger):
             return [event_from_row(r) for r in rows]
 
     def verify(self) -> VerifyReport:
+        self._settle()
         with self._lock:
             try:
                 conn = self._connection()

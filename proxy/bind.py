@@ -183,4 +183,3 @@ def canonicalize(select: exp.Select) -> exp.Select:
         if join.args.get("on") is not None:
             join.set("on", _sorted_conjuncts(join.args["on"]))
     return select
-

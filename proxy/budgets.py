@@ -189,6 +189,19 @@ class Budgets:
                 "the operator must run `dpsql ledger verify` and repair the ledger",
             ) from None
 
+    def defer_repeat(self, charge_id: int, *, analyst: str, fingerprint: str) -> bool:
+        """Queue the record of a cache hit if ``analyst`` already holds this release,
+        waiting for nothing; False, with nothing recorded, otherwise
+        (:meth:`Ledger.defer_repeat`)."""
+        try:
+            return self._ledger.defer_repeat(charge_id, analyst=analyst, fingerprint=fingerprint)
+        except LedgerError:
+            raise DPSQLError(
+                "ledger_unavailable",
+                "the ledger could not record a replay, so nothing is answered",
+                "the operator must run `dpsql ledger verify` and repair the ledger",
+            ) from None
+
     def replay_repeat(self, charge_id: int, *, analyst: str, fingerprint: str) -> int | None:
         """Record a cache hit only if ``analyst`` already holds this release (no wait
         for the disk); None, with nothing recorded, otherwise

@@ -780,10 +780,11 @@ class Engine:
         """The answer to ``request`` when it is a repeat cache hit that memory alone can
         answer — its structure, plan and release memoised in this process and the
         analyst already holding a durable ledger record of that release — with the
-        same result and replay event as :meth:`run`; otherwise None, having done and
-        recorded nothing (then call :meth:`run`). It never plans, executes, charges or
-        waits for the disk, so a door may call it on its event loop (the replay's
-        append may still wait for another process's commit to finish).
+        same result and replay event as :meth:`run` (the event queued and committed
+        within about 20 ms, :meth:`Ledger.defer_repeat`); otherwise None, having done
+        and recorded nothing (then call :meth:`run`). It never plans, executes, charges,
+        waits for the disk or for the store's write lock, so a door may call it on its
+        event loop.
 
         The hit/miss decision and every refusal stay :meth:`run`'s: this answers only
         requests that :meth:`run` has already answered from the same release."""
@@ -820,11 +821,8 @@ class Engine:
         charge_id, table = hit
         if plan.threshold is not None and table.num_rows == 0:
             return None  # the empty answer's hint plans again: run() says it
-        if (
-            self.budgets.replay_repeat(
-                charge_id, analyst=request.analyst, fingerprint=plan.cache_key
-            )
-            is None
+        if not self.budgets.defer_repeat(
+            charge_id, analyst=request.analyst, fingerprint=plan.cache_key
         ):
             return None
         # The token is read before the figures (as Budgets.view does): a kept result is

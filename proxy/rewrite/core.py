@@ -110,5 +110,3 @@ class Core:
 def from_table(name: str) -> exp.From:
     """``FROM name``, built directly: the ``from_`` builder would parse the name."""
     return exp.From(this=exp.Table(this=exp.to_identifier(name)))
-
-

@@ -18,7 +18,7 @@ import pytest
 
 from accounting.ledger import InvalidRequest, LedgerUnavailable, PopulationSpec
 from accounting.rdp import zcdp_curve
-from accounting.replay_records import SYNC_DELAY_S
+from accounting.replay_records import DEFER_DELAY_S, SYNC_DELAY_S
 from accounting.store_sqlite import SQLiteLedger
 from tests.accounting.stores import StoreTarget
 
@@ -177,3 +177,47 @@ def test_replays_survive_sigkill_right_after_the_answer(tmp_path: Path) -> None:
     report = lg.verify()
     assert report.ok, report.problems
     lg.close()
+
+
+
+def test_a_deferred_repeat_is_committed_without_the_caller_waiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """defer_repeat (the HTTP cache-hit door's call) records nothing for a first
+    receipt, queues a repeat without committing it, and the flush commits it within
+    DEFER_DELAY_S with no other call; the process's own reads see it at once."""
+    path = tmp_path / "l.sqlite"
+    lg = _open(path)
+    paid = lg.charge("users", zcdp_curve(1e-4), analyst="ana", fingerprint="f").event_id
+    assert lg.defer_repeat(paid, analyst="bob", fingerprint="f") is False  # bob's first
+    assert _replays(path) == []
+    assert lg.defer_repeat(paid, analyst="ana", fingerprint="f") is True
+    deadline = time.monotonic() + 30
+    while not _replays(path) and time.monotonic() < deadline:
+        time.sleep(DEFER_DELAY_S / 4)
+    assert [(a, p) for _, a, p in _replays(path)] == [("ana", paid)]
+    # With the flush held back, the repeat waits in the queue, not in the store ...
+    monkeypatch.setattr(lg._replays, "deferred", lambda: None)
+    assert lg.defer_repeat(paid, analyst="ana", fingerprint="f") is True
+    time.sleep(DEFER_DELAY_S * 5)
+    assert len(_replays(path)) == 1
+    # ... until the process reads the events: history commits it first.
+    assert sum(e.kind == "replay" for e in lg.history(limit=100)) == 2
+    assert len(_replays(path)) == 2
+    assert lg.verify().ok
+    lg.close()
+
+
+def test_close_commits_deferred_repeats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "l.sqlite"
+    lg = _open(path)
+    paid = lg.charge("users", zcdp_curve(1e-4), analyst="ana", fingerprint="f").event_id
+    monkeypatch.setattr(lg._replays, "deferred", lambda: None)  # no timed flush
+    for _ in range(5):
+        assert lg.defer_repeat(paid, analyst="ana", fingerprint="f")
+    assert _replays(path) == []
+    lg.close()
+    assert [(a, p) for _, a, p in _replays(path)] == [("ana", paid)] * 5
+    reopened = SQLiteLedger(path)
+    assert reopened.verify().ok
+    reopened.close()
