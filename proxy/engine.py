@@ -20,7 +20,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from accounting.calibrate import Mechanism
-from accounting.group_bounds import Selection
+from accounting.group_bounds import Selection, group_count
 from accounting.ledger import Ledger, LedgerError, Receipt
 from accounting.mechanisms import secret_seed
 from accounting.value_bounds import ValueTarget, ValueUse, choose_upper
@@ -412,8 +412,9 @@ class Engine:
             mechanism = Mechanism(self.policy.proxy.mechanism)
             targets = cap_targets(noise.columns, mechanism, totals_use(core.shape))
             tau = noise.threshold.tau if noise.threshold is not None else None
-            # The same estimate of the number of groups as the row cap's (_choose_cap).
-            groups = 1.0 if tau is None else max(1.0, hist.people / max(1.0, float(tau)))
+            # The number of groups from the histogram and the threshold (the row cap's
+            # too, once this grouping's histogram is released: _choose_cap).
+            groups = group_count(hist, tau)
             selection = (
                 None
                 if noise.threshold is None
@@ -432,6 +433,7 @@ class Engine:
                     choice.errors,
                     choice.pairs_cut_upper,
                     choice.people_cut,
+                    choice.release_peak,
                 )
             )
         fixed = [t.policy.max_groups for t in core.shape.private_tables() if t.policy.max_groups]
@@ -462,6 +464,10 @@ class Engine:
             noise.columns, Mechanism(self.policy.proxy.mechanism), totals_use(shape)
         )
         caps = [t.max_rows_per_group for t in tables if t.max_rows_per_group is not None]
+        # The histogram of groups per person of this query's keys, if already released
+        # (reading it is free; it is never released for the row cap alone).
+        g = grouping(shape, self.executor.dialect)
+        per_person = self.auto_groups.histogram(g) if g is not None else None
         for table in auto:
             hist = self.auto_bounds.histogram(table)
             if hist is None:
@@ -470,8 +476,13 @@ class Engine:
                 groups = float(len(found.domain))
             elif noise.threshold is not None:
                 # Private keys: a released group has at least about tau people; take
-                # the typical group at that size (the most groups the people allow).
-                groups = max(1.0, hist.people / max(1.0, float(noise.threshold.tau)))
+                # the typical group at that size (the most groups the people allow),
+                # or what the grouping's released histogram of groups per person says
+                # when there is one (accounting/group_bounds.py: group_count).
+                tau = noise.threshold.tau
+                groups = max(1.0, hist.people / max(1.0, float(tau)))
+                if per_person is not None:
+                    groups = max(groups, group_count(per_person, tau))
             else:
                 groups = 1.0
             choice = self.auto_bounds.choose(table, targets, groups, filter_keep(shape))
