@@ -412,8 +412,7 @@ class Engine:
             mechanism = Mechanism(self.policy.proxy.mechanism)
             targets = cap_targets(noise.columns, mechanism, totals_use(core.shape))
             tau = noise.threshold.tau if noise.threshold is not None else None
-            # The number of groups from the histogram and the threshold (the row cap's
-            # too, once this grouping's histogram is released: _choose_cap).
+            # The number of groups from the histogram and the threshold.
             groups = group_count(hist, tau)
             selection = (
                 None
@@ -464,10 +463,6 @@ class Engine:
             noise.columns, Mechanism(self.policy.proxy.mechanism), totals_use(shape)
         )
         caps = [t.max_rows_per_group for t in tables if t.max_rows_per_group is not None]
-        # The histogram of groups per person of this query's keys, if already released
-        # (reading it is free; it is never released for the row cap alone).
-        g = grouping(shape, self.executor.dialect)
-        per_person = self.auto_groups.histogram(g) if g is not None else None
         for table in auto:
             hist = self.auto_bounds.histogram(table)
             if hist is None:
@@ -476,13 +471,11 @@ class Engine:
                 groups = float(len(found.domain))
             elif noise.threshold is not None:
                 # Private keys: a released group has at least about tau people; take
-                # the typical group at that size (the most groups the people allow),
-                # or what the grouping's released histogram of groups per person says
-                # when there is one (accounting/group_bounds.py: group_count).
-                tau = noise.threshold.tau
-                groups = max(1.0, hist.people / max(1.0, float(tau)))
-                if per_person is not None:
-                    groups = max(groups, group_count(per_person, tau))
+                # the typical group at that size (the most groups the people allow).
+                # (K's estimate, accounting/group_bounds.py: group_count, also bounds G
+                # below by the heaviest people's groups; the rows-per-person histogram
+                # cannot, as a person's rows may all fall in one group.)
+                groups = max(1.0, hist.people / max(1.0, float(noise.threshold.tau)))
             else:
                 groups = 1.0
             choice = self.auto_bounds.choose(table, targets, groups, filter_keep(shape))
