@@ -20,7 +20,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from accounting.calibrate import Mechanism
-from accounting.group_bounds import Selection
+from accounting.group_bounds import Selection, group_count
 from accounting.ledger import Ledger, LedgerError, Receipt
 from accounting.mechanisms import secret_seed
 from accounting.value_bounds import ValueTarget, ValueUse, choose_upper
@@ -412,8 +412,8 @@ class Engine:
             mechanism = Mechanism(self.policy.proxy.mechanism)
             targets = cap_targets(noise.columns, mechanism, totals_use(core.shape))
             tau = noise.threshold.tau if noise.threshold is not None else None
-            # The same estimate of the number of groups as the row cap's (_choose_cap).
-            groups = 1.0 if tau is None else max(1.0, hist.people / max(1.0, float(tau)))
+            # The number of groups from the histogram and the threshold.
+            groups = group_count(hist, tau)
             selection = (
                 None
                 if noise.threshold is None
@@ -432,6 +432,7 @@ class Engine:
                     choice.errors,
                     choice.pairs_cut_upper,
                     choice.people_cut,
+                    choice.release_peak,
                 )
             )
         fixed = [t.policy.max_groups for t in core.shape.private_tables() if t.policy.max_groups]
@@ -471,6 +472,9 @@ class Engine:
             elif noise.threshold is not None:
                 # Private keys: a released group has at least about tau people; take
                 # the typical group at that size (the most groups the people allow).
+                # (K's estimate, accounting/group_bounds.py: group_count, also bounds G
+                # below by the heaviest people's groups; the rows-per-person histogram
+                # cannot, as a person's rows may all fall in one group.)
                 groups = max(1.0, hist.people / max(1.0, float(noise.threshold.tau)))
             else:
                 groups = 1.0

@@ -32,7 +32,9 @@ class ChosenBound:
     tables by keys, or table.column), the value and the limit, each candidate's estimated
     relative error (bias and noise, as accounting/bounds.py, group_bounds.py and
     value_bounds.py estimate it), and the estimated share of rows (person-group pairs, or
-    a column's mass) and of people it cuts."""
+    a column's mass) and of people it cuts; for K with private keys, the candidate of the
+    largest release ratio, above which none is chosen (accounting/group_bounds.py:
+    release_peak)."""
 
     bound: str
     subject: str
@@ -41,6 +43,7 @@ class ChosenBound:
     errors: tuple[tuple[float, float], ...]
     cut: float
     people_cut: float | None = None
+    release_peak: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -53,6 +56,7 @@ class ChosenBound:
             ],
             "share_cut": round(self.cut, 6),
             "people_cut": None if self.people_cut is None else round(self.people_cut, 6),
+            "release_peak": self.release_peak,
         }
 
 

@@ -229,6 +229,11 @@ class ChosenBoundOut(BaseModel):
         description="estimated share of rows (person-group pairs, or a column's mass) cut"
     )
     people_cut: float | None = Field(description="estimated share of people above K")
+    release_peak: int | None = Field(
+        None,
+        description="K only: the candidate whose pairs kept over the partition threshold "
+        "are largest; no larger K is chosen (private keys only)",
+    )
 
 
 class ExplainResponse(BaseModel):
