@@ -520,8 +520,8 @@ def render_issue18(run: dict[str, Any]) -> str:
         f"1-minute load average {min(every, default=0):.1f}–{max(every, default=0):.1f} "
         f"while measuring). Rows marked *in RAM* run the same measurement with the ledger "
         "and release store in /dev/shm: they separate the CPU path from this disk's fsync, "
-        "which is the floor of every durable event (one per cache hit: the replay record; "
-        "one per charge) and which other workers on this machine share. That fsync rate "
+        "which is the floor of every durable event (one per charge, and one per analyst's "
+        "first receipt of a release: the replay record) and which other workers on this machine share. That fsync rate "
         "moved several-fold between measurements (the bare-commit rows), so the disk rows "
         "compare through the last three: durable charges per bare fsync'd commit, each pair "
         "measured in the same process.",
