@@ -190,6 +190,22 @@ class _Replay:
     deferred: bool = False
 
 
+def _repeat(
+    parent_id: int, analyst: str, fingerprint: str, note: str, *, deferred: bool
+) -> _Replay:
+    """A checked repeat ticket (committed without waiting for the fsync)."""
+    if isinstance(parent_id, bool) or not isinstance(parent_id, int):
+        raise InvalidRequest(f"parent_id must be an event id, got {parent_id!r}")
+    return _Replay(
+        parent_id,
+        check_text("analyst", analyst),
+        check_text("fingerprint", fingerprint),
+        check_text("note", note),
+        durable=False,
+        deferred=deferred,
+    )
+
+
 @dataclass
 class _Spend:
     """One queued charge or external charge: its arguments, then its receipt or the
@@ -768,15 +784,7 @@ class SQLiteLedger(Ledger):
         to every reader, when this returns. Whether the analyst already has a durable
         record of the release is known from the pairs this process read (once) or
         committed."""
-        if isinstance(parent_id, bool) or not isinstance(parent_id, int):
-            raise InvalidRequest(f"parent_id must be an event id, got {parent_id!r}")
-        ticket = _Replay(
-            parent_id,
-            check_text("analyst", analyst),
-            check_text("fingerprint", fingerprint),
-            check_text("note", note),
-            durable=False,
-        )
+        ticket = _repeat(parent_id, analyst, fingerprint, note, deferred=False)
         if not self._replays.known(ticket.analyst, parent_id):
             return None
         self._group_commit(ticket)
@@ -792,16 +800,7 @@ class SQLiteLedger(Ledger):
         fsync (which follows within ``SYNC_DELAY_S``). A door answering on an event
         loop thus never waits for the write lock another process holds, and several
         processes' repeats share a few commits a second instead of one each."""
-        if isinstance(parent_id, bool) or not isinstance(parent_id, int):
-            raise InvalidRequest(f"parent_id must be an event id, got {parent_id!r}")
-        ticket = _Replay(
-            parent_id,
-            check_text("analyst", analyst),
-            check_text("fingerprint", fingerprint),
-            check_text("note", note),
-            durable=False,
-            deferred=True,
-        )
+        ticket = _repeat(parent_id, analyst, fingerprint, note, deferred=True)
         if not self._replays.known(ticket.analyst, parent_id):
             return False
         if os.getpid() != self._pid:
@@ -823,14 +822,7 @@ class SQLiteLedger(Ledger):
                 return
             self._leader = True
             batch, self._queue = self._queue, []
-        try:
-            self._commit_batch(batch)
-        finally:
-            with cv:
-                for t in batch:
-                    t.done = True
-                self._leader = False
-                cv.notify_all()
+        self._lead(batch)
         lost = sum(1 for t in batch if isinstance(t, _Replay) and t.deferred and t.error)
         if lost:
             # Nobody waits for these: the answers are out, only the counts are short.
@@ -885,16 +877,21 @@ class SQLiteLedger(Ledger):
                 self._leader = True
                 batch, self._queue = self._queue, []
         if lead:
-            try:
-                self._commit_batch(batch)
-            finally:
-                with cv:
-                    for t in batch:
-                        t.done = True
-                    self._leader = False
-                    cv.notify_all()
+            self._lead(batch)
         if ticket.error is not None:
             raise ticket.error
+
+    def _lead(self, batch: list[_Replay | _Spend]) -> None:
+        """Commit ``batch`` as the leader, then mark its tickets done and hand the lead
+        back (the waiting callers wake, and the next of them commits what queued since)."""
+        try:
+            self._commit_batch(batch)
+        finally:
+            with self._queue_cv:
+                for t in batch:
+                    t.done = True
+                self._leader = False
+                self._queue_cv.notify_all()
 
     def _commit_batch(self, batch: list[_Replay | _Spend]) -> None:
         """Append every queued ticket that is admitted, in order, in one transaction:

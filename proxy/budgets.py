@@ -17,7 +17,8 @@ ledger fails closed, and so does every view: an unreadable ledger is an error, n
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from accounting.ledger import (
@@ -86,6 +87,19 @@ def ledger_error(error: LedgerError, doing: str) -> DPSQLError:
         f"the budget ledger is unavailable, so dpsql cannot {doing}",
         "the operator must run `dpsql ledger verify` and repair the ledger",
     )
+
+
+@contextmanager
+def _recording_replay() -> Iterator[None]:
+    """A replay the ledger cannot record fails closed: nothing is answered."""
+    try:
+        yield
+    except LedgerError:
+        raise DPSQLError(
+            "ledger_unavailable",
+            "the ledger could not record a replay, so nothing is answered",
+            "the operator must run `dpsql ledger verify` and repair the ledger",
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -180,40 +194,15 @@ class Budgets:
         """Record a cache hit: durable before the answer the first time ``analyst``
         receives this release; on repeats, appended without waiting for the disk
         (:meth:`Ledger.record_replay`)."""
-        try:
+        with _recording_replay():
             return self._ledger.record_replay(charge_id, analyst=analyst, fingerprint=fingerprint)
-        except LedgerError:
-            raise DPSQLError(
-                "ledger_unavailable",
-                "the ledger could not record a replay, so nothing is answered",
-                "the operator must run `dpsql ledger verify` and repair the ledger",
-            ) from None
 
     def defer_repeat(self, charge_id: int, *, analyst: str, fingerprint: str) -> bool:
         """Queue the record of a cache hit if ``analyst`` already holds this release,
         waiting for nothing; False, with nothing recorded, otherwise
         (:meth:`Ledger.defer_repeat`)."""
-        try:
+        with _recording_replay():
             return self._ledger.defer_repeat(charge_id, analyst=analyst, fingerprint=fingerprint)
-        except LedgerError:
-            raise DPSQLError(
-                "ledger_unavailable",
-                "the ledger could not record a replay, so nothing is answered",
-                "the operator must run `dpsql ledger verify` and repair the ledger",
-            ) from None
-
-    def replay_repeat(self, charge_id: int, *, analyst: str, fingerprint: str) -> int | None:
-        """Record a cache hit only if ``analyst`` already holds this release (no wait
-        for the disk); None, with nothing recorded, otherwise
-        (:meth:`Ledger.record_repeat`)."""
-        try:
-            return self._ledger.record_repeat(charge_id, analyst=analyst, fingerprint=fingerprint)
-        except LedgerError:
-            raise DPSQLError(
-                "ledger_unavailable",
-                "the ledger could not record a replay, so nothing is answered",
-                "the operator must run `dpsql ledger verify` and repair the ledger",
-            ) from None
 
     def external(
         self,

@@ -76,6 +76,22 @@ Pending = PendingBounds | PendingValueBound | PendingGroups
 Answer = tuple[list[str], list[tuple[Any, ...]], dict[tuple[int, int], float | None]]
 
 
+def _route_key(request: QueryRequest) -> QueryRequest:
+    """What decides a request's route (public or private, nested or not): its text,
+    dialect and tables, not who asks or at what budget."""
+    return replace(
+        request,
+        analyst="",
+        epsilon=None,
+        delta=None,
+        rho=None,
+        accuracy=None,
+        max_groups=None,
+        max_rows_per_group=None,
+        raw_noise=False,
+    )
+
+
 @dataclass(frozen=True, eq=False)
 class Structure:
     """The budget-independent part of a plan, memoised per query text and limits."""
@@ -723,17 +739,7 @@ class Engine:
         answered exactly and free, on their own path), else None."""
         if not isinstance(request.sql, str):
             return None  # prepare refuses it
-        key = replace(
-            request,
-            analyst="",
-            epsilon=None,
-            delta=None,
-            rho=None,
-            accuracy=None,
-            max_groups=None,
-            max_rows_per_group=None,
-            raw_noise=False,
-        )
+        key = _route_key(request)
         route = self._routes.get(key)
         if route is None:
             tree = self._parse(request)
@@ -798,19 +804,7 @@ class Engine:
             return None
         if self._splits.get((request.sql, request.dialect, request.tables)) != (None,):
             return None  # a nested query, or text never seen
-        route = self._routes.get(
-            replace(
-                request,
-                analyst="",
-                epsilon=None,
-                delta=None,
-                rho=None,
-                accuracy=None,
-                max_groups=None,
-                max_rows_per_group=None,
-                raw_noise=False,
-            )
-        )
+        route = self._routes.get(_route_key(request))
         if route is None or route.public is not None:
             return None
         found = self._plans.get(replace(self._with_defaults(request), analyst=""))
