@@ -365,9 +365,7 @@ def lower_candidates_of(hist: ValueHistogram) -> tuple[float, ...]:
     """Lower bounds considered: every bin's lower edge from the grid's lower end (the
     lower_limit) up to the median of the rows seen."""
     stop = hist.lower_quantile(0.5)
-    return tuple(
-        b for j in range(hist.grid.bins) if (b := lower_bound_of(hist.grid, j)) <= stop
-    )
+    return tuple(b for j in range(hist.grid.bins) if (b := lower_bound_of(hist.grid, j)) <= stop)
 
 
 def choose_lower(

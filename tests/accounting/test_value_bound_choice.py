@@ -68,9 +68,10 @@ def test_little_noise_keeps_the_tail_and_much_noise_cuts_it() -> None:
         assert dict(choice.errors)[choice.bound] == min(e for _, e in choice.errors)
         assert all(b <= 100000.0 for b, _ in choice.errors)
     # More groups share the same rows: each total is smaller, so the noise weighs more.
-    assert V.choose_upper(TAILED, [total(1e6)], groups=100.0).bound < V.choose_upper(
-        TAILED, [total(1e6)], groups=1.0
-    ).bound
+    assert (
+        V.choose_upper(TAILED, [total(1e6)], groups=100.0).bound
+        < V.choose_upper(TAILED, [total(1e6)], groups=1.0).bound
+    )
 
 
 def test_a_centred_sum_grows_with_the_range_and_the_limit_caps_everything() -> None:
