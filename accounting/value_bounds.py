@@ -15,16 +15,14 @@ with the simplifications stated above it). Planning without a query to weigh (th
 schema, and sums of expressions of the column) uses the edge of the bin holding the
 :data:`QUANTILE` of the histogram (:meth:`ValueHistogram.quantile`).
 
-The lower side keeps the simpler form of the same trade-off, a DP quantile: the bin of
-:data:`LOWER_QUANTILE` of the per-row values, released once per (table, column) with the
-vetted exponential mechanism on a grid of :mod:`accounting.quantiles` (Smith 2011's rank
-score; McSherry & Talwar 2007), each person at most C rows, so the draw is ε-DP at
-θ = 2Δ/ε with Δ = C·max(q, 1 − q) (the proof is that module's).
-
-The lower bound's grid runs from its limit up to the column's upper bound (or
-upper_limit), and the bound is the lower edge of the bin holding the
-:data:`LOWER_QUANTILE` (:func:`lower_bound_of`), so the grid's round numbers are finest
-near the limit, where such values lie.
+The lower side mirrors it on the same kind of histogram (:func:`choose_lower`): each
+query picks its own L from the mass clamped below L against the noise growing with the
+range (a centred sum's sensitivity C·(U − L)/2, a total's C·max(|L|, |U|)); without a
+query to weigh, the lower edge of the bin holding the :data:`LOWER_QUANTILE`
+(:meth:`ValueHistogram.lower_quantile`). When both sides are "auto" the grid spans
+lower_limit..upper_limit and ONE histogram, released once, serves both (both bounds are
+post-processing of it); a lower-only "auto" column's grid runs from its lower_limit up
+to its declared upper bound.
 
 The grid is public and coarse: edges at L + m·10^k for m in 1, 1.5, 2, 3, 5, 7 over
 :data:`DECADES` decades below the span U_limit − L, and U_limit itself (the last bin is
@@ -32,13 +30,10 @@ open above: every larger value lands there). So the chosen bound is a round, sta
 number, never above the declared limit, and a function of released values only (the
 drawn bin, :func:`bound_of`, or the histogram): reading it back is post-processing.
 
-Why the lower draw's q is 0.05 and not 0.01: the draw's rank error at ε = 0.25 and
-C = 8 is about θ·ln(B/0.05) ≈ 500 rows; beyond the data every empty bin scores q·n (or
-(1 − q)·n on the upper side), so at 0.01 on a table of tens of thousands of rows the
-many empty bins between the quantile and the limit would win often and the bound would
-drift to the limit; at 0.05 they score five times worse. (The upper side used the same
-draw at 0.95 before it released a histogram.) Values beyond a bound are clamped (the
-bias the README's "How a query is bounded" describes).
+The exponential-mechanism quantile draw (:func:`describe`, :func:`release_bound`: Smith
+2011's rank score, McSherry & Talwar 2007, through :mod:`accounting.quantiles`) is kept
+for callers that want a single quantile; the auto bounds no longer use it. Values beyond
+a bound are clamped (the bias the README's "How a query is bounded" describes).
 """
 
 from __future__ import annotations
@@ -176,6 +171,10 @@ class ValueHistogram:
     counts: tuple[float, ...]
     threshold: float
     hidden: int | None
+    # The lower side's mirror of ``hidden``: the first empty bin below the mode; the
+    # lower side reads the bins below it as noise (the counts keep them: the upper side
+    # and the quantiles read them as before).
+    hidden_low: int | None = None
 
     @classmethod
     def read(cls, grid: ValueGrid, noisy: Sequence[float], noise_std: float) -> ValueHistogram:
@@ -188,11 +187,12 @@ class ValueHistogram:
         seen = [float(c) if c >= threshold else 0.0 for c in noisy]
         mode = max(range(grid.bins), key=lambda j: (seen[j], -j))
         hidden = next((j for j in range(mode + 1, grid.bins) if seen[j] == 0.0), None)
+        hidden_low = next((j for j in range(mode - 1, -1, -1) if seen[j] == 0.0), None)
         if seen[mode] == 0.0:
-            hidden = 0
+            hidden, hidden_low = 0, None
         if hidden is not None:
             seen[hidden:] = [0.0] * (grid.bins - hidden)
-        return cls(grid, tuple(seen), threshold, hidden)
+        return cls(grid, tuple(seen), threshold, hidden, hidden_low)
 
     def value(self, j: int) -> float:
         """The value bin j's rows are taken at: its middle (bin 0: half its edge; the last
@@ -209,6 +209,34 @@ class ValueHistogram:
         if upper and self.hidden is not None:
             rows.append((self.threshold, self.value(self.hidden)))
         return rows
+
+    def _low_rows(self) -> list[tuple[float, float]]:
+        """(rows, value) of the bins the lower side reads: those above ``hidden_low``,
+        with that bin full (up to the threshold's rows unseen)."""
+        start = 0 if self.hidden_low is None else self.hidden_low + 1
+        rows = [(c, self.value(j)) for j, c in enumerate(self.counts) if c > 0 and j >= start]
+        if self.hidden_low is not None:
+            rows.append((self.threshold, self.value(self.hidden_low)))
+        return rows
+
+    def lower_quantile(self, q: float) -> float:
+        """The lower edge of the bin holding the ``q`` quantile of the rows seen (the
+        grid's lower end when nothing is seen): the default lower bound."""
+        total = sum(self.counts)
+        running = 0.0
+        for j, c in enumerate(self.counts):
+            running += c
+            if total > 0 and running >= q * total:
+                return lower_bound_of(self.grid, j)
+        return self.grid.lower
+
+    def clipped_below(self, bound: float) -> float:
+        """The share of the mass a lower bound clamps away: Σ rows·(bound − value)⁺ over
+        the mass, the hidden low bin counted full."""
+        rows = self._low_rows()
+        mass = sum(c * abs(v) for c, v in rows)
+        cut = sum(c * max(0.0, bound - v) for c, v in rows)
+        return cut / mass if mass > 0 else 0.0
 
     def quantile(self, q: float) -> float:
         """The upper edge of the bin holding the ``q`` quantile of the rows seen (the
@@ -280,7 +308,10 @@ def candidates_of(hist: ValueHistogram) -> tuple[float, ...]:
 
 
 def choose_upper(
-    hist: ValueHistogram, targets: Sequence[ValueTarget], groups: float
+    hist: ValueHistogram,
+    targets: Sequence[ValueTarget],
+    groups: float,
+    lower: float | None = None,
 ) -> ValueChoice:
     """The upper bound of least root-mean-square estimated relative error over
     ``targets``, each sqrt(clipped(U)² + (σ(U)/(mass/groups))²) with σ(U) = σ·scale(U)/
@@ -288,8 +319,10 @@ def choose_upper(
     no target or nothing is seen. A deterministic function of released counts, public
     numbers and the request: free, and it replays identically.
 
+    ``lower`` is the lower bound the query uses (default: the grid's lower end).
+
     Preconditions: groups ≥ 1, targets' std ≥ 0 and scale(at) > 0."""
-    lower = hist.grid.lower
+    lower = hist.grid.lower if lower is None else lower
     per_group = hist.mass() / max(groups, 1.0)
     options = candidates_of(hist)
     errors: list[tuple[float, float]] = []
@@ -306,3 +339,59 @@ def choose_upper(
     else:
         best = min(errors, key=lambda e: (e[1], e[0]))[0]
     return ValueChoice(best, hist.grid.limit, tuple(errors), hist.clipped(best))
+
+
+# --- the lower bound by expected error, the mirror ----------------------------------------
+#
+# The same estimate on the other side: a lower bound L clamps the mass below it (bias) and
+# the noise grows with the range U − L (a centred sum) or with max(|L|, |U|) (a total). The
+# upper bound U is the query's own (declared, or chosen first by choose_upper with L at its
+# default): one step of coordinate descent, not a joint minimum.
+
+
+@dataclass(frozen=True)
+class LowerTarget:
+    """One released statistic reading the column: how it uses the bounds, and the
+    standard deviation of its noise when planned with the bounds [``lower_at``,
+    ``upper_at``]."""
+
+    use: ValueUse
+    std: float
+    lower_at: float
+    upper_at: float
+
+
+def lower_candidates_of(hist: ValueHistogram) -> tuple[float, ...]:
+    """Lower bounds considered: every bin's lower edge from the grid's lower end (the
+    lower_limit) up to the median of the rows seen."""
+    stop = hist.lower_quantile(0.5)
+    return tuple(b for j in range(hist.grid.bins) if (b := lower_bound_of(hist.grid, j)) <= stop)
+
+
+def choose_lower(
+    hist: ValueHistogram, targets: Sequence[LowerTarget], groups: float, upper: float
+) -> ValueChoice:
+    """The lower bound of least root-mean-square estimated relative error over
+    ``targets`` at the query's upper bound ``upper``, each sqrt(clipped_below(L)² +
+    (σ(L)/(mass/groups))²) with σ(L) = σ·scale(L, upper)/scale(lower_at, upper_at) (the
+    larger, tighter bound on ties); the :data:`LOWER_QUANTILE` bin's lower edge when there
+    is no target or nothing is seen. Never below the grid's lower end (the lower_limit).
+    A deterministic function of released counts, public numbers and the request: free.
+
+    Preconditions: groups ≥ 1, targets' std ≥ 0 and scale(lower_at, upper_at) > 0."""
+    mass = sum(c * abs(v) for c, v in hist._low_rows())
+    per_group = mass / max(groups, 1.0)
+    errors: list[tuple[float, float]] = []
+    for bound in lower_candidates_of(hist):
+        bias = hist.clipped_below(bound)
+        squares = []
+        for t in targets:
+            std = t.std * t.use.scale(bound, upper) / t.use.scale(t.lower_at, t.upper_at)
+            noise = std / per_group if per_group > 0 else math.inf
+            squares.append(math.hypot(bias, noise) ** 2)
+        errors.append((bound, math.sqrt(sum(squares) / len(squares)) if squares else 0.0))
+    if not targets or per_group <= 0 or not errors:
+        best = hist.lower_quantile(LOWER_QUANTILE)
+    else:
+        best = min(errors, key=lambda e: (e[1], -e[0]))[0]
+    return ValueChoice(best, hist.grid.lower, tuple(errors), hist.clipped_below(best))

@@ -2,39 +2,35 @@
 ``upper = "auto"`` with an ``upper_limit`` and/or ``lower = "auto"`` with a
 ``lower_limit`` (method and proof: accounting/value_bounds.py).
 
-A lower bound mirrors an upper one: a DP quantile at a low rank of the same kind of
-histogram, on the grid from its lower_limit up to the column's declared upper bound (or
-its upper_limit when the upper is "auto" too, so the two sides are released
-independently, in either order). Each side is its own release, paid once per (table,
-column, side).
+A lower bound mirrors an upper one on the same kind of histogram: its grid runs from the
+lower_limit up to the column's declared upper bound, or to its upper_limit when the
+upper is "auto" too — then both sides share ONE grid, so ONE histogram (one key, one
+charge) serves both.
 
 The first query whose aggregates read such a column releases, once per (table, column),
 a DP histogram of the column's values on a public grid of round numbers (each person at
-most C values; the upper side) and a DP draw of the bin holding a low quantile (the lower
-side), each charged to the table's population at ``[proxy] auto_bounds_epsilon`` like the
-histogram of rows per person (proxy/auto_bounds.py) and stored in the release cache under
-a key of (table, column, data version, grid, C and what sets the noise). Every later
-query — any analyst, any door — reads them for free: the engine picks the query's own
-upper bound from the histogram (Engine._choose_values: the candidate of least expected
-error for the sums that read the column at the query's budget) and plans with it as if
-the column declared it, so it is part of the plan and its cache key; without such a sum,
-and in the schema, the histogram's 95th percentile stands. Until a release exists,
-planning assumes the limit and the plan says what the first run will pay.
+most C values), charged to the table's population at ``[proxy] auto_bounds_epsilon``
+like the histogram of rows per person (proxy/auto_bounds.py) and stored in the release
+cache under a key of (table, column, data version, grid, C and what sets the noise).
+Every later query — any analyst, any door — reads it for free: the engine picks the
+query's own upper and lower bounds from it (Engine._choose_values: the candidates of
+least expected error for the sums that read the column at the query's budget) and plans
+with them as if the column declared them, so they are part of the plan and its cache
+key; without such a sum, and in the schema, the histogram's 95th percentile (upper) and
+5th percentile (lower) stand. Until the release exists, planning assumes the limits and
+the plan says what the first run will pay.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
-import pyarrow as pa
 from sqlglot import exp
 
 from accounting import value_bounds as V
 from accounting.calibrate import Calibration
-from accounting.quantiles import QuantileDescriptor
 from proxy.budgets import Budgets
 from proxy.cache import ReleaseStore
 from proxy.catalog import split_name
@@ -81,6 +77,12 @@ def _limit(column: ColumnPolicy, side: Side) -> float | None:
     return column.upper_limit if side is Side.UPPER else column.lower_limit
 
 
+def _sides(column: ColumnPolicy) -> str:
+    """What a column's one histogram chooses, as the ledger's note names it."""
+    auto = [str(side) for side in (Side.LOWER, Side.UPPER) if _limit(column, side) is not None]
+    return " and ".join(auto) + (" bounds" if len(auto) > 1 else " bound")
+
+
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -106,7 +108,7 @@ def aggregated_columns(tree: exp.Expr) -> frozenset[str]:
 
 
 class AutoValues:
-    """Release and store the upper bounds of "auto" columns; read them back."""
+    """Release and store the histograms of "auto" columns; read their bounds back."""
 
     def __init__(self, policy: Policy, executor: Executor, cache: ReleaseStore, budgets: Budgets):
         self.policy = policy
@@ -117,18 +119,14 @@ class AutoValues:
         self._hist = PersonHistogram(policy)
         self._histograms: dict[tuple[str, str], V.ValueHistogram] = {}
 
-    def _grid(self, column: ColumnPolicy, side: Side = Side.UPPER) -> V.ValueGrid:
-        """The side's grid, from the lower end (the declared lower, else the
-        lower_limit) to the upper end (the declared upper, else the upper_limit): the
-        same for both sides when both are "auto"."""
+    def _grid(self, column: ColumnPolicy) -> V.ValueGrid:
+        """The column's grid, from the lower end (the declared lower, else the
+        lower_limit) to the upper end (the declared upper, else the upper_limit): one
+        grid, so one histogram, for both sides when both are "auto"."""
         low = column.lower if column.lower is not None else column.lower_limit
         high = column.upper if column.upper is not None else column.upper_limit
-        assert low is not None and high is not None and _limit(column, side) is not None
+        assert low is not None and high is not None
         return V.value_grid(low, high)
-
-    def _bound(self, column: ColumnPolicy, side: Side, index: int) -> float:
-        grid = self._grid(column, side)
-        return V.bound_of(grid, index) if side is Side.UPPER else V.lower_bound_of(grid, index)
 
     def rows_per_person(self, table: TablePolicy) -> int:
         """C of the draw: one row for a one-row-per-person table, else the table's row
@@ -140,85 +138,53 @@ class AutoValues:
             return table.max_rows_per_group
         return min(AUTO_TABLE_ROWS, table.auto_rows_limit or AUTO_TABLE_ROWS)
 
-    def _descriptor(
-        self, table: TablePolicy, column: ColumnPolicy, side: Side = Side.UPPER
-    ) -> QuantileDescriptor:
-        return V.describe(
-            self._grid(column, side),
-            max_rows=self.rows_per_person(table),
-            epsilon=self.policy.proxy.auto_bounds_epsilon,
-            q=V.QUANTILE if side is Side.UPPER else V.LOWER_QUANTILE,
-        )
-
     def _calibration(self, table: TablePolicy, column: ColumnPolicy) -> Calibration:
-        """The noise of an upper side's histogram: one person adds at most C values."""
+        """The noise of a column's histogram: one person adds at most C values."""
         return self._hist.calibration(
-            f"the auto upper bound of {table.name}.{column.name}", self.rows_per_person(table)
+            f"the auto bounds of {table.name}.{column.name}", self.rows_per_person(table)
         )
 
-    def _histogram_key(self, table: TablePolicy, column: ColumnPolicy) -> str:
+    def _key(self, table: TablePolicy, column: ColumnPolicy) -> str:
         return self._hist.key(
             "auto-value-histogram",
             table.name,
             column.name,
-            self._grid(column, Side.UPPER),
+            self._grid(column),
             self.rows_per_person(table),
         )
 
     def histogram(self, table: TablePolicy, column: ColumnPolicy) -> V.ValueHistogram | None:
-        """The released histogram of an upper side's values, read (thresholded at its
+        """The released histogram of an auto column's values, read (thresholded at its
         detection level), or None before it is released."""
         found = self._histograms.get((table.name, column.name))
         if found is not None:
             return found
-        hit = self._cache.get(self._histogram_key(table, column))
+        hit = self._cache.get(self._key(table, column))
         if hit is None:
             return None
         counts = [float(c) for c in hit[1].column("count").to_pylist()]
         std = self._hist.std(self._calibration(table, column))
-        found = V.ValueHistogram.read(self._grid(column, Side.UPPER), counts, std)
+        found = V.ValueHistogram.read(self._grid(column), counts, std)
         self._histograms[(table.name, column.name)] = found
         return found
-
-    def _key(self, table: TablePolicy, column: ColumnPolicy, side: Side = Side.UPPER) -> str:
-        """The key of a side's release: the upper side's histogram, the lower side's
-        drawn bin."""
-        if side is Side.UPPER:
-            return self._histogram_key(table, column)
-        facts = (
-            "auto-value-bound",
-            table.name,
-            column.name,
-            "lower",
-            self.policy.data_version,
-            self._grid(column, side),
-            self.rows_per_person(table),
-            V.LOWER_QUANTILE,
-            self.policy.proxy.auto_bounds_epsilon,
-        )
-        return hashlib.sha256(repr(facts).encode()).hexdigest()
 
     def released(
         self, table: TablePolicy, column: ColumnPolicy, side: Side = Side.UPPER
     ) -> float | None:
-        """The released bound of an auto column's side, or None before it is released: for
-        the upper side the default one, the edge of the bin holding the 95th percentile
-        of its released histogram (a query may choose its own: :meth:`histogram`)."""
+        """The default bound of an auto column's side, or None before its histogram is
+        released: the upper edge of the bin holding the 95th percentile of the released
+        histogram (upper), the lower edge of the bin holding its 5th (lower). A query
+        may choose its own from :meth:`histogram`."""
         found = self._bounds.get((table.name, column.name, side))
         if found is not None:
             return found
-        if side is Side.UPPER:
-            hist = self.histogram(table, column)
-            if hist is None:
-                return None
-            found = hist.quantile(V.QUANTILE)
-            self._bounds[(table.name, column.name, side)] = found
-            return found
-        hit = self._cache.get(self._key(table, column, side))
-        if hit is None:
+        hist = self.histogram(table, column)
+        if hist is None:
             return None
-        index = int(hit[1].column("bin").to_pylist()[0])
-        found = self._bound(column, side, index)
+        if side is Side.UPPER:
+            found = hist.quantile(V.QUANTILE)
+        else:
+            found = hist.lower_quantile(V.LOWER_QUANTILE)
         self._bounds[(table.name, column.name, side)] = found
         return found
 
@@ -253,58 +219,29 @@ class AutoValues:
         )
 
     def release(self, pending: PendingValueBound, analyst: str) -> float:
-        """Charge for, draw and store one bound of one column (once: a second caller
-        finds it stored); returns the bound."""
+        """Charge for, draw and store the histogram of one column (once: a second caller,
+        or the other side of a column whose bounds are both "auto", finds it stored);
+        returns the side's default bound."""
         table = next(t for t in self.policy.tables if t.name == pending.table)
         column = table.column(pending.column)
-        side = pending.side
         assert column is not None and table.population and table.unit
-        if side is Side.UPPER:
-            cal = self._calibration(table, column)
-            c = self.rows_per_person(table)
-            release_once(
-                self._cache,
-                self._budgets,
-                self._key(table, column, side),
-                population=table.population,
-                curve=cal.curve,
-                analyst=analyst,
-                note=f"auto upper bound of {table.name}.{column.name}",
-                draw=lambda: self._hist.draw(self.exact_counts(table, column, side), cal, c),
-            )
-            found = self.released(table, column, side)
-            assert found is not None
-            return found
-        descriptor = self._descriptor(table, column, side)
+        cal = self._calibration(table, column)
+        c = self.rows_per_person(table)
         release_once(
             self._cache,
             self._budgets,
-            self._key(table, column, side),
+            self._key(table, column),
             population=table.population,
-            curve=descriptor.curve,
+            curve=cal.curve,
             analyst=analyst,
-            note=f"auto {side} bound of {table.name}.{column.name}",
-            draw=lambda: self._draw(table, column, descriptor, side),
+            note=f"auto {_sides(column)} of {table.name}.{column.name}",
+            draw=lambda: self._hist.draw(self.exact_counts(table, column), cal, c),
         )
-        found = self.released(table, column, side)
+        found = self.released(table, column, pending.side)
         assert found is not None
         return found
 
-    def _draw(
-        self,
-        table: TablePolicy,
-        column: ColumnPolicy,
-        descriptor: QuantileDescriptor,
-        side: Side,
-    ) -> pa.Table:
-        """The drawn bin of the side's grid, as stored."""
-        counts = self.exact_counts(table, column, side)
-        index = V.release_bound(self._grid(column, side), counts, descriptor)
-        return pa.table({"bin": pa.array([index])})
-
-    def exact_counts(
-        self, table: TablePolicy, column: ColumnPolicy, side: Side = Side.UPPER
-    ) -> np.ndarray:
+    def exact_counts(self, table: TablePolicy, column: ColumnPolicy) -> np.ndarray:
         """Rows per bin of the grid, each person keeping at most C of their values: a
         person with t > C values keeps those at their own positions ⌊(j + ½)·t/C⌋,
         j = 0..C−1, of their sorted values (the rule of proxy/rewrite/quantile_histogram.py:
@@ -313,8 +250,8 @@ class AutoValues:
         bin; NULLs are left out (they never reach a sum either), and so is a value that is
         not a number (TRY_CAST: the draw runs after its charge, so no row may fail it).
         One person therefore moves the histogram by at most C in L1 (tests/reliability/test_neighbours.py).
-        The lower side counts the same way on its own grid."""
-        grid = self._grid(column, side)
+        Both sides read this one histogram."""
+        grid = self._grid(column)
         db, name = split_name(table.name)
         unit, col = _quote(table.unit or ""), _quote(column.name)
         c = self.rows_per_person(table)

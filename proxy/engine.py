@@ -23,7 +23,13 @@ from accounting.calibrate import Mechanism
 from accounting.group_bounds import Selection, group_count
 from accounting.ledger import Ledger, LedgerError, Receipt
 from accounting.mechanisms import secret_seed
-from accounting.value_bounds import ValueTarget, ValueUse, choose_upper
+from accounting.value_bounds import (
+    LowerTarget,
+    ValueTarget,
+    ValueUse,
+    choose_lower,
+    choose_upper,
+)
 from proxy import (
     bigquery_dp,
     catalog_types,
@@ -35,7 +41,13 @@ from proxy import (
 )
 from proxy.auto_bounds import AutoBounds, PendingBounds, cap_targets, filter_keep, totals_use
 from proxy.auto_groups import AutoGroups, PendingGroups, grouping
-from proxy.auto_values import AutoValues, ColumnBounds, PendingValueBound, aggregated_columns
+from proxy.auto_values import (
+    AutoValues,
+    ColumnBounds,
+    PendingValueBound,
+    Side,
+    aggregated_columns,
+)
 from proxy.bind import bind
 from proxy.budget import budget_noise
 from proxy.budgets import Budgets, ledger_error
@@ -205,8 +217,8 @@ def _pending_dict(p: Pending) -> dict[str, Any]:
             "side": str(p.side),
             "note": f"the {p.side} bound of {p.table}.{p.column} is chosen from the data by "
             f"the first query that needs it, which also pays epsilon {p.epsilon:g} once "
-            f"for a DP quantile of its values; until then the limit {p.limit:g} is used "
-            "here",
+            f"for a DP histogram of its values (one for both sides when both are auto); "
+            f"until then the limit {p.limit:g} is used here",
         }
     return {
         "table": p.table,
@@ -357,7 +369,7 @@ class Engine:
             if cap is not None and cap != found.core.max_rows:
                 structured = replace(request, max_rows_per_group=cap)
                 found = self._structure_for(structured)
-        # Then each "auto" upper bound the query's sums read, at that cap.
+        # Then each "auto" value bound the query's sums read, at that cap.
         values = self._choose_values(found, structured, chosen)
         if values:
             found = self._structure_for(replace(structured, value_bounds=values))
@@ -512,22 +524,26 @@ class Engine:
 
     def _value_bounds(self, request: QueryRequest) -> dict[tuple[str, str], ColumnBounds]:
         """The planning bounds of "auto" columns: released (or the limits), with the
-        upper bounds this request was planned with by _choose_values."""
+        bounds this request was planned with by _choose_values."""
         bounds = self.auto_values.bounds()
-        for table, column, upper in request.value_bounds:
+        for table, column, side, value in request.value_bounds:
             found = bounds.get((table, column))
             if found is not None:
-                bounds[(table, column)] = replace(found, upper=upper)
+                if side == Side.UPPER:
+                    bounds[(table, column)] = replace(found, upper=value)
+                else:
+                    bounds[(table, column)] = replace(found, lower=value)
         return bounds
 
     def _choose_values(
         self, found: Structure, request: QueryRequest, chosen: list[ChosenBound]
-    ) -> tuple[tuple[str, str, float], ...]:
-        """The upper bounds of the "auto" columns this query sums (SUM, AVG: statistics
-        whose argument is the column itself), each the candidate of least estimated error
-        for this query's noise at its budget (accounting/value_bounds.py: choose_upper),
-        from the column's released histogram — free, as every input is released or
-        public. Each choice is appended to ``chosen``; () when there is none."""
+    ) -> tuple[tuple[str, str, str, float], ...]:
+        """The bounds of the "auto" columns this query sums (SUM, AVG: statistics whose
+        argument is the column itself), each the candidate of least estimated error for
+        this query's noise at its budget (accounting/value_bounds.py: choose_upper, then
+        choose_lower at the upper bound so chosen), from the column's released histogram
+        — free, as every input is released or public. Each choice is appended to
+        ``chosen``; () when there is none."""
         if request.value_bounds or found.pending:
             return ()
         core = found.core
@@ -539,7 +555,7 @@ class Engine:
             if table is None:
                 continue
             for column in table.columns:
-                if column.upper_limit is not None:
+                if column.upper_limit is not None or column.lower_limit is not None:
                     hist = self.auto_values.histogram(table, column)
                     if hist is not None:
                         auto.append((alias, table, column, hist))
@@ -553,20 +569,34 @@ class Engine:
             return ()  # the real plan refuses it with its own message
         mechanism = Mechanism(self.policy.proxy.mechanism)
         uses = {C.SUM: ValueUse.TOTAL, C.CENTRED_SUM: ValueUse.CENTRED}
-        out: list[tuple[str, str, float]] = []
+        out: list[tuple[str, str, str, float]] = []
         for alias, table, column, hist in auto:
-            if any(t == table.name and c == column.name for t, c, _ in out):
+            if any(t == table.name and c == column.name for t, c, _, _ in out):
                 continue  # the same table under another alias: chosen once
-            at = self.auto_values.released(table, column)
+            # The bounds the query was planned with: each auto side's default, else the
+            # declared number.
+            upper_at = (
+                column.upper
+                if column.upper_limit is None
+                else self.auto_values.released(table, column, Side.UPPER)
+            )
+            lower_at = (
+                column.lower
+                if column.lower_limit is None
+                else self.auto_values.released(table, column, Side.LOWER)
+            )
+            if upper_at is None or lower_at is None:
+                continue
             reads = f"{alias}.{column.name}"
-            targets = [
-                ValueTarget(uses[n.statistic.kind], mechanism.std(n.descriptor.scale), at)
+            stats = [
+                (uses[n.statistic.kind], mechanism.std(n.descriptor.scale))
                 for n in noise.columns
                 if n.statistic.kind in uses
-                and n.statistic.upper == at
+                and n.statistic.upper == upper_at
+                and n.statistic.lower == lower_at
                 and reads in (n.statistic.arg_sql or "")
             ]
-            if not targets or at is None:
+            if not stats:
                 continue
             if found.domain is not None:
                 groups = float(max(1, len(found.domain)))
@@ -577,18 +607,27 @@ class Engine:
                 groups = max(1.0, people / max(1.0, float(noise.threshold.tau)))
             else:
                 groups = 1.0
-            choice = choose_upper(hist, targets, groups)
-            out.append((table.name, column.name, choice.bound))
-            chosen.append(
-                ChosenBound(
-                    "upper",
-                    f"{table.name}.{column.name}",
-                    choice.bound,
-                    choice.limit,
-                    choice.errors,
-                    choice.clipped,
+            subject = f"{table.name}.{column.name}"
+            upper = upper_at
+            if column.upper_limit is not None:
+                targets = [ValueTarget(use, std, upper_at) for use, std in stats]
+                choice = choose_upper(hist, targets, groups, lower_at)
+                upper = choice.bound
+                out.append((table.name, column.name, str(Side.UPPER), upper))
+                chosen.append(
+                    ChosenBound(
+                        "upper", subject, upper, choice.limit, choice.errors, choice.clipped
+                    )
                 )
-            )
+            if column.lower_limit is not None:
+                # At the upper bound just chosen: the noise the lower bound weighs is
+                # the one this query's plan will have.
+                lows = [LowerTarget(use, std, lower_at, upper_at) for use, std in stats]
+                low = choose_lower(hist, lows, groups, upper)
+                out.append((table.name, column.name, str(Side.LOWER), low.bound))
+                chosen.append(
+                    ChosenBound("lower", subject, low.bound, low.limit, low.errors, low.clipped)
+                )
         return tuple(out)
 
     def checked_shape(self, request: QueryRequest) -> CheckedShape:
@@ -596,7 +635,7 @@ class Engine:
         tables a per-person aggregate or a UNION ALL in FROM reads."""
         tree = self._parse(request)
         # "auto" columns carry their released bounds (their limits until then), or the
-        # upper bound this query chose from the column's histogram (_choose_values).
+        # bounds this query chose from the column's histogram (_choose_values).
         planning = self.catalog.with_value_bounds(self._value_bounds(request))
         # UNION ALL of row-level arms in FROM: a derived row-level table of the arms'
         # population (proxy/union_rows.py); other set operations are refused below.

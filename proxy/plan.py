@@ -28,7 +28,7 @@ from proxy.rewrite import core as C
 @dataclass(frozen=True)
 class ChosenBound:
     """An "auto" bound this query's plan chose from a released histogram (free): which
-    (``max_rows_per_group``, ``max_groups`` or a column's ``upper``), of what (a table,
+    (``max_rows_per_group``, ``max_groups``, a column's ``upper`` or ``lower``), of what (a table,
     tables by keys, or table.column), the value and the limit, each candidate's estimated
     relative error (bias and noise, as accounting/bounds.py, group_bounds.py and
     value_bounds.py estimate it), and the estimated share of rows (person-group pairs, or

@@ -55,7 +55,7 @@ class ColumnPolicy:
     lower: float | None = None
     upper: float | None = None
     values: tuple[Value, ...] | None = None  # public key domain
-    # upper = "auto": chosen from the data (a DP quantile of the values, paid once; see
+    # upper = "auto": chosen per query from a DP histogram of the values (paid once; see
     # accounting/value_bounds.py) up to this limit; upper is then None.
     upper_limit: float | None = None
     # lower = "auto": the mirror image, chosen down to this limit; lower is then None.

@@ -29,7 +29,7 @@ class QueryRequest:
     # Counts are shown as max(noisy count, 0) unless the caller asks for the raw noisy
     # values (e.g. to average many answers without the clamp's bias).
     raw_noise: bool = False
-    # Upper bounds of "auto" columns chosen for this query by the engine from their
-    # released histograms, as (table, column, bound): set by Engine._prepare only, never
-    # by a door (a bound is always a released edge at most the policy's limit).
-    value_bounds: tuple[tuple[str, str, float], ...] = ()
+    # Bounds of "auto" columns chosen for this query by the engine from their released
+    # histograms, as (table, column, side "lower"/"upper", bound): set by Engine._prepare
+    # only, never by a door (a bound is always a released edge within the policy's limit).
+    value_bounds: tuple[tuple[str, str, str, float], ...] = ()

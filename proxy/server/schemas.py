@@ -220,7 +220,7 @@ class CandidateOut(BaseModel):
 class ChosenBoundOut(BaseModel):
     """An "auto" bound chosen for this query: the candidate of least estimated error."""
 
-    bound: Literal["max_rows_per_group", "max_groups", "upper"]
+    bound: Literal["max_rows_per_group", "max_groups", "upper", "lower"]
     of: str = Field(description="the table, the tables and keys of the grouping, or table.column")
     chosen: int | float
     limit: int | float

@@ -370,6 +370,7 @@ BOTH = (
     "upper_limit = 600000 }"
 )
 LOWER_NOTE = "auto lower bound of prompts.latency_ms"
+BOTH_NOTE = "auto lower and upper bounds of prompts.latency_ms"
 
 
 def _schema_bounds(e: Engine) -> tuple[float | None, float | None]:
@@ -378,7 +379,7 @@ def _schema_bounds(e: Engine) -> tuple[float | None, float | None]:
     return col.lower, col.upper
 
 
-def test_both_bounds_auto_are_released_once_each(tmp_path: Path, demo_db: Path) -> None:
+def test_both_bounds_auto_share_one_histogram(tmp_path: Path, demo_db: Path) -> None:
     e = Engine(parse_policy(policy_text(tmp_path, demo_db, BOTH), base_dir=tmp_path))
     try:
         prompts = e.policy.table("prompts")
@@ -392,7 +393,9 @@ def test_both_bounds_auto_are_released_once_each(tmp_path: Path, demo_db: Path) 
         assert explained["statistics"][0]["bounds"] == [-1000.0, 600000.0]  # the limits
         assert _schema_bounds(e) == (-1000.0, 600000.0)
         e.run(QueryRequest(SUM, epsilon=1.0))
-        assert sorted(_charges(e)[:2]) == [LOWER_NOTE, NOTE]
+        # One histogram on the grid lower_limit..upper_limit serves both sides: one charge.
+        assert _charges(e)[0] == BOTH_NOTE and NOTE not in _charges(e)
+        assert LOWER_NOTE not in _charges(e)
         lower = e.auto_values.released(prompts, column, Side.LOWER)
         upper = e.auto_values.released(prompts, column, Side.UPPER)
         assert lower is not None and upper is not None
@@ -403,15 +406,16 @@ def test_both_bounds_auto_are_released_once_each(tmp_path: Path, demo_db: Path) 
         assert -1000.0 < lower <= p5 < p95 / 4 <= upper <= p95 * 4
         assert lower + 1000.0 >= (p5 + 1000.0) / 4
         plan = e.explain(QueryRequest(SUM, epsilon=1.0)).to_dict()
-        (chosen,) = plan["chosen_bounds"]
+        chosen = {c["bound"]: c["chosen"] for c in plan["chosen_bounds"]}
         assert plan["auto_bounds"] == [] and plan["statistics"][0]["bounds"] == [
-            lower,
-            chosen["chosen"],
+            chosen["lower"],
+            chosen["upper"],
         ]
+        assert -1000.0 <= chosen["lower"] <= p5
         assert _schema_bounds(e) == (lower, upper)
         # Later queries: no further bound charges.
         e.run(QueryRequest("SELECT model, AVG(latency_ms) FROM prompts GROUP BY model"))
-        assert sum(n in (NOTE, LOWER_NOTE) for n in _charges(e)) == 2
+        assert sum(n in (NOTE, LOWER_NOTE, BOTH_NOTE) for n in _charges(e)) == 1
     finally:
         e.close()
 
@@ -422,8 +426,8 @@ def test_a_lower_only_auto_keeps_the_declared_upper(tmp_path: Path, demo_db: Pat
     try:
         prompts = e.policy.table("prompts")
         column = prompts.column("latency_ms")
-        # The mirrored draw keeps the same C values per person as the upper one would.
-        lower_counts = e.auto_values.exact_counts(prompts, column, Side.LOWER)
+        # The lower side's histogram keeps the same C values per person as the upper one.
+        lower_counts = e.auto_values.exact_counts(prompts, column)
         kept = _truth(
             e,
             "SELECT SUM(LEAST(n, 10)) FROM (SELECT COUNT(*) AS n FROM prompts "
@@ -434,8 +438,57 @@ def test_a_lower_only_auto_keeps_the_declared_upper(tmp_path: Path, demo_db: Pat
         assert LOWER_NOTE in _charges(e) and NOTE not in _charges(e)
         lower = e.auto_values.released(prompts, column, Side.LOWER)
         assert lower is not None and -1000.0 <= lower < 60000.0
-        stat = e.explain(QueryRequest(SUM, epsilon=1.0)).to_dict()["statistics"][0]
-        assert stat["bounds"] == [lower, 60000.0]
+        # A SUM of these positive values: max(|L|, |U|) = U for every candidate, so a lower
+        # L saves no noise and the query keeps every value (the bound at or below the
+        # default, never below the limit).
+        plan = e.explain(QueryRequest(SUM, epsilon=1.0)).to_dict()
+        (chosen,) = plan["chosen_bounds"]
+        assert chosen["bound"] == "lower" and -1000.0 <= chosen["chosen"] <= lower
+        assert plan["statistics"][0]["bounds"] == [chosen["chosen"], 60000.0]
+    finally:
+        e.close()
+
+
+def _chosen_lower(e: Engine, sql: str, **kw: object) -> float:
+    plan = e.explain(QueryRequest(sql, **kw)).to_dict()  # type: ignore[arg-type]
+    (chosen,) = [c for c in plan["chosen_bounds"] if c["bound"] == "lower"]
+    errors = {c["value"]: c["estimated_relative_error"] for c in chosen["candidates"]}
+    assert errors[chosen["chosen"]] == min(errors.values())
+    assert chosen["limit"] == -1000.0 and min(errors) >= -1000.0
+    lower: float = plan["statistics"][0]["bounds"][0]
+    assert lower == chosen["chosen"]
+    return lower
+
+
+def test_each_query_picks_its_own_lower_bound_for_free(tmp_path: Path, demo_db: Path) -> None:
+    e = Engine(parse_policy(policy_text(tmp_path, demo_db, BOTH), base_dir=tmp_path))
+    try:
+        e.run(QueryRequest(SUM, epsilon=1.0))
+        paid = len(_charges(e))
+        assert _charges(e).count(BOTH_NOTE) == 1
+        # An AVG's noise grows with the range U − L: a tiny ε buys a tighter (higher)
+        # lower bound than a large one, never below the lower_limit.
+        avg = "SELECT AVG(latency_ms) AS a FROM prompts"
+        tight = _chosen_lower(e, avg, epsilon=0.06)
+        loose = _chosen_lower(e, avg, epsilon=100.0)
+        assert -1000.0 <= loose < tight
+        # The lower bound is part of the plan, so of its cache key; choosing charged nothing.
+        keys = {
+            e.explain(QueryRequest(avg, epsilon=eps)).to_dict()["cache_key"] for eps in (0.06, 100)
+        }
+        assert len(keys) == 2
+        e.run(QueryRequest(avg, epsilon=0.06))
+        e.run(QueryRequest(avg, epsilon=100.0))
+        notes = _charges(e)
+        assert notes.count(BOTH_NOTE) == 1 and len(notes) == paid + 2  # the two queries only
+        # An AVG of an expression is not weighed: it keeps the default (5th percentile).
+        prompts = e.policy.table("prompts")
+        column = prompts.column("latency_ms")
+        default = e.auto_values.released(prompts, column, Side.LOWER)
+        scaled = e.explain(QueryRequest("SELECT AVG(latency_ms * 2) FROM prompts")).to_dict()
+        assert scaled["chosen_bounds"] == [] and default is not None
+        assert scaled["statistics"][0]["bounds"][0] == 2 * default
+        assert _schema_bounds(e)[0] == default
     finally:
         e.close()
 

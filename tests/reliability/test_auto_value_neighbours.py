@@ -8,8 +8,8 @@ person, a person present everywhere):
   D and D' and their cores stay within the declared sensitivities, first with the limit
   (before any bound is released), then with a bound released on D and stored into D''s
   release cache too (a released bound is public: both sides plan with it);
-* the histogram each bound is drawn from moves by at most C in L1 between D and D' (the
-  input the exponential mechanism's cost assumes, accounting/value_bounds.py).
+* the histogram the bounds are chosen from moves by at most C in L1 between D and D' (the
+  input its noise is calibrated to, accounting/value_bounds.py); both sides read one histogram.
 """
 
 from __future__ import annotations
@@ -147,26 +147,31 @@ def test_auto_lower_and_upper_bounds_through_the_harness(
     plan = d.prepare(QueryRequest(sql, epsilon=1.0))[1]
     assert sorted(b.side for b in plan.pending_bounds) == [Side.LOWER, Side.UPPER]
     assert _check_all(p, facts) == len(corpus.AUTO_VALUES)
-    # Each side's draw input: one person moves it by at most C in L1.
+    # The one histogram's input (both sides read it): one person moves it by at most C
+    # in L1.
     c = d.auto_values.rows_per_person(prompts)
-    for side in Side:
-        moved = np.abs(
-            d.auto_values.exact_counts(prompts, column, side)
-            - d_prime.auto_values.exact_counts(prompts, column, side)
-        ).sum()
-        assert 0 < moved <= c
+    moved = np.abs(
+        d.auto_values.exact_counts(prompts, column)
+        - d_prime.auto_values.exact_counts(prompts, column)
+    ).sum()
+    assert 0 < moved <= c
     d.run(QueryRequest(sql, epsilon=1.0))
+    _share(d, d_prime, d.auto_values._key(prompts, column))
     bounds = []
     for side in Side:
-        _share(d, d_prime, d.auto_values._key(prompts, column, side))
         found = d.auto_values.released(prompts, column, side)
         assert found is not None and d_prime.auto_values.released(prompts, column, side) == found
         bounds.append(found)
     upper, lower = bounds
     assert -1000.0 <= lower < upper <= 600000.0
-    plan = d.prepare(QueryRequest(sql, epsilon=1.0))[1]
-    (chosen,) = plan.chosen_bounds
-    assert plan.pending_bounds == () and -1000.0 <= lower < chosen.chosen <= 600000.0
-    assert (plan.noise[0].statistic.lower, plan.noise[0].statistic.upper) == (lower, chosen.chosen)
-    assert d_prime.prepare(QueryRequest(sql, epsilon=1.0))[1].cache_key == plan.cache_key
+    # Each query's own bounds, chosen from the shared histogram: the same on both sides.
+    for query in (sql, "SELECT AVG(latency_ms) FROM prompts"):
+        plan = d.prepare(QueryRequest(query, epsilon=1.0))[1]
+        chosen = {b.bound: b.chosen for b in plan.chosen_bounds}
+        assert plan.pending_bounds == () and sorted(chosen) == ["lower", "upper"]
+        assert -1000.0 <= chosen["lower"] < chosen["upper"] <= 600000.0
+        statistic = plan.noise[0].statistic
+        assert (statistic.lower, statistic.upper) == (chosen["lower"], chosen["upper"])
+        other = d_prime.prepare(QueryRequest(query, epsilon=1.0))[1]
+        assert other.chosen_bounds == plan.chosen_bounds and other.cache_key == plan.cache_key
     assert _check_all(p, facts) == len(corpus.AUTO_VALUES)

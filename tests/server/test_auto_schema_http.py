@@ -13,6 +13,11 @@ import pytest
 from tests.server.conftest import DPSQL, Server, auth, start_server, stop_server, write_policy
 
 FIXED_K = "max_groups = 4                 #"
+LATENCY = "columns.latency_ms = { lower = 0, upper = 60000 }"
+BOTH = (
+    'columns.latency_ms = { lower = "auto", lower_limit = -1000, upper = "auto", '
+    "upper_limit = 600000 }"
+)
 DAILY = "SELECT CAST(ts AS DATE) AS d, COUNT(*) AS n FROM prompts GROUP BY d"
 
 
@@ -21,7 +26,8 @@ def auto_k(tmp_path_factory: pytest.TempPathFactory, dataset: Path) -> Iterator[
     folder = tmp_path_factory.mktemp("auto-k")
     policy = write_policy(folder, dataset, cap=100.0)
     text = policy.read_text()
-    assert text.count(FIXED_K) == 1
+    assert text.count(FIXED_K) == 1 and text.count(LATENCY) == 1
+    text = text.replace(LATENCY, BOTH)
     policy.write_text(text.replace(FIXED_K, 'max_groups = "auto"\nmax_groups_limit = 64 #'))
     srv = start_server(policy)
     try:
@@ -75,9 +81,21 @@ def test_explain_lists_the_pending_release_then_the_chosen_k(auto_k: Server) -> 
     assert after["limits"]["max_groups"] == k["chosen"]
 
 
+def test_explain_shows_the_lower_and_upper_bounds_each_query_chose(auto_k: Server) -> None:
+    body = {"sql": "SELECT AVG(latency_ms) AS a FROM prompts", "epsilon": 1.0}
+    with auto_k.client() as c:
+        before = c.post("/v1/explain", json=body, headers=auth("ana")).json()
+        assert sorted(p["side"] for p in before["auto_bounds"]) == ["lower", "upper"]
+        assert c.post("/v1/query", json=body, headers=auth("ana")).status_code == 200
+        after = c.post("/v1/explain", json=body, headers=auth("ana"))
+    assert after.status_code == 200, after.text
+    chosen = {b["bound"]: b for b in after.json()["chosen_bounds"]}
+    assert sorted(chosen) == ["lower", "upper"]
+    assert chosen["lower"]["limit"] == -1000.0 and chosen["upper"]["limit"] == 600000.0
+    assert -1000.0 <= chosen["lower"]["chosen"] < chosen["upper"]["chosen"] <= 600000.0
+
+
 def test_the_fixed_demo_server_shows_fixed_bounds(server: Server) -> None:
     with server.client() as c:
-        tables = {
-            t["name"]: t for t in c.get("/v1/schema", headers=auth("ana")).json()["tables"]
-        }
+        tables = {t["name"]: t for t in c.get("/v1/schema", headers=auth("ana")).json()["tables"]}
     assert tables["prompts"]["max_groups"] == 4 and tables["prompts"]["max_groups_limit"] is None
