@@ -271,12 +271,34 @@ class SQLiteLedger(Ledger):
         # repeats committed without one (see record_replay).
         self._replays = ReplayRecords(self._replay_pairs, self._sync_log, self._flush_deferred)
         try:
-            self._conn = self._connect()
-            self._open_store(self._conn)
+            self._conn = self._open()
         except (sqlite3.Error, OSError) as exc:
             self._broken = f"cannot open ledger store {self._path!r}: {exc}"
         except Inconsistent as exc:
             self._broken = f"ledger store {self._path!r} is inconsistent: {exc}"
+
+    def _open(self) -> sqlite3.Connection:
+        """Connect and check the store, retrying while another process holds a lock
+        that SQLite does not wait for here (switching a new file to WAL, creating the
+        schema): server workers open one store at the same moment, and a worker that
+        gave up at once would stay unavailable until restarted."""
+        deadline = time.monotonic() + self._timeout
+        while True:
+            conn: sqlite3.Connection | None = None
+            try:
+                conn = self._connect()
+                self._open_store(conn)
+                return conn
+            except sqlite3.OperationalError as exc:
+                if conn is not None:
+                    conn.close()
+                if not _is_busy(exc) or time.monotonic() > deadline:
+                    raise
+            except BaseException:
+                if conn is not None:
+                    conn.close()
+                raise
+            time.sleep(0.005)
 
     # --- connection and transactions ---------------------------------------------------
 
