@@ -23,7 +23,7 @@ from proxy.policy import PolicyError, load_policy
 from proxy.server import errors
 from proxy.server.auth import Authenticator, RateLimiter
 from proxy.server.context import Context
-from proxy.server.hits import CacheHits
+from proxy.server.hits import CacheHits, replaying
 from proxy.server.logs import log
 from proxy.server.metrics import Metrics
 from proxy.server.routes import (
@@ -92,16 +92,7 @@ class Observe:
                 fields["code"] = "too_large"
                 await self._reject(send_wrapper)
                 return
-            delivered = False
-
-            async def replay() -> Message:
-                nonlocal delivered
-                if not delivered:
-                    delivered = True
-                    return {"type": "http.request", "body": body, "more_body": False}
-                return await receive()
-
-            await self.app(scope, replay, send_wrapper)
+            await self.app(scope, replaying(body, receive), send_wrapper)
         except Exception:
             status = status or 500  # the outer error handler answers it with "internal"
             raise

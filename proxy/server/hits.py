@@ -67,7 +67,7 @@ class CacheHits:
             await self.app(scope, receive, send)
             return
         body, more = await _read_body(receive)
-        replayed = _replaying(body, receive)
+        replayed = replaying(body, receive)
         response = None if more else await self._answer(scope, body, headers)
         if response is None:
             await self.app(scope, replayed, send)
@@ -158,7 +158,8 @@ async def _read_body(receive: Receive) -> tuple[bytes, bool]:
     return message.get("body", b""), bool(message.get("more_body", False))
 
 
-def _replaying(body: bytes, receive: Receive) -> Receive:
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """A receive channel that delivers ``body`` (already read) whole, then what follows."""
     delivered = False
 
     async def replay() -> Message:
