@@ -17,7 +17,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 install: $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check accounting proxy tests sample_data bench
+	$(BIN)/ruff check accounting proxy tests sample_data bench tools
 	$(BIN)/mypy accounting proxy sample_data
 
 test: lint
@@ -55,7 +55,7 @@ bench-scale: $(STAMP)
 # Refresh the console's vendored front-end files from the npm registry (npm pack) and
 # their manifest; serving and CI never need npm.
 vendor-web: $(STAMP)
-	$(BIN)/python -m proxy.server.web.vendor
+	$(BIN)/python tools/vendor_web.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

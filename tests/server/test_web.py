@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 
 import httpx
 import pytest
 
 from proxy.server.web import pages
-from proxy.server.web.vendor import ASSETS, MANIFEST, VENDOR, manifest_text, sha256
+from proxy.server.web.vendored import ASSETS, MANIFEST, VENDOR, manifest_text, sha256
 from tests.server.conftest import Server
 
 HTML_PAGES = ("/", "/docs", "/redoc")
@@ -207,3 +208,14 @@ def test_vendored_files_are_the_npm_files_of_the_manifest() -> None:
         p.relative_to(VENDOR).as_posix() for p in VENDOR.rglob("*") if p.is_file() and p != MANIFEST
     }
     assert on_disk == listed
+
+
+def test_the_served_package_fetches_nothing() -> None:
+    """The web assets are served from the installed package: no module of it fetches
+    anything (refreshing the vendored files is tools/vendor_web.py, outside it)."""
+    web = Path(__file__).resolve().parents[2] / "proxy" / "server" / "web"
+    fetching = ("subprocess", "urllib", "http.client", "httpx", "requests", '"npm"')
+    for module in web.rglob("*.py"):
+        text = module.read_text(encoding="utf-8")
+        found = [f for f in fetching if f in text]
+        assert not found, f"{module.name} reaches for {found}"

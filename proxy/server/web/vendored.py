@@ -1,21 +1,15 @@
 """The vendored front-end libraries: which npm package and file each one is, its licence,
 and its SHA-256, so that a test can check the committed files are exactly those.
 
-``python -m proxy.server.web.vendor`` (``make vendor-web``) fetches the pinned packages
-with ``npm pack`` (the npm registry, no CDN), copies the files below into
-``static/vendor/``, applies each asset's listed text rewrites and rewrites
-``static/vendor/VENDORED.md``. Serving never needs npm, and nothing a page loads comes
-from another origin.
+The files are committed under ``static/vendor/`` and served from the installed package;
+nothing here reaches the network, and nothing a page loads comes from another origin.
+Refreshing them is a maintainer's step outside the package: ``make vendor-web`` runs
+``tools/vendor_web.py``, which fetches the pinned packages with ``npm pack``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import shutil
-import subprocess
-import sys
-import tarfile
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,9 +87,10 @@ def manifest_text() -> str:
     lines = [
         "# Vendored front-end files",
         "",
-        "Copied from the npm packages below by `make vendor-web`",
-        "(`proxy/server/web/vendor.py`), unchanged but for the rewrites listed there (Redoc's",
-        "logo URL points at this server); `tests/server/test_web.py` checks every hash.",
+        "Copied from the npm packages below by `make vendor-web` (`tools/vendor_web.py`; the",
+        "pins are in `proxy/server/web/vendored.py`), unchanged but for the rewrites listed",
+        "there (Redoc's logo URL points at this server); `tests/server/test_web.py` checks",
+        "every hash.",
         "",
         "| file | npm package | file in the package | licence | sha256 |",
         "|---|---|---|---|---|",
@@ -106,44 +101,3 @@ def manifest_text() -> str:
             f"| `{sha256(VENDOR / a.target)}` |"
         )
     return "\n".join(lines) + "\n"
-
-
-def rewrite(path: Path, rewrites: tuple[tuple[str, str], ...]) -> None:
-    """Apply ``rewrites`` to the text file at ``path`` (a rewrite that finds nothing is an
-    error: the package changed under it)."""
-    if not rewrites:
-        return
-    text = path.read_text(encoding="utf-8")
-    for old, new in rewrites:
-        if old not in text:
-            raise ValueError(f"{path.name}: {old!r} not found")
-        text = text.replace(old, new)
-    path.write_text(text, encoding="utf-8")
-
-
-def update() -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        for package in sorted({a.package for a in ASSETS}):
-            out = subprocess.run(
-                ["npm", "pack", "--silent", package],
-                cwd=work,
-                check=True,
-                capture_output=True,
-                text=True,
-            )
-            tarball = work / out.stdout.strip().splitlines()[-1]
-            folder = work / package.replace("/", "_")
-            with tarfile.open(tarball) as tar:
-                tar.extractall(folder, filter="data")
-            for a in (a for a in ASSETS if a.package == package):
-                target = VENDOR / a.target
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(folder / "package" / a.source, target)
-                rewrite(target, a.rewrites)
-    MANIFEST.write_text(manifest_text(), encoding="utf-8")
-
-
-if __name__ == "__main__":
-    update()
-    sys.stdout.write(MANIFEST.read_text(encoding="utf-8"))
