@@ -22,7 +22,6 @@ from sqlglot import exp
 
 from accounting.bounds import CapChoice, CapTarget, OutputKind, RowHistogram, choose_cap
 from accounting.calibrate import (
-    Calibration,
     Mechanism,
 )
 from proxy.budget import ColumnNoise
@@ -31,7 +30,7 @@ from proxy.cache import ReleaseStore
 from proxy.catalog import split_name
 from proxy.engines.executor import Executor
 from proxy.policy import Policy, TablePolicy
-from proxy.released_once import PersonHistogram, person_bins, release_once
+from proxy.released_once import StoredHistograms, person_bins
 from proxy.rewrite import core as C
 from proxy.shape import Shape
 
@@ -130,31 +129,17 @@ class AutoBounds:
     def __init__(self, policy: Policy, executor: Executor, cache: ReleaseStore, budgets: Budgets):
         self.policy = policy
         self._executor = executor
-        self._cache = cache
-        self._budgets = budgets
-        self._hist = PersonHistogram(policy)
-        self._histograms: dict[str, RowHistogram] = {}
+        self._stored = StoredHistograms(policy, cache, budgets)
 
     def _key(self, table: TablePolicy) -> str:
-        return self._hist.key("auto-bounds", table.name)
-
-    def _calibration(self, table: TablePolicy) -> Calibration:
-        return self._hist.calibration(f"auto bounds of {table.name}")
+        return self._stored.person.key("auto-bounds", table.name)
 
     def histogram(self, table: TablePolicy) -> RowHistogram | None:
         """The released histogram of ``table``'s rows per person, read (thresholded at
         the detection level), or None before it is released."""
         if table.auto_rows_limit is None:
             return None
-        found = self._histograms.get(table.name)
-        if found is not None:
-            return found
-        hit = self._cache.get(self._key(table))
-        if hit is None:
-            return None
-        found = self._hist.read(hit[1], self._calibration(table))
-        self._histograms[table.name] = found
-        return found
+        return self._stored.get(self._key(table), f"auto bounds of {table.name}")
 
     def choose(
         self, table: TablePolicy, targets: Sequence[CapTarget], groups: float, keep: float
@@ -182,20 +167,13 @@ class AutoBounds:
         """Charge for, release and store the histogram of ``table`` (once: a second
         caller finds it stored); returns it, read."""
         assert table.auto_rows_limit is not None and table.population and table.unit
-        cal = self._calibration(table)
-        release_once(
-            self._cache,
-            self._budgets,
+        return self._stored.release(
             self._key(table),
+            f"auto bounds of {table.name}",
             population=table.population,
-            curve=cal.curve,
             analyst=analyst,
-            note=f"auto bounds of {table.name}",
-            draw=lambda: self._hist.draw(self._exact_counts(table), cal),
+            counts=lambda: self._exact_counts(table),
         )
-        hist = self.histogram(table)
-        assert hist is not None
-        return hist
 
     def _exact_counts(self, table: TablePolicy) -> list[int]:
         """Persons per power-of-two bin of their row count (the last bin open above).

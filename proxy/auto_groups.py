@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from accounting.bounds import CapTarget, RowHistogram
-from accounting.calibrate import Calibration, Mechanism
+from accounting.calibrate import Mechanism
 from accounting.group_bounds import GroupChoice, Selection, choose_groups
 from proxy.budgets import Budgets
 from proxy.cache import ReleaseStore
 from proxy.engines.executor import Executor
 from proxy.policy import Policy
-from proxy.released_once import PersonHistogram, person_bins, release_once
+from proxy.released_once import StoredHistograms, person_bins
 from proxy.rewrite.total_forms import total_predicate, total_value
 from proxy.shape import Shape
 
@@ -105,29 +105,14 @@ class AutoGroups:
     def __init__(self, policy: Policy, executor: Executor, cache: ReleaseStore, budgets: Budgets):
         self.policy = policy
         self._executor = executor
-        self._cache = cache
-        self._budgets = budgets
-        self._hist = PersonHistogram(policy)
-        self._histograms: dict[str, RowHistogram] = {}
+        self._stored = StoredHistograms(policy, cache, budgets)
 
     def key(self, g: Grouping) -> str:
-        return self._hist.key("auto-groups", g.population, g.pairs_sql)
-
-    def _calibration(self) -> Calibration:
-        return self._hist.calibration("auto max_groups")
+        return self._stored.person.key("auto-groups", g.population, g.pairs_sql)
 
     def histogram(self, g: Grouping) -> RowHistogram | None:
         """The released histogram of groups per person, read, or None before release."""
-        key = self.key(g)
-        found = self._histograms.get(key)
-        if found is not None:
-            return found
-        hit = self._cache.get(key)
-        if hit is None:
-            return None
-        found = self._hist.read(hit[1], self._calibration())
-        self._histograms[key] = found
-        return found
+        return self._stored.get(self.key(g), _note(g))
 
     def choose(
         self,
@@ -155,20 +140,13 @@ class AutoGroups:
     def release(self, g: Grouping, analyst: str) -> RowHistogram:
         """Charge for, release and store the histogram of ``g`` (once: a second caller
         finds it stored); returns it, read."""
-        cal = self._calibration()
-        release_once(
-            self._cache,
-            self._budgets,
+        return self._stored.release(
             self.key(g),
+            _note(g),
             population=g.population,
-            curve=cal.curve,
             analyst=analyst,
-            note=f"auto max_groups of {', '.join(g.tables)} by {', '.join(g.key_sqls)}",
-            draw=lambda: self._hist.draw(self.exact_counts(g), cal),
+            counts=lambda: self.exact_counts(g),
         )
-        found = self.histogram(g)
-        assert found is not None
-        return found
 
     def exact_counts(self, g: Grouping) -> list[int]:
         """People per power-of-two bin of their number of distinct groups (the last bin
@@ -179,3 +157,8 @@ class AutoGroups:
             self._executor,
             f"SELECT __u, COUNT(*) AS n FROM ({g.pairs_sql}) AS __g GROUP BY __u",
         )
+
+
+def _note(g: Grouping) -> str:
+    """The histogram of ``g`` as the ledger and calibration errors name it."""
+    return f"auto max_groups of {', '.join(g.tables)} by {', '.join(g.key_sqls)}"

@@ -144,6 +144,58 @@ class PersonHistogram:
         return RowHistogram.read(counts, self.mechanism.std(calibration.descriptors[0].scale))
 
 
+class StoredHistograms:
+    """Person histograms (:class:`PersonHistogram`) released once each and kept: read
+    from the release store on first use and memoised by cache key, since a stored
+    release never changes. The row caps' and K's histograms are both kept here."""
+
+    def __init__(self, policy: Policy, cache: ReleaseStore, budgets: Budgets):
+        self.person = PersonHistogram(policy)
+        self._cache = cache
+        self._budgets = budgets
+        self._read: dict[str, RowHistogram] = {}
+
+    def get(self, key: str, what: str) -> RowHistogram | None:
+        """The released histogram under ``key``, read, or None before it is released
+        (``what`` names it if it cannot be calibrated)."""
+        found = self._read.get(key)
+        if found is not None:
+            return found
+        hit = self._cache.get(key)
+        if hit is None:
+            return None
+        found = self.person.read(hit[1], self.person.calibration(what))
+        self._read[key] = found
+        return found
+
+    def release(
+        self,
+        key: str,
+        what: str,
+        *,
+        population: str,
+        analyst: str,
+        counts: Callable[[], list[int]],
+    ) -> RowHistogram:
+        """Charge ``population`` for, release and store the histogram of ``counts``
+        under ``key`` (once: a second caller finds it stored); returns it, read. The
+        ledger note is ``what``."""
+        cal = self.person.calibration(what)
+        release_once(
+            self._cache,
+            self._budgets,
+            key,
+            population=population,
+            curve=cal.curve,
+            analyst=analyst,
+            note=what,
+            draw=lambda: self.person.draw(counts(), cal),
+        )
+        found = self.get(key, what)
+        assert found is not None
+        return found
+
+
 def person_bins(executor: Executor, per_person_sql: str) -> list[int]:
     """People per power-of-two bin of ``n``, from SQL giving one row (person, n ≥ 1) per
     person; the last bin is open above. Total for every database: LOG2 of a count ≥ 1

@@ -267,7 +267,7 @@ def test_a_second_caller_waits_for_the_release_without_spinning(engine: Engine) 
         args=(e.cache, e.budgets, key),
         kwargs={
             "population": "users",
-            "curve": e.auto_groups._calibration().curve,
+            "curve": e.auto_groups._stored.person.calibration("a test histogram").curve,
             "analyst": "alice",
             "note": "never charged: the other holder stores first",
             "draw": lambda: pa.table({"x": [2]}),
