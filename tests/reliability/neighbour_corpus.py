@@ -585,7 +585,6 @@ AUTO_VALUES: tuple[Entry, ...] = (
 )
 
 
-
 PUMS: tuple[Entry, ...] = (
     Entry(
         "pums_sex_income",

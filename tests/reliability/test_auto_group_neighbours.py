@@ -21,12 +21,10 @@ import numpy as np
 import pytest
 
 from proxy.auto_groups import grouping
-from proxy.policy import parse_policy
 from proxy.request import QueryRequest
-from tests.policies import fixed_caps
 from tests.reliability import neighbour_corpus as corpus
-from tests.reliability.conftest import FZ_CAP, FZ_ROOT
-from tests.reliability.neighbours import CHOICES, NeighbourPair, Removal, build_neighbours
+from tests.reliability.auto_neighbours import auto_policy, check_entries, neighbour_pair
+from tests.reliability.neighbours import CHOICES, NeighbourPair, Removal
 
 FIXED_K = "max_groups = 4                 #"
 AVG_DAILY = "SELECT CAST(ts AS DATE) AS d, AVG(tokens_out) AS a FROM prompts GROUP BY d"
@@ -41,38 +39,13 @@ def pair(
 ) -> Iterator[tuple[NeighbourPair, dict[str, object]]]:
     removal: Removal = request.param
     folder = tmp_path_factory.mktemp(f"nb-auto-k-{removal}")
-    policy = parse_policy(_auto_text(folder, fz_demo_db), base_dir=folder)
+    policy = auto_policy(folder, fz_demo_db, FIXED_K, corpus.AUTO_GROUPS_POLICY)
     assert policy.table("prompts").auto_groups_limit == 64
-    neighbours = build_neighbours(
-        policy, folder / removal, removal, timeout_s=2.0, ledgers=au_ledgers
-    )
-    with NeighbourPair(neighbours) as found:
-        facts = corpus.demo_facts(found.exact_rows, neighbours.person)
-        yield found, facts
-
-
-def _auto_text(folder: Path, db: Path) -> str:
-    text = fixed_caps((FZ_ROOT / "sample_data" / "policy.toml").read_text())
-    for old, new in (
-        (FIXED_K, corpus.AUTO_GROUPS_POLICY),
-        ('duckdb = "usage.duckdb"', f'duckdb = "{db}"'),
-        ('path = "../state/ledger.sqlite"', f'path = "{folder / "ledger.sqlite"}"'),
-        ("epsilon_cap = 4.0", f"epsilon_cap = {FZ_CAP}"),
-        ("delta = 1e-6 ", "delta = 1e-4 "),
-        ("auto_bounds_epsilon = 0.25", "auto_bounds_epsilon = 1.0"),
-    ):
-        assert text.count(old) == 1, old
-        text = text.replace(old, new)
-    return text
+    yield from neighbour_pair(policy, folder, removal, au_ledgers)
 
 
 def _check_all(pair: NeighbourPair, facts: dict[str, object]) -> int:
-    answered = 0
-    for entry in corpus.AUTO_GROUPS:
-        report = pair.check(entry.render(facts), run_engine=False)
-        assert report.ok, report.describe()
-        answered += report.outcome == "answered"
-    return answered
+    return check_entries(pair, facts, corpus.AUTO_GROUPS)
 
 
 def test_auto_k_through_the_harness(pair: tuple[NeighbourPair, dict[str, object]]) -> None:

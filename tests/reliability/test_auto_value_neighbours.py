@@ -22,12 +22,10 @@ import pytest
 
 from proxy.auto_values import Side
 from proxy.engine import Engine
-from proxy.policy import parse_policy
 from proxy.request import QueryRequest
-from tests.policies import fixed_caps
 from tests.reliability import neighbour_corpus as corpus
-from tests.reliability.conftest import FZ_CAP, FZ_ROOT
-from tests.reliability.neighbours import CHOICES, NeighbourPair, Removal, build_neighbours
+from tests.reliability.auto_neighbours import auto_policy, check_entries, neighbour_pair
+from tests.reliability.neighbours import CHOICES, NeighbourPair, Removal
 
 LATENCY = "columns.latency_ms = { lower = 0, upper = 60000 }"
 
@@ -36,12 +34,9 @@ def _pair(
     removal: Removal, folder: Path, db: Path, ledgers: Path, spelling: str
 ) -> Iterator[tuple[NeighbourPair, dict[str, object]]]:
     # The fuzz policy (fz_demo_policy's swaps) with latency_ms's bound(s) made "auto".
-    policy = parse_policy(_auto_text(folder, db, spelling), base_dir=folder)
+    policy = auto_policy(folder, db, LATENCY, spelling)
     assert policy.proxy.auto_bounds_epsilon == 1.0
-    neighbours = build_neighbours(policy, folder / removal, removal, timeout_s=2.0, ledgers=ledgers)
-    with NeighbourPair(neighbours) as found:
-        facts = corpus.demo_facts(found.exact_rows, neighbours.person)
-        yield found, facts
+    yield from neighbour_pair(policy, folder, removal, ledgers)
 
 
 @pytest.fixture(scope="module", params=CHOICES, ids=str)
@@ -68,28 +63,8 @@ def both_pair(
     yield from _pair(removal, folder, fz_demo_db, au_ledgers, corpus.AUTO_BOTH_POLICY)
 
 
-def _auto_text(folder: Path, db: Path, spelling: str) -> str:
-    text = fixed_caps((FZ_ROOT / "sample_data" / "policy.toml").read_text())
-    for old, new in (
-        (LATENCY, spelling),
-        ('duckdb = "usage.duckdb"', f'duckdb = "{db}"'),
-        ('path = "../state/ledger.sqlite"', f'path = "{folder / "ledger.sqlite"}"'),
-        ("epsilon_cap = 4.0", f"epsilon_cap = {FZ_CAP}"),
-        ("delta = 1e-6 ", "delta = 1e-4 "),
-        ("auto_bounds_epsilon = 0.25", "auto_bounds_epsilon = 1.0"),
-    ):
-        assert old in text, old
-        text = text.replace(old, new)
-    return text
-
-
 def _check_all(pair: NeighbourPair, facts: dict[str, object]) -> int:
-    answered = 0
-    for entry in corpus.AUTO_VALUES:
-        report = pair.check(entry.render(facts), run_engine=False)
-        assert report.ok, report.describe()
-        answered += report.outcome == "answered"
-    return answered
+    return check_entries(pair, facts, corpus.AUTO_VALUES)
 
 
 def test_auto_value_bounds_through_the_harness(
