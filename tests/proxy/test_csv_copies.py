@@ -11,12 +11,17 @@ import duckdb
 import pytest
 
 from proxy.csv_copies import copy_key, csv_copy
+from proxy.errors import DPSQLError
 from proxy.execute import DuckDBExecutor, _sandbox_settings
-from proxy.policy import Policy, parse_policy
+from proxy.policy import Policy, PolicyError, parse_policy
 
 POLICY = """
 [database]
 csv = {{ "Main.People" = "{csv}" }}
+
+[database.csv_types."Main.People"]
+pid = "BIGINT"
+age = "BIGINT"
 
 [ledger]
 path = "{ledger}"
@@ -146,4 +151,40 @@ def test_the_kept_copy_is_opened_read_only(tmp_path: Path) -> None:
     executor = DuckDBExecutor(_policy(tmp_path))
     with pytest.raises(duckdb.Error, match="read-only"):
         executor.evaluate("CREATE TABLE main.x AS SELECT 1")
+    executor.close()
+
+
+def test_a_header_unlike_the_declared_columns_is_a_policy_error_at_start(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "people.csv").write_text("pid,years\n1,30\n")
+    (tmp_path / "state").mkdir()
+    with pytest.raises(DPSQLError) as caught:
+        DuckDBExecutor(_policy(tmp_path))
+    assert caught.value.code == "policy_error"
+    assert "pid, years" in caught.value.message and "pid, age" in caught.value.message
+    # Nothing half-built is left to be mistaken for a copy.
+    assert not list((tmp_path / "state" / "ledger-csv").glob("*"))
+
+
+def test_undeclared_types_are_refused_with_duckdbs_guess_as_a_hint(tmp_path: Path) -> None:
+    _write(tmp_path, [30, 40])
+    text = POLICY.format(csv=tmp_path / "people.csv", ledger="state/ledger.sqlite")
+    text = text[: text.index("[database.csv_types")] + text[text.index("[ledger]") :]
+    with pytest.raises(PolicyError) as caught:
+        parse_policy(text, base_dir=tmp_path)
+    message = str(caught.value)
+    assert "needs its column types declared" in message
+    assert 'pid = "BIGINT"' in message and 'age = "BIGINT"' in message
+
+
+def test_quoted_fields_and_commas_inside_them_are_read_in_the_fixed_dialect(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "people.csv").write_text('pid,age\n1,"30"\n2,"4,0"\n3,\n')
+    (tmp_path / "state").mkdir()
+    executor = DuckDBExecutor(_policy(tmp_path))
+    rows = executor.run("SELECT pid, age FROM main.people ORDER BY pid")
+    assert [int(p) for p in rows["pid"]] == [1, 2, 3]
+    assert list(rows["age"]) == [30, None, None]
     executor.close()
