@@ -289,9 +289,7 @@ class Engine:
         # release and the remaining budgets it shows, and the token moves whenever those
         # could (Ledger.version). Shared between analysts (results are immutable), so a
         # door may keep what it rendered from one.
-        self._hit_results: Memo[tuple[QueryRequest, int, Hashable], Result] = Memo(
-            PLAN_MEMO_SIZE
-        )
+        self._hit_results: Memo[tuple[QueryRequest, int, Hashable], Result] = Memo(PLAN_MEMO_SIZE)
         # Read-only folds of the ledger for the web console (see the end of the class).
         self._views = LedgerViews(self.budgets.ledger)
         # Queries that read no person data run here, on copies of the public tables.
