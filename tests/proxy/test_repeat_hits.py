@@ -41,3 +41,14 @@ def test_renamed_columns_of_one_release_keep_their_own_names(demo_engine: Engine
     expected = demo_engine.run(b)
     door = demo_engine.run_cached(b)
     assert door is not None and door.columns == expected.columns == ("region", "people")
+
+
+def test_raw_noise_of_one_release_keeps_its_own_rendering(demo_engine: Engine) -> None:
+    a = QueryRequest(BASE, epsilon=0.73, analyst="ana")
+    b = replace(a, raw_noise=True)
+    _held(demo_engine, a)
+    assert demo_engine.run_cached(a) is not None
+    expected = demo_engine.run(b)
+    door = demo_engine.run_cached(b)
+    assert door is not None and door.privacy.counts == expected.privacy.counts == "raw"
+    assert door.rows == expected.rows
