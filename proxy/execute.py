@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from proxy.catalog import FanOut, TableInfo
 from proxy.csv_copies import CsvCopy, csv_copy
+from proxy.engines.collations import refuse_duckdb_collations
 from proxy.engines.executor import check_one_row_per_person
 from proxy.errors import DPSQLError
 from proxy.policy import Policy
@@ -122,6 +123,7 @@ class DuckDBExecutor:
             self._db = duckdb.connect(
                 str(self._csv.path), read_only=True, config={**config, **_LOCKDOWN}
             )
+        refuse_duckdb_collations(self.evaluate)
         check_one_row_per_person(policy, self)
 
     def column_types(self) -> dict[tuple[str, str], dict[str, str]]:
