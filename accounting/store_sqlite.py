@@ -1,15 +1,21 @@
-"""The embedded ledger store: one SQLite file, append-only, WAL, synchronous=FULL.
+"""The embedded ledger store: one SQLite file, append-only, WAL, each durable write's
+log fsynced before the call returns.
 
 Tables: ``events`` (the raw, hash-chained log), ``totals`` (after each cost-bearing
-event, one row per named population holding its new *own* total; never updated) and
-``populations`` (roots and partitions with the event that created them). Triggers
+event, one row per named population holding its new *own* total; never updated; see
+``_SCHEMAS`` for its two layouts) and ``populations`` (roots and partitions with the
+event that created them). Triggers
 refuse UPDATE and DELETE on all three and any insert that is not a true append. Each
 write is one ``BEGIN IMMEDIATE`` transaction, so admission is serialised across threads
 and processes. The store fails closed: any doubt about its integrity makes every
 operation that could lead to a release raise LedgerUnavailable.
 
-Two things keep the store off the hot path without weakening any of that (issue 18):
+Three things keep the store off the hot path without weakening any of that (issue 18):
 
+* **The fsync after the lock**: commits run under ``synchronous=NORMAL`` and a durable
+  one is followed by an fsync of the log once the write lock is released, before the
+  call returns (see :meth:`SQLiteLedger._transaction`; RELIABILITY.md, "Charges: commit,
+  then fsync"), so another process can commit while this one's disk syncs.
 * **A mirror of the committed state** (:class:`_Mirror`): the latest own total of each
   population, caps, known partitions, the head of the hash chain and the charges that
   replays may point at, as this process last read or wrote them. It is trusted only
@@ -29,9 +35,9 @@ Two things keep the store off the hot path without weakening any of that (issue 
 
 Cache hits go through :meth:`SQLiteLedger.record_replay`: the first receipt of a release
 by an analyst is a durable replay as above; a later repeat to the same analyst is
-group-committed the same way but with ``synchronous=NORMAL`` (in WAL mode: written to
-the log, visible to every reader and kept if the process dies, not fsynced), and the
-log is fsynced within ``SYNC_DELAY_S`` (:mod:`accounting.replay_records`, RELIABILITY.md
+group-committed the same way but not followed by the fsync (in WAL mode: written to
+the log, visible to every reader and kept if the process dies), and the log is fsynced
+within ``SYNC_DELAY_S`` (:mod:`accounting.replay_records`, RELIABILITY.md
 "Replay records"). A repeat hit thus never waits for the disk.
 """
 
