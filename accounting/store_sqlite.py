@@ -331,6 +331,10 @@ class SQLiteLedger(Ledger):
         self._queue: list[_Replay | _Spend] = []
         self._queue_cv = threading.Condition(threading.Lock())
         self._leader = False
+        # This process's descriptor of the log, kept for its syncs (see _sync_log).
+        self._wal: tuple[int, int] | None = None
+        self._sync_lock = threading.Lock()
+        self._sync_failed: str | None = None
         # Which analyst has a durable record of which release, and the fsync owed to
         # repeats committed without one (see record_replay).
         self._replays = ReplayRecords(self._replay_pairs, self._sync_log, self._flush_deferred)
@@ -352,6 +356,8 @@ class SQLiteLedger(Ledger):
             try:
                 conn = self._connect()
                 self._open_store(conn)
+                with self._sync_lock:
+                    self._log_fd()  # open from the start: see _sync_log
                 return conn
             except sqlite3.OperationalError as exc:
                 if conn is not None:
@@ -959,17 +965,40 @@ class SQLiteLedger(Ledger):
     def _sync_log(self) -> None:
         """Make every commit so far durable: fsync the write-ahead log (a commit under
         synchronous=NORMAL is written there, not synced; a checkpoint syncs the log
-        before copying it, so a missing log file means nothing is owed)."""
+        before copying it, so a missing log file means nothing is owed).
+
+        One descriptor of the log per process, opened with the connection and kept: the
+        kernel reports a failed write-back of the file to every descriptor open when it
+        happened, once each, so a process syncing after another process's (or its own
+        timer's) failed sync is told too, and the failure is kept here, since the same
+        descriptor would not report it twice. Syncs of one process take turns."""
+        with self._sync_lock:
+            if self._sync_failed is not None:
+                raise OSError(f"an earlier sync of the ledger's log failed: {self._sync_failed}")
+            fd = self._log_fd()
+            if fd is None:
+                return
+            try:
+                # fdatasync, as SQLite itself syncs: the data and the file's size, not
+                # its modification time (which would cost a journal commit).
+                os.fdatasync(fd)
+            except OSError as exc:
+                self._sync_failed = str(exc)
+                raise
+
+    def _log_fd(self) -> int | None:
+        """This process's descriptor of the log, opened on first use (None: no log
+        file, so nothing to sync). Called with ``_sync_lock`` held, or while opening."""
+        if self._wal is not None and self._wal[0] == os.getpid():
+            return self._wal[1]
         try:
             fd = os.open(self._path + "-wal", os.O_RDONLY)
         except FileNotFoundError:
-            return
-        try:
-            # fdatasync, as SQLite itself syncs: the data and the file's size, not its
-            # modification time (which would cost a journal commit of the file system).
-            os.fdatasync(fd)
-        finally:
-            os.close(fd)
+            return None
+        # A forked child never syncs through the parent's descriptor (errors are
+        # reported once per open file, which the two would share).
+        self._wal = (os.getpid(), fd)
+        return fd
 
     def _group_commit(self, ticket: _Replay | _Spend) -> None:
         """Queue ``ticket``; the first caller to find no commit under way appends the
@@ -1197,6 +1226,10 @@ class SQLiteLedger(Ledger):
             if self._conn is not None and os.getpid() == self._pid:
                 self._conn.close()
             self._conn = None
+        with self._sync_lock:
+            if self._wal is not None and self._wal[0] == os.getpid():
+                os.close(self._wal[1])
+            self._wal = None
 
 
 class _State:

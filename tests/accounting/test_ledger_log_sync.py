@@ -95,6 +95,34 @@ def test_a_failed_log_sync_fails_the_store_closed(
     fresh.close()
 
 
+def test_a_failed_sync_of_repeats_fails_the_next_charge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The deferred sync of repeats consumes the kernel's one report of the error on the
+    # process's descriptor; the next durable write must still not be acknowledged.
+    path = tmp_path / "l.sqlite"
+    lg = _open(path)
+    paid = lg.charge("users", zcdp_curve(RHO), analyst="a", fingerprint="paid").event_id
+    assert lg.record_replay(paid, analyst="a", fingerprint="again") > paid  # a repeat
+    assert lg._replays.unsynced
+    real = os.fdatasync
+    calls: list[int] = []
+
+    def failing(fd: int) -> None:
+        calls.append(fd)
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", failing)
+    lg._replays.sync_now()  # what the timer does: logs the failure, answers are out
+    assert len(calls) == 1
+    monkeypatch.setattr(os, "fdatasync", real)
+    with pytest.raises(LedgerUnavailable, match="sync"):
+        lg.charge("users", zcdp_curve(RHO), analyst="a", fingerprint="after")
+    with pytest.raises(LedgerUnavailable):
+        lg.charge("users", zcdp_curve(RHO), analyst="a", fingerprint="later")
+    lg.close()
+
+
 def _pages(path: Path, table: str, kind: str) -> int:
     with sqlite3.connect(path) as conn:
         return int(
