@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import TracebackType
 
 from accounting.rdp import ZERO, Curve
@@ -363,11 +363,13 @@ def admit(
         spec = specs[root_of(pop)]
         before = composed_total(pop, own)
         new = before.plus(curve, delta_extra)
-        spend = Spend.of(pop, new, spec.epsilon_cap, spec.delta)
+        eps = epsilon_at(new.curve, spec.delta, new.delta_extra)  # as Spend.of
         spent = epsilon_at(before.curve, spec.delta, before.delta_extra)
-        after.append(replace(spend, moved=spend.epsilon - spent))
-        if not spend.epsilon <= spec.epsilon_cap:
-            over = spend.epsilon - spec.epsilon_cap
+        after.append(
+            Spend(pop, new.curve, new.delta_extra, eps, spec.epsilon_cap, spec.delta, eps - spent)
+        )
+        if not eps <= spec.epsilon_cap:
+            over = eps - spec.epsilon_cap
             if worst is None or over > worst[0]:
                 requested = epsilon_at(curve, spec.delta, delta_extra)
                 worst = (over, pop, requested, spent, spec.epsilon_cap)

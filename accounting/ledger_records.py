@@ -65,7 +65,8 @@ def names_json(names: Sequence[str]) -> str:
 
 # Curves are stored packed: this prefix, then the base64 of the values as little-endian
 # float64 (bit-exact, a fifth of the time of writing 109 floats as JSON and half the
-# bytes). Rows written before issue 18 hold a JSON list; both are read.
+# bytes). Rows written before issue 18 hold a JSON list; the SQLite store's own totals
+# are raw bytes (:func:`curve_blob`); all three are read.
 PACKED_CURVE = "f64le:"
 _PACKED_BYTES = 8 * len(ORDERS)
 
@@ -75,15 +76,22 @@ def curve_json(curve: Curve) -> str:
     return PACKED_CURVE + base64.b64encode(curve.as_array().astype("<f8").tobytes()).decode("ascii")
 
 
-def parse_curve(text: str | None) -> Curve:
+def curve_blob(curve: Curve) -> bytes:
+    """A curve as raw little-endian float64 bytes: the SQLite store's form of an own
+    total (totals rows are outside the hash chain). 872 bytes keep a totals row within
+    one 4 KiB b-tree page, where the packed text (1,170 bytes) spilled into an overflow
+    page: one more page written and fsynced per charge."""
+    return curve.as_array().astype("<f8").tobytes()
+
+
+def parse_curve(text: str | bytes | None) -> Curve:
     if text is None:
         return ZERO
     try:
+        if isinstance(text, bytes):
+            return _unpack(text)
         if text.startswith(PACKED_CURVE):
-            raw = base64.b64decode(text[len(PACKED_CURVE) :], validate=True)
-            if len(raw) != _PACKED_BYTES:
-                raise Inconsistent(f"stored curve has {len(raw)} bytes, not {_PACKED_BYTES}")
-            return Curve(tuple(np.frombuffer(raw, dtype="<f8").tolist()))
+            return _unpack(base64.b64decode(text[len(PACKED_CURVE) :], validate=True))
         # json writes floats with repr, which round-trips exactly (inf as Infinity).
         values = json.loads(text)
         if not isinstance(values, list):
@@ -91,6 +99,12 @@ def parse_curve(text: str | None) -> Curve:
         return Curve.from_array(values)
     except (ValueError, TypeError, CurveError) as exc:
         raise Inconsistent(f"unreadable stored curve: {exc}") from exc
+
+
+def _unpack(raw: bytes) -> Curve:
+    if len(raw) != _PACKED_BYTES:
+        raise Inconsistent(f"stored curve has {len(raw)} bytes, not {_PACKED_BYTES}")
+    return Curve(tuple(np.frombuffer(raw, dtype="<f8").tolist()))
 
 
 def parse_names(text: str) -> tuple[str, ...]:
@@ -152,14 +166,22 @@ def event_row(
     parent_id: int | None,
     cap: float | None,
     delta: float | None,
+    texts: tuple[str, str] | None = None,
 ) -> tuple[Any, ...]:
-    """The columns of a new event as stored (all but ``hash``), in ``EVENT_COLS`` order."""
+    """The columns of a new event as stored (all but ``hash``), in ``EVENT_COLS`` order.
+    ``texts``: ``names_json(names)`` and ``curve_json(curve)``, when already encoded."""
+    curve_text: str | None
+    if texts is not None:
+        names_text, curve_text = texts
+    else:
+        names_text = names_json(names)
+        curve_text = None if curve is None else curve_json(curve)
     return (
         event_id,
         ts,
         kind,
-        names_json(names),
-        None if curve is None else curve_json(curve),
+        names_text,
+        curve_text,
         float(delta_extra),
         check_text("analyst", analyst),
         check_text("fingerprint", fingerprint),

@@ -132,7 +132,7 @@ class ReplayRecords:
             _log.warning("could not commit deferred replay repeats: %s", exc)
 
     def synced(self) -> None:
-        """Everything committed so far is durable (a synchronous commit just ran)."""
+        """Everything committed so far is durable (a durable commit and its fsync just ran)."""
         with self._lock:
             self._unsynced = False
 
