@@ -219,6 +219,10 @@ def laplace_half_width_95(scale: float) -> float:
     return _laplace_half_width(_scale("scale", scale), integer=True)
 
 
+# A pure function of public numbers, memoised (typed: a NumPy float is kept apart from
+# a Python one): calibration asks for the same columns at each step of its search, and
+# the release asks again for what was planned.
+@functools.lru_cache(maxsize=4096, typed=True)
 def describe_gaussian(
     *,
     l2_sensitivity: float,
@@ -262,6 +266,10 @@ def describe_gaussian(
     )
 
 
+# A pure function of public numbers, memoised (typed: a NumPy float is kept apart from
+# a Python one): calibration asks for the same columns at each step of its search, and
+# the release asks again for what was planned.
+@functools.lru_cache(maxsize=4096, typed=True)
 def describe_laplace(
     *,
     l1_sensitivity: float,
