@@ -82,8 +82,14 @@ def _numbers(values: np.ndarray, integer: bool) -> np.ndarray:
     as BIGINT within ±2^62 or finite DOUBLE; clamping again costs nothing and keeps this
     step total should a value ever arrive outside that range."""
     if integer:
+        if values.dtype == np.int64:  # as fetched: the same clamp, without a Python loop
+            return np.clip(values, -MAX_UNITS, MAX_UNITS)
         return np.array([max(-MAX_UNITS, min(MAX_UNITS, int(v))) for v in values], dtype=np.int64)
-    data = np.array([float(v) for v in values], dtype=np.float64)
+    data = (
+        values  # nan_to_num below copies
+        if values.dtype == np.float64
+        else np.array([float(v) for v in values], dtype=np.float64)
+    )
     return np.nan_to_num(data, nan=0.0, posinf=_FLOAT_LIMIT, neginf=-_FLOAT_LIMIT)
 
 
