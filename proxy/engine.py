@@ -285,11 +285,13 @@ class Engine:
         )
         # Post-processing is deterministic in (released table, outer SQL): keep answers.
         self._answers: Memo[tuple[str, str], Answer] = Memo(PLAN_MEMO_SIZE)
-        # Repeat-hit results by (cache key, charge id, budget token): a cached answer is
-        # a pure function of the release and the remaining budgets it shows, and the
-        # token moves whenever those could (Ledger.version). Shared between requests
-        # (results are immutable), so a door may keep what it rendered from one.
-        self._hit_results: Memo[tuple[str, int, Hashable], Result] = Memo(PLAN_MEMO_SIZE)
+        # Repeat-hit results by (request without its analyst, charge id, budget token): a
+        # cached answer is a pure function of the plan (keyed as _plans is: requests that
+        # share a release may differ in their outer layer, names and raw_noise), the
+        # release and the remaining budgets it shows, and the token moves whenever those
+        # could (Ledger.version). Shared between analysts (results are immutable), so a
+        # door may keep what it rendered from one.
+        self._hit_results: Memo[tuple[QueryRequest, int, Hashable], Result] = Memo(PLAN_MEMO_SIZE)
         # Read-only folds of the ledger for the web console (see the end of the class).
         self._views = LedgerViews(self.budgets.ledger)
         # Queries that read no person data run here, on copies of the public tables.
@@ -862,7 +864,8 @@ class Engine:
         route = self._routes.get(_route_key(request))
         if route is None or route.public is not None:
             return None
-        found = self._plans.get(replace(self._with_defaults(request), analyst=""))
+        asked = replace(self._with_defaults(request), analyst="")
+        found = self._plans.get(asked)
         if found is None:
             return None
         plan = found[1]
@@ -881,7 +884,7 @@ class Engine:
         # The token is read before the figures (as Budgets.view does): a kept result is
         # never older than its token.
         token = self.budgets.version()
-        key = None if token is None else (plan.cache_key, charge_id, token)
+        key = None if token is None else (asked, charge_id, token)
         if key is not None and (kept := self._hit_results.get(key)) is not None:
             return kept
         result = self._answer(plan, table, charge_id=charge_id, cached=True, request=request)

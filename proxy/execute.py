@@ -1,6 +1,6 @@
 """Run the bounded core on DuckDB, sandboxed (the default engine).
 
-The connection is read-only (or an in-memory copy of CSV sources), with external access
+The connection is read-only (CSV sources are read from a DuckDB copy, proxy/csv_copies.py), with external access
 off, extensions never installed or loaded, the configuration locked, a thread count and
 memory limit from the policy, and a time limit that interrupts the query. It implements
 :class:`proxy.engines.executor.Executor`; PostgreSQL and Spark follow in proxy/engines/.
@@ -11,18 +11,18 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
-from proxy.catalog import FanOut, TableInfo, split_name
+from proxy.catalog import FanOut, TableInfo
+from proxy.csv_copies import CsvCopy, csv_copy
+from proxy.engines.collations import refuse_duckdb_collations
 from proxy.engines.executor import check_one_row_per_person
 from proxy.errors import DPSQLError
 from proxy.policy import Policy
@@ -111,8 +111,10 @@ class DuckDBExecutor:
         self.timeout_s = policy.proxy.query_timeout_s
         config = _sandbox_settings(policy)
         path = policy.duckdb_path
+        self._csv: CsvCopy | None = None
         if policy.csv_tables:
-            path = self._load_csv(policy, config)
+            self._csv = csv_copy(policy, config)
+            path = self._csv.path
         if path is None or not path.exists():
             raise DPSQLError(
                 "policy_error",
@@ -121,27 +123,19 @@ class DuckDBExecutor:
             )
         # Read-only and locked at connect: DuckDB shares one instance per file within a
         # process, and every connection must then ask for the same locked configuration.
-        self._db = duckdb.connect(str(path), read_only=True, config={**config, **_LOCKDOWN})
-        check_one_row_per_person(policy, self)
-
-    def _load_csv(self, policy: Policy, config: dict[str, Any]) -> Path:
-        """Copy CSV sources into a private DuckDB file, so that queries run read-only."""
-        self._tmp = tempfile.TemporaryDirectory(prefix="dpsql-csv-")
-        path = Path(self._tmp.name) / "data.duckdb"
-        loader = duckdb.connect(str(path), config=config)
         try:
-            for name, source in policy.csv_tables:
-                db, table = split_name(name)
-                if db != "main":
-                    loader.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote(db)}")
-                loader.execute(
-                    f"CREATE TABLE {_quote(db)}.{_quote(table)} AS "
-                    "SELECT * FROM read_csv_auto(?, header = true)",
-                    [str(source)],
-                )
-        finally:
-            loader.close()
-        return path
+            self._db = duckdb.connect(str(path), read_only=True, config={**config, **_LOCKDOWN})
+        except duckdb.IOException:
+            if self._csv is None or path.exists():
+                raise
+            # Another process replaced the kept CSV copy between our check and the
+            # connect (proxy/csv_copies.py): build it again.
+            self._csv = csv_copy(policy, config)
+            self._db = duckdb.connect(
+                str(self._csv.path), read_only=True, config={**config, **_LOCKDOWN}
+            )
+        refuse_duckdb_collations(self.evaluate)
+        check_one_row_per_person(policy, self)
 
     def column_types(self) -> dict[tuple[str, str], dict[str, str]]:
         rows = self._db.execute(
@@ -248,9 +242,8 @@ class DuckDBExecutor:
 
     def close(self) -> None:
         self._db.close()
-        tmp = getattr(self, "_tmp", None)
-        if tmp is not None:
-            tmp.cleanup()
+        if self._csv is not None:
+            self._csv.close()
 
 
 def _with_nulls(values: Any) -> np.ndarray:

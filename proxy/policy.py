@@ -28,6 +28,14 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _SHA256_HEX = re.compile(r"^[0-9a-fA-F]{64}$")
 _SCRAM = re.compile(r"^SCRAM-SHA-256\$\d+:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+$")
+# Column types a CSV source may declare (DuckDB's names): the owner's declaration, never
+# a guess from the rows (see proxy/csv_copies.py).
+CSV_TYPE = re.compile(
+    r"^(BOOLEAN|TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT"
+    r"|FLOAT|REAL|DOUBLE|DECIMAL\(\d{1,2}, ?\d{1,2}\)|VARCHAR|TEXT|DATE|TIME|TIMESTAMP"
+    r"|TIMESTAMPTZ|UUID)$",
+    re.IGNORECASE,
+)
 _MEMORY = re.compile(r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
 _MAX_DELTA = 1e-3
 # [analysts.NAME] defaults = { ... }: what a door may use when a request names nothing.
@@ -191,6 +199,8 @@ class Policy:
     data_version: str
     # (schema-qualified lower-case table name, CSV file) the engine loads at start-up
     csv_tables: tuple[tuple[str, Path], ...] = field(default=())
+    # Per CSV table, its declared (column, DuckDB type) pairs: `[database.csv_types]`
+    csv_types: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = field(default=())
     # `[ledger] url`: one PostgreSQL database holding the ledger, release cache,
     # idempotency records and pages of every proxy host (None: SQLite files beside
     # ledger_path)
@@ -274,7 +284,7 @@ def parse_policy(text: str, *, base_dir: Path) -> Policy:
         _analyst(name, _as_table(body, _key("analysts", name)), tables)
         for name, body in _sub(doc, "", "analysts").items()
     )
-    duckdb_path, csv_tables, version, database = _database(
+    duckdb_path, csv_tables, csv_types, version, database = _database(
         _sub(doc, "", "database"), base_dir, tables
     )
     ledger = _sub(doc, "", "ledger")
@@ -298,6 +308,7 @@ def parse_policy(text: str, *, base_dir: Path) -> Policy:
         analysts=analysts,
         data_version=version,
         csv_tables=csv_tables,
+        csv_types=csv_types,
         ledger_url=ledger_url,
         database=database,
     )
@@ -682,11 +693,17 @@ def _analyst_defaults(body: Mapping[str, Any], where: str) -> tuple[tuple[str, A
 
 def _database(
     body: Mapping[str, Any], base_dir: Path, tables: tuple[TablePolicy, ...]
-) -> tuple[Path | None, tuple[tuple[str, Path], ...], str | None, DatabaseSettings]:
+) -> tuple[
+    Path | None,
+    tuple[tuple[str, Path], ...],
+    tuple[tuple[str, tuple[tuple[str, str], ...]], ...],
+    str | None,
+    DatabaseSettings,
+]:
     _only(
         body,
         "database",
-        {"duckdb", "csv", "version", "engine", "dsn", "master", "remote", "parquet"},
+        {"duckdb", "csv", "csv_types", "version", "engine", "dsn", "master", "remote", "parquet"},
     )
     if "duckdb" in body and "csv" in body:
         raise PolicyError("database: give either duckdb or csv, not both")
@@ -701,8 +718,61 @@ def _database(
         if target.lower() not in declared:
             raise PolicyError(f"{where}: table is not declared in [tables]")
         csv.append((target.lower(), _resolve(base_dir, file)))
+    types = _csv_types(_sub(body, "database", "csv_types"), csv)
     version = _opt_str(body, "database", "version")
-    return (_resolve(base_dir, duckdb) if duckdb else None), tuple(csv), version, settings
+    return (_resolve(base_dir, duckdb) if duckdb else None), tuple(csv), types, version, settings
+
+
+def _csv_types(
+    body: Mapping[str, Any], csv: list[tuple[str, Path]]
+) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
+    """Every CSV table's declared column types. Inferring them from the rows would let
+    one person's value choose a column's type (a number column in which only one person
+    wrote text becomes text), which every analyst sees in the schema and in the plans."""
+    given = {name.lower(): (name, value) for name, value in body.items()}
+    out = []
+    for target, file in csv:
+        where = _key("database.csv_types", target)
+        if target not in given:
+            raise PolicyError(
+                f"{where}: a CSV table needs its column types declared (read off the rows, "
+                "one person's value could choose a column's type); add "
+                f"[{where}] with a type for every column of {file.name}"
+                + _suggested_types(file)
+            )
+        name, columns = given.pop(target)
+        columns = _as_table(columns, _key("database.csv_types", name))
+        pairs = []
+        for column, kind in columns.items():
+            if not isinstance(kind, str) or not CSV_TYPE.match(kind.strip()):
+                raise PolicyError(
+                    f"{where}.{column}: {kind!r} is not a column type; use one of BOOLEAN, "
+                    "INTEGER, BIGINT, DOUBLE, DECIMAL(p, s), VARCHAR, DATE, TIMESTAMP, ..."
+                )
+            pairs.append((column.lower(), kind.strip().upper()))
+        if not pairs:
+            raise PolicyError(f"{where}: declares no column")
+        out.append((target, tuple(pairs)))
+    for name, _ in given.values():
+        raise PolicyError(
+            f"{_key('database.csv_types', name)}: not a table of [database] csv"
+        )
+    return tuple(out)
+
+
+def _suggested_types(file: Path) -> str:
+    """A starting point for the operator (who may read the file): DuckDB's guess of each
+    column's type, to check against what the column means."""
+    try:
+        import duckdb
+
+        rows = duckdb.connect().execute(
+            "DESCRIBE SELECT * FROM read_csv_auto(?, header = true)", [str(file)]
+        ).fetchall()
+    except Exception:  # the file is read again, with a clear error, when the engine starts
+        return ""
+    lines = "".join(f"\n  {name} = \"{kind}\"" for name, kind, *_ in rows)
+    return f"; DuckDB guesses, to check:{lines}"
 
 
 # Which keys belong to which engine: a key of another engine is a typo or a leftover,

@@ -215,23 +215,34 @@ class PostProcessor:
     """Runs outer layers over released tables in a private in-memory DuckDB."""
 
     def __init__(self, memory_limit: str = POST_MEMORY_LIMIT) -> None:
-        self._db = duckdb.connect(
-            ":memory:",
-            config={
-                "enable_external_access": False,
-                "autoinstall_known_extensions": False,
-                "autoload_known_extensions": False,
-                "threads": 1,
-                "memory_limit": memory_limit,
-            },
-        )
-        self._db.execute("SET lock_configuration = true")
+        # The database is opened on first use: starting a DuckDB instance is a
+        # noticeable part of a cold CLI process that may never run an outer layer.
+        self._memory_limit = memory_limit
+        self._db: duckdb.DuckDBPyConnection | None = None
+        self._opening = threading.Lock()
         self._local = threading.local()
+
+    def _database(self) -> duckdb.DuckDBPyConnection:
+        with self._opening:
+            if self._db is None:
+                db = duckdb.connect(
+                    ":memory:",
+                    config={
+                        "enable_external_access": False,
+                        "autoinstall_known_extensions": False,
+                        "autoload_known_extensions": False,
+                        "threads": 1,
+                        "memory_limit": self._memory_limit,
+                    },
+                )
+                db.execute("SET lock_configuration = true")
+                self._db = db
+            return self._db
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         cursor = getattr(self._local, "cursor", None)
         if cursor is None:
-            cursor = self._db.cursor()
+            cursor = self._database().cursor()
             self._local.cursor = cursor
         return cursor
 
@@ -285,4 +296,6 @@ class PostProcessor:
             ) from None
 
     def close(self) -> None:
-        self._db.close()
+        with self._opening:
+            if self._db is not None:
+                self._db.close()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 
-from proxy.catalog import split_name
+from proxy.csv_copies import load_sources
 from proxy.policy import Policy
 
 _PG_TYPES = {
@@ -61,14 +61,7 @@ def source(policy: Policy) -> Iterator[duckdb.DuckDBPyConnection]:
         con = duckdb.connect(str(policy.duckdb_path), read_only=True)
     else:
         con = duckdb.connect(":memory:")
-        for name, file in policy.csv_tables:
-            db, table = split_name(name)
-            con.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote(db)}")
-            con.execute(
-                f"CREATE TABLE {_quote(db)}.{_quote(table)} AS "
-                "SELECT * FROM read_csv_auto(?, header = true)",
-                [str(file)],
-            )
+        load_sources(policy, con)  # the engine's reader: the policy's declared types
     try:
         yield con
     finally:

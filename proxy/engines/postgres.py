@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from proxy.catalog import FanOut
+from proxy.engines.collations import refuse_postgres_collations
 from proxy.engines.executor import ColumnTypes, check_one_row_per_person, columns_of, plain
 from proxy.engines.postgres_forms import PostgresForms
 from proxy.engines.render import Rendered, render
@@ -124,6 +125,7 @@ class PostgresExecutor:
         self._forms = PostgresForms()
         self._types = self._introspect()
         self._render = functools.lru_cache(maxsize=512)(self._render_uncached)
+        refuse_postgres_collations(lambda sql: self._fetch(sql, ())[1])
         check_one_row_per_person(policy, self)
 
     # --- connections ------------------------------------------------------------------

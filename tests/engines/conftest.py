@@ -35,7 +35,8 @@ def pums_text(tmp: Path) -> str:
 
 
 def with_database(text: str, database: str) -> str:
-    return re.sub(r"(?ms)^\[database\]\n.*?(?=^\[)", database + "\n\n", text)
+    # The section and its sub-tables ([database.csv_types...]) give way to ``database``.
+    return re.sub(r"(?ms)^\[database\]\n.*?(?=^\[(?!database\.))", database + "\n\n", text)
 
 
 @pytest.fixture(scope="session")

@@ -76,7 +76,7 @@ class Side:
 def _moved(policy: Policy, database: DatabaseSettings, timeout_s: float) -> Policy:
     proxy = dataclasses.replace(policy.proxy, query_timeout_s=timeout_s)
     return dataclasses.replace(
-        policy, database=database, duckdb_path=None, csv_tables=(), proxy=proxy
+        policy, database=database, duckdb_path=None, csv_tables=(), csv_types=(), proxy=proxy
     )
 
 

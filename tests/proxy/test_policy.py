@@ -159,7 +159,11 @@ def test_pums_policy_loads():
 
 def test_analysts_grants_and_csv_sources(tmp_path):
     text = (
-        mutated('duckdb = "data/usage.duckdb"', 'csv = { "Main.Prompts" = "p.csv" }')
+        mutated(
+            'duckdb = "data/usage.duckdb"',
+            'csv = { "Main.Prompts" = "p.csv" }\n'
+            'csv_types = { "Main.Prompts" = { user_id = "bigint", tokens = "DECIMAL(18, 2)" } }',
+        )
         .replace('role = "analyst"', 'role = "admin"\ntables = ["Main.Prompts"]')
         .replace("max_groups = 4", 'max_groups = 4\ngrants = ["alice", "bob"]')
         + f'\n[analysts.bob]\nkey_sha256 = "{KEY.upper()}"\n'
@@ -168,6 +172,9 @@ def test_analysts_grants_and_csv_sources(tmp_path):
     p = parse(text, base_dir=tmp_path)
     assert p.duckdb_path is None
     assert p.csv_tables == (("main.prompts", tmp_path / "p.csv"),)
+    assert p.csv_types == (
+        ("main.prompts", (("user_id", "BIGINT"), ("tokens", "DECIMAL(18, 2)"))),
+    )
     alice, bob = p.analysts
     assert alice == AnalystPolicy("alice", KEY, "admin", ("main.prompts",))
     assert bob == AnalystPolicy("bob", KEY, "analyst", None)  # hash lower-cased, role default
@@ -254,7 +261,10 @@ def test_derived_data_version_follows_the_file(tmp_path):
 
 
 def test_derived_data_version_for_csv_sources(tmp_path):
-    text = mutated('duckdb = "data/usage.duckdb"', 'csv = { "prompts" = "p.csv" }')
+    text = mutated(
+        'duckdb = "data/usage.duckdb"',
+        'csv = { "prompts" = "p.csv" }\ncsv_types = { prompts = { a = "BIGINT" } }',
+    )
     (tmp_path / "p.csv").write_text("a\n1\n")
     first = parse(text, base_dir=tmp_path).data_version
     (tmp_path / "p.csv").write_text("a\n1\n2\n")
@@ -655,6 +665,26 @@ REFUSALS = [
         'duckdb = "data/usage.duckdb"',
         "csv = { users = 3 }",
         "database.csv.users: must be a file path string",
+    ),
+    (
+        'duckdb = "data/usage.duckdb"',
+        'csv = { users = "u.csv" }',
+        "database.csv_types.users: a CSV table needs its column types declared",
+    ),
+    (
+        'duckdb = "data/usage.duckdb"',
+        'csv = { users = "u.csv" }\ncsv_types = { users = { id = "INT; DROP" } }',
+        "database.csv_types.users.id: 'INT; DROP' is not a column type",
+    ),
+    (
+        'duckdb = "data/usage.duckdb"',
+        'csv = { users = "u.csv" }\ncsv_types = { users = { id = "BIGINT" }, x = { a = "INTEGER" } }',
+        "database.csv_types.x: not a table of [database] csv",
+    ),
+    (
+        'duckdb = "data/usage.duckdb"',
+        'csv = { users = "u.csv" }\ncsv_types = { users = {} }',
+        "database.csv_types.users: declares no column",
     ),
     ('duckdb = "data/usage.duckdb"', "duckdb = 1", "database.duckdb: must be a string"),
     # names and shapes

@@ -54,6 +54,7 @@ import duckdb
 import numpy as np
 
 from proxy.catalog import split_name
+from proxy.csv_copies import load_sources
 from proxy.engine import Engine
 from proxy.errors import DPSQLError
 from proxy.plan import Plan
@@ -286,7 +287,7 @@ def build_neighbours(
     person ``removal`` picks, in every private table of ``population``).
 
     DuckDB sources are copied and the rows deleted; CSV sources are read as the engine
-    reads them (``read_csv_auto``, header) and both D and D' are written back through
+    reads them (proxy/csv_copies.py: declared types) and both D and D' are written back through
     DuckDB, so that the only difference between the files is the person's rows.
     ``person`` names the person for ``Removal.CHOSEN``. ``timeout_s`` overrides the policy's query time limit on both sides; ``ledgers`` is
     where the two ledgers and release caches go (default ``folder``; a tmpfs folder spares
@@ -315,15 +316,7 @@ def build_neighbours(
     else:
         con = duckdb.connect(":memory:")
         try:
-            for name, source in policy.csv_tables:
-                db, _ = split_name(name)
-                if db != "main":
-                    con.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote(db)}")
-                con.execute(
-                    f"CREATE TABLE {_qualified(name)} AS "
-                    "SELECT * FROM read_csv_auto(?, header = true)",
-                    [str(source)],
-                )
+            load_sources(policy, con)  # the engine's reader: declared types
             person = _choose(con, tables, removal, person)
             d_list, dp_list = [], []
             for name, _ in policy.csv_tables:

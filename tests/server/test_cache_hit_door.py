@@ -132,3 +132,18 @@ def test_a_kept_repeat_shows_the_budget_after_a_later_charge(server: Server) -> 
         assert after["cached"] and after["charge_id"] == first["charge_id"]
         assert set(after["remaining"]) == set(first["remaining"])
         assert all(after["remaining"][p] < first["remaining"][p] for p in first["remaining"])
+
+
+def test_queries_sharing_a_release_keep_their_own_answers_at_the_door(server: Server) -> None:
+    """Review 3: two outer layers of one release (another ORDER BY and LIMIT), each a
+    repeat the door answers, each get the route's own answer for their text."""
+    top = {"sql": DOOR_SQL + " ORDER BY n DESC LIMIT 1", "epsilon": 0.43}
+    every = {"sql": DOOR_SQL + " ORDER BY plan", "epsilon": 0.43}
+    with server.client() as c:
+        for body in (top, every, top, every):  # paid once, then held by ana
+            assert c.post("/v1/query", json=body, headers=auth("ana")).status_code == 200
+        for body in (top, every):
+            door = c.post("/v1/query", json=body, headers=auth("ana")).json()
+            routed = c.post("/v1/query?format=json", json=body, headers=auth("ana")).json()
+            assert door["privacy"]["cached"] and door == routed
+        assert len(c.post("/v1/query", json=top, headers=auth("ana")).json()["rows"]) == 1
