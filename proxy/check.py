@@ -203,7 +203,13 @@ def _collect_outer(
         return
     aggregate = isinstance(node, (exp.Count, S_AGG_TYPES)) or is_quantile(node)
     # Rendering is the cost: only when a key could match or an aggregate needs its text.
-    text = node.sql(dialect="duckdb") if key_sqls or aggregate else ""
+    # An alias (``x AS n``) is never a key (GROUP BY holds expressions; the binder
+    # resolves aliases there) and its text is never reused: its child is looked at next.
+    text = (
+        node.sql(dialect="duckdb")
+        if (key_sqls or aggregate) and not isinstance(node, exp.Alias)
+        else ""
+    )
     if text:
         texts[id(node)] = text
     if text in key_sqls:

@@ -79,6 +79,8 @@ from proxy.rewrite import core as C
 from proxy.shape import Shape
 
 PLAN_MEMO_SIZE = 512
+# Parsed texts kept for read-only steps: only needed within one new text's first run.
+READ_TREES = 64
 ROWS_CUT_WARNING = 0.05  # an answer says so when the cap leaves out more of a table
 # A release an "auto" bound still waits for (paid by the first run that needs it).
 Pending = PendingBounds | PendingValueBound | PendingGroups
@@ -300,6 +302,10 @@ class Engine:
         self._splits: Memo[
             tuple[str, str, frozenset[str] | None], tuple[nested.NestedQuery | None]
         ] = Memo(PLAN_MEMO_SIZE)
+        # The parsed text for the steps that only read it (the nested-query split, the
+        # columns whose bounds a query needs): one parse shared by a new text's first
+        # run. Never mutated; the steps that rewrite a tree parse their own.
+        self._read_trees: Memo[tuple[str, str], exp.Expr] = Memo(READ_TREES)
         # Released tables by cache key, as stored: a release never changes once stored
         # (the first one stored under a key stays), so a hit need not read the store.
         self._released: Memo[str, tuple[int, pa.Table]] = Memo(PLAN_MEMO_SIZE)
@@ -700,7 +706,7 @@ class Engine:
         pending: tuple[Pending, ...] = tuple(
             p for t in read if (p := self.auto_bounds.pending(t.policy)) is not None
         )
-        needed = aggregated_columns(self._parse(request))
+        needed = aggregated_columns(self._read_only_tree(request))
         read_names = {t.policy.name for t in read}
         pending += tuple(
             p
@@ -795,6 +801,16 @@ class Engine:
             self._routes.put(key, route)
         return route.public
 
+    def _read_only_tree(self, request: QueryRequest) -> exp.Expr:
+        """The request's text parsed once for the steps that never change a tree."""
+        assert isinstance(request.sql, str)
+        key = (request.sql, request.dialect)
+        tree = self._read_trees.get(key)
+        if tree is None:
+            tree = self._parse(request)
+            self._read_trees.put(key, tree)
+        return tree
+
     def _parse(self, request: QueryRequest) -> exp.Expr:
         """The request's text as a tree, within the policy's length and size limits."""
         settings = self.policy.proxy
@@ -884,7 +900,7 @@ class Engine:
         key = (request.sql, request.dialect, request.tables)
         found = self._splits.get(key)
         if found is None:
-            tree = self._parse(request)
+            tree = self._read_only_tree(request)
             split = nested.split(tree)
             if split is not None and per_person_values.groups_by_person(
                 tree, self.catalog, request.tables

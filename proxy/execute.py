@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -50,17 +51,25 @@ class _Watchdog:
         self._armed: dict[int, tuple[float, Callable[[], object]]] = {}
         self._next = itertools.count()
         self._thread: threading.Thread | None = None
+        # When the thread waits: the time it wakes by itself (else -inf: it is about to
+        # look at the armed deadlines anyway).
+        self._wakes_at = -math.inf
 
     def arm(self, timeout_s: float, interrupt: Callable[[], object]) -> int:
         token = next(self._next)
+        deadline = time.monotonic() + timeout_s
         with self._wake:
-            self._armed[token] = (time.monotonic() + timeout_s, interrupt)
+            self._armed[token] = (deadline, interrupt)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="dpsql-watchdog", daemon=True
                 )
                 self._thread.start()
-            self._wake.notify()
+            if deadline < self._wakes_at:
+                # Only a sooner deadline wakes the thread: each wake-up costs the query
+                # that armed it a thread switch (with equal timeouts, a later query's
+                # deadline is never the sooner one).
+                self._wake.notify()
         return token
 
     def disarm(self, token: int) -> None:
@@ -75,7 +84,9 @@ class _Watchdog:
                 fire = [self._armed.pop(t)[1] for t in due]
                 if not fire:
                     soonest = min((d for d, _ in self._armed.values()), default=now + 60.0)
+                    self._wakes_at = soonest
                     self._wake.wait(max(0.0, soonest - now))
+                    self._wakes_at = -math.inf
                     continue
             for interrupt in fire:
                 # The query may have finished and its cursor closed meanwhile.

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from accounting import mechanisms
 from accounting.calibrate import Mechanism
-from accounting.mechanisms import MAX_UNITS
+from accounting.mechanisms import MAX_UNITS, PlannedColumn
 from proxy import quantile_release
 from proxy.budget import ColumnNoise
 from proxy.errors import DPSQLError
@@ -82,26 +82,38 @@ def _numbers(values: np.ndarray, integer: bool) -> np.ndarray:
     as BIGINT within ±2^62 or finite DOUBLE; clamping again costs nothing and keeps this
     step total should a value ever arrive outside that range."""
     if integer:
+        if values.dtype == np.int64:  # as fetched: the same clamp, without a Python loop
+            return np.clip(values, -MAX_UNITS, MAX_UNITS)
         return np.array([max(-MAX_UNITS, min(MAX_UNITS, int(v))) for v in values], dtype=np.int64)
-    data = np.array([float(v) for v in values], dtype=np.float64)
+    data = (
+        values  # nan_to_num below copies
+        if values.dtype == np.float64
+        else np.array([float(v) for v in values], dtype=np.float64)
+    )
     return np.nan_to_num(data, nan=0.0, posinf=_FLOAT_LIMIT, neginf=-_FLOAT_LIMIT)
 
 
-def _noised(noise: ColumnNoise, values: np.ndarray, k: int) -> np.ndarray:
+def _planned_column(noise: ColumnNoise, values: np.ndarray, k: int) -> PlannedColumn:
     integer = noise.statistic.integer
-    data = _numbers(values, integer)
-    mechanism = Mechanism(noise.descriptor.mechanism)
-    return np.asarray(
-        _planned(
-            data,
-            mechanism=noise.descriptor.mechanism,
-            sensitivity=mechanism.sensitivity_of(noise.sensitivity),
-            scale=noise.descriptor.scale,
-            integer=integer,
-            changed_coordinates=k,
-            planned=noise.descriptor.curve,
-        )
+    return PlannedColumn(
+        _numbers(values, integer),
+        mechanism=noise.descriptor.mechanism,
+        sensitivity=Mechanism(noise.descriptor.mechanism).sensitivity_of(noise.sensitivity),
+        scale=noise.descriptor.scale,
+        integer=integer,
+        changed_coordinates=k,
+        planned=noise.descriptor.curve,
     )
+
+
+def _noised(columns: Sequence[PlannedColumn]) -> list[np.ndarray]:
+    """The statistics' columns noised as planned: one sampler call per distinct scale
+    (accounting/mechanisms.py), not one per column."""
+    try:
+        return [np.asarray(c) for c in mechanisms.release_planned_columns(columns)]
+    except mechanisms.MechanismError:
+        # The plan and the draw disagree: a defect, and the charge already stands.
+        raise DPSQLError("internal", "noise differs from the plan", "report this") from None
 
 
 def _planned(values: np.ndarray, **kwargs: Any) -> np.ndarray:
@@ -154,8 +166,11 @@ def release(plan: Plan, exact: Mapping[str, np.ndarray]) -> pa.Table:
         }
         columns["__persons"] = noisy_persons[keep]
         sources = [int(i) for i in np.flatnonzero(keep)]
-    for noise in plan.noise:
-        noisy = _noised(noise, stats[noise.statistic.column], plan.max_groups)
+    planned = [
+        _planned_column(noise, stats[noise.statistic.column], plan.max_groups)
+        for noise in plan.noise
+    ]
+    for noise, noisy in zip(plan.noise, _noised(planned), strict=True):
         if (
             noise.statistic.kind == C.SUM
             and noise.statistic.values_integer

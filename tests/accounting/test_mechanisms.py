@@ -341,6 +341,75 @@ def test_float_laplace_moments():
     assert stats.kstest(noise, "laplace").pvalue > 1e-6
 
 
+def _planned_column(values, mechanism, scale, integer, k=1):
+    describe = describe_gaussian if mechanism == "gaussian" else describe_laplace
+    sens = {"l2_sensitivity": 1.0} if mechanism == "gaussian" else {"l1_sensitivity": 1.0}
+    width = {"sigma": scale} if mechanism == "gaussian" else {"scale": scale}
+    d = describe(**sens, **width, integer=integer, length=len(values), changed_coordinates=k)
+    return mech.PlannedColumn(
+        np.asarray(values),
+        mechanism,
+        1.0,
+        scale,
+        integer,
+        changed_coordinates=k,
+        planned=d.curve,
+    )
+
+
+def test_columns_released_together_match_release_planned_column_by_column():
+    """Same types, grid and lengths as release_planned; columns sharing a scale share one
+    draw, each coordinate with its own noise (the shared columns' noise differs)."""
+    columns = [
+        _planned_column(np.full(N_CI, 5, dtype=np.int64), "gaussian", 1.5, True),
+        _planned_column(np.full(N_CI, 5, dtype=np.int64), "gaussian", 1.5, True),
+        _planned_column(np.linspace(-50.0, 50.0, N_CI), "gaussian", 0.37, False),
+        _planned_column(np.full(3, -3, dtype=np.int64), "laplace", 1.5, True),
+        _planned_column(np.zeros(0, dtype=np.int64), "gaussian", 1.5, True),
+    ]
+    out = mech.release_planned_columns(columns)
+    one_by_one = [
+        mech.release_planned(
+            c.values,
+            mechanism=c.mechanism,
+            sensitivity=c.sensitivity,
+            scale=c.scale,
+            integer=c.integer,
+            changed_coordinates=c.changed_coordinates,
+            planned=c.planned,
+        )
+        for c in columns
+    ]
+    for together, alone in zip(out, one_by_one, strict=True):
+        assert together.dtype == alone.dtype and together.shape == alone.shape
+    d = describe_gaussian(
+        l2_sensitivity=1.0, sigma=0.37, integer=False, length=N_CI, changed_coordinates=1
+    )
+    assert np.all(out[2] / d.grid == np.round(out[2] / d.grid))
+    first, second = out[0] - 5, out[1] - 5
+    assert not np.array_equal(first, second)
+    var, mu4 = moments(dg_pmf, 1.5)
+    for noise in (first, second):
+        check_mean_and_variance(noise, var, mu4)
+        assert chi_square_p(noise, dg_pmf, 1.5) > 1e-6
+    # Independent coordinates: the two halves of one draw are uncorrelated.
+    assert abs(np.corrcoef(first, second)[0, 1]) < 6 / math.sqrt(N_CI)
+    noise = (out[2] - columns[2].values) / 0.37
+    check_mean_and_variance(noise, 1.0, 3.0)
+
+
+def test_columns_released_together_refuse_a_wrong_curve_before_drawing():
+    good = _planned_column(np.full(4, 1, dtype=np.int64), "gaussian", 1.5, True)
+    wrong = _planned_column(np.full(4, 1, dtype=np.int64), "gaussian", 2.5, True)
+    wrong = mech.PlannedColumn(
+        wrong.values, "gaussian", 1.0, 1.5, True, changed_coordinates=1, planned=wrong.planned
+    )
+    mech._measurement.cache_clear()
+    with pytest.raises(MechanismError, match="different curve"):
+        mech.release_planned_columns([good, wrong])
+    assert mech._measurement.cache_info().currsize == 0  # nothing was drawn
+
+
 def test_large_integer_scale_is_fine():
     sigma = 1e7
     out, _ = release_gaussian(

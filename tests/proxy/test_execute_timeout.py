@@ -59,3 +59,34 @@ def test_fast_queries_are_not_interrupted_by_an_expired_neighbour(
     thread.join(10)
     assert errors == ["timeout"]
     assert answered > 10
+
+
+def test_the_watchdog_wakes_only_for_a_sooner_deadline() -> None:
+    """Equal timeouts arm later deadlines, which never wake the watchdog's thread (each
+    wake-up costs a query a thread switch); a sooner deadline still fires on time."""
+    from proxy.execute import _Watchdog
+
+    dog = _Watchdog()
+    wakes = 0
+    notify = dog._wake.notify
+
+    def counted(n: int = 1) -> None:
+        nonlocal wakes
+        wakes += 1
+        notify(n)
+
+    dog._wake.notify = counted  # type: ignore[method-assign]
+    first = dog.arm(60.0, lambda: None)
+    deadline = time.monotonic() + 5.0
+    while dog._wakes_at == -float("inf") and time.monotonic() < deadline:
+        time.sleep(0.01)  # the thread is now waiting for the first deadline
+    before = wakes
+    tokens = [dog.arm(60.0, lambda: None) for _ in range(50)]
+    assert wakes == before
+    fired = threading.Event()
+    start = time.monotonic()
+    dog.arm(0.05, fired.set)
+    assert fired.wait(5.0)
+    assert time.monotonic() - start < 5.0
+    for token in (first, *tokens):
+        dog.disarm(token)

@@ -1,0 +1,51 @@
+"""Issue 18: what a cache miss on new text shares between its steps stays unchanged.
+
+The engine parses a new text once for the steps that only read it (the nested-query
+split, the columns a query's bounds are needed for); those trees are shared, so no step
+may change them: after each kind of query, every kept tree still renders as a fresh
+parse of its text."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from proxy.engine import Engine
+from proxy.parse import parse
+from proxy.request import QueryRequest
+from tests.proxy.conftest import demo_policy
+
+INNER = "SELECT region, COUNT(*) AS n, SUM(age) AS s FROM users GROUP BY region"
+QUERIES = (
+    "SELECT region, COUNT(*) AS n, AVG(age) FROM users WHERE age > 20 GROUP BY region",
+    f"SELECT AVG(s) AS a, SUM(n) AS total FROM ({INNER})",
+    f"WITH t AS ({INNER}) SELECT region, n * 100.0 / SUM(n) OVER () AS pct FROM t",
+    "SELECT AVG(n) AS a FROM (SELECT user_id, COUNT(*) AS n FROM users GROUP BY user_id) x",
+    "SELECT COUNT(*) FROM (SELECT * FROM users WHERE age > 30) AS u",
+    "SELECT DISTINCT region FROM users",
+)
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory, demo_db: Path):
+    root = tmp_path_factory.mktemp("miss")
+    db = root / "copy.duckdb"
+    shutil.copy(demo_db, db)
+    e = Engine(demo_policy(root, db))
+    yield e
+    e.close()
+
+
+@pytest.mark.parametrize("sql", QUERIES)
+def test_shared_trees_are_never_changed(engine: Engine, sql: str) -> None:
+    engine.explain(QueryRequest(sql, epsilon=1.0))
+    result = engine.run(QueryRequest(sql, epsilon=1.0))
+    assert result.rows is not None
+    settings = engine.policy.proxy
+    kept = engine._read_trees.get((sql, "duckdb"))
+    assert kept is not None
+    fresh = parse(sql, "duckdb", max_length=settings.max_sql_length, max_nodes=settings.max_nodes)
+    assert kept.sql(dialect="duckdb") == fresh.sql(dialect="duckdb")
+    assert kept == fresh
