@@ -7,6 +7,7 @@ opens one Engine (DuckDB, ledger, release cache) per worker process, and
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import time
@@ -153,7 +154,7 @@ class Observe:
         await send({"type": "http.response.body", "body": body})
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings, *, freeze_after_start: bool = False) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
@@ -171,6 +172,12 @@ def create_app(settings: Settings) -> FastAPI:
         )
         app.state.ctx = ctx
         log("started", policy=str(policy.path), analysts=len(policy.analysts))
+        if freeze_after_start:
+            # A server worker's start-up (modules, policy, engine) lives as long as the
+            # worker: out of the collector's generations, full collections skip it.
+            # Only for uvicorn's workers: a test process building many apps would keep
+            # their cycles forever.
+            gc.freeze()
         try:
             yield
         finally:
@@ -204,4 +211,4 @@ def create_app(settings: Settings) -> FastAPI:
 
 def app_from_env() -> FastAPI:
     """uvicorn factory (``proxy.server.app:app_from_env``): settings from DPSQL_*."""
-    return create_app(Settings.from_env())
+    return create_app(Settings.from_env(), freeze_after_start=True)

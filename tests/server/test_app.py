@@ -108,3 +108,22 @@ def test_demo_banner_prints_the_console_url_and_the_keys() -> None:
     assert "Web console: open http://127.0.0.1:8123/ in a browser" in text
     assert "analyst  k-an" in text and "admin    k-ad" in text
     assert "http://127.0.0.1:8123/docs" in text
+
+
+def test_a_worker_freezes_what_start_up_built_and_tests_do_not(
+    tmp_path: Path, dataset: Path
+) -> None:
+    import gc
+
+    settings = Settings(policy=write_policy(tmp_path, dataset))
+    gc.unfreeze()
+    try:
+        with TestClient(create_app(settings)) as client:
+            assert client.get("/healthz").status_code == 200
+            assert gc.get_freeze_count() == 0  # the default: nothing kept forever
+        with TestClient(create_app(settings, freeze_after_start=True)) as client:
+            # uvicorn's workers (app_from_env): the engine is out of the collector's way.
+            assert gc.get_freeze_count() > 0
+            assert client.post("/v1/query", json={"sql": SQL}, headers=auth("ana")).is_success
+    finally:
+        gc.unfreeze()
