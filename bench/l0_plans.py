@@ -252,23 +252,23 @@ def hash_in_pp(core_sql: str, k: int) -> str | None:
 
 
 def inner_join_on(core_sql: str, k: int) -> str | None:
-    """Every person's bound (2^63 - 1 at most K groups), the cut inside the join's ON:
-    an inner join that emits only the kept rows."""
-    top = 2**63 - 1
+    """Every person's bound (none at most K groups), the cut inside the join's ON: an
+    inner join that emits only the kept rows. (A sentinel bound of 2^63 - 1 for light
+    people dropped a row whose hash was exactly that: the hypothesis test found it.)"""
     return _recut(
         core_sql,
         [
             _PPH,
             (
                 "heavy",
-                f"SELECT __u, __n > {k} AS __cut, CASE WHEN __n <= {k} THEN {top} "
-                f"ELSE {_bound(k)} END AS __c FROM (SELECT __u, COUNT(*) AS __n, "
+                f"SELECT __u, __n > {k} AS __cut, CASE WHEN __n > {k} THEN {_bound(k)} "
+                f"END AS __c FROM (SELECT __u, COUNT(*) AS __n, "
                 f"MIN(__h, {k + 1}) AS __l FROM pph GROUP BY __u)",
             ),
             (
                 "bounded",
                 "SELECT pph.* EXCLUDE (__h), CAST(heavy.__cut AS INT) AS __l0cut FROM pph "
-                "JOIN heavy ON pph.__u = heavy.__u AND pph.__h < heavy.__c",
+                "JOIN heavy ON pph.__u = heavy.__u AND (NOT heavy.__cut OR pph.__h < heavy.__c)",
             ),
         ],
     )
