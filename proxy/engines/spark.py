@@ -46,7 +46,6 @@ _TYPES = {
     "timestamp_ntz": "TIMESTAMP",
 }
 _CALLS = itertools.count()
-LOCAL_DRIVER_MEMORY = "4g"
 
 
 def catalog_type(spark_type: str) -> str:
@@ -83,10 +82,6 @@ class SparkExecutor:
                 builder.master(str(settings.master))
                 .config("spark.ui.enabled", "false")
                 .config("spark.sql.shuffle.partitions", str(max(2, policy.proxy.threads * 2)))
-                # local mode runs the tasks in the driver's JVM, whose default heap (1g)
-                # left a 10M-row aggregation's sort short of memory (issue 16); taken
-                # only when this process starts the JVM
-                .config("spark.driver.memory", LOCAL_DRIVER_MEMORY)
             )
         self._spark = builder.getOrCreate().newSession()
         for key, value in (
