@@ -151,6 +151,9 @@ class PostgresForms:
     def rows_by_person(self, rows: exp.Select) -> None:
         """Nothing: the GROUPED cut's sort already brings each person's rows together."""
 
+    def per_person(self, tree: exp.Expr, typer: Typer) -> None:
+        """Nothing: PostgreSQL's aggregation keeps text and NUMERIC states in its hash."""
+
     def exact_sum(self, node: exp.Sum, argument: Kind) -> exp.Expr:
         # SUM(integer) is NUMERIC on PostgreSQL: exact, like DuckDB's 128-bit sum.
         return node

@@ -83,6 +83,7 @@ class Forms(Protocol):
     def double(self, text: str) -> exp.Expr: ...
     def float_op(self, node: exp.Mul | exp.Div, typer: Typer) -> exp.Expr: ...
     def rows_by_person(self, rows: exp.Select) -> None: ...
+    def per_person(self, tree: exp.Expr, typer: Typer) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -282,12 +283,13 @@ def render(sql: str, forms: Forms, types: Mapping[tuple[str, str], Mapping[str, 
     except SqlglotError:
         raise refuse(forms.engine, "this SQL text") from None
     aliases = table_aliases(tree, types)
-    ctes = set(_ctes(tree))
     typer = Typer(aliases)
     _window_cut(tree, forms)
     _value_hash(tree, forms)
     # Sums see the CTE columns' types (r's arguments, pp's per-person statistics).
     sums = Typer({**aliases, "": _cte_columns(tree, typer)})
+    # the engine's own form of the per-person aggregation, typed as the rewrite wrote it
+    forms.per_person(tree, sums)
     # The rewrite's own DOUBLE products and quotients outside any TRY (a person's
     # scaled sum, centred squares): an engine that raises on float underflow guards
     # them. Innermost first, so that a guarded operand is never guarded twice.
@@ -305,6 +307,7 @@ def render(sql: str, forms: Forms, types: Mapping[tuple[str, str], Mapping[str, 
     for total in list(tree.find_all(exp.Sum)):
         total.replace(forms.exact_sum(total, sums.kind(total.this)))
     _wide_integers(tree, forms)
+    ctes = set(_ctes(tree))  # (after the forms, which may add one)
     for table in list(tree.find_all(exp.Table)):
         if not table.db and table.name.lower() in ctes:
             continue

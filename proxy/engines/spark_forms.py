@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from proxy.engines import spark_per_person
 from proxy.engines.kinds import Family, Kind, Typer, of_data_type
 from proxy.engines.postgres_forms import IEEE_BY_ZERO
 from proxy.engines.render import CutForm, refuse, template
@@ -78,6 +79,7 @@ class SparkForms:
     def __init__(self, views: bool, by_person: bool = True):
         self._views = views  # tables registered as temporary views (else: the catalog)
         self.by_person = by_person  # see rows_by_person (False: bench/pg_cut.py's baseline)
+        self.fast_per_person = True  # see per_person (False: bench/spark_core.py's baseline)
 
     def parameter(self, index: int) -> str:
         return f":p{index}"
@@ -106,6 +108,12 @@ class SparkForms:
         PostgreSQL and Spark")."""
         if self.by_person:
             rows.set("hint", exp.Hint(expressions=[exp.func("REPARTITION", exp.column("__u"))]))
+
+    def per_person(self, tree: exp.Expr, typer: Typer) -> None:
+        """Bounded sums in DOUBLE and two-level grouping for text keys where they give
+        the same rows (proxy/engines/spark_per_person.py)."""
+        if self.fast_per_person:
+            spark_per_person.per_person(tree, typer)
 
     def exact_sum(self, node: exp.Sum, argument: Kind) -> exp.Expr:
         if argument.family is Family.INT:

@@ -82,6 +82,9 @@ class _DuckDBWindow:
     def rows_by_person(self, rows: exp.Select) -> None:
         pass
 
+    def per_person(self, tree: exp.Expr, typer: Typer) -> None:
+        pass
+
 
 @pytest.mark.parametrize("sql", L0_QUERIES)
 @pytest.mark.parametrize("modulus", [None, 3])
@@ -149,8 +152,15 @@ def test_spark_sums_integers_in_decimal(engine: Engine) -> None:
         engine, "SELECT model, SUM(tokens_in) AS s, COUNT(*) AS n FROM prompts GROUP BY model"
     )
     text = render(core, SparkForms(views=True), engine.executor.column_types()).sql
-    assert "SUM(CAST(__x0 AS DECIMAL(38, 0)))" in text
-    assert text.count("AS DECIMAL(38, 0))") >= 3  # per person, and across persons
+    # a person's scaled sum of clamped integers is exact in DOUBLE
+    # (proxy/engines/spark_per_person.py); the sums across persons stay DECIMAL
+    assert text.count("SUM(CAST(__x0 AS DOUBLE))") == 2  # both branches of the scaling
+    assert "SUM(CAST(__s0 AS DECIMAL(38, 0)))" in text
+    # the sum of an unclamped column (trusted SQL, e.g. the bench's floor) stays DECIMAL
+    floor = render(
+        "SELECT SUM(p.tokens_in) FROM prompts p", SparkForms(views=True), engine.executor.column_types()
+    ).sql
+    assert "SUM(CAST(p.tokens_in AS DECIMAL(38, 0)))" in floor
 
 
 @pytest.mark.parametrize(
@@ -209,3 +219,68 @@ def test_spark_divides_the_histogram_positions_as_double(engine: Engine) -> None
     assert "CEIL((2.0 * __hi" in core
     text = render(core, SparkForms(views=True), engine.executor.column_types()).sql
     assert "CEIL(CAST((2.0 * __hi" in text and "AS DOUBLE) / CAST((2.0 * __t) AS DOUBLE))" in text
+
+
+# A hand-made core in the rewrite's shape: one group per person (MIN of a text key) and a
+# scaled sum over a clamped integer column, with a person whose key varies, a person
+# above the row cap C = 3, NULL values and a person whose values are all NULL.
+_PER_PERSON_CORE = """
+WITH r AS (SELECT CAST(u AS BIGINT) AS __u, CAST(k AS VARCHAR) AS __k0,
+  CAST(CASE WHEN x < -5 THEN -5 WHEN x > 10 THEN 10 ELSE x END AS BIGINT) AS __x0
+  FROM (VALUES (1, 'b', 4), (1, 'a', 12), (1, 'b', NULL), (2, 'c', -9), (2, 'c', 3),
+               (2, 'c', 7), (2, 'c', 1), (2, 'c', 10), (3, NULL, 2), (3, 'a', 5),
+               (4, 'd', NULL)) AS t(u, k, x)),
+pp AS (SELECT __u, MIN(__k0) AS __k0, LEAST(COUNT(*), 3) AS __s0,
+  CASE WHEN COUNT(__x0) > 3 THEN CAST(SUM(__x0) AS DOUBLE) * 3 / COUNT(__x0)
+       ELSE SUM(__x0) END AS __s1,
+  CASE WHEN COUNT(__x0) > 3 THEN CAST(SUM((__x0 - 2) * (__x0 - 2)) AS DOUBLE) * 3
+       / COUNT(__x0) ELSE SUM((__x0 - 2) * (__x0 - 2)) END AS __s2
+  FROM r GROUP BY __u)
+SELECT * FROM pp ORDER BY __u
+"""
+
+
+def test_sparks_per_person_forms_give_the_same_rows_on_duckdb() -> None:
+    import duckdb
+    import sqlglot
+
+    from proxy.engines import spark_per_person
+
+    tree = sqlglot.parse_one(_PER_PERSON_CORE, read="duckdb")
+    spark_per_person.per_person(tree, Typer({}))
+    text = tree.sql(dialect="duckdb")
+    # two levels (hash-aggregated by person and key first), sums of bounded values in DOUBLE
+    assert "pp0 AS (SELECT __u, __k0," in text and "GROUP BY __u, __k0" in text
+    assert "SUM(CAST(__x0 AS DOUBLE))" in text
+    assert "SUM(CAST((__x0 - 2) * (__x0 - 2) AS DOUBLE))" in text
+    con = duckdb.connect()
+    before = con.execute(_PER_PERSON_CORE).fetchall()
+    after = con.execute(text).fetchall()
+    assert before == after
+    # person 1: one group, MIN of their keys; person 4: all values NULL
+    assert before[0][:3] == (1, "a", 3) and before[3][3] is None
+
+
+@pytest.mark.parametrize(
+    ("change", "kept"),
+    [
+        # a bound whose C * max|x| reaches 2^53: the sum stays exact (DECIMAL on Spark)
+        (("x > 10 THEN 10", "x > 4000000000000000 THEN 4000000000000000"), "SUM(__x0)"),
+        # an unclamped column: no bound known
+        (("CASE WHEN x < -5 THEN -5 WHEN x > 10 THEN 10 ELSE x END", "x"), "SUM(__x0)"),
+        # an integer key: Spark's hash aggregation keeps its MIN, one level suffices
+        (("CAST(k AS VARCHAR)", "CAST(LENGTH(k) AS BIGINT)"), "FROM r GROUP BY __u)"),
+    ],
+)
+def test_sparks_per_person_forms_only_where_they_are_exact(
+    change: tuple[str, str], kept: str
+) -> None:
+    import sqlglot
+
+    from proxy.engines import spark_per_person
+
+    sql = _PER_PERSON_CORE.replace(*change)
+    assert sql != _PER_PERSON_CORE
+    tree = sqlglot.parse_one(sql, read="duckdb")
+    spark_per_person.per_person(tree, Typer({}))
+    assert kept in tree.sql(dialect="duckdb")

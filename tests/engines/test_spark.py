@@ -23,8 +23,15 @@ from tests.engines.conftest import database_section, demo_text, pums_text, with_
 from tests.engines.test_postgres import GOLDEN, TOTALITY, _facts, _read
 from tests.reliability import neighbour_corpus as corpus
 
-# (a quantile's rank histogram and a distinct sum: their per-engine forms)
-CI_GOLDEN = ("demo_private_key_l0", "pums_total_forms", "pums_median_min_max", "pums_var_distinct")
+# (a quantile's rank histogram and a distinct sum: their per-engine forms; a text public
+# key: the two-level per-person aggregation and DOUBLE sums of spark_per_person.py)
+CI_GOLDEN = (
+    "demo_private_key_l0",
+    "demo_join_public_key",
+    "pums_total_forms",
+    "pums_median_min_max",
+    "pums_var_distinct",
+)
 CI_TOTALITY = (TOTALITY[0],)
 REFUSED = (
     "SELECT COUNT(*) AS n FROM prompts WHERE regexp_matches(model, 'sm.*')",
