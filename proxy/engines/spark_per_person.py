@@ -154,6 +154,8 @@ def _two_level(with_: exp.With, pp_cte: exp.CTE, kinds: dict[str, Family]) -> No
     group = pp.args.get("group")
     if not isinstance(group, exp.Group) or [g.sql() for g in group.expressions] != ["__u"]:
         return
+    if any(pp.args.get(part) for part in ("where", "having", "joins", "qualify")):
+        return  # only a plain aggregation of r moves onto pp0's rows unchanged
     keys: list[str] = []
     aggregates: dict[str, exp.AggFunc] = {}
     for item in pp.expressions:
