@@ -25,6 +25,7 @@ from proxy.engine import Engine, Explanation
 from proxy.request import QueryRequest
 from sample_data.generate import generate
 from tests.proxy.conftest import demo_policy
+from tests.proxy.test_l0_rule import kept_by_rule
 
 
 @pytest.fixture(scope="module")
@@ -140,14 +141,6 @@ def _kept_by(forms: list[str], persons: dict[int, list[int]]) -> list[dict[int, 
         con.close()
 
 
-def _reference(hashes: list[int], k: int) -> set[int]:
-    if len(hashes) <= k:
-        return set(range(len(hashes)))
-    ordered = sorted(hashes)
-    cut, tie = ordered[k - 1], ordered[k - 1] == ordered[k]
-    return {g for g, h in enumerate(hashes) if h < cut or (h == cut and not tie)}
-
-
 @settings(max_examples=20, deadline=None)
 @given(PERSONS, st.sampled_from([1, 2, 4]))
 def test_cut_forms_keep_the_rules_groups_ties_included(
@@ -158,4 +151,4 @@ def test_cut_forms_keep_the_rules_groups_ties_included(
     runs = _kept_by([_cut_only(form) for _, form in forms if form is not None], persons)
     for (label, _), kept in zip(forms, runs, strict=True):
         for u, hashes in persons.items():
-            assert kept[u] == _reference(hashes, k), (label, u, hashes)
+            assert kept[u] == kept_by_rule(hashes, k), (label, u, hashes)

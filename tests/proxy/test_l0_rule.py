@@ -49,7 +49,9 @@ def _kept(persons: dict[int, list[int]], k: int) -> dict[int, set[int]]:
     return kept
 
 
-def _reference(hashes: list[int], k: int) -> set[int]:
+def kept_by_rule(hashes: list[int], k: int) -> set[int]:
+    """The groups (indices) the tie rule keeps of one person's hashes (also the
+    reference of bench/l0_plans.py's cut forms)."""
     if len(hashes) <= k:
         return set(range(len(hashes)))
     ordered = sorted(hashes)
@@ -65,7 +67,7 @@ def test_no_person_keeps_more_than_k_groups_even_with_collisions(
     kept = _kept(persons, k)
     for u, hashes in persons.items():
         assert len(kept[u]) <= k
-        assert kept[u] == _reference(hashes, k)
+        assert kept[u] == kept_by_rule(hashes, k)
 
 
 @settings(max_examples=30, deadline=None)
