@@ -103,9 +103,9 @@ class SparkForms:
         by person needs them, so one shuffle serves both (instead of one by (person,
         key) and a second by person). The aggregation then runs after the shuffle,
         without its map-side partial step: on the demo data's daily and monthly keys at
-        1M rows the cache miss still went from 1.95x and 2.47x the floor (before) to
-        1.43x and 1.93x with NUMBERED (BENCHMARKS.md, "Issue 16: the L0 cut on
-        PostgreSQL and Spark")."""
+        1M rows the cache miss went from 1.95x and 2.47x the floor (before) to 1.43x and
+        1.93x with NUMBERED, and measured idle after the per-person forms 1.43x and
+        1.75x (BENCHMARKS.md, "Issue 16: the L0 cut on PostgreSQL and Spark")."""
         if self.by_person:
             rows.set("hint", exp.Hint(expressions=[exp.func("REPARTITION", exp.column("__u"))]))
 
