@@ -55,7 +55,7 @@ bench-scale: $(STAMP)
 # Refresh the console's vendored front-end files from the npm registry (npm pack) and
 # their manifest; serving and CI never need npm.
 vendor-web: $(STAMP)
-	$(BIN)/python tools/vendor_web.py
+	$(BIN)/python -m tools.vendor_web
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,7 +1,7 @@
 """Refresh the console's vendored front-end files (``make vendor-web``; a maintainer's
 step, never run by the server, the tests or CI).
 
-Fetches each package pinned in ``proxy/server/web/vendored.py`` with ``npm pack`` (the
+Fetches each package pinned in ``tools/web_assets.py`` with ``npm pack`` (the
 npm registry, no CDN), copies the listed files into ``static/vendor/``, applies each
 asset's text rewrites and rewrites ``static/vendor/VENDORED.md`` with the new hashes.
 """
@@ -15,7 +15,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from proxy.server.web.vendored import ASSETS, MANIFEST, VENDOR, manifest_text
+from tools.web_assets import ASSETS, MANIFEST, VENDOR, manifest_text
 
 
 def rewrite(path: Path, rewrites: tuple[tuple[str, str], ...]) -> None:

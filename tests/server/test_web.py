@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from proxy.server.web import pages
-from proxy.server.web.vendored import ASSETS, MANIFEST, VENDOR, manifest_text, sha256
 from tests.server.conftest import Server
+from tools.web_assets import ASSETS, MANIFEST, VENDOR, manifest_text, sha256
 
 HTML_PAGES = ("/", "/docs", "/redoc")
 JS = "text/javascript; charset=utf-8"
@@ -219,3 +219,13 @@ def test_the_served_package_fetches_nothing() -> None:
         text = module.read_text(encoding="utf-8")
         found = [f for f in fetching if f in text]
         assert not found, f"{module.name} reaches for {found}"
+
+
+def test_the_served_package_names_no_remote_origin_or_package() -> None:
+    """The pins and the CDN URL the Redoc rewrite replaces live in tools/web_assets.py,
+    outside the served package: nothing under proxy/server/web names where a file could
+    be fetched from."""
+    web = Path(__file__).resolve().parents[2] / "proxy" / "server" / "web"
+    for module in web.rglob("*.py"):
+        text = module.read_text(encoding="utf-8")
+        assert not re.search(r"https?://|\bnpm\b|@\d+\.\d+", text), module.name

@@ -79,7 +79,7 @@ def test_the_api_docs_render_offline(browser: Browser, web_server: Server):
         lambda d: "/v1/history" in browser.js("return document.body.innerText"),
     )
     assert len(browser.all("[data-section-id^='tag/']")) >= 5
-    # Redoc's "powered by" mark comes from this server (proxy/server/web/vendored.py).
+    # Redoc's "powered by" mark comes from this server (tools/web_assets.py).
     assert not [r for r in browser.requests() if not r.local]
     assert not browser.console(), browser.console()
     with httpx.Client(base_url=web_server.url) as client:

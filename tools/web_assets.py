@@ -1,10 +1,11 @@
 """The vendored front-end libraries: which npm package and file each one is, its licence,
 and its SHA-256, so that a test can check the committed files are exactly those.
 
-The files are committed under ``static/vendor/`` and served from the installed package;
-nothing here reaches the network, and nothing a page loads comes from another origin.
-Refreshing them is a maintainer's step outside the package: ``make vendor-web`` runs
-``tools/vendor_web.py``, which fetches the pinned packages with ``npm pack``.
+The files are committed under ``proxy/server/web/static/vendor/`` and served from the
+installed package, which holds no pins, no package names and no fetching code: nothing
+a page loads comes from another origin. These pins are a maintainer's concern, kept
+here beside ``tools/vendor_web.py`` (``make vendor-web``), which fetches the pinned
+packages with ``npm pack``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-VENDOR = Path(__file__).resolve().parent / "static" / "vendor"
+VENDOR = Path(__file__).resolve().parents[1] / "proxy" / "server" / "web" / "static" / "vendor"
 MANIFEST = VENDOR / "VENDORED.md"
 
 
@@ -88,7 +89,7 @@ def manifest_text() -> str:
         "# Vendored front-end files",
         "",
         "Copied from the npm packages below by `make vendor-web` (`tools/vendor_web.py`; the",
-        "pins are in `proxy/server/web/vendored.py`), unchanged but for the rewrites listed",
+        "pins are in `tools/web_assets.py`), unchanged but for the rewrites listed",
         "there (Redoc's logo URL points at this server); `tests/server/test_web.py` checks",
         "every hash.",
         "",
