@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import Response
 
 from proxy.request import AccuracyTarget, QueryRequest
-from proxy.result import PrivacyInfo
+from proxy.result import PrivacyInfo, Result
 from proxy.server import formats
 from proxy.server.auth import Caller
 from proxy.server.context import Context
@@ -46,28 +46,26 @@ def privacy_dict(p: PrivacyInfo) -> dict[str, Any]:
 def page_response(
     ctx: Context,
     caller: Caller,
+    result: Result,
     *,
-    columns: tuple[str, ...] | list[str],
-    rows: list[tuple[Any, ...]],
-    intervals: tuple[tuple[float | None, ...], ...],
-    privacy: dict[str, Any],
-    warnings: tuple[str, ...] | list[str],
     offset: int,
     page_size: int,
     result_id: str | None,
     media: str,
     objects: bool,
 ) -> Response:
+    """One page of an engine answer (a cursor to the next when ``result_id`` is stored)."""
+    rows = result.rows
     end = offset + page_size
     token = None
     if end < len(rows) and result_id is not None:
         token = ctx.store.sign(Cursor(result_id, end, page_size, caller.name, time.time()))
     page = formats.Page(
-        columns=columns,
+        columns=result.columns,
         rows=rows[offset:end],
-        intervals=intervals[offset:end],
-        privacy=privacy,
-        warnings=warnings,
+        intervals=result.intervals[offset:end],
+        privacy=privacy_dict(result.privacy),
+        warnings=result.warnings,
         offset=offset,
         total_rows=len(rows),
         next=token,

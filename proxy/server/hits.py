@@ -25,7 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from proxy.errors import DPSQLError
 from proxy.result import Result
 from proxy.server import formats
-from proxy.server.answers import page_response, privacy_dict, to_request
+from proxy.server.answers import page_response, to_request
 from proxy.server.context import RATE_CHECKED, Context, log_fields
 from proxy.server.errors import error_response
 from proxy.server.routes import query as query_routes
@@ -114,11 +114,7 @@ class CacheHits:
             response = page_response(
                 ctx,
                 caller,
-                columns=result.columns,
-                rows=result.rows,
-                intervals=result.intervals,
-                privacy=privacy_dict(result.privacy),
-                warnings=result.warnings,
+                result,
                 offset=0,
                 page_size=size,
                 result_id=None,

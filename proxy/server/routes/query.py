@@ -15,7 +15,7 @@ from proxy.public_queries import PUBLIC_KEY_PREFIX
 from proxy.request import QueryRequest
 from proxy.result import Result
 from proxy.server import formats
-from proxy.server.answers import page_response, privacy_dict, to_request
+from proxy.server.answers import page_response, to_request
 from proxy.server.auth import Caller
 from proxy.server.context import CallerDep, Context, get_context, log_fields
 from proxy.server.errors import error_response
@@ -169,7 +169,6 @@ async def respond(
     answers through here too): metrics, log fields, a stored result for the next
     pages, the rendered page."""
     count_answer(ctx, request, result)
-    p = result.privacy
     result_id = None
     if len(result.rows) > size:
         result_id = await run_in_threadpool(
@@ -181,11 +180,7 @@ async def respond(
     return page_response(
         ctx,
         caller,
-        columns=result.columns,
-        rows=result.rows,
-        intervals=result.intervals,
-        privacy=privacy_dict(p),
-        warnings=result.warnings,
+        result,
         offset=0,
         page_size=size,
         result_id=result_id,
@@ -261,11 +256,7 @@ async def page(
     return page_response(
         ctx,
         caller,
-        columns=result.columns,
-        rows=result.rows,
-        intervals=result.intervals,
-        privacy=privacy_dict(result.privacy),
-        warnings=result.warnings,
+        result,
         offset=position.offset,
         page_size=position.page_size,
         result_id=position.result_id,
