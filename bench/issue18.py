@@ -159,7 +159,9 @@ def _threaded_charges_per_second(path: str, processes: int, seconds: float) -> f
 
 
 def _bare_process(path: str, seconds: float, start: Any, out: Any) -> None:
-    """One process of the bare loop below (spawned: module level)."""
+    """One process of the bare loop below (spawned: module level). The loop is
+    bench/ledger_bench.py's, written out here: the yardstick must be this file's own
+    code for both trees, and the child imports ``bench`` from the tree under test."""
     import sqlite3
 
     conn = sqlite3.connect(path, isolation_level=None, timeout=60)
