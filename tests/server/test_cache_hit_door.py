@@ -88,7 +88,9 @@ def test_first_receipts_and_refusals_go_to_the_route(server: Server) -> None:
 
 
 def test_the_rate_limit_counts_each_request_once(tmp_path: Path, dataset: Path) -> None:
-    settings = Settings(policy=write_policy(tmp_path, dataset), rate_limit="4/minute")
+    # A day's window: the limiter's sliding-window counter weighs the previous window's
+    # hits, so a test that straddled a minute boundary could be let one request more.
+    settings = Settings(policy=write_policy(tmp_path, dataset), rate_limit="4/day")
     body = {"sql": DOOR_SQL, "epsilon": 0.5}
     app = create_app(settings)
     with TestClient(app) as client:
@@ -115,7 +117,7 @@ def test_the_rate_limit_counts_each_request_once(tmp_path: Path, dataset: Path) 
         assert runs == ["ana", "bob"]
         refused = client.post("/v1/query", json=body, headers=auth("ana"))
         assert refused.json()["error"]["code"] == "rate_limited"
-        assert 1 <= int(refused.headers["Retry-After"]) <= 60
+        assert 1 <= int(refused.headers["Retry-After"]) <= 86_400
 
 
 def test_a_kept_repeat_shows_the_budget_after_a_later_charge(server: Server) -> None:
