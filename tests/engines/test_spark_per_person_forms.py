@@ -115,7 +115,7 @@ def _cases(draw: st.DrawFn) -> tuple[str, bool]:
 _BEYOND = _core([(1, "a", 3), (1, "a", 2**54 - 1)], 0, 2**54, 2, 0, False)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @example((_BEYOND, False))
 @given(_cases())
 def test_the_per_person_forms_give_the_cores_rows(case: tuple[str, bool]) -> None:
