@@ -464,9 +464,13 @@ class SQLiteLedger(Ledger):
             self._queue = []
             self._queue_cv = threading.Condition(threading.Lock())
             self._leader = False
+            # The parent's lock may be held by one of its threads, absent here.
+            self._sync_lock = threading.Lock()
             try:
                 self._conn = self._connect()
-            except (sqlite3.Error, Inconsistent) as exc:
+                with self._sync_lock:
+                    self._log_fd()  # opened with the connection, as in _open
+            except (sqlite3.Error, Inconsistent, OSError) as exc:
                 self._broken = f"cannot reopen ledger store after fork: {exc}"
         if self._conn is None:
             raise LedgerUnavailable(self._broken or "the ledger store is not open")

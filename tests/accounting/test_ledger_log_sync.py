@@ -7,6 +7,7 @@ created with schema 1 keep working."""
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -213,3 +214,37 @@ def test_verify_finds_a_totals_row_out_of_event_order(tmp_path: Path) -> None:
     assert not report.ok
     assert "totals row ('users/x', 2) follows no cost event" in report.problems
     fresh.close()
+
+
+def test_a_forked_child_syncs_through_its_own_descriptor_opened_with_its_connection(
+    tmp_path: Path,
+) -> None:
+    # Review 4. A forked child reopens its connection; its descriptor of the log must be
+    # opened then, as _open does (a failed write-back between its reconnect and its
+    # first sync would otherwise go unreported to it), and the sync lock must be its
+    # own: the parent's may be held by a thread that does not exist in the child.
+    path = tmp_path / "l.sqlite"
+    lg = _open(path)
+    lg.charge("users", zcdp_curve(RHO), analyst="a", fingerprint="parent")
+    lg._sync_lock.acquire()  # another thread of the parent is syncing at the fork
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit status
+        code = 3
+        try:
+            # A deadlocked child dies instead of hanging the suite (pytest-timeout's
+            # handler of SIGALRM would raise in it instead).
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            signal.alarm(10)
+            lg.spent("users")  # a read: the child reconnects
+            opened = lg._wal is not None and lg._wal[0] == os.getpid()
+            lg.charge("users", zcdp_curve(RHO), analyst="a", fingerprint="child")
+            code = 0 if opened else 2
+        finally:
+            os._exit(code)
+    lg._sync_lock.release()
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status), "the child's first charge deadlocked on the sync lock"
+    assert os.WEXITSTATUS(status) == 0, "the child opened its log descriptor only to sync"
+    assert _charges(path) == ["parent", "child"]
+    assert lg.verify().ok
+    lg.close()

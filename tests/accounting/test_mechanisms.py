@@ -410,6 +410,82 @@ def test_columns_released_together_refuse_a_wrong_curve_before_drawing():
     assert mech._measurement.cache_info().currsize == 0  # nothing was drawn
 
 
+def test_an_integer_and_a_float_column_at_one_unit_scale_share_a_draw_independently():
+    """Review 4: a float column of scale b (grid 2^-24 here) and an integer column of
+    scale b·2^24 have the same scale in grid units, so release_planned_columns draws them
+    in one sampler call. Each still has its own calibrated discrete Laplace noise (the
+    float one on its grid), the two are uncorrelated within the batch and with the next
+    release's draw (nothing is reused across columns or releases), and the curve of each
+    is the one release_planned would charge."""
+    b = 1.5
+    grid = grid_for_scale(b)
+    assert grid == 2.0**-24
+    units = b / grid
+    values_f = np.linspace(-40.0, 40.0, N_CI)
+    values_i = np.full(N_CI, 11, dtype=np.int64)
+    columns = [
+        _planned_column(values_f, "laplace", b, False, k=3),
+        _planned_column(values_i, "laplace", units, True, k=3),
+    ]
+    mech._measurement.cache_clear()
+    first = mech.release_planned_columns(columns)
+    assert mech._measurement.cache_info().currsize == 1  # one scale: one sampler
+    second = mech.release_planned_columns(columns)
+    assert first[0].dtype == np.float64 and first[1].dtype == np.int64
+    noise_f = [np.rint((out[0] - values_f) / grid) for out in (first, second)]
+    noise_i = [out[1] - values_i for out in (first, second)]
+    for out in (first, second):
+        # on the grid: every released float is an exact multiple of g
+        assert np.all(out[0] / grid == np.rint(out[0] / grid))
+    # The same distribution for both columns, the discrete Laplace of scale b/g grid
+    # units (2.5e7: the continuous Laplace to the KS test's eye), and against each other.
+    for noise in (*noise_f, *noise_i):
+        assert stats.kstest(noise / units, "laplace").pvalue > 1e-6
+        check_mean_and_variance(noise / units, 2.0, 24.0)
+    assert stats.ks_2samp(noise_f[0], noise_i[0]).pvalue > 1e-6
+    # Independent: within one batch (float vs integer), across releases (same column),
+    # and across columns of consecutive releases. Under independence each correlation
+    # is about N(0, 1/n); 6 standard errors.
+    tol = 6 / math.sqrt(N_CI)
+    pairs = [
+        (noise_f[0], noise_i[0]),
+        (noise_f[0], noise_f[1]),
+        (noise_i[0], noise_i[1]),
+        (noise_f[1], noise_i[0]),
+        # neighbouring coordinates of one column (the sampler is not a walk)
+        (noise_i[0][:-1], noise_i[0][1:]),
+    ]
+    for a, c in pairs:
+        assert abs(np.corrcoef(a, c)[0, 1]) < tol
+        # and no shared draws: two continuous-like draws of ~2.5e7 units agree rarely
+        assert np.mean(a == c) < 0.001
+    # The charge is column by column: the same curves release_planned checks.
+    for c in columns:
+        d = describe_laplace(
+            l1_sensitivity=1.0,
+            scale=c.scale,
+            integer=c.integer,
+            length=N_CI,
+            changed_coordinates=3,
+        )
+        assert d.curve == c.planned
+
+
+def test_columns_released_together_check_every_curve_before_any_draw_whatever_the_order():
+    """A wrong curve anywhere in the batch (first, middle, last; another scale group than
+    the good columns) refuses the whole release before OpenDP is reached."""
+    good = _planned_column(np.full(5, 2, dtype=np.int64), "gaussian", 1.5, True)
+    other = _planned_column(np.linspace(0.0, 1.0, 5), "laplace", 0.7, False)
+    bad = mech.PlannedColumn(
+        good.values, "laplace", 1.0, 0.7, True, changed_coordinates=1, planned=good.planned
+    )
+    for batch in ([bad, good, other], [good, bad, other], [good, other, bad]):
+        mech._measurement.cache_clear()
+        with pytest.raises(MechanismError, match="different curve"):
+            mech.release_planned_columns(batch)
+        assert mech._measurement.cache_info().currsize == 0
+
+
 def test_large_integer_scale_is_fine():
     sigma = 1e7
     out, _ = release_gaussian(
