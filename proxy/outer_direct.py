@@ -155,7 +155,8 @@ class DirectOuter:
         None when this table must go to DuckDB."""
         try:
             columns = [self._values(item, table) for item in self.items]
-        except _Fallback:
+        except (_Fallback, ValueError, OverflowError):
+            # (A value Python cannot hold, e.g. a date past year 9999: DuckDB's error.)
             return None
         return list(self.names), list(zip(*columns, strict=True)) if columns else []
 
