@@ -26,8 +26,9 @@ Why the answers are DuckDB's own, value for value and type for type:
   without NULLs: DuckDB types it DOUBLE (the literals are DECIMALs cast to DOUBLE,
   ``s / BIGINT`` is a DOUBLE division) and computes IEEE double operations, as Python
   does. Each literal's DOUBLE value is asked of DuckDB once (``literal``), not read by
-  Python. Where any step is not finite (DuckDB raises, then TRY gives NULL) or a
-  comparison ties between zeros of different signs, the table goes to DuckDB.
+  Python. Where any step is not finite (infinities and NaN are not reasoned about
+  here) or a comparison ties between zeros of different signs, the table goes to
+  DuckDB.
 
 tests/proxy/test_outer_direct.py compares both on every golden fixture's outer layer
 and on random and edge-case released tables, value, type and sign alike.
