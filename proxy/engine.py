@@ -8,6 +8,7 @@ never disagree about what is answered or charged.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Collection, Hashable, Iterator
@@ -61,6 +62,7 @@ from proxy.intervals import ROW, simulated_columns, simulated_widths, with_row_i
 from proxy.ledger_views import HistoryEntry, LedgerViews, Usage
 from proxy.memo import Memo
 from proxy.outer import outer_sql
+from proxy.outer_direct import DirectOuter, compile_outer
 from proxy.parse import parse
 from proxy.plan import ChosenBound, Plan, build_plan, limits
 from proxy.policy import Policy
@@ -285,6 +287,8 @@ class Engine:
         )
         # Post-processing is deterministic in (released table, outer SQL): keep answers.
         self._answers: Memo[tuple[str, str], Answer] = Memo(PLAN_MEMO_SIZE)
+        # Outer layers answered without DuckDB (proxy/outer_direct.py), by text.
+        self._direct_outers: Memo[str, tuple[DirectOuter | None]] = Memo(PLAN_MEMO_SIZE)
         # Repeat-hit results by (request without its analyst, charge id, budget token): a
         # cached answer is a pure function of the plan (keyed as _plans is: requests that
         # share a release may differ in their outer layer, names and raw_noise), the
@@ -641,7 +645,9 @@ class Engine:
     def checked_shape(self, request: QueryRequest) -> CheckedShape:
         """Parse, bind and check (refusing what is not answered), with the derived
         tables a per-person aggregate or a UNION ALL in FROM reads."""
-        tree = self._parse(request)
+        # A copy of the shared parse (the steps below change their tree): a third of
+        # the cost of parsing the text again.
+        tree = self._read_only_tree(request).copy()
         # "auto" columns carry their released bounds (their limits until then), or the
         # bounds this query chose from the column's histogram (_choose_values).
         planning = self.catalog.with_value_bounds(self._value_bounds(request))
@@ -789,7 +795,7 @@ class Engine:
         key = _route_key(request)
         route = self._routes.get(key)
         if route is None:
-            tree = self._parse(request)
+            tree = self._read_only_tree(request)  # classify copies before it respells
             try:
                 route = Route(classify(tree, self.catalog, request.tables))
             except SqlglotError as error:
@@ -1183,11 +1189,31 @@ class Engine:
         found = self._answers.get(key)
         if found is not None:
             return found
-        names, rows = self.post.run(plan.outer_sql, with_row_index(table))
+        released = with_row_index(table)
+        direct = self._direct_outer(plan.outer_sql)
+        found_direct = None if direct is None else direct.run(released)
+        names, rows = (
+            found_direct if found_direct is not None else self.post.run(plan.outer_sql, released)
+        )
         simulated = simulated_widths(plan, table, simulated_columns(plan), self.post)
         answer = (names, rows, simulated)
         self._answers.put(key, answer)
         return answer
+
+    def _direct_outer(self, outer: str) -> DirectOuter | None:
+        """The outer layer in the forms answered without DuckDB (proxy/outer_direct.py),
+        compiled once per text; None for any other."""
+        found = self._direct_outers.get(outer)
+        if found is None:
+            found = (compile_outer(outer, self._literal_double),)
+            self._direct_outers.put(outer, found)
+        return found[0]
+
+    def _literal_double(self, literal_sql: str) -> float:
+        try:
+            return self.post.double(literal_sql)
+        except DPSQLError:
+            return math.nan  # not answered directly: DuckDB runs the layer
 
     def schema(self, tables: frozenset[str] | None) -> tuple[TableView, ...]:
         """The tables a caller may query (None: all), with columns, bounds and domains.

@@ -126,7 +126,7 @@ def classify(
         if info is None or not info.public:
             return None
         infos.append(info)
-    tree = normalize(tree)
+    tree = normalize(tree.copy())  # the caller's tree is shared: respelled on a copy
     _check_nodes(tree)
     return PublicQuery(
         sql=tree.sql(dialect="duckdb"),

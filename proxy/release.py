@@ -266,6 +266,19 @@ class PostProcessor:
             ) from None
         return names, rows
 
+    def double(self, literal_sql: str) -> float:
+        """DuckDB's DOUBLE value of a numeric literal as written in an outer layer (what
+        its arithmetic with DOUBLE operands reads; proxy/outer_direct.py)."""
+        try:
+            # fetchall: a result left open would keep the cursor from registering tables.
+            rows = self._cursor().execute(f"SELECT CAST({literal_sql} AS DOUBLE)").fetchall()
+        except duckdb.Error:
+            rows = []
+        if len(rows) != 1 or not isinstance(rows[0][0], float):
+            raise DPSQLError("internal", "a literal has no DOUBLE value", "report this")
+        value: float = rows[0][0]
+        return value
+
     def stand_in(self, columns: Sequence[tuple[str, str]]) -> pa.Table:
         """One row of the released table's columns: NULL keys, zero statistics."""
         values = ", ".join(

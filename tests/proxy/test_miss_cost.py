@@ -1,8 +1,8 @@
 """Issue 18: what a cache miss on new text shares between its steps stays unchanged.
 
-The engine parses a new text once for the steps that only read it (the nested-query
-split, the columns a query's bounds are needed for); those trees are shared, so no step
-may change them: after each kind of query, every kept tree still renders as a fresh
+The engine parses a new text once: the steps that only read it (the nested-query split,
+the public-query route, the columns a query's bounds are needed for) share the tree and
+the binder works on a copy of it, so no step may change it: after each kind of query, every kept tree still renders as a fresh
 parse of its text."""
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ QUERIES = (
     "SELECT AVG(n) AS a FROM (SELECT user_id, COUNT(*) AS n FROM users GROUP BY user_id) x",
     "SELECT COUNT(*) FROM (SELECT * FROM users WHERE age > 30) AS u",
     "SELECT DISTINCT region FROM users",
+    # Public queries: classified (and respelled) on the shared parse.
+    "SELECT VARP(LENGTH(name)) AS v FROM regions",
+    "SELECT region, STDEV(age) AS s FROM users GROUP BY region",
 )
 
 
