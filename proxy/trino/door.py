@@ -76,7 +76,7 @@ class TrinoDoor:
         # id(result) and the intervals flag -> (the result, its answer): the engine hands
         # back the same Result for a repeat while the budgets it shows are current, so
         # its answer is built once; the result is held so that its id is not reused.
-        self._answers: dict[tuple[int, bool], tuple[Result, Answer]] = {}
+        self._answers: Memo[tuple[int, bool], tuple[Result, Answer]] = Memo(ROUTE_MEMO_SIZE)
 
     def shadow(self, tables: frozenset[str]) -> ShadowCatalog:
         with self._lock:
@@ -166,9 +166,7 @@ class TrinoDoor:
         kept = self._answers.get(key)
         if kept is None or kept[0] is not result:
             kept = (result, _answer(result, current, ()))
-            self._answers[key] = kept
-            while len(self._answers) > ROUTE_MEMO_SIZE:
-                self._answers.pop(next(iter(self._answers)))
+            self._answers.put(key, kept)
         return kept[1]
 
     # --- session commands ----------------------------------------------------------------
