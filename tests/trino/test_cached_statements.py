@@ -20,7 +20,7 @@ from trino.exceptions import TrinoUserError
 
 from proxy.server.app import create_app
 from proxy.server.settings import Settings
-from tests.server.conftest import auth, write_policy
+from tests.server.conftest import KEYS, auth, write_policy
 from tests.trino.conftest import PAGE_ROWS, TlsServer, make_certificate, start_tls_server, stop
 from tests.trino.test_trino_client import basic
 
@@ -223,3 +223,29 @@ def test_a_repeat_is_answered_before_the_route_and_its_thread_pool(tmp_path: Pat
         wrong = {"Authorization": "Basic " + base64.b64encode(b"ana:not-a-key").decode()}
         refused = client.post("/v1/statement", content=ONE_PAGE, headers=wrong)
         assert refused.status_code == 401
+
+
+def test_through_sqlalchemy_and_pandas_a_cached_query_is_one_post(tls_server: TlsServer):
+    sa = pytest.importorskip("sqlalchemy")
+    pd = pytest.importorskip("pandas", reason="pandas is in the [bi] extra")
+    session = requests.Session()
+    session.verify = str(tls_server.cert)
+    counted = Counted(session)
+    engine = sa.create_engine(
+        f"trino://ana:{KEYS['ana'][1]}@127.0.0.1:{tls_server.port}/dpsql/main",
+        connect_args={
+            "http_scheme": "https",
+            "verify": str(tls_server.cert),
+            "http_session": session,
+        },
+    )
+    with engine.connect() as conn:  # the dialect's first connection asks one handshake
+        first = pd.read_sql(sa.text(ONE_PAGE), conn)
+    spent = tls_server.spent()
+    for _ in range(2):
+        counted.sent.clear()
+        with engine.connect() as conn:
+            again = pd.read_sql(sa.text(ONE_PAGE), conn)
+        assert counted.sent == [("POST", "/v1/statement")]
+        assert again.equals(first)
+    assert tls_server.spent() == spent
