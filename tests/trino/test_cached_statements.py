@@ -8,6 +8,7 @@ request once, whichever way it is answered."""
 from __future__ import annotations
 
 import base64
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -189,7 +190,9 @@ def test_each_statement_counts_once_against_the_rate_limit(limited_server: TlsSe
         assert other.status_code == 200 and other.json()["stats"]["state"] == "FINISHED"
 
 
-def test_a_repeat_is_answered_before_the_route_and_its_thread_pool(tmp_path: Path, dataset: Path):
+def test_a_repeat_is_answered_before_the_route_and_its_thread_pool(
+    tmp_path: Path, dataset: Path, caplog: pytest.LogCaptureFixture
+):
     """In process: once the engine answers a text from memory, the route's
     ``door.execute`` (run in the thread pool) is no longer called for it."""
     app = create_app(Settings(policy=write_policy(tmp_path, dataset), rate_limit="off"))
@@ -206,8 +209,16 @@ def test_a_repeat_is_answered_before_the_route_and_its_thread_pool(tmp_path: Pat
             return execute(text, *args)
 
         door.execute = spy
-        hit = client.post("/v1/statement", content=ONE_PAGE, headers=basic("ana"))
+        with caplog.at_level(logging.INFO, logger="dpsql.server"):
+            hit = client.post("/v1/statement", content=ONE_PAGE, headers=basic("ana"))
         assert routed == []
+        # logged and timed as the route's: its path, the analyst, the door, a free replay
+        line = [r for r in caplog.records if r.getMessage() == "request"][-1].fields  # type: ignore[attr-defined]
+        assert (line["route"], line["status"], line["analyst"]) == ("/v1/statement", 200, "ana")
+        assert (line["door"], line["cached"], line["epsilon"]) == ("trino", True, 0.0)
+        metrics = client.get("/metrics", headers=auth("adm")).text
+        assert 'dpsql_request_seconds_count{method="POST",route="/v1/statement"} 3.0' in metrics
+        assert "dpsql_cache_hits_total 2.0" in metrics
         doc, second = hit.json(), replies[1].json()
         assert doc["data"] == second["data"] and doc["columns"] == second["columns"]
         assert doc["warnings"] == second["warnings"] and "nextUri" not in doc
