@@ -101,7 +101,13 @@ class TrinoDoor:
         if kind is Kind.QUERY:
             return self._query(statement.text, client, caller, [])
         if kind is Kind.EXECUTE_IMMEDIATE:
-            return self._query(unquote(statement.name), client, caller, parameters(statement.using))
+            # How the trino client binds parameters: the whole text (values included)
+            # fixes the bound statement, so its route is kept under that text.
+            known = self._routes.get((statement.text, client.catalog, client.schema))
+            if known is not None:
+                return self._private_query(known, client, caller)
+            sql, values = unquote(statement.name), parameters(statement.using)
+            return self._query(sql, client, caller, values, memo=statement.text)
         if kind is Kind.EXECUTE:
             prepared = {k.lower(): v for k, v in client.prepared.items()}
             body = prepared.get(statement.name.lower())
@@ -145,13 +151,14 @@ class TrinoDoor:
         return self._query(sql, client, caller, [])
 
     def execute_cached(self, text: str, client: ClientSession, caller: Caller) -> Answer | None:
-        """The answer to a plain query whose text this door has routed before and whose
-        release the engine answers from memory (``run_cached``: a repeat the analyst
-        already holds, never planned, executed or charged here); otherwise None, having
-        asked nothing of the engine (then call :meth:`execute`). Cheap and non-blocking,
-        so the routes may call it on the event loop."""
+        """The answer to a query (plain, or bound by EXECUTE IMMEDIATE) whose text this
+        door has routed before and whose release the engine answers from memory
+        (``run_cached``: a repeat the analyst already holds, never planned, executed or
+        charged here); otherwise None, having asked nothing of the engine (then call
+        :meth:`execute`). Cheap and non-blocking, so the routes may call it on the event
+        loop."""
         statement = classify(text)
-        if statement.kind is not Kind.QUERY:
+        if statement.kind not in (Kind.QUERY, Kind.EXECUTE_IMMEDIATE):
             return None
         route = self._routes.get((statement.text, client.catalog, client.schema))
         if route is None or route.series_limit is not None:
@@ -226,10 +233,17 @@ class TrinoDoor:
 
     # --- queries ---------------------------------------------------------------------------
     def _query(
-        self, sql: str, client: ClientSession, caller: Caller, values: list[exp.Expr]
+        self,
+        sql: str,
+        client: ClientSession,
+        caller: Caller,
+        values: list[exp.Expr],
+        memo: str | None = None,
     ) -> Answer:
-        key = (sql, client.catalog, client.schema)
-        if not values:
+        """``memo``: the text the route is kept under when ``values`` are bound (the
+        whole EXECUTE IMMEDIATE); without it, a statement with values is not kept."""
+        key = (sql if memo is None else memo, client.catalog, client.schema)
+        if not values and memo is None:
             known = self._routes.get(key)
             if known is not None:
                 return self._private_query(known, client, caller)
@@ -253,7 +267,7 @@ class TrinoDoor:
         if isinstance(tree, exp.Query) and (not refs or meta or _limit_zero(tree)):
             return self._catalog_query(tree, client, caller)
         route = _private_route(tree, client)
-        if not values:
+        if not values or memo is not None:
             self._routes.put(key, route)
         return self._private_query(route, client, caller)
 

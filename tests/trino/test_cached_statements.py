@@ -260,3 +260,20 @@ def test_through_sqlalchemy_and_pandas_a_cached_query_is_one_post(tls_server: Tl
         assert counted.sent == [("POST", "/v1/statement")]
         assert again.equals(first)
     assert tls_server.spent() == spent
+
+
+def test_a_cached_parameterised_query_is_one_post_too(tls_server: TlsServer):
+    sql = "SELECT plan, COUNT(*) AS n FROM users WHERE age > ? GROUP BY plan"
+    cursor, counted = counted_cursor(tls_server)
+    cursor.execute(sql, [35])
+    first = cursor.fetchall()
+    spent = tls_server.spent()
+    for _ in range(3):
+        counted.sent.clear()
+        cursor.execute(sql, [35])
+        assert cursor.fetchall() == first
+        assert counted.sent == [("POST", "/v1/statement")]  # EXECUTE IMMEDIATE ... USING 35
+    assert tls_server.spent() == spent
+    cursor.execute(sql, [36])  # other values: another release, charged
+    cursor.fetchall()
+    assert tls_server.spent() > spent

@@ -115,3 +115,28 @@ def test_a_bad_session_header_is_refused_like_execute_refuses_it(door: TrinoDoor
     with pytest.raises(DPSQLError) as fast:
         door.execute_cached(SQL, client, CALLER)
     assert fast.value.to_dict() == slow.value.to_dict()
+
+
+def test_execute_immediate_repeats_are_kept_under_their_whole_text(door: TrinoDoor) -> None:
+    inner = "SELECT plan, COUNT(*) AS n FROM users WHERE age > ? GROUP BY plan"
+    bound = f"EXECUTE IMMEDIATE '{inner}' USING 33"
+    other = f"EXECUTE IMMEDIATE '{inner}' USING 34"
+    first = door.execute(bound, ClientSession(), CALLER)
+    assert first.privacy is not None and first.privacy["cached"] is False
+    again = door.execute(bound, ClientSession(), CALLER)  # the route kept under the text
+    assert again.privacy is not None and again.privacy["cached"] is True
+    assert again.rows == first.rows
+    hit = door.execute_cached(bound, ClientSession(), CALLER)
+    assert hit is not None and hit.rows == first.rows and hit.privacy is not None
+    assert hit.privacy["cached"] is True
+    # other values are another statement: not answered from the first one's route
+    assert door.execute_cached(other, ClientSession(), CALLER) is None
+    fresh = door.execute(other, ClientSession(), CALLER)
+    assert fresh.privacy is not None and fresh.privacy["cached"] is False
+    # the same query written with its literal is the same release
+    plain = door.execute(inner.replace("?", "33"), ClientSession(), CALLER)
+    assert plain.rows == first.rows and plain.privacy is not None and plain.privacy["cached"]
+    # a bad parameter list is refused each time, never kept
+    for _ in range(2):
+        with pytest.raises(DPSQLError):
+            door.execute(f"EXECUTE IMMEDIATE '{inner}' USING (SELECT 1)", ClientSession(), CALLER)
