@@ -42,6 +42,7 @@ from proxy.server.store import open_server_store
 from proxy.server.web import pages
 from proxy.server.web.headers import SecurityHeaders
 from proxy.trino import routes as trino_routes
+from proxy.trino.hits import StatementHits
 
 API_DESCRIPTION = """\
 Differentially private SQL over HTTP. Every answer carries its privacy metadata
@@ -202,6 +203,8 @@ def create_app(settings: Settings, *, freeze_after_start: bool = False) -> FastA
     # Innermost: repeat cache hits of POST /v1/query, answered before the router (issue
     # 18); everything else passes through to it.
     app.add_middleware(CacheHits)
+    # Beside it, the Trino door's repeat cache hits (POST /v1/statement).
+    app.add_middleware(StatementHits)
     app.add_middleware(Observe, max_body_bytes=settings.max_body_bytes)
     # Outermost, so that every response (a 413 from Observe too) carries the headers.
     app.add_middleware(SecurityHeaders)

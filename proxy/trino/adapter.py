@@ -27,6 +27,12 @@ class EngineAdapter:
         dashboard query hit most."""
         return self._engine.run_cached(request) or self._engine.run(request)
 
+    def run_cached(self, request: QueryRequest) -> Result | None:
+        """The answer when memory alone holds it (a repeat of a release the analyst
+        already holds), else None having recorded nothing: never plans, executes,
+        charges or waits for the disk, so the door may call it on the event loop."""
+        return self._engine.run_cached(request)
+
     def visible_tables(self, tables: frozenset[str]) -> tuple[ShadowTable, ...]:
         """The caller's readable tables with their columns and DuckDB types."""
         return tuple(

@@ -73,6 +73,10 @@ class TrinoDoor:
         # Parsing and re-rendering a statement is most of what the door adds to a cached
         # answer; BI tools send the same texts again and again.
         self._routes: Memo[tuple[str, str, str], PrivateRoute] = Memo(ROUTE_MEMO_SIZE)
+        # id(result) and the intervals flag -> (the result, its answer): the engine hands
+        # back the same Result for a repeat while the budgets it shows are current, so
+        # its answer is built once; the result is held so that its id is not reused.
+        self._answers: Memo[tuple[int, bool], tuple[Result, Answer]] = Memo(ROUTE_MEMO_SIZE)
 
     def shadow(self, tables: frozenset[str]) -> ShadowCatalog:
         with self._lock:
@@ -97,7 +101,13 @@ class TrinoDoor:
         if kind is Kind.QUERY:
             return self._query(statement.text, client, caller, [])
         if kind is Kind.EXECUTE_IMMEDIATE:
-            return self._query(unquote(statement.name), client, caller, parameters(statement.using))
+            # How the trino client binds parameters: the whole text (values included)
+            # fixes the bound statement, so its route is kept under that text.
+            known = self._routes.get((statement.text, client.catalog, client.schema))
+            if known is not None:
+                return self._private_query(known, client, caller)
+            sql, values = unquote(statement.name), parameters(statement.using)
+            return self._query(sql, client, caller, values, memo=statement.text)
         if kind is Kind.EXECUTE:
             prepared = {k.lower(): v for k, v in client.prepared.items()}
             body = prepared.get(statement.name.lower())
@@ -139,6 +149,32 @@ class TrinoDoor:
                 )
         sql = show_sql(statement, catalog=client.catalog, schema=client.schema)
         return self._query(sql, client, caller, [])
+
+    def execute_cached(self, text: str, client: ClientSession, caller: Caller) -> Answer | None:
+        """The answer to a query (plain, or bound by EXECUTE IMMEDIATE) whose text this
+        door has routed before and whose release the engine answers from memory
+        (``run_cached``: a repeat the analyst already holds, never planned, executed or
+        charged here); otherwise None, having asked nothing of the engine (then call
+        :meth:`execute`). Cheap and non-blocking, so the routes may call it on the event
+        loop."""
+        statement = classify(text)
+        if statement.kind not in (Kind.QUERY, Kind.EXECUTE_IMMEDIATE):
+            return None
+        route = self._routes.get((statement.text, client.catalog, client.schema))
+        if route is None or route.series_limit is not None:
+            return None
+        current = S.from_header(client.session_header, self.adapter.analyst_defaults(caller.name))
+        result = self.adapter.run_cached(
+            current.request(route.sql, analyst=caller.name, tables=caller.tables)
+        )
+        if result is None:
+            return None
+        key = (id(result), current.intervals)
+        kept = self._answers.get(key)
+        if kept is None or kept[0] is not result:
+            kept = (result, _answer(result, current, ()))
+            self._answers.put(key, kept)
+        return kept[1]
 
     # --- session commands ----------------------------------------------------------------
     def _session(self, statement: Statement, client: ClientSession, caller: Caller) -> Answer:
@@ -197,10 +233,17 @@ class TrinoDoor:
 
     # --- queries ---------------------------------------------------------------------------
     def _query(
-        self, sql: str, client: ClientSession, caller: Caller, values: list[exp.Expr]
+        self,
+        sql: str,
+        client: ClientSession,
+        caller: Caller,
+        values: list[exp.Expr],
+        memo: str | None = None,
     ) -> Answer:
-        key = (sql, client.catalog, client.schema)
-        if not values:
+        """``memo``: the text the route is kept under when ``values`` are bound (the
+        whole EXECUTE IMMEDIATE); without it, a statement with values is not kept."""
+        key = (sql if memo is None else memo, client.catalog, client.schema)
+        if not values and memo is None:
             known = self._routes.get(key)
             if known is not None:
                 return self._private_query(known, client, caller)
@@ -224,7 +267,7 @@ class TrinoDoor:
         if isinstance(tree, exp.Query) and (not refs or meta or _limit_zero(tree)):
             return self._catalog_query(tree, client, caller)
         route = _private_route(tree, client)
-        if not values:
+        if not values or memo is not None:
             self._routes.put(key, route)
         return self._private_query(route, client, caller)
 

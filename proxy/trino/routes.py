@@ -16,6 +16,7 @@ import secrets
 import threading
 import time
 import urllib.parse
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -24,7 +25,7 @@ from starlette.concurrency import run_in_threadpool
 
 from proxy.errors import DPSQLError
 from proxy.server.auth import Caller
-from proxy.server.context import Context, get_context, log_fields
+from proxy.server.context import RATE_CHECKED, Context, get_context, log_fields
 from proxy.trino import protocol as P
 from proxy.trino.adapter import EngineAdapter
 from proxy.trino.answer import Answer
@@ -43,7 +44,7 @@ class DoorState:
         self.page_rows = ctx.settings.trino_page_rows
 
 
-def _state(request: Request) -> DoorState:
+def door_state(request: Request) -> DoorState:
     app = request.app
     state: DoorState | None = getattr(app.state, "trino", None)
     if state is None:
@@ -56,8 +57,12 @@ def _state(request: Request) -> DoorState:
 
 
 def _authorization(request: Request) -> str | None:
-    """The API key as ``Bearer <key>`` for the shared authenticator."""
-    header = request.headers.get("authorization")
+    return bearer(request.headers.get("authorization"))
+
+
+def bearer(header: str | None) -> str | None:
+    """The API key of an Authorization header as ``Bearer <key>`` for the shared
+    authenticator; "Basic" when Basic credentials are malformed."""
     if not header:
         return None
     scheme, _, value = header.strip().partition(" ")
@@ -87,12 +92,18 @@ def _caller(request: Request) -> Caller:
         )
     caller = ctx.authenticate(header)
     log_fields(request)["analyst"] = caller.name
-    ctx.limiter.check(caller.name)
+    # The cache-hit door (hits.py) counts a request once, before passing it on here.
+    if request.scope.get("state", {}).get(RATE_CHECKED) != caller.name:
+        ctx.limiter.check(caller.name)
     return caller
 
 
 def _client(request: Request) -> ClientSession:
-    h = request.headers
+    return client_session(request.headers)
+
+
+def client_session(h: Mapping[str, str]) -> ClientSession:
+    """The client's session as its X-Trino-* headers (lower-case names) state it."""
     prepared: dict[str, str] = {}
     for item in (h.get("x-trino-prepared-statement") or "").split(","):
         name, sep, value = item.partition("=")
@@ -166,11 +177,9 @@ def _count(ctx: Context, answer: Answer) -> None:
 
 @router.post("/v1/statement")
 async def statement(request: Request) -> Response:
-    ctx = get_context(request)
     caller = _caller(request)
-    state = _state(request)
+    state = door_state(request)
     started = time.perf_counter()
-    query_id = P.new_query_id()
     fields = log_fields(request)
     fields["door"] = "trino"
     try:
@@ -184,26 +193,43 @@ async def statement(request: Request) -> Response:
     except DPSQLError as error:
         if error.code in ("unauthorized", "rate_limited"):
             raise
-        fields["code"] = error.code
-        ctx.metrics.refusals.labels(error.code).inc()
-        if error.code not in ("internal", "ledger_unavailable"):
-            ctx.metrics.queries.labels("refused").inc()
-        doc = P.results(
-            base_url=_base(request),
-            query_id=query_id,
-            state="FAILED",
-            error=P.error_object(error),
-            elapsed_ms=int((time.perf_counter() - started) * 1000),
-        )
-        return JSONResponse(doc)
-    _count(ctx, answer)
+        return refusal(request, error, started)
+    return await answered(request, state, caller, answer, started)
+
+
+def refusal(request: Request, error: DPSQLError, started: float) -> Response:
+    """A refused statement: a 200 reply in state FAILED with Trino's error object."""
+    ctx = get_context(request)
+    log_fields(request)["code"] = error.code
+    ctx.metrics.refusals.labels(error.code).inc()
+    if error.code not in ("internal", "ledger_unavailable"):
+        ctx.metrics.queries.labels("refused").inc()
+    doc = P.results(
+        base_url=_base(request),
+        query_id=P.new_query_id(),
+        state="FAILED",
+        error=P.error_object(error),
+        elapsed_ms=int((time.perf_counter() - started) * 1000),
+    )
+    return JSONResponse(doc)
+
+
+async def answered(
+    request: Request, state: DoorState, caller: Caller, answer: Answer, started: float
+) -> Response:
+    """An answer's first page (the rest stored for nextUri when it needs more)."""
+    _count(get_context(request), answer)
     if answer.privacy is not None:
-        fields.update(epsilon=answer.privacy["epsilon"], cached=answer.privacy["cached"])
+        log_fields(request).update(
+            epsilon=answer.privacy["epsilon"], cached=answer.privacy["cached"]
+        )
+    query_id = P.new_query_id()
     columns = answer.columns()
     data = answer.data()
     warnings = _warnings(answer)
-    slug = secrets.token_hex(8)
-    if len(data) > state.page_rows:
+    more = len(data) > state.page_rows
+    slug = secrets.token_hex(8) if more else ""  # only a stored answer's URIs carry one
+    if more:
         await run_in_threadpool(
             state.results.put,
             query_id,
@@ -245,7 +271,7 @@ def _gone(request: Request, query_id: str, message: str, name: str) -> JSONRespo
 @router.get("/v1/statement/executing/{query_id}/{slug}/{token}")
 async def next_page(query_id: str, slug: str, token: int, request: Request) -> Response:
     caller = _caller(request)
-    state = _state(request)
+    state = door_state(request)
     log_fields(request)["door"] = "trino"
     stored = await run_in_threadpool(state.results.get, query_id, slug, caller.name)
     if stored is None:
@@ -270,7 +296,7 @@ async def next_page(query_id: str, slug: str, token: int, request: Request) -> R
 @router.delete("/v1/statement/executing/{query_id}/{slug}/{token}", status_code=204)
 async def cancel(query_id: str, slug: str, token: int, request: Request) -> Response:
     caller = _caller(request)
-    state = _state(request)
+    state = door_state(request)
     log_fields(request)["door"] = "trino"
     await run_in_threadpool(state.results.cancel, query_id, slug, caller.name)
     return Response(status_code=204)

@@ -73,9 +73,18 @@ _PATTERNS: tuple[tuple[Kind, re.Pattern[str]], ...] = (
 )
 
 
+# Every pattern above starts with one of these words (compared as the patterns compare
+# them): a statement that does not is a query without trying each pattern.
+_COMMAND_START = re.compile(
+    r"SET|RESET|SHOW|PREPARE|EXECUTE|DEALLOCATE|USE|DESC|START|COMMIT|ROLLBACK", _F
+)
+
+
 def classify(text: str) -> Statement:
     """What kind of statement ``text`` is (a query unless it matches a command)."""
     stripped = text.strip().rstrip(";").strip()
+    if _COMMAND_START.match(stripped) is None:
+        return Statement(Kind.QUERY, stripped)
     for kind, pattern in _PATTERNS:
         match = pattern.fullmatch(stripped)
         if match is None:

@@ -9,11 +9,13 @@ from decimal import Decimal
 
 import pytest
 import sqlglot
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlglot import exp
 
 from proxy.errors import DPSQLError
 from proxy.trino import protocol as P
-from proxy.trino import series_limit
+from proxy.trino import series_limit, statements
 from proxy.trino import session as S
 from proxy.trino import types as T
 from proxy.trino.shadow import ShadowCatalog, ShadowTable
@@ -44,6 +46,55 @@ from proxy.trino.statements import Kind, bind_parameters, classify, parameters, 
 def test_statements_are_recognised(sql, kind, name):
     statement = classify(sql)
     assert (statement.kind, statement.name) == (kind, name)
+
+
+def _classify_by_every_pattern(text: str) -> tuple[Kind, str]:
+    """classify without its first-word shortcut: each pattern tried in turn."""
+    stripped = text.strip().rstrip(";").strip()
+    for kind, pattern in statements._PATTERNS:
+        match = pattern.fullmatch(stripped)
+        if match is not None:
+            return kind, match.group(1) or ""
+    return Kind.QUERY, ""
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "use dpsql.main",
+        "Show Catalogs",
+        "show schemas from dpsql like 'm%'",
+        "desc users",
+        "show columns in users",
+        "show functions",
+        "show session like 'dpsql%'",
+        "start transaction",
+        "commit",
+        "ROLLBACK;",
+        "execute st_1",
+        "(SELECT 1)",
+        "VALUES (1)",
+        "select 1",
+        "  \n\tselect count(*) from users",
+        "SETTINGS",
+        "USER",
+        "",
+    ],
+)
+def test_the_first_word_shortcut_classifies_as_every_pattern_would(sql):
+    statement = classify(sql)
+    assert (statement.kind, statement.name) == _classify_by_every_pattern(sql)
+
+
+@given(
+    st.sampled_from(
+        ["", " ", "SET ", "set session ", "SHOW ", "EXECUTE ", "DESC", "ſet ", "commit"]
+    ),
+    st.text(alphabet="abcSETHOWUDCKſK ;'=.()_\n", max_size=20),
+)
+def test_the_first_word_shortcut_agrees_with_the_patterns_on_any_text(prefix, rest):
+    statement = classify(prefix + rest)
+    assert (statement.kind, statement.name) == _classify_by_every_pattern(prefix + rest)
 
 
 def test_execute_immediate_binds_literals_in_text_order():
