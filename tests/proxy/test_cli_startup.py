@@ -19,16 +19,21 @@ SERVER = ("fastapi", "uvicorn", "starlette", "pydantic", "proxy.server", "proxy.
 HEAVY = ("scipy", "pandas", *SERVER)
 ENGINE = ("numpy", "duckdb", "pyarrow", "sqlglot", "opendp", "rich", "proxy.engine")
 
+# The report is printed by an exit handler: a one-shot command ends its process itself
+# once done (proxy.cli._exit_now), after running the exit handlers.
 _RUN = """
-import gc, json, runpy, sys
+import atexit, gc, json, runpy, sys
 sys.argv = ["dpsql", *sys.argv[1:]]
+code = None
+
+@atexit.register
+def report():
+    print(json.dumps({"code": code, "modules": sorted(sys.modules), "gc": gc.isenabled()}))
+
 try:
     runpy.run_module("proxy.cli", run_name="__main__")
 except SystemExit as exit_:
     code = exit_.code
-else:
-    code = 0
-print(json.dumps({"code": code, "modules": sorted(sys.modules), "gc": gc.isenabled()}))
 """
 
 
@@ -143,3 +148,62 @@ def test_a_one_shot_command_runs_without_the_cycle_collector(tmp_path: Path) -> 
     # --help exits while parsing: the collector is untouched.
     assert json.loads(proc.stdout.strip().splitlines()[-1])["gc"] is True
 
+
+
+_ENDS = """
+import atexit, json, runpy, sys
+from pathlib import Path
+
+marks = Path(sys.argv.pop(1))
+
+
+class Teardown:
+    def __del__(self) -> None:  # runs only when the interpreter frees its modules
+        with marks.open("a") as f:
+            f.write("teardown\\n")
+
+
+held = Teardown()
+
+
+@atexit.register
+def handler() -> None:
+    with marks.open("a") as f:
+        f.write("exit handler\\n")
+    print("printed at exit", end="")  # buffered: the flush after the handlers sends it
+
+
+sys.argv = ["dpsql", *sys.argv[1:]]
+runpy.run_module("proxy.cli", run_name="__main__")
+"""
+
+
+def test_a_one_shot_command_ends_its_process_after_the_exit_handlers(tmp_path: Path) -> None:
+    policy = _policy(tmp_path)
+    marks = tmp_path / "marks"
+
+    def dpsql(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", _ENDS, str(marks), "--policy", str(policy), *args],
+            cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+        )
+
+    first = dpsql("query", SQL, "--epsilon", "1", "--format", "json")
+    assert first.returncode == 0, first.stderr
+    # The whole answer was flushed, then what the exit handlers printed.
+    answer, tail = first.stdout.rsplit("\n", 1)
+    assert json.loads(answer)["privacy"]["cached"] is False and tail == "printed at exit"
+    # Exit handlers ran (the ledger's deferred fsync is one); the teardown did not.
+    assert marks.read_text() == "exit handler\n"
+    marks.unlink()
+    refused = dpsql("query", "SELECT pid FROM PUMS.PUMS", "--epsilon", "1")
+    assert refused.returncode == 2 and refused.stdout == "printed at exit"  # its exit code
+    assert marks.read_text() == "exit handler\n"
+    # The charge made by the first process is in the ledger the next one reads.
+    again = dpsql("query", SQL, "--epsilon", "1", "--format", "json")
+    assert json.loads(again.stdout.rsplit("\n", 1)[0])["privacy"]["cached"] is True
+    marks.unlink()
+    # A command that serves is never ended this way: --help exits while parsing, as usual.
+    helped = dpsql("serve", "--help")
+    assert helped.returncode == 0 and "usage: dpsql serve" in helped.stdout
+    assert marks.read_text() == "exit handler\nteardown\n"
