@@ -702,6 +702,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # drops, and the cycle collector's passes over the freshly imported modules cost
         # about a tenth of a cold `dpsql query`. Servers keep it (see app_from_env).
         gc.disable()
+        # NumPy's OpenBLAS starts a thread per core at import, each with its own buffer:
+        # about 50 ms of a cold command, which does no linear algebra. Read at import,
+        # so set before the first command imports NumPy; an operator's setting stands.
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     code = _dispatch(args)
     if one_shot and argv is None:
         _exit_now(code)

@@ -8,6 +8,7 @@ engine's libraries. Assertions are on ``sys.modules``, not on time."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,13 +23,15 @@ ENGINE = ("numpy", "duckdb", "pyarrow", "sqlglot", "opendp", "rich", "proxy.engi
 # The report is printed by an exit handler: a one-shot command ends its process itself
 # once done (proxy.cli._exit_now), after running the exit handlers.
 _RUN = """
-import atexit, gc, json, runpy, sys
+import atexit, gc, json, os, runpy, sys
 sys.argv = ["dpsql", *sys.argv[1:]]
 code = None
 
 @atexit.register
 def report():
-    print(json.dumps({"code": code, "modules": sorted(sys.modules), "gc": gc.isenabled()}))
+    blas = os.environ.get("OPENBLAS_NUM_THREADS")
+    print(json.dumps({"code": code, "modules": sorted(sys.modules), "gc": gc.isenabled(),
+                      "blas": blas}))
 
 try:
     runpy.run_module("proxy.cli", run_name="__main__")
@@ -135,18 +138,23 @@ def test_the_pandas_probe_skip_changes_no_array() -> None:
 
 def test_a_one_shot_command_runs_without_the_cycle_collector(tmp_path: Path) -> None:
     # The collector's passes over the imported modules were a tenth of a cold query.
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     proc = subprocess.run(
         [sys.executable, "-c", _RUN, "--policy", str(_policy(tmp_path)), "query", SQL,
          "--epsilon", "1"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=True,
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=True, env=env,
     )
-    assert json.loads(proc.stdout.strip().splitlines()[-1])["gc"] is False
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["gc"] is False
+    # NumPy was imported with OpenBLAS on one thread (its pool's start-up was ~50 ms).
+    assert report["blas"] == "1" and "numpy" in report["modules"]
     proc = subprocess.run(
         [sys.executable, "-c", _RUN, "--policy", str(_policy(tmp_path)), "keys", "--help"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False, env=env,
     )
-    # --help exits while parsing: the collector is untouched.
-    assert json.loads(proc.stdout.strip().splitlines()[-1])["gc"] is True
+    # --help exits while parsing: the collector and OpenBLAS are untouched.
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["gc"] is True and report["blas"] is None
 
 
 
