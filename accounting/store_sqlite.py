@@ -99,6 +99,7 @@ from accounting.ledger_records import (
     recompute,
     total_step,
 )
+from accounting.new_sqlite import create_wal_file
 from accounting.rdp import Curve
 from accounting.replay_records import ReplayRecords
 
@@ -197,12 +198,14 @@ class _Queries:
 _TotalRows = tuple[tuple[Any, ...], tuple[Any, ...] | None, tuple[Any, ...] | None]
 
 
-def _new_file(path: str) -> bool:
-    """Whether ``path`` is no store yet (missing or empty): see SQLiteLedger._connect."""
-    try:
-        return os.path.getsize(path) == 0
-    except FileNotFoundError:
-        return True
+def _write_schema(conn: sqlite3.Connection) -> None:
+    """A new store's tables and meta rows (inside the caller's transaction)."""
+    for stmt in _SCHEMAS[_NEW_STORE_VERSION]:
+        conn.execute(stmt)
+    conn.executemany(
+        "INSERT INTO meta (key, value) VALUES (?, ?)",
+        [("schema_version", _NEW_STORE_VERSION), ("orders", ORDERS_JSON)],
+    )
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -362,9 +365,10 @@ class SQLiteLedger(Ledger):
         while True:
             conn: sqlite3.Connection | None = None
             try:
-                new = _new_file(self._path)
-                conn = self._connect(new=new)
-                self._open_store(conn, new=new)
+                # A new store is made whole in two syncs where SQLite takes six.
+                create_wal_file(self._path, _write_schema)
+                conn = self._connect()
+                self._open_store(conn)
                 with self._sync_lock:
                     self._log_fd()  # open from the start: see _sync_log
                 return conn
@@ -381,15 +385,11 @@ class SQLiteLedger(Ledger):
 
     # --- connection and transactions ---------------------------------------------------
 
-    def _connect(self, *, new: bool = False) -> sqlite3.Connection:
+    def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
             self._path, timeout=self._timeout, isolation_level=None, check_same_thread=False
         )
         try:
-            if new:
-                # A new store's first writes (the switch to WAL, the schema) go unsynced:
-                # _open_store syncs them once, in three syncs where SQLite made six.
-                conn.execute("PRAGMA synchronous=OFF")
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()
             if mode is None or str(mode[0]).lower() != "wal":
                 raise Inconsistent(f"cannot use WAL journal (got {mode!r})")
@@ -397,15 +397,14 @@ class SQLiteLedger(Ledger):
             # write then fsyncs the log itself, after the commit has released the write
             # lock and before the call returns (see _transaction). A checkpoint still
             # syncs the log before copying it and the file after.
-            if not new:
-                conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
         except BaseException:
             conn.close()
             raise
         return conn
 
-    def _open_store(self, conn: sqlite3.Connection, *, new: bool = False) -> None:
+    def _open_store(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN")
         try:
             empty = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
@@ -415,43 +414,16 @@ class SQLiteLedger(Ledger):
             conn.execute("BEGIN IMMEDIATE")
             try:
                 if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
-                    for stmt in _SCHEMAS[_NEW_STORE_VERSION]:
-                        conn.execute(stmt)
-                    conn.executemany(
-                        "INSERT INTO meta (key, value) VALUES (?, ?)",
-                        [("schema_version", _NEW_STORE_VERSION), ("orders", ORDERS_JSON)],
-                    )
+                    _write_schema(conn)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-        if new:
-            self._sync_new_store()
-            conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("BEGIN")
         try:
             self._quick_check(conn)
         finally:
             conn.execute("ROLLBACK")
-
-    def _sync_new_store(self) -> None:
-        """Sync what a new store's first writes left unsynced, before anything can be
-        appended: the log (the schema), the file (its first page says WAL: SQLite
-        deletes the log of an empty file, with whatever it holds) and the folder (both
-        names). A crash before leaves an empty store or none; the next open makes it."""
-        for path, flags in (
-            (self._path + "-wal", os.O_RDONLY),
-            (self._path, os.O_RDONLY),
-            (os.path.dirname(os.path.abspath(self._path)), os.O_RDONLY | os.O_DIRECTORY),
-        ):
-            try:
-                fd = os.open(path, flags)
-            except FileNotFoundError:
-                continue  # no log: a checkpoint moved it into the file, synced next
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
 
     def _quick_check(self, conn: sqlite3.Connection) -> None:
         """Cheap integrity check on open: schema, version, orders, triggers, the head of
