@@ -707,7 +707,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # so set before the first command imports NumPy; an operator's setting stands.
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     code = _dispatch(args)
-    if one_shot and argv is None:
+    if one_shot and argv is None and hasattr(threading, "_shutdown"):
         _exit_now(code)
     return code
 
@@ -738,14 +738,16 @@ def _exit_now(code: int) -> NoReturn:
     The teardown (a last garbage collection that gc.disable does not skip, then freeing
     every module of DuckDB, pyarrow, sqlglot, NumPy and OpenDP object by object) took
     about 90 ms of a cold `dpsql query` that lasts half a second, and it writes nothing.
-    What an ordinary exit does that matters still happens, in its order: other threads
-    are joined, the exit handlers run (among them the ledger's fsync of repeats it has
-    not waited for, accounting/replay_records.py, and logging's flush), and the output is
-    flushed. Every charge was durable before its answer was printed, and the command has
-    closed its engine or budgets, so skipping the rest loses nothing a crash would not."""
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
+    What an ordinary exit does that matters still happens, in its order: threading's
+    shutdown (its exit hooks, e.g. thread pools told to stop, then every non-daemon
+    thread joined), the exit handlers (among them the ledger's fsync of repeats it has
+    not waited for, accounting/replay_records.py, and logging's flush), and the flush of
+    the output. Every charge was durable before its answer was printed, and the command
+    has closed its engine or budgets, so skipping the rest loses nothing a crash would
+    not."""
+    # The interpreter's own first step at exit (Py_FinalizeEx), private to threading:
+    # checked by the caller, which exits the ordinary way without it.
+    threading._shutdown()  # type: ignore[attr-defined]
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:

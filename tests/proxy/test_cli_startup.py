@@ -159,7 +159,7 @@ def test_a_one_shot_command_runs_without_the_cycle_collector(tmp_path: Path) -> 
 
 
 _ENDS = """
-import atexit, json, runpy, sys
+import atexit, concurrent.futures, json, runpy, sys, threading, time
 from pathlib import Path
 
 marks = Path(sys.argv.pop(1))
@@ -172,6 +172,19 @@ class Teardown:
 
 
 held = Teardown()
+
+
+def late() -> None:  # a thread still working when the command is done: joined first
+    time.sleep(0.3)
+    with marks.open("a") as f:
+        f.write("thread\\n")
+
+
+threading.Thread(target=late).start()
+# An idle worker of a live pool waits on its queue: only threading's shutdown (the
+# pool's exit hook) tells it to stop.
+pool = concurrent.futures.ThreadPoolExecutor(1)
+pool.submit(int)
 
 
 @atexit.register
@@ -193,7 +206,7 @@ def test_a_one_shot_command_ends_its_process_after_the_exit_handlers(tmp_path: P
     def dpsql(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-c", _ENDS, str(marks), "--policy", str(policy), *args],
-            cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+            cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
         )
 
     first = dpsql("query", SQL, "--epsilon", "1", "--format", "json")
@@ -201,12 +214,13 @@ def test_a_one_shot_command_ends_its_process_after_the_exit_handlers(tmp_path: P
     # The whole answer was flushed, then what the exit handlers printed.
     answer, tail = first.stdout.rsplit("\n", 1)
     assert json.loads(answer)["privacy"]["cached"] is False and tail == "printed at exit"
-    # Exit handlers ran (the ledger's deferred fsync is one); the teardown did not.
-    assert marks.read_text() == "exit handler\n"
+    # Threads were joined, then exit handlers ran (the ledger's deferred fsync is one);
+    # the teardown did not.
+    assert marks.read_text() == "thread\nexit handler\n"
     marks.unlink()
     refused = dpsql("query", "SELECT pid FROM PUMS.PUMS", "--epsilon", "1")
     assert refused.returncode == 2 and refused.stdout == "printed at exit"  # its exit code
-    assert marks.read_text() == "exit handler\n"
+    assert marks.read_text() == "thread\nexit handler\n"
     # The charge made by the first process is in the ledger the next one reads.
     again = dpsql("query", SQL, "--epsilon", "1", "--format", "json")
     assert json.loads(again.stdout.rsplit("\n", 1)[0])["privacy"]["cached"] is True
@@ -214,4 +228,4 @@ def test_a_one_shot_command_ends_its_process_after_the_exit_handlers(tmp_path: P
     # A command that serves is never ended this way: --help exits while parsing, as usual.
     helped = dpsql("serve", "--help")
     assert helped.returncode == 0 and "usage: dpsql serve" in helped.stdout
-    assert marks.read_text() == "exit handler\nteardown\n"
+    assert marks.read_text() == "thread\nexit handler\nteardown\n"
