@@ -365,7 +365,8 @@ class SQLiteLedger(Ledger):
         while True:
             conn: sqlite3.Connection | None = None
             try:
-                # A new store is made whole in two syncs where SQLite takes six.
+                # A new store is made whole with two syncs (SQLite's switch to WAL took
+                # four, before the schema's): accounting/new_sqlite.py.
                 create_wal_file(self._path, _write_schema)
                 conn = self._connect()
                 self._open_store(conn)

@@ -144,8 +144,8 @@ def load_sources(policy: Policy, con: duckdb.DuckDBPyConnection) -> None:
 
 
 # DuckDB syncs a new file at creation, its log at each commit and the file twice at the
-# checkpoint that closing runs: six syncs for one copy, a tenth of a cold `dpsql query`
-# on a busy disk. Nothing needs them: a copy is whole once closed and is synced once
+# checkpoint that closing runs: six syncs for one copy (strace), each a wait on a shared
+# disk. Nothing needs them: a copy is whole once closed and is synced once
 # then, before it is renamed into place (a crash before leaves only a partial name).
 _NO_SYNC = {"fsync_mode": "none"}
 
