@@ -99,6 +99,7 @@ from accounting.ledger_records import (
     recompute,
     total_step,
 )
+from accounting.new_sqlite import create_wal_file
 from accounting.rdp import Curve
 from accounting.replay_records import ReplayRecords
 
@@ -195,6 +196,16 @@ class _Queries:
 # for the first) and the event it follows (kind, populations, curve, delta_extra): what
 # one step check of an own total reads.
 _TotalRows = tuple[tuple[Any, ...], tuple[Any, ...] | None, tuple[Any, ...] | None]
+
+
+def _write_schema(conn: sqlite3.Connection) -> None:
+    """A new store's tables and meta rows (inside the caller's transaction)."""
+    for stmt in _SCHEMAS[_NEW_STORE_VERSION]:
+        conn.execute(stmt)
+    conn.executemany(
+        "INSERT INTO meta (key, value) VALUES (?, ?)",
+        [("schema_version", _NEW_STORE_VERSION), ("orders", ORDERS_JSON)],
+    )
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -354,6 +365,9 @@ class SQLiteLedger(Ledger):
         while True:
             conn: sqlite3.Connection | None = None
             try:
+                # A new store is made whole with two syncs (SQLite's switch to WAL took
+                # four, before the schema's): accounting/new_sqlite.py.
+                create_wal_file(self._path, _write_schema)
                 conn = self._connect()
                 self._open_store(conn)
                 with self._sync_lock:
@@ -401,12 +415,7 @@ class SQLiteLedger(Ledger):
             conn.execute("BEGIN IMMEDIATE")
             try:
                 if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
-                    for stmt in _SCHEMAS[_NEW_STORE_VERSION]:
-                        conn.execute(stmt)
-                    conn.executemany(
-                        "INSERT INTO meta (key, value) VALUES (?, ?)",
-                        [("schema_version", _NEW_STORE_VERSION), ("orders", ORDERS_JSON)],
-                    )
+                    _write_schema(conn)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")

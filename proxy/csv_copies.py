@@ -19,8 +19,9 @@ the connection settings it is opened with (DuckDB refuses a second connection to
 with other settings within a process), the declared types, and each table's name and
 source bytes. A source
 edited in place therefore gets a new copy; nothing relies on modification times. A copy
-is written under a temporary name and renamed into place, so a reader sees a whole file
-or none, and processes racing to build it each rename a complete one.
+is written under a temporary name (without DuckDB's own syncs), synced once when whole and
+renamed into place, so a reader sees a whole file or none, even after a crash, and
+processes racing to build it each rename a complete one.
 
 With the ledger in PostgreSQL there is no state folder: each process builds its own copy
 in a temporary folder, removed at close.
@@ -142,8 +143,24 @@ def load_sources(policy: Policy, con: duckdb.DuckDBPyConnection) -> None:
             con.execute("DROP TABLE IF EXISTS dpsql_csv_text")
 
 
-def _build(policy: Policy, config: dict[str, Any], path: Path) -> None:
-    loader = duckdb.connect(str(path), config=config)
+# DuckDB syncs a new file at creation, its log at each commit and the file twice at the
+# checkpoint that closing runs: six syncs for one copy (strace), each a wait on a shared
+# disk. Nothing needs them: a copy is whole once closed and is synced once
+# then, before it is renamed into place (a crash before leaves only a partial name).
+_NO_SYNC = {"fsync_mode": "none"}
+
+
+def _connect_unsynced(path: Path, config: dict[str, Any]) -> duckdb.DuckDBPyConnection:
+    try:
+        return duckdb.connect(str(path), config={**config, **_NO_SYNC})
+    except duckdb.InvalidInputException:
+        # A DuckDB without fsync_mode (before 1.4) syncs as it writes.
+        return duckdb.connect(str(path), config=config)
+
+
+def _build(policy: Policy, config: dict[str, Any], path: Path, *, sync: bool) -> None:
+    """Write the copy to ``path``; with ``sync``, on disk when this returns."""
+    loader = _connect_unsynced(path, config)
     try:
         load_sources(policy, loader)
     except duckdb.Error as error:
@@ -155,6 +172,12 @@ def _build(policy: Policy, config: dict[str, Any], path: Path) -> None:
         ) from None
     finally:
         loader.close()
+    if sync:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def csv_copy(policy: Policy, config: dict[str, Any]) -> CsvCopy:
@@ -169,7 +192,8 @@ def csv_copy(policy: Policy, config: dict[str, Any]) -> CsvCopy:
             with contextlib.suppress(FileNotFoundError):
                 partial.unlink()
             try:
-                _build(policy, config, partial)
+                # Whole and on disk before the rename: a reader never sees a part.
+                _build(policy, config, partial, sync=True)
             except BaseException:
                 with contextlib.suppress(FileNotFoundError):
                     partial.unlink()
@@ -179,7 +203,7 @@ def csv_copy(policy: Policy, config: dict[str, Any]) -> CsvCopy:
         return CsvCopy(path, None)
     scratch = tempfile.TemporaryDirectory(prefix="dpsql-csv-")
     path = Path(scratch.name) / "data.duckdb"
-    _build(policy, config, path)
+    _build(policy, config, path, sync=False)  # removed at close: a crash loses it anyway
     return CsvCopy(path, scratch)
 
 

@@ -10,6 +10,8 @@ import os
 import sqlite3
 import threading
 
+from accounting.new_sqlite import create_wal_file
+
 
 class ThreadConnections:
     """One autocommit connection per thread to one SQLite file."""
@@ -21,6 +23,9 @@ class ThreadConnections:
     def get(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
+            # A new file with two syncs, where SQLite's switch to WAL took four
+            # (accounting/new_sqlite.py); its callers create their tables.
+            create_wal_file(self.path)
             conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")

@@ -33,9 +33,15 @@ Evaluate = Callable[[str], Sequence[tuple[Any, ...]]]
 
 _COLLATE = re.compile(r"\bCOLLATE\b", re.IGNORECASE)
 
+# The database the connection opened (not the temporary one, which a starting engine has
+# left empty, nor the system catalog): the filter on database_name is pushed into the
+# scan, which otherwise builds every default view and macro of the system catalog first
+# (see DuckDBExecutor.column_types).
 DUCKDB_DDL = (
-    "SELECT schema_name, table_name, sql FROM duckdb_tables() WHERE NOT internal "
-    "UNION ALL SELECT schema_name, view_name, sql FROM duckdb_views() WHERE NOT internal"
+    "SELECT schema_name, table_name, sql FROM duckdb_tables() "
+    "WHERE database_name = current_database() AND NOT internal "
+    "UNION ALL SELECT schema_name, view_name, sql FROM duckdb_views() "
+    "WHERE database_name = current_database() AND NOT internal"
 )
 
 POSTGRES_NONDETERMINISTIC = (

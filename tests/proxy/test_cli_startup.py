@@ -8,6 +8,7 @@ engine's libraries. Assertions are on ``sys.modules``, not on time."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,16 +20,23 @@ SERVER = ("fastapi", "uvicorn", "starlette", "pydantic", "proxy.server", "proxy.
 HEAVY = ("scipy", "pandas", *SERVER)
 ENGINE = ("numpy", "duckdb", "pyarrow", "sqlglot", "opendp", "rich", "proxy.engine")
 
+# The report is printed by an exit handler: a one-shot command ends its process itself
+# once done (proxy.cli._exit_now), after running the exit handlers.
 _RUN = """
-import gc, json, runpy, sys
+import atexit, gc, json, os, runpy, sys
 sys.argv = ["dpsql", *sys.argv[1:]]
+code = None
+
+@atexit.register
+def report():
+    blas = os.environ.get("OPENBLAS_NUM_THREADS")
+    print(json.dumps({"code": code, "modules": sorted(sys.modules), "gc": gc.isenabled(),
+                      "blas": blas}))
+
 try:
     runpy.run_module("proxy.cli", run_name="__main__")
 except SystemExit as exit_:
     code = exit_.code
-else:
-    code = 0
-print(json.dumps({"code": code, "modules": sorted(sys.modules), "gc": gc.isenabled()}))
 """
 
 
@@ -130,16 +138,94 @@ def test_the_pandas_probe_skip_changes_no_array() -> None:
 
 def test_a_one_shot_command_runs_without_the_cycle_collector(tmp_path: Path) -> None:
     # The collector's passes over the imported modules were a tenth of a cold query.
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     proc = subprocess.run(
         [sys.executable, "-c", _RUN, "--policy", str(_policy(tmp_path)), "query", SQL,
          "--epsilon", "1"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=True,
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=True, env=env,
     )
-    assert json.loads(proc.stdout.strip().splitlines()[-1])["gc"] is False
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["gc"] is False
+    # NumPy was imported with OpenBLAS on one thread (its pool's start-up was ~50 ms).
+    assert report["blas"] == "1" and "numpy" in report["modules"]
     proc = subprocess.run(
         [sys.executable, "-c", _RUN, "--policy", str(_policy(tmp_path)), "keys", "--help"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False, env=env,
     )
-    # --help exits while parsing: the collector is untouched.
-    assert json.loads(proc.stdout.strip().splitlines()[-1])["gc"] is True
+    # --help exits while parsing: the collector and OpenBLAS are untouched.
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["gc"] is True and report["blas"] is None
 
+
+
+_ENDS = """
+import atexit, concurrent.futures, json, runpy, sys, threading, time
+from pathlib import Path
+
+marks = Path(sys.argv.pop(1))
+
+
+class Teardown:
+    def __del__(self) -> None:  # runs only when the interpreter frees its modules
+        with marks.open("a") as f:
+            f.write("teardown\\n")
+
+
+held = Teardown()
+
+
+def late() -> None:  # a thread still working when the command is done: joined first
+    time.sleep(0.3)
+    with marks.open("a") as f:
+        f.write("thread\\n")
+
+
+threading.Thread(target=late).start()
+# An idle worker of a live pool waits on its queue: only threading's shutdown (the
+# pool's exit hook) tells it to stop.
+pool = concurrent.futures.ThreadPoolExecutor(1)
+pool.submit(int)
+
+
+@atexit.register
+def handler() -> None:
+    with marks.open("a") as f:
+        f.write("exit handler\\n")
+    print("printed at exit", end="")  # buffered: the flush after the handlers sends it
+
+
+sys.argv = ["dpsql", *sys.argv[1:]]
+runpy.run_module("proxy.cli", run_name="__main__")
+"""
+
+
+def test_a_one_shot_command_ends_its_process_after_the_exit_handlers(tmp_path: Path) -> None:
+    policy = _policy(tmp_path)
+    marks = tmp_path / "marks"
+
+    def dpsql(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", _ENDS, str(marks), "--policy", str(policy), *args],
+            cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+        )
+
+    first = dpsql("query", SQL, "--epsilon", "1", "--format", "json")
+    assert first.returncode == 0, first.stderr
+    # The whole answer was flushed, then what the exit handlers printed.
+    answer, tail = first.stdout.rsplit("\n", 1)
+    assert json.loads(answer)["privacy"]["cached"] is False and tail == "printed at exit"
+    # Threads were joined, then exit handlers ran (the ledger's deferred fsync is one);
+    # the teardown did not.
+    assert marks.read_text() == "thread\nexit handler\n"
+    marks.unlink()
+    refused = dpsql("query", "SELECT pid FROM PUMS.PUMS", "--epsilon", "1")
+    assert refused.returncode == 2 and refused.stdout == "printed at exit"  # its exit code
+    assert marks.read_text() == "thread\nexit handler\n"
+    # The charge made by the first process is in the ledger the next one reads.
+    again = dpsql("query", SQL, "--epsilon", "1", "--format", "json")
+    assert json.loads(again.stdout.rsplit("\n", 1)[0])["privacy"]["cached"] is True
+    marks.unlink()
+    # A command that serves is never ended this way: --help exits while parsing, as usual.
+    helped = dpsql("serve", "--help")
+    assert helped.returncode == 0 and "usage: dpsql serve" in helped.stdout
+    assert marks.read_text() == "thread\nexit handler\nteardown\n"
