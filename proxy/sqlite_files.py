@@ -9,8 +9,13 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 
 from accounting.new_sqlite import create_wal_file
+
+# How long a first connection retries a lock SQLite does not wait for (as the ledger's
+# SQLiteLedger._open): server workers open one new file at the same moment.
+OPEN_TIMEOUT_S = 30.0
 
 
 class ThreadConnections:
@@ -25,12 +30,29 @@ class ThreadConnections:
         if conn is None:
             # A new file with two syncs, where SQLite's switch to WAL took four
             # (accounting/new_sqlite.py); its callers create their tables.
-            create_wal_file(self.path)
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
+            conn = self._open()
             self._local.conn = conn
         return conn
+
+    def _open(self) -> sqlite3.Connection:
+        """Connect, retrying while another process holds a lock that SQLite's busy
+        timeout does not cover (the switch to WAL while another worker opens the same new
+        file): a worker that gave up at once answered 500s until restarted."""
+        deadline = time.monotonic() + OPEN_TIMEOUT_S
+        while True:
+            conn: sqlite3.Connection | None = None
+            try:
+                create_wal_file(self.path)
+                conn = sqlite3.connect(self.path, timeout=OPEN_TIMEOUT_S, isolation_level=None)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                return conn
+            except sqlite3.OperationalError as exc:
+                if conn is not None:
+                    conn.close()
+                if not _is_busy(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.005)
 
     def close(self) -> None:
         """Close this thread's connection, if it has one."""
@@ -38,3 +60,11 @@ class ThreadConnections:
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    """SQLITE_BUSY / SQLITE_LOCKED: another connection holds the lock."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return int(code) & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(exc) or "busy" in str(exc)
