@@ -5,6 +5,7 @@ whose tail is zeros recovers every committed event."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import sqlite3
@@ -46,7 +47,7 @@ def test_the_log_grows_in_steps_not_with_every_commit(
     assert len(sizes) == 300
     # Each charge writes about four pages: 300 charges fill a first checkpoint cycle
     # (about 1,000 pages), which SQLite alone reaches by growing the log at every commit.
-    growths = sum(1 for a, b in zip(sizes, sizes[1:], strict=False) if b != a)
+    growths = sum(1 for a, b in itertools.pairwise(sizes) if b != a)
     assert growths <= 20, growths
     assert max(sizes) >= 1000 * FRAME
     assert lg.verify().ok
