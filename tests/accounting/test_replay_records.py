@@ -179,6 +179,7 @@ def test_replays_survive_sigkill_right_after_the_answer(tmp_path: Path) -> None:
     lg.close()
 
 
+
 def test_a_deferred_repeat_is_committed_without_the_caller_waiting(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
