@@ -342,6 +342,8 @@ class SQLiteLedger(Ledger):
         # This process's descriptor of the log, kept for its syncs (see _sync_log).
         self._wal: tuple[int, int] | None = None
         self._sync_lock = threading.Lock()
+        # Whether the connection's busy timeout is 0, as _begin_write leaves it.
+        self._no_busy_wait = False
         # Bytes per frame of the log (set when the store is opened; see _extend_log).
         self._frame = 4096 + _FRAME_HEADER
         self._sync_failed: str | None = None
@@ -469,6 +471,7 @@ class SQLiteLedger(Ledger):
             # so that garbage collection never closes it under the parent's feet.
             self._inherited.append(self._conn)
             self._conn = None
+            self._no_busy_wait = False
             self._pid = os.getpid()
             self._mirror = None
             self._foreign = None
@@ -510,6 +513,7 @@ class SQLiteLedger(Ledger):
                     self._begin_write(conn)
                     self._extend_log()
                 else:
+                    self._wait_when_busy(conn)
                     conn.execute("BEGIN")
             except sqlite3.Error as exc:
                 raise LedgerUnavailable(f"cannot lock the ledger store: {exc}") from exc
@@ -564,23 +568,34 @@ class SQLiteLedger(Ledger):
     def _begin_write(self, conn: sqlite3.Connection) -> None:
         """BEGIN IMMEDIATE, waiting for another process's write transaction in steps of
         tens of microseconds: SQLite's own busy handler sleeps 1, 2, 5, 10 ... ms, longer
-        than a whole commit, which left a second process idle most of the time. Other
-        statements keep SQLite's handler (readers of a WAL store rarely wait)."""
-        conn.execute("PRAGMA busy_timeout=0")
-        try:
-            deadline = time.monotonic() + self._timeout
-            pause = 20e-6
-            while True:
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    return
-                except sqlite3.OperationalError as exc:
-                    if not _is_busy(exc) or time.monotonic() > deadline:
-                        raise
-                time.sleep(pause)
-                pause = min(pause * 1.5, 1e-3)
-        finally:
+        than a whole commit, which left a second process idle most of the time.
+
+        The connection's busy timeout is set to 0 for this and left there for the
+        transaction (whose statements wait for no lock: it holds the write lock) and the
+        next ones: a run of write transactions pays no PRAGMA per charge. Any other use
+        of the connection restores SQLite's handler first (:meth:`_wait_when_busy`;
+        readers of a WAL store rarely wait, but may, e.g. while a log is recovered)."""
+        if not self._no_busy_wait:
+            conn.execute("PRAGMA busy_timeout=0")
+            self._no_busy_wait = True
+        deadline = time.monotonic() + self._timeout
+        pause = 20e-6
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 1.5, 1e-3)
+
+    def _wait_when_busy(self, conn: sqlite3.Connection) -> None:
+        """Give the connection SQLite's busy handler back (see :meth:`_begin_write`)
+        before it is used outside a write transaction."""
+        if self._no_busy_wait:
             conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
+            self._no_busy_wait = False
 
     @staticmethod
     def _rollback(conn: sqlite3.Connection) -> None:
@@ -1177,6 +1192,7 @@ class SQLiteLedger(Ledger):
             try:
                 seen = int(conn.execute("PRAGMA data_version").fetchone()[0])
                 if self._foreign is None or self._foreign[0] != seen:
+                    self._wait_when_busy(conn)
                     row = conn.execute(
                         f"SELECT ({self._queries.newest_total}), "
                         "(SELECT max(id) FROM events WHERE cap IS NOT NULL), "
@@ -1240,6 +1256,7 @@ class SQLiteLedger(Ledger):
                 return VerifyReport(False, 0, 0, (str(exc),))
             problems: list[str] = []
             try:
+                self._wait_when_busy(conn)
                 conn.execute("BEGIN")
                 try:
                     self._quick_check(conn)
