@@ -148,7 +148,7 @@ class Total:
             and last[1] == delta_extra
             and math.copysign(1.0, last[1]) == math.copysign(1.0, delta_extra)
         ):
-            return last[2]  # type: ignore[no-any-return]
+            return last[2]
         out = Total(self.curve + curve, self.delta_extra + delta_extra, self.events + 1)
         object.__setattr__(self, "_last_plus", (curve, delta_extra, out))
         return out

@@ -159,7 +159,7 @@ class Curve:
         # admits a charge and again, as the spend before, when it admits the next one.
         known = self.__dict__.get("_epsilons")
         if known is not None and (found := known.get(delta)) is not None:
-            return found  # type: ignore[no-any-return]
+            return found
         d = _check_delta(delta)
         eps = max(0.0, float((self._array + _LOG1P - _cks_delta_term(d)).min()))
         if known is None:
