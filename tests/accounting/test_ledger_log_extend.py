@@ -45,8 +45,8 @@ def test_the_log_grows_in_steps_not_with_every_commit(
         lg.charge("users", zcdp_curve(RHO), analyst="a", fingerprint=str(i))
     monkeypatch.setattr(os, "fdatasync", real)
     assert len(sizes) == 300
-    # Each charge writes about four pages: 300 charges fill a first checkpoint cycle
-    # (about 1,000 pages), which SQLite alone reaches by growing the log at every commit.
+    # Each charge writes about four pages, and no checkpoint comes before 4,000: SQLite
+    # alone would grow the log at every one of these commits.
     growths = sum(1 for a, b in itertools.pairwise(sizes) if b != a)
     assert growths <= 20, growths
     assert max(sizes) >= 1000 * FRAME
