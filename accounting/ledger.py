@@ -19,6 +19,7 @@ ancestry). Everything in this module is pure arithmetic; the store lives in
 from __future__ import annotations
 
 import math
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -147,10 +148,13 @@ class Total:
             and last[0] is curve
             and last[1] == delta_extra
             and math.copysign(1.0, last[1]) == math.copysign(1.0, delta_extra)
+            and (kept := last[2]()) is not None
         ):
-            return last[2]
+            return kept
         out = Total(self.curve + curve, self.delta_extra + delta_extra, self.events + 1)
-        object.__setattr__(self, "_last_plus", (curve, delta_extra, out))
+        # Weakly: each total would otherwise keep every later one alive (a process's
+        # mirror holds an early total for as long as it runs).
+        object.__setattr__(self, "_last_plus", (curve, delta_extra, weakref.ref(out)))
         return out
 
 

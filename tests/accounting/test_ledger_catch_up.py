@@ -6,12 +6,19 @@ takes the re-reading path, which fails closed on a forged row as before."""
 
 from __future__ import annotations
 
+import gc
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from accounting.ledger import BudgetExhausted, LedgerUnavailable, Partitioning, PopulationSpec
+from accounting.ledger import (
+    BudgetExhausted,
+    LedgerUnavailable,
+    Partitioning,
+    PopulationSpec,
+    Total,
+)
 from accounting.ledger_records import curve_blob
 from accounting.rdp import zcdp_curve
 from accounting.store_sqlite import SQLiteLedger, _Mirror
@@ -112,3 +119,20 @@ def test_a_forged_totals_row_behind_a_foreign_event_fails_the_store_closed(
     fresh = SQLiteLedger(path)
     assert not fresh.verify().ok
     fresh.close()
+
+
+def test_what_charges_keep_between_them_does_not_pile_up(tmp_path: Path) -> None:
+    # A total keeps its last sum and a curve its ε (the next charge reuses both); an
+    # early total the mirror still holds must not keep every later one alive.
+    a, b = _open(tmp_path / "l.sqlite"), _open(tmp_path / "l.sqlite")
+    for i in range(10):
+        (a if i % 5 else b).charge("users", zcdp_curve(1e-9), analyst="x", fingerprint=str(i))
+    # a re-reads after this and finds its total of `users` unchanged: it keeps that one
+    # (as already checked) and charges on from it.
+    b.register(PopulationSpec("orders", CAP, DELTA))
+    for i in range(400):
+        a.charge("users", zcdp_curve(1e-9), analyst="x", fingerprint=f"a{i}")
+    gc.collect()
+    assert sum(1 for o in gc.get_objects() if isinstance(o, Total)) < 50
+    a.close()
+    b.close()
