@@ -1121,8 +1121,7 @@ class SQLiteLedger(Ledger):
         transaction (the store's write lock: no frame can be written meanwhile).
 
         SQLite appends a commit's frames at the end of the log until a checkpoint lets
-        it start over from the beginning (about 1,000 pages: the automatic checkpoint),
-        so a new log grows with every commit, and an fdatasync of a file that grew must
+        it start over from the beginning (``_CHECKPOINT_PAGES``), so a new log grows with every commit, and an fdatasync of a file that grew must
         also commit the file system's journal (its new size and blocks): on this
         machine's disk several milliseconds, against about 0.15 ms to sync frames
         written over existing bytes. Extending the log in steps (64 KiB, then the
