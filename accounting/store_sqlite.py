@@ -1140,7 +1140,11 @@ class SQLiteLedger(Ledger):
             if fd is None:
                 return
             try:
-                size = os.fstat(fd).st_size
+                # The size by seeking, not fstat: a stat reads the file's times, and
+                # Linux then stamps the next write with a fine-grained time (a change
+                # to the inode), which made every fdatasync after it about 60 µs
+                # slower here (170 → 230 µs).
+                size = os.lseek(fd, 0, os.SEEK_END)
                 if size >= _LOG_HEADER and (size - _LOG_HEADER) % self._frame != 0:
                     return
                 end = size + min(_LOG_STEP_MAX, max(_LOG_STEP_MIN, size))
