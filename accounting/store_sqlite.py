@@ -54,7 +54,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from accounting.ledger import (
-    COST_KINDS,
     EMPTY_TOTAL,
     SEPARATOR,
     BudgetExhausted,
@@ -96,7 +95,6 @@ from accounting.ledger_records import (
     event_row,
     fold_analyst_events,
     names_json,
-    parse_curve,
     parse_names,
     recompute,
     total_step,
@@ -210,10 +208,6 @@ _LOG_STEP_MIN, _LOG_STEP_MAX = 64 * 1024, 1024 * 1024
 # Pages in the log before a commit checkpoints it (see SQLiteLedger._connect).
 _CHECKPOINT_PAGES = 4000
 
-# At most this many events committed by other connections are folded into the mirror
-# (see SQLiteLedger._caught_up); after more, what admission needs is read afresh.
-_CATCH_UP_EVENTS = 32
-
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     """SQLITE_BUSY / SQLITE_LOCKED: another connection holds the lock."""
@@ -240,10 +234,6 @@ class _Mirror:
     # Rows step-checked under an earlier data_version: a re-read that finds them
     # unchanged, byte for byte, needs no new parse (the check would repeat itself).
     checked: dict[str, tuple[_TotalRows, Total]] = field(default_factory=dict)
-    # Mirrored totals kept across other connections' commits that named none of them
-    # (see SQLiteLedger._caught_up): each is used once the store's newest row for it is
-    # seen to be still the mirrored one.
-    unconfirmed: set[str] = field(default_factory=set)
 
     def refreshed(self, data_version: int) -> _Mirror:
         """Another connection committed: keep only what lets re-reads skip re-parsing."""
@@ -547,7 +537,7 @@ class SQLiteLedger(Ledger):
                     if self._mirror is None:
                         self._mirror = _Mirror(version)
                     elif self._mirror.data_version != version:
-                        self._mirror = self._caught_up(conn, self._mirror, version)
+                        self._mirror = self._mirror.refreshed(version)
                     self._writing = True
                 yield conn
                 ok = True
@@ -574,78 +564,6 @@ class SQLiteLedger(Ledger):
                 raise LedgerUnavailable(f"ledger commit failed: {exc}") from exc
         if write and durable:
             self._sync_wal()
-
-    def _caught_up(self, conn: sqlite3.Connection, mirror: _Mirror, version: int) -> _Mirror:
-        """The mirror brought up to the store after other connections committed
-        (called inside a write transaction, so nothing commits meanwhile).
-
-        When all they appended since the mirror's head are a few charges, external
-        charges and replays that name populations already known (the common case with
-        several server workers), their events are read once and folded into the
-        mirrored totals: each new event must continue the hash chain from the mirror's
-        head, and the store's newest totals row of each population they name must equal
-        the mirrored total plus those events (the step check, taken from a total
-        already checked). Anything else (a registration, a cap change, a new partition,
-        more than ``_CATCH_UP_EVENTS`` events, a row that does not match) falls back to
-        re-reading what admission needs from the store, as before."""
-        if not mirror.head_known or mirror.head is None:
-            return mirror.refreshed(version)
-        prev_id, prev_hash = mirror.head
-        rows = conn.execute(
-            f"SELECT {EVENT_COLS} FROM events WHERE id > ? ORDER BY id LIMIT ?",
-            (prev_id, _CATCH_UP_EVENTS + 1),
-        ).fetchall()
-        if not rows or len(rows) > _CATCH_UP_EVENTS:
-            return mirror.refreshed(version)
-        # population -> (its total after the new events, the last of them that names it)
-        folded: dict[str, tuple[Total, tuple[Any, ...]]] = {}
-        charges: dict[int, str] = {}
-        for r in rows:
-            event_id, kind = int(r[0]), str(r[2])
-            if event_id != prev_id + 1 or digest(prev_hash, r[:-1]) != r[-1]:
-                return mirror.refreshed(version)
-            prev_id, prev_hash = event_id, str(r[-1])
-            if kind == "replay":
-                continue
-            if kind not in COST_KINDS:
-                return mirror.refreshed(version)
-            curve, dx = parse_curve(r[4]), float(r[5])
-            for name in parse_names(r[3]):
-                if name not in mirror.known.get(root_of(name), ()):
-                    return mirror.refreshed(version)  # a new partition, or not mirrored
-                before = folded.get(name, (None,))[0] or mirror.totals.get(name, (None, None))[1]
-                if before is not None:
-                    folded[name] = (before.plus(curve, dx), (event_id, r[2], r[3], r[4], r[5]))
-            if kind == "charge":
-                charges[event_id] = str(r[3])
-        totals: dict[str, tuple[_TotalRows, Total]] = {}
-        for name, (total, (event_id, *event)) in folded.items():
-            stored = conn.execute(
-                "SELECT event_id, curve, delta_extra, events FROM totals "
-                "WHERE population = ? ORDER BY event_id DESC LIMIT 2",
-                (name,),
-            ).fetchall()
-            if (
-                not stored
-                or int(stored[0][0]) != event_id
-                or Total(parse_curve(stored[0][1]), float(stored[0][2]), int(stored[0][3])) != total
-            ):
-                return mirror.refreshed(version)
-            # What _own_total would read for this population: the same rows, checked.
-            raw: _TotalRows = (
-                tuple(stored[0]),
-                tuple(stored[1]) if len(stored) > 1 else None,
-                tuple(event),
-            )
-            totals[name] = (raw, total)
-        mirror.data_version = version
-        mirror.head = (prev_id, prev_hash)
-        # The others must still be the newest rows, which _own_total checks before use.
-        mirror.unconfirmed |= mirror.totals.keys() - totals.keys()
-        mirror.unconfirmed -= totals.keys()
-        mirror.totals.update(totals)
-        mirror.charges.update(charges)
-        return mirror
 
     def _sync_wal(self) -> None:
         """Make every commit so far durable before a write returns. A failed fsync
@@ -702,17 +620,7 @@ class SQLiteLedger(Ledger):
         plus the event it claims to follow (one step of verify, per charge)."""
         mirror = self._mirror if self._writing else None
         if mirror is not None and (found := mirror.totals.get(name)) is not None:
-            if name not in mirror.unconfirmed:
-                return found[1]
-            newest = conn.execute(
-                "SELECT max(event_id) FROM totals WHERE population = ?", (name,)
-            ).fetchone()[0]
-            mirrored = found[0][0][0] if found[0][0] else None
-            if newest == mirrored:
-                mirror.unconfirmed.discard(name)
-                return found[1]
-            mirror.totals.pop(name)  # read and step-check the rows that replaced it
-            mirror.unconfirmed.discard(name)
+            return found[1]
         rows = conn.execute(
             "SELECT event_id, curve, delta_extra, events FROM totals "
             "WHERE population = ? ORDER BY event_id DESC LIMIT 2",
@@ -998,7 +906,6 @@ class SQLiteLedger(Ledger):
                 continue
             previous = before[0][0] or None
             mirror.totals[t] = ((row[1:], previous, event), new)
-            mirror.unconfirmed.discard(t)  # this transaction's row is the newest
         for t in admitted.created:
             names = mirror.known.get(root_of(t))
             if names is not None and t not in names:
@@ -1121,8 +1028,9 @@ class SQLiteLedger(Ledger):
         transaction (the store's write lock: no frame can be written meanwhile).
 
         SQLite appends a commit's frames at the end of the log until a checkpoint lets
-        it start over from the beginning (``_CHECKPOINT_PAGES``), so a new log grows with every commit, and an fdatasync of a file that grew must
-        also commit the file system's journal (its new size and blocks): on this
+        it start over from the beginning (``_CHECKPOINT_PAGES``), so a new log grows
+        with every commit, and an fdatasync of a file that grew must also commit the
+        file system's journal (its new size and blocks): on this
         machine's disk several milliseconds, against about 0.15 ms to sync frames
         written over existing bytes. Extending the log in steps (64 KiB, then the
         log's size, at most 1 MiB) makes the commits that follow write within the
