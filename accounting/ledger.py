@@ -19,6 +19,7 @@ ancestry). Everything in this module is pure arithmetic; the store lives in
 from __future__ import annotations
 
 import math
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -134,8 +135,27 @@ class Total:
     events: int = 0
 
     def plus(self, curve: Curve, delta_extra: float) -> Total:
-        """This total composed with one more event (order-wise sum, additive δ)."""
-        return Total(self.curve + curve, self.delta_extra + delta_extra, self.events + 1)
+        """This total composed with one more event (order-wise sum, additive δ).
+
+        The last result is kept with the total (immutable, like its arguments): a
+        charge asks for the same sum twice, for admission (:func:`admit`) and for the
+        new own total it stores, and sharing the result lets the ε that admission
+        converted be found on the curve again (:meth:`Curve.epsilon`) when the next
+        charge reads that total back as its "before"."""
+        last = self.__dict__.get("_last_plus")
+        if (
+            last is not None
+            and last[0] is curve
+            and last[1] == delta_extra
+            and math.copysign(1.0, last[1]) == math.copysign(1.0, delta_extra)
+            and (kept := last[2]()) is not None
+        ):
+            return kept
+        out = Total(self.curve + curve, self.delta_extra + delta_extra, self.events + 1)
+        # Weakly: each total would otherwise keep every later one alive (a process's
+        # mirror holds an early total for as long as it runs).
+        object.__setattr__(self, "_last_plus", (curve, delta_extra, weakref.ref(out)))
+        return out
 
 
 EMPTY_TOTAL = Total()
@@ -320,6 +340,11 @@ def composed_total(name: str, own: Mapping[str, Total]) -> Total:
 
     Summed root first, so the result is bit-for-bit reproducible from the same own totals.
     """
+    found = [t for a in ancestors_or_self(name) if (t := own.get(a)) is not None]
+    if len(found) == 1:
+        # The sum below would be ZERO + the one total: the same values (x + 0.0 == x),
+        # and keeping the object keeps what was computed on it (see Total.plus).
+        return found[0]
     curve, dx, n = ZERO, 0.0, 0
     for a in ancestors_or_self(name):
         t = own.get(a, EMPTY_TOTAL)

@@ -332,6 +332,9 @@ def admit_spend(
     affected = affected_populations(targets, known)
     needed = {a for p in affected for a in ancestors_or_self(p)} & (known_set | set(targets))
     own = state.own_totals(sorted(needed))
+    # The new own totals first: admit() asks for the same sums (Total.plus keeps the
+    # last one while it lives), so the ε it converts stays on the stored total's curve.
+    totals = tuple((t, own.get(t, EMPTY_TOTAL).plus(curve, dx)) for t in targets)
     spends = admit(targets, curve, dx, own, specs, known)
     for root in roots:
         spec = registered.get(root)
@@ -345,7 +348,7 @@ def admit_spend(
         curve=curve,
         delta_extra=dx,
         spends=spends,
-        totals=tuple((t, own.get(t, EMPTY_TOTAL).plus(curve, dx)) for t in targets),
+        totals=totals,
         created=tuple(t for t in targets if t not in known_set),
         first=specs[root_of(targets[0])],
     )

@@ -155,9 +155,18 @@ class Curve:
         ε = min_α [ ε(α) + ln(1 − 1/α) − (ln δ + ln α)/(α − 1) ], floored at 0.
         Preconditions: 0 < δ < 1. Privacy claim: the mechanism is (ε, δ)-DP.
         """
+        # Kept per δ with the curve (immutable): the ledger converts a total when it
+        # admits a charge and again, as the spend before, when it admits the next one.
+        known = self.__dict__.get("_epsilons")
+        if known is not None and (found := known.get(delta)) is not None:
+            return found
         d = _check_delta(delta)
-        eps = self._array + _LOG1P - _cks_delta_term(d)
-        return max(0.0, float(eps.min()))
+        eps = max(0.0, float((self._array + _LOG1P - _cks_delta_term(d)).min()))
+        if known is None:
+            known = {}
+            object.__setattr__(self, "_epsilons", known)
+        known[delta] = eps
+        return eps
 
     def epsilon_textbook(self, delta: float) -> float:
         """The classic conversion min_α ε(α) + ln(1/δ)/(α − 1) (Mironov 2017, Prop. 3).
