@@ -220,7 +220,7 @@ _LOG_STEP_MIN, _LOG_STEP_MAX = 64 * 1024, 1024 * 1024
 _CHECKPOINT_PAGES = 4000
 
 
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
+def is_busy(exc: sqlite3.OperationalError) -> bool:
     """SQLITE_BUSY / SQLITE_LOCKED: another connection holds the lock."""
     code = getattr(exc, "sqlite_errorcode", None)
     if code is not None:
@@ -393,7 +393,7 @@ class SQLiteLedger(Ledger):
             except sqlite3.OperationalError as exc:
                 if conn is not None:
                     conn.close()
-                if not _is_busy(exc) or time.monotonic() > deadline:
+                if not is_busy(exc) or time.monotonic() > deadline:
                     raise
             except BaseException:
                 if conn is not None:
@@ -608,7 +608,7 @@ class SQLiteLedger(Ledger):
                 conn.execute("BEGIN IMMEDIATE")
                 return
             except sqlite3.OperationalError as exc:
-                if not _is_busy(exc) or time.monotonic() > deadline:
+                if not is_busy(exc) or time.monotonic() > deadline:
                     raise
             time.sleep(pause)
             pause = min(pause * 1.5, 1e-3)

@@ -12,6 +12,7 @@ import threading
 import time
 
 from accounting.new_sqlite import create_wal_file
+from accounting.store_sqlite import is_busy
 
 # How long a first connection retries a lock SQLite does not wait for (as the ledger's
 # SQLiteLedger._open): server workers open one new file at the same moment.
@@ -50,7 +51,7 @@ class ThreadConnections:
             except sqlite3.OperationalError as exc:
                 if conn is not None:
                     conn.close()
-                if not _is_busy(exc) or time.monotonic() > deadline:
+                if not is_busy(exc) or time.monotonic() > deadline:
                     raise
             time.sleep(0.005)
 
@@ -61,10 +62,3 @@ class ThreadConnections:
             conn.close()
             self._local.conn = None
 
-
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    """SQLITE_BUSY / SQLITE_LOCKED: another connection holds the lock."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return int(code) & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-    return "locked" in str(exc) or "busy" in str(exc)

@@ -156,13 +156,18 @@ async def _read_body(receive: Receive) -> tuple[bytes, bool]:
 
 def replaying(body: bytes, receive: Receive) -> Receive:
     """A receive channel that delivers ``body`` (already read) whole, then what follows."""
+    return replaying_message({"type": "http.request", "body": body, "more_body": False}, receive)
+
+
+def replaying_message(first: Message, receive: Receive) -> Receive:
+    """A receive channel that delivers ``first`` (already read) again, then what follows."""
     delivered = False
 
     async def replay() -> Message:
         nonlocal delivered
         if not delivered:
             delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
+            return first
         return await receive()
 
     return replay

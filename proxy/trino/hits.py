@@ -20,11 +20,12 @@ import time
 from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from proxy.errors import DPSQLError
 from proxy.server.context import RATE_CHECKED, Context, log_fields
 from proxy.server.errors import error_response
+from proxy.server.hits import replaying_message
 from proxy.trino import routes
 
 PATH = "/v1/statement"
@@ -42,7 +43,7 @@ class StatementHits:
             await self.app(scope, receive, send)
             return
         message = await receive()
-        replayed = _replaying(message, receive)
+        replayed = replaying_message(message, receive)
         response = None
         if message["type"] == "http.request" and not message.get("more_body", False):
             response = await self._answer(scope, message.get("body", b""))
@@ -101,16 +102,3 @@ class StatementHits:
             )
         return self._route
 
-
-def _replaying(first: Message, receive: Receive) -> Receive:
-    """A receive channel that delivers ``first`` (already read) again, then what follows."""
-    delivered = False
-
-    async def replay() -> Message:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return first
-        return await receive()
-
-    return replay
