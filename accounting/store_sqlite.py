@@ -48,10 +48,10 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from accounting.ledger import (
     EMPTY_TOTAL,
@@ -192,6 +192,8 @@ class _Queries:
         )
 
 
+_Opened = TypeVar("_Opened")
+
 # A totals row as stored (event_id, curve, delta_extra, events), the row before it (None
 # for the first) and the event it follows (kind, populations, curve, delta_extra): what
 # one step check of an own total reads.
@@ -218,6 +220,21 @@ _LOG_STEP_MIN, _LOG_STEP_MAX = 64 * 1024, 1024 * 1024
 
 # Pages in the log before a commit checkpoints it (see SQLiteLedger._connect).
 _CHECKPOINT_PAGES = 4000
+
+
+def open_retrying(open_once: Callable[[], _Opened], timeout: float) -> _Opened:
+    """``open_once()``, called again while it meets a lock that SQLite's busy timeout
+    does not cover (another process switching a new file to WAL or creating its schema)
+    until ``timeout`` seconds have passed. ``open_once`` closes what it opened when it
+    raises."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return open_once()
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.005)
 
 
 def is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -377,29 +394,22 @@ class SQLiteLedger(Ledger):
         that SQLite does not wait for here (switching a new file to WAL, creating the
         schema): server workers open one store at the same moment, and a worker that
         gave up at once would stay unavailable until restarted."""
-        deadline = time.monotonic() + self._timeout
-        while True:
-            conn: sqlite3.Connection | None = None
-            try:
-                # A new store is made whole with two syncs (SQLite's switch to WAL took
-                # four, before the schema's): accounting/new_sqlite.py.
-                create_wal_file(self._path, _write_schema)
-                conn = self._connect()
-                self._open_store(conn)
-                self._frame = int(conn.execute("PRAGMA page_size").fetchone()[0]) + _FRAME_HEADER
-                with self._sync_lock:
-                    self._log_fd()  # open from the start: see _sync_log
-                return conn
-            except sqlite3.OperationalError as exc:
-                if conn is not None:
-                    conn.close()
-                if not is_busy(exc) or time.monotonic() > deadline:
-                    raise
-            except BaseException:
-                if conn is not None:
-                    conn.close()
-                raise
-            time.sleep(0.005)
+        return open_retrying(self._open_once, self._timeout)
+
+    def _open_once(self) -> sqlite3.Connection:
+        # A new store is made whole with two syncs (SQLite's switch to WAL took four,
+        # before the schema's): accounting/new_sqlite.py.
+        create_wal_file(self._path, _write_schema)
+        conn = self._connect()
+        try:
+            self._open_store(conn)
+            self._frame = int(conn.execute("PRAGMA page_size").fetchone()[0]) + _FRAME_HEADER
+            with self._sync_lock:
+                self._log_fd()  # open from the start: see _sync_log
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     # --- connection and transactions ---------------------------------------------------
 

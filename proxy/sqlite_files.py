@@ -9,10 +9,9 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-import time
 
 from accounting.new_sqlite import create_wal_file
-from accounting.store_sqlite import is_busy
+from accounting.store_sqlite import open_retrying
 
 # How long a first connection retries a lock SQLite does not wait for (as the ledger's
 # SQLiteLedger._open): server workers open one new file at the same moment.
@@ -29,8 +28,6 @@ class ThreadConnections:
     def get(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            # A new file with two syncs, where SQLite's switch to WAL took four
-            # (accounting/new_sqlite.py); its callers create their tables.
             conn = self._open()
             self._local.conn = conn
         return conn
@@ -39,21 +36,20 @@ class ThreadConnections:
         """Connect, retrying while another process holds a lock that SQLite's busy
         timeout does not cover (the switch to WAL while another worker opens the same new
         file): a worker that gave up at once answered 500s until restarted."""
-        deadline = time.monotonic() + OPEN_TIMEOUT_S
-        while True:
-            conn: sqlite3.Connection | None = None
-            try:
-                create_wal_file(self.path)
-                conn = sqlite3.connect(self.path, timeout=OPEN_TIMEOUT_S, isolation_level=None)
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
-                return conn
-            except sqlite3.OperationalError as exc:
-                if conn is not None:
-                    conn.close()
-                if not is_busy(exc) or time.monotonic() > deadline:
-                    raise
-            time.sleep(0.005)
+        return open_retrying(self._open_once, OPEN_TIMEOUT_S)
+
+    def _open_once(self) -> sqlite3.Connection:
+        # A new file with two syncs, where SQLite's switch to WAL took four
+        # (accounting/new_sqlite.py); its callers create their tables.
+        create_wal_file(self.path)
+        conn = sqlite3.connect(self.path, timeout=OPEN_TIMEOUT_S, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def close(self) -> None:
         """Close this thread's connection, if it has one."""
