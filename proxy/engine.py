@@ -8,7 +8,6 @@ never disagree about what is answered or charged.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Collection, Hashable, Iterator
@@ -1205,15 +1204,9 @@ class Engine:
         compiled once per text; None for any other."""
         found = self._direct_outers.get(outer)
         if found is None:
-            found = (compile_outer(outer, self._literal_double),)
+            found = (compile_outer(outer, self.post.double),)
             self._direct_outers.put(outer, found)
         return found[0]
-
-    def _literal_double(self, literal_sql: str) -> float:
-        try:
-            return self.post.double(literal_sql)
-        except DPSQLError:
-            return math.nan  # not answered directly: DuckDB runs the layer
 
     def schema(self, tables: frozenset[str] | None) -> tuple[TableView, ...]:
         """The tables a caller may query (None: all), with columns, bounds and domains.

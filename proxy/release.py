@@ -9,6 +9,7 @@ nothing but the released table.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -268,14 +269,15 @@ class PostProcessor:
 
     def double(self, literal_sql: str) -> float:
         """DuckDB's DOUBLE value of a numeric literal as written in an outer layer (what
-        its arithmetic with DOUBLE operands reads; proxy/outer_direct.py)."""
+        its arithmetic with DOUBLE operands reads; proxy/outer_direct.py); NaN when it
+        has none, which leaves the layer to DuckDB."""
         try:
             # fetchall: a result left open would keep the cursor from registering tables.
             rows = self._cursor().execute(f"SELECT CAST({literal_sql} AS DOUBLE)").fetchall()
         except duckdb.Error:
-            rows = []
+            return math.nan
         if len(rows) != 1 or not isinstance(rows[0][0], float):
-            raise DPSQLError("internal", "a literal has no DOUBLE value", "report this")
+            return math.nan
         value: float = rows[0][0]
         return value
 
