@@ -179,6 +179,15 @@ def _bound(k: int) -> str:
     return f"CASE WHEN __l[{k}] = __l[{k + 1}] THEN __l[{k}] ELSE __l[{k}] + 1 END"
 
 
+def _heavy_bounds(k: int) -> tuple[str, str]:
+    """``heavy``: one bound per person with more than K groups (keep h < __c)."""
+    return (
+        "heavy",
+        f"SELECT __u, {_bound(k)} AS __c FROM (SELECT __u, MIN(__h, {k + 1}) AS __l "
+        f"FROM pph GROUP BY __u HAVING COUNT(*) > {k})",
+    )
+
+
 def _recut(core_sql: str, cut: list[tuple[str, str]], pp_hash: bool = False) -> str | None:
     """The core with ``pph``/``heavy``/``bounded`` replaced by ``cut`` (CTE name, SELECT);
     ``pp_hash``: ``pp`` itself gets the hash column ``__h``. None without an L0 cut."""
@@ -213,11 +222,7 @@ def single_bound(core_sql: str, k: int) -> str | None:
         core_sql,
         [
             _PPH,
-            (
-                "heavy",
-                f"SELECT __u, {_bound(k)} AS __c FROM (SELECT __u, MIN(__h, {k + 1}) AS __l "
-                f"FROM pph GROUP BY __u HAVING COUNT(*) > {k})",
-            ),
+            _heavy_bounds(k),
             (
                 "bounded",
                 "SELECT pph.* EXCLUDE (__h), CAST(NOT heavy.__u IS NULL AS INT) AS __l0cut "
@@ -281,11 +286,7 @@ def anti_join_mark(core_sql: str, k: int) -> str | None:
         core_sql,
         [
             _PPH,
-            (
-                "heavy",
-                f"SELECT __u, {_bound(k)} AS __c FROM (SELECT __u, MIN(__h, {k + 1}) AS __l "
-                f"FROM pph GROUP BY __u HAVING COUNT(*) > {k})",
-            ),
+            _heavy_bounds(k),
             (
                 "bounded",
                 "SELECT pph.* EXCLUDE (__h), CAST(pph.__u IN (SELECT __u FROM heavy) AS INT) "
