@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 
+from fastapi import APIRouter
 from fastapi.routing import APIRoute
 from pydantic import ValidationError
 from starlette.requests import Request
@@ -41,7 +42,7 @@ class CacheHits:
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self._route: APIRoute | None = None
+        self._route: APIRoute | None = None  # POST /v1/query's (post_route)
         # id(result) -> (the result, its rendered body, its headers): the result is held
         # so that its id cannot be reused by another while the entry lives.
         self._rendered: dict[int, tuple[Result, bytes, dict[str, str]]] = {}
@@ -89,13 +90,10 @@ class CacheHits:
         except (ValueError, ValidationError, DPSQLError):
             return None  # the route refuses it with its own error
         request = Request(scope)
-        scope["route"] = self._query_route()
-        log_fields(request)["analyst"] = caller.name
-        try:
-            ctx.limiter.check(caller.name)
-        except DPSQLError as error:
-            return error_response(request, error)
-        scope.setdefault("state", {})[RATE_CHECKED] = caller.name
+        self._route = self._route or post_route(query_routes.router, PATH)
+        refused = admit(ctx, request, caller.name, self._route)
+        if refused is not None:
+            return refused
         try:
             result = ctx.engine.run_cached(to_request(query, caller))
         except DPSQLError as error:
@@ -128,16 +126,29 @@ class CacheHits:
         count_answer(ctx, request, result)
         return Response(kept[1], media_type=formats.JSON, headers=_own_headers(kept[2]))
 
-    def _query_route(self) -> APIRoute:
-        """The route object of ``POST /v1/query``: the latency metric and the log line
-        name it, as when the router answers."""
-        if self._route is None:
-            self._route = next(
-                r
-                for r in query_routes.router.routes
-                if isinstance(r, APIRoute) and r.path == PATH and r.methods == {"POST"}
-            )
-        return self._route
+
+def post_route(router: APIRouter, path: str) -> APIRoute:
+    """The route object of ``POST path``: the latency metric and the log line name it,
+    as when the router answers."""
+    return next(
+        r
+        for r in router.routes
+        if isinstance(r, APIRoute) and r.path == path and r.methods == {"POST"}
+    )
+
+
+def admit(ctx: Context, request: Request, analyst: str, route: APIRoute) -> Response | None:
+    """What a cache-hit door does before asking the engine: name the route and the
+    analyst for the metrics and the log line, and count the request once by the rate
+    limiter (the route then skips it). The limiter's refusal, or None."""
+    request.scope["route"] = route
+    log_fields(request)["analyst"] = analyst
+    try:
+        ctx.limiter.check(analyst)
+    except DPSQLError as error:
+        return error_response(request, error)
+    request.scope.setdefault("state", {})[RATE_CHECKED] = analyst
+    return None
 
 
 def _own_headers(rendered: dict[str, str]) -> dict[str, str]:

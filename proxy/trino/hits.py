@@ -23,9 +23,8 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from proxy.errors import DPSQLError
-from proxy.server.context import RATE_CHECKED, Context, log_fields
-from proxy.server.errors import error_response
-from proxy.server.hits import replaying_message
+from proxy.server.context import Context, log_fields
+from proxy.server.hits import admit, post_route, replaying_message
 from proxy.trino import routes
 
 PATH = "/v1/statement"
@@ -36,7 +35,7 @@ class StatementHits:
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self._route: APIRoute | None = None
+        self._route: APIRoute | None = None  # POST /v1/statement's (post_route)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != PATH:
@@ -71,14 +70,11 @@ class StatementHits:
             return None
         state = routes.door_state(request)
         client = routes.client_session(request.headers)
-        scope["route"] = self._statement_route()
+        self._route = self._route or post_route(routes.router, PATH)
+        refused = admit(ctx, request, caller.name, self._route)
+        if refused is not None:
+            return refused
         fields = log_fields(request)
-        fields["analyst"] = caller.name
-        try:
-            ctx.limiter.check(caller.name)
-        except DPSQLError as error:
-            return error_response(request, error)
-        scope.setdefault("state", {})[RATE_CHECKED] = caller.name
         started = time.perf_counter()
         try:
             answer = state.door.execute_cached(text, client, caller)
@@ -90,15 +86,3 @@ class StatementHits:
             return None
         fields["door"] = "trino"
         return await routes.answered(request, state, caller, answer, started)
-
-    def _statement_route(self) -> APIRoute:
-        """The route object of ``POST /v1/statement``: the latency metric and the log
-        line name it, as when the router answers."""
-        if self._route is None:
-            self._route = next(
-                r
-                for r in routes.router.routes
-                if isinstance(r, APIRoute) and r.path == PATH and r.methods == {"POST"}
-            )
-        return self._route
-
