@@ -62,7 +62,7 @@ from proxy.ledger_views import HistoryEntry, LedgerViews, Usage
 from proxy.memo import Memo
 from proxy.outer import outer_sql
 from proxy.outer_direct import DirectOuter, compile_outer
-from proxy.parse import parse
+from proxy.parse import forget_positions, parse
 from proxy.plan import ChosenBound, Plan, build_plan, limits
 from proxy.policy import Policy
 from proxy.public_queries import (
@@ -685,7 +685,11 @@ class Engine:
             # The request's caps are the inner tables' (the derived table has C = K = 1).
             outer_request = replace(request, max_rows_per_group=None, max_groups=None)
         select = bind(tree, catalog, request.tables)
-        return CheckedShape(check_shape(select, catalog), names, per_person, union, outer_request)
+        shape = check_shape(select, catalog)
+        # Checked: nothing later refuses with a position in the text, and the rewrite
+        # copies this tree's parts many times (proxy/parse.py: forget_positions).
+        forget_positions(shape.select)
+        return CheckedShape(shape, names, per_person, union, outer_request)
 
     def _structure(self, request: QueryRequest) -> Structure:
         """Parse, bind, check, rewrite and validate: everything but the budget."""

@@ -11,6 +11,9 @@ from proxy.errors import DPSQLError
 
 DIALECTS = ("duckdb", "postgres", "bigquery", "trino", "snowflake")
 
+# The keys sqlglot's parser records a node's place in the text under (meta).
+POSITION_KEYS = ("line", "col", "start", "end")
+
 
 def _position(error: ParseError) -> dict[str, int] | None:
     for detail in error.errors:
@@ -69,3 +72,18 @@ def parse(sql: str, dialect: str = "duckdb", *, max_length: int, max_nodes: int)
                 "simplify the query or split it",
             )
     return tree
+
+
+def forget_positions(tree: exp.Expr) -> None:
+    """Drop the parser's text positions from every node of ``tree`` (in place), keeping
+    any other meta sqlglot set. Positions only place a refusal in the text; once a tree
+    is checked, none is raised from it, and each later copy of a node would deep-copy
+    its position dict with Python's copy module (more than half of a parsed tree's copy
+    time, and the rewrite copies subtrees of the checked query a few dozen times)."""
+    for node in tree.walk():
+        meta = node._meta
+        if meta:
+            for key in POSITION_KEYS:
+                meta.pop(key, None)
+        if meta is not None and not meta:
+            node._meta = None

@@ -309,6 +309,39 @@ def test_discrete_gaussian_moments_and_pmf():
     assert chi_square_p(noise, dg_pmf, 1.7) < 1e-6
 
 
+def test_a_reused_measurement_draws_afresh_for_every_short_release():
+    """Issue 18: each (mechanism, scale) builds its OpenDP measurement once and every
+    release invokes it again, short columns crossing as a Python list (mechanisms._draw).
+    Many two-value releases through one kept measurement: the draws have the discrete
+    Gaussian's distribution, and are independent across the two coordinates of a
+    release and across consecutive releases (each correlation about N(0, 1/n); 6
+    standard errors), never the same pair twice in a row."""
+    sigma, n = 2.5, 4000
+    mech._measurement.cache_clear()
+    values = np.array([7, -3], dtype=np.int64)
+    noise = np.array(
+        [
+            release_gaussian(values, l2_sensitivity=1, sigma=sigma, integer=True)[0] - values
+            for _ in range(n)
+        ]
+    )
+    info = mech._measurement.cache_info()
+    assert info.currsize == 1 and info.misses == 1 and info.hits == n - 1  # built once
+    assert noise.dtype == np.int64
+    var, mu4 = moments(dg_pmf, sigma)
+    check_mean_and_variance(noise.ravel(), var, mu4)
+    assert chi_square_p(noise.ravel(), dg_pmf, sigma) > 1e-6
+    tol = 6 / math.sqrt(n)
+    assert abs(np.corrcoef(noise[:, 0], noise[:, 1])[0, 1]) < tol
+    assert abs(np.corrcoef(noise[:-1, 0], noise[1:, 0])[0, 1]) < tol
+    assert abs(np.corrcoef(noise[:-1, 1], noise[1:, 0])[0, 1]) < tol
+    # A release repeating the previous pair: probability (Σ p²)² when independent.
+    support = np.arange(-40, 41)
+    q = float((dg_pmf(sigma, support) ** 2).sum()) ** 2
+    repeats = np.mean(np.all(noise[:-1] == noise[1:], axis=1))
+    assert abs(repeats - q) < 6 * math.sqrt(q * (1 - q) / (n - 1))
+
+
 def test_discrete_laplace_moments_and_pmf():
     scale = 1.5
     out, _ = release_laplace(np.full(N_CI, -3), l1_sensitivity=1, scale=scale, integer=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from proxy.engine import Engine
+from proxy.errors import DPSQLError
 from proxy.parse import parse
 from proxy.request import QueryRequest
 from tests.proxy.conftest import demo_policy
@@ -52,3 +53,25 @@ def test_shared_trees_are_never_changed(engine: Engine, sql: str) -> None:
     fresh = parse(sql, "duckdb", max_length=settings.max_sql_length, max_nodes=settings.max_nodes)
     assert kept.sql(dialect="duckdb") == fresh.sql(dialect="duckdb")
     assert kept == fresh
+
+
+def test_the_checked_tree_forgets_positions_the_shared_parse_keeps_them(engine: Engine) -> None:
+    """Positions are dropped from the checked query only (proxy/parse.py:
+    forget_positions): its parts are copied many times by the rewrite, and nothing after
+    the check places a refusal in the text. The shared parse keeps them, so a refusal of
+    the same text (e.g. at another budget, or for an analyst who may not read a table)
+    still points into it; sqlglot's other meta is kept."""
+    sql = "SELECT region, COUNT(*) AS n FROM users WHERE age > 41 GROUP BY region"
+    engine.run(QueryRequest(sql, epsilon=1.0))
+    kept = engine._read_trees.get((sql, "duckdb"))
+    assert kept is not None
+    assert any(node.meta.get("line") == 1 for node in kept.walk() if node._meta)
+    shape = engine.checked_shape(QueryRequest(sql, epsilon=1.0)).shape
+    metas = [node._meta for node in shape.select.walk() if node._meta is not None]
+    assert all(not set(m) & {"line", "col", "start", "end"} for m in metas)
+    assert all(m for m in metas)  # an emptied meta is dropped, not left as {}
+    # A refusal still names its place in the text.
+    refused = "SELECT TOP 2 region, COUNT(*) AS n FROM users GROUP BY region LIMIT 3"
+    with pytest.raises(DPSQLError) as error:
+        engine.run(QueryRequest(refused, epsilon=1.0))
+    assert error.value.position == {"line": 1, "column": 8}
