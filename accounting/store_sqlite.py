@@ -81,6 +81,7 @@ from accounting.ledger_records import (
     MAX_PROBLEMS,
     ORDERS_JSON,
     Admission,
+    EventTail,
     Inconsistent,
     admit_spend,
     check_cap,
@@ -89,7 +90,6 @@ from accounting.ledger_records import (
     check_target,
     check_text,
     curve_blob,
-    curve_json,
     digest,
     event_from_row,
     event_row,
@@ -317,12 +317,26 @@ class _Spend:
     event_id: int | None = None
     error: BaseException | None = None
     done: bool = False
-    # The stored text of the populations and the curve, encoded before the write lock
-    # is taken (they depend on the request alone).
-    texts: tuple[str, str] = field(init=False)
+    # The event's columns after its time, as stored and as hashed into the chain,
+    # encoded before the write lock is taken (they depend on the request alone).
+    tail: EventTail = field(init=False)
 
     def __post_init__(self) -> None:
-        self.texts = (names_json(self.targets), curve_json(self.curve))
+        row = event_row(
+            0,
+            0.0,
+            self.kind,
+            self.targets,
+            curve=self.curve,
+            delta_extra=self.delta_extra,
+            analyst=self.analyst,
+            fingerprint=self.fingerprint,
+            note=self.note,
+            parent_id=None,
+            cap=None,
+            delta=None,
+        )
+        self.tail = EventTail.of(row[2:])
 
 
 # What admission may refuse a single spend with: the batch goes on without it. Anything
@@ -351,6 +365,8 @@ class SQLiteLedger(Ledger):
         # The statements of the store's schema version (set when the store is checked).
         self._queries = _Queries.of(_NEW_STORE_VERSION)
         self._deltas: dict[str, float] = {}
+        # The last spec built per root (immutable; rebuilt when its cap differs).
+        self._specs: dict[str, PopulationSpec] = {}
         # Partitionings of the roots registered by this process (from the policy):
         # charges and verify accept only the partitions they define.
         self._partitionings: dict[str, Partitioning | None] = {}
@@ -661,7 +677,10 @@ class SQLiteLedger(Ledger):
         if seen is not None and seen[0] == raw:
             total = seen[1]  # the very rows already step-checked: the check would repeat
         else:
-            total = total_step(name, rows[0], rows[1] if len(rows) > 1 else None, ev)
+            # Another process appended after the row this one last checked (the usual
+            # case with two writers): that row's total is known, only the new one is read.
+            known = seen[1] if seen is not None and seen[0][0] == raw[1] else None
+            total = total_step(name, rows[0], raw[1], ev, known)
         if mirror is not None:
             mirror.totals[name] = (raw, total)
         return total
@@ -691,7 +710,10 @@ class SQLiteLedger(Ledger):
             cap = float(found[0])
             if mirror is not None:
                 mirror.caps[root] = cap
-        return PopulationSpec(root, cap, delta)
+        spec = self._specs.get(root)
+        if spec is None or spec.epsilon_cap != cap or spec.delta != delta:
+            spec = self._specs[root] = PopulationSpec(root, cap, delta)
+        return spec
 
     def _known(self, conn: sqlite3.Connection, roots: Sequence[str]) -> list[str]:
         mirror = self._mirror if self._writing else None
@@ -732,28 +754,32 @@ class SQLiteLedger(Ledger):
         parent_id: int | None = None,
         cap: float | None = None,
         delta: float | None = None,
-        texts: tuple[str, str] | None = None,
+        tail: EventTail | None = None,
     ) -> int:
-        """Append one event after the head of the chain; ``texts`` is the stored text of
-        ``names`` and ``curve`` when the caller encoded them already."""
+        """Append one event after the head of the chain; ``tail`` holds its columns
+        after the time, encoded by the caller (then ``kind`` … ``delta`` are ignored)."""
         last = self._head(conn)
         event_id, prev = (1, GENESIS) if last is None else (last[0] + 1, last[1])
-        row = event_row(
-            event_id,
-            time.time(),
-            kind,
-            names,
-            curve=curve,
-            delta_extra=delta_extra,
-            analyst=analyst,
-            fingerprint=fingerprint,
-            note=note,
-            parent_id=parent_id,
-            cap=cap,
-            delta=delta,
-            texts=texts,
-        )
-        hashed = digest(prev, row)
+        ts = time.time()
+        if tail is not None:
+            row = (event_id, ts, *tail.columns)
+            hashed = tail.digest(prev, event_id, ts)
+        else:
+            row = event_row(
+                event_id,
+                ts,
+                kind,
+                names,
+                curve=curve,
+                delta_extra=delta_extra,
+                analyst=analyst,
+                fingerprint=fingerprint,
+                note=note,
+                parent_id=parent_id,
+                cap=cap,
+                delta=delta,
+            )
+            hashed = digest(prev, row)
         conn.execute(
             f"INSERT INTO events ({EVENT_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (*row, hashed),
@@ -887,9 +913,10 @@ class SQLiteLedger(Ledger):
             analyst=t.analyst,
             fingerprint=t.fingerprint,
             note=t.note,
-            texts=t.texts,
+            tail=t.tail,
         )
-        self._insert_admitted(conn, admitted, event_id, (t.kind, *t.texts))
+        # The stored kind, populations and curve (what a re-read would step-check).
+        self._insert_admitted(conn, admitted, event_id, t.tail.columns[:3])
         self._cost_commits += 1
         t.admitted, t.event_id = admitted, event_id
 
@@ -906,11 +933,11 @@ class SQLiteLedger(Ledger):
             (t, event_id, curve_blob(new.curve), new.delta_extra, new.events)
             for t, new in admitted.totals
         ]
-        conn.executemany(
-            "INSERT INTO totals (population, event_id, curve, delta_extra, events) "
-            "VALUES (?,?,?,?,?)",
-            rows,
-        )
+        insert = "INSERT INTO totals (population, event_id, curve, delta_extra, events) VALUES (?,?,?,?,?)"
+        if len(rows) == 1:
+            conn.execute(insert, rows[0])
+        else:
+            conn.executemany(insert, rows)
         if admitted.created:
             conn.executemany(
                 "INSERT INTO populations (name, root, delta, created_event) VALUES (?,?,NULL,?)",
