@@ -147,6 +147,39 @@ class EventTail:
         # The list's items joined as JSON joins them, then the closing bracket.
         return cls(columns, ("," + _COMPACT.encode(list(columns))[1:]).encode("utf-8"))
 
+    @classmethod
+    def of_spend(
+        cls,
+        kind: str,
+        names: Sequence[str],
+        curve: Curve,
+        delta_extra: float,
+        analyst: str,
+        fingerprint: str,
+        note: str,
+    ) -> EventTail:
+        """The tail of a charge or external charge, as :func:`event_row` stores it. The
+        packed curve (``f64le:`` and base64: nothing JSON escapes) is quoted as is
+        instead of being scanned by the encoder (most of the event's text)."""
+        columns = event_row(
+            0,
+            0.0,
+            kind,
+            names,
+            curve=curve,
+            delta_extra=delta_extra,
+            analyst=analyst,
+            fingerprint=fingerprint,
+            note=note,
+            parent_id=None,
+            cap=None,
+            delta=None,
+        )[2:]
+        before = _COMPACT.encode(list(columns[:2]))[1:-1]
+        after = _COMPACT.encode(list(columns[3:]))[1:]
+        text = f',{before},"{columns[2]}",{after}'
+        return cls(columns, text.encode("utf-8"))
+
     def digest(self, prev: str, event_id: int, ts: float) -> str:
         """``digest(prev, (event_id, ts, *self.columns))``, with the tail's text already
         encoded: the same bytes hashed (a list's JSON is its items' JSON joined by

@@ -43,6 +43,7 @@ within ``SYNC_DELAY_S`` (:mod:`accounting.replay_records`, RELIABILITY.md
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import sqlite3
@@ -322,21 +323,15 @@ class _Spend:
     tail: EventTail = field(init=False)
 
     def __post_init__(self) -> None:
-        row = event_row(
-            0,
-            0.0,
+        self.tail = EventTail.of_spend(
             self.kind,
             self.targets,
-            curve=self.curve,
-            delta_extra=self.delta_extra,
-            analyst=self.analyst,
-            fingerprint=self.fingerprint,
-            note=self.note,
-            parent_id=None,
-            cap=None,
-            delta=None,
+            self.curve,
+            self.delta_extra,
+            self.analyst,
+            self.fingerprint,
+            self.note,
         )
-        self.tail = EventTail.of(row[2:])
 
 
 # What admission may refuse a single spend with: the batch goes on without it. Anything
@@ -557,52 +552,91 @@ class SQLiteLedger(Ledger):
         undo without undoing it too. A killed process loses nothing it committed."""
         with self._lock:
             conn = self._usable() if gated else self._connection()
+            turn = self._take_turn() if write else None
             try:
-                if write:
-                    self._begin_write(conn)
-                    self._extend_log()
-                else:
-                    self._wait_when_busy(conn)
-                    conn.execute("BEGIN")
-            except sqlite3.Error as exc:
-                raise LedgerUnavailable(f"cannot lock the ledger store: {exc}") from exc
-            ok = False
-            try:
-                if write:
-                    # The write lock is held from here to the commit: no other connection
-                    # can commit meanwhile, so data_version tells whether the mirror is
-                    # the store's current state.
-                    version = int(conn.execute("PRAGMA data_version").fetchone()[0])
-                    if self._mirror is None:
-                        self._mirror = _Mirror(version)
-                    elif self._mirror.data_version != version:
-                        self._mirror = self._mirror.refreshed(version)
-                    self._writing = True
-                yield conn
-                ok = True
-            except Inconsistent as exc:
-                self._rollback(conn)
-                self._broken = f"ledger store is inconsistent: {exc}"
-                raise LedgerUnavailable(self._broken) from exc
-            except sqlite3.Error as exc:
-                self._rollback(conn)
-                raise LedgerUnavailable(f"ledger store error: {exc}") from exc
-            except BaseException:
-                self._rollback(conn)
-                raise
+                self._open_transaction(conn, write)
+                yield from self._run_transaction(conn, write)
             finally:
-                if write and not ok:
-                    # Rolled back: what the mirror learnt meanwhile is not in the store.
-                    self._mirror = None
-                self._writing = False
-            try:
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                self._mirror = None
-                self._rollback(conn)
-                raise LedgerUnavailable(f"ledger commit failed: {exc}") from exc
+                if turn is not None:
+                    with suppress(OSError):
+                        fcntl.flock(turn, fcntl.LOCK_UN)
         if write and durable:
             self._sync_wal()
+
+    def _take_turn(self) -> int | None:
+        """Wait for this process's turn to write: an exclusive ``flock`` of the log file,
+        held from before BEGIN IMMEDIATE to just after COMMIT (never through the fsync).
+
+        Every process of this store takes it before SQLite's write lock, so a process
+        that waits is woken by the kernel the moment the other one's commit is done,
+        instead of polling BEGIN IMMEDIATE (whose sleeps are rounded up to the timer's
+        slack, about 50 µs, and overshoot the other's release). It decides nothing:
+        SQLite's lock still serialises the writes, and a writer that does not take the
+        turn (another program, a log file replaced after every connection closed) is
+        waited for by polling as before. The holder never waits for anything but its
+        own statements (BEGIN IMMEDIATE within its timeout), and the kernel releases
+        the lock of a process that dies. Returns the descriptor locked, or None."""
+        with self._sync_lock:
+            fd = self._log_fd()
+        if fd is None:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            return None
+        return fd
+
+    def _open_transaction(self, conn: sqlite3.Connection, write: bool) -> None:
+        try:
+            if write:
+                self._begin_write(conn)
+                self._extend_log()
+            else:
+                self._wait_when_busy(conn)
+                conn.execute("BEGIN")
+        except sqlite3.Error as exc:
+            raise LedgerUnavailable(f"cannot lock the ledger store: {exc}") from exc
+
+    def _run_transaction(
+        self, conn: sqlite3.Connection, write: bool
+    ) -> Iterator[sqlite3.Connection]:
+        """The body of :meth:`_transaction` once the transaction is open: yields the
+        connection, then commits (or rolls back and raises)."""
+        ok = False
+        try:
+            if write:
+                # The write lock is held from here to the commit: no other connection
+                # can commit meanwhile, so data_version tells whether the mirror is
+                # the store's current state.
+                version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+                if self._mirror is None:
+                    self._mirror = _Mirror(version)
+                elif self._mirror.data_version != version:
+                    self._mirror = self._mirror.refreshed(version)
+                self._writing = True
+            yield conn
+            ok = True
+        except Inconsistent as exc:
+            self._rollback(conn)
+            self._broken = f"ledger store is inconsistent: {exc}"
+            raise LedgerUnavailable(self._broken) from exc
+        except sqlite3.Error as exc:
+            self._rollback(conn)
+            raise LedgerUnavailable(f"ledger store error: {exc}") from exc
+        except BaseException:
+            self._rollback(conn)
+            raise
+        finally:
+            if write and not ok:
+                # Rolled back: what the mirror learnt meanwhile is not in the store.
+                self._mirror = None
+            self._writing = False
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._mirror = None
+            self._rollback(conn)
+            raise LedgerUnavailable(f"ledger commit failed: {exc}") from exc
 
     def _sync_wal(self) -> None:
         """Make every commit so far durable before a write returns. A failed fsync
