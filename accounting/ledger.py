@@ -170,7 +170,8 @@ def epsilon_at(curve: Curve, delta: float, delta_extra: float) -> float:
     """
     if delta_extra >= delta:
         return math.inf
-    if curve.is_zero():
+    # A curve with a positive last order is not zero (the common case: no array scan).
+    if curve.values[-1] == 0.0 and curve.is_zero():
         # Exactly 0: the grid-limited CKS bound of the zero curve is not (≈0.03 at 1e-6).
         return 0.0
     return curve.epsilon(delta - delta_extra)
@@ -298,6 +299,8 @@ def root_of(name: str) -> str:
 
 def ancestors_or_self(name: str) -> tuple[str, ...]:
     """``a/b/c`` → (``a``, ``a/b``, ``a/b/c``): the root first."""
+    if SEPARATOR not in name:
+        return (name,)
     segs = name.split(SEPARATOR)
     return tuple(SEPARATOR.join(segs[: i + 1]) for i in range(len(segs)))
 
@@ -314,7 +317,9 @@ def normalize_targets(names: str | Sequence[str]) -> tuple[str, ...]:
     ``users/region=north`` together is the same as naming ``users``. Order of first
     appearance is kept. Preconditions: at least one well-formed name.
     """
-    raw = (names,) if isinstance(names, str) else tuple(names)
+    if isinstance(names, str):
+        return (check_population_name(names),)
+    raw = tuple(names)
     if not raw:
         raise InvalidRequest("a charge must name at least one population")
     uniq: list[str] = []
@@ -369,6 +374,7 @@ def admit(
     own: Mapping[str, Total],
     specs: Mapping[str, PopulationSpec],
     known: Iterable[str],
+    affected: tuple[str, ...] | None = None,
 ) -> tuple[Spend, ...]:
     """Admission rule of the ledger; returns the spends after the charge or refuses.
 
@@ -378,10 +384,12 @@ def admit(
     Privacy claim: if this returns, every person reached by the event — a person of a
     target or of any known population below it — has a composed curve whose conversion
     at δ − Σδ_thr is ≤ the cap of their root; otherwise BudgetExhausted is raised for the
-    population that overshoots most, and the caller must append nothing.
+    population that overshoots most, and the caller must append nothing. ``affected``:
+    ``affected_populations(targets, known)`` when the caller has it already.
     """
     targets = tuple(targets)
-    affected = affected_populations(targets, known)
+    if affected is None:
+        affected = affected_populations(targets, known)
     after: list[Spend] = []
     worst: tuple[float, str, float, float, float] | None = None
     for pop in affected:

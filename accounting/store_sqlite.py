@@ -43,6 +43,7 @@ within ``SYNC_DELAY_S`` (:mod:`accounting.replay_records`, RELIABILITY.md
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import sqlite3
@@ -81,6 +82,7 @@ from accounting.ledger_records import (
     MAX_PROBLEMS,
     ORDERS_JSON,
     Admission,
+    EventTail,
     Inconsistent,
     admit_spend,
     check_cap,
@@ -89,7 +91,6 @@ from accounting.ledger_records import (
     check_target,
     check_text,
     curve_blob,
-    curve_json,
     digest,
     event_from_row,
     event_row,
@@ -317,12 +318,20 @@ class _Spend:
     event_id: int | None = None
     error: BaseException | None = None
     done: bool = False
-    # The stored text of the populations and the curve, encoded before the write lock
-    # is taken (they depend on the request alone).
-    texts: tuple[str, str] = field(init=False)
+    # The event's columns after its time, as stored and as hashed into the chain,
+    # encoded before the write lock is taken (they depend on the request alone).
+    tail: EventTail = field(init=False)
 
     def __post_init__(self) -> None:
-        self.texts = (names_json(self.targets), curve_json(self.curve))
+        self.tail = EventTail.of_spend(
+            self.kind,
+            self.targets,
+            self.curve,
+            self.delta_extra,
+            self.analyst,
+            self.fingerprint,
+            self.note,
+        )
 
 
 # What admission may refuse a single spend with: the batch goes on without it. Anything
@@ -351,6 +360,8 @@ class SQLiteLedger(Ledger):
         # The statements of the store's schema version (set when the store is checked).
         self._queries = _Queries.of(_NEW_STORE_VERSION)
         self._deltas: dict[str, float] = {}
+        # The last spec built per root (immutable; rebuilt when its cap differs).
+        self._specs: dict[str, PopulationSpec] = {}
         # Partitionings of the roots registered by this process (from the policy):
         # charges and verify accept only the partitions they define.
         self._partitionings: dict[str, Partitioning | None] = {}
@@ -541,52 +552,90 @@ class SQLiteLedger(Ledger):
         undo without undoing it too. A killed process loses nothing it committed."""
         with self._lock:
             conn = self._usable() if gated else self._connection()
+            turn = self._take_turn() if write else None
             try:
-                if write:
-                    self._begin_write(conn)
-                    self._extend_log()
-                else:
-                    self._wait_when_busy(conn)
-                    conn.execute("BEGIN")
-            except sqlite3.Error as exc:
-                raise LedgerUnavailable(f"cannot lock the ledger store: {exc}") from exc
-            ok = False
-            try:
-                if write:
-                    # The write lock is held from here to the commit: no other connection
-                    # can commit meanwhile, so data_version tells whether the mirror is
-                    # the store's current state.
-                    version = int(conn.execute("PRAGMA data_version").fetchone()[0])
-                    if self._mirror is None:
-                        self._mirror = _Mirror(version)
-                    elif self._mirror.data_version != version:
-                        self._mirror = self._mirror.refreshed(version)
-                    self._writing = True
-                yield conn
-                ok = True
-            except Inconsistent as exc:
-                self._rollback(conn)
-                self._broken = f"ledger store is inconsistent: {exc}"
-                raise LedgerUnavailable(self._broken) from exc
-            except sqlite3.Error as exc:
-                self._rollback(conn)
-                raise LedgerUnavailable(f"ledger store error: {exc}") from exc
-            except BaseException:
-                self._rollback(conn)
-                raise
+                self._open_transaction(conn, write)
+                yield from self._run_transaction(conn, write)
             finally:
-                if write and not ok:
-                    # Rolled back: what the mirror learnt meanwhile is not in the store.
-                    self._mirror = None
-                self._writing = False
-            try:
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                self._mirror = None
-                self._rollback(conn)
-                raise LedgerUnavailable(f"ledger commit failed: {exc}") from exc
+                if turn is not None:
+                    with suppress(OSError):
+                        fcntl.flock(turn, fcntl.LOCK_UN)
         if write and durable:
             self._sync_wal()
+
+    def _take_turn(self) -> int | None:
+        """Wait for this process's turn to write: an exclusive ``flock`` of the log file,
+        held from before BEGIN IMMEDIATE to just after COMMIT (never through the fsync).
+
+        Every process of this store takes it before SQLite's write lock, so a process
+        that waits is woken by the kernel the moment the other one's commit is done,
+        instead of polling BEGIN IMMEDIATE (whose sleeps are rounded up to the timer's
+        slack, about 50 µs, and overshoot the other's release). It decides nothing:
+        SQLite's lock still serialises the writes, and a writer that does not take the
+        turn (another program, a log file replaced after every connection closed) is
+        waited for by polling as before. The holder never waits for anything but its
+        own statements (BEGIN IMMEDIATE within its timeout), and the kernel releases
+        the lock of a process that dies. Returns the descriptor locked, or None."""
+        fd = self._open_log_fd()
+        if fd is None:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            return None
+        return fd
+
+    def _open_transaction(self, conn: sqlite3.Connection, write: bool) -> None:
+        try:
+            if write:
+                self._begin_write(conn)
+                self._extend_log()
+            else:
+                self._wait_when_busy(conn)
+                conn.execute("BEGIN")
+        except sqlite3.Error as exc:
+            raise LedgerUnavailable(f"cannot lock the ledger store: {exc}") from exc
+
+    def _run_transaction(
+        self, conn: sqlite3.Connection, write: bool
+    ) -> Iterator[sqlite3.Connection]:
+        """The body of :meth:`_transaction` once the transaction is open: yields the
+        connection, then commits (or rolls back and raises)."""
+        ok = False
+        try:
+            if write:
+                # The write lock is held from here to the commit: no other connection
+                # can commit meanwhile, so data_version tells whether the mirror is
+                # the store's current state.
+                version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+                if self._mirror is None:
+                    self._mirror = _Mirror(version)
+                elif self._mirror.data_version != version:
+                    self._mirror = self._mirror.refreshed(version)
+                self._writing = True
+            yield conn
+            ok = True
+        except Inconsistent as exc:
+            self._rollback(conn)
+            self._broken = f"ledger store is inconsistent: {exc}"
+            raise LedgerUnavailable(self._broken) from exc
+        except sqlite3.Error as exc:
+            self._rollback(conn)
+            raise LedgerUnavailable(f"ledger store error: {exc}") from exc
+        except BaseException:
+            self._rollback(conn)
+            raise
+        finally:
+            if write and not ok:
+                # Rolled back: what the mirror learnt meanwhile is not in the store.
+                self._mirror = None
+            self._writing = False
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._mirror = None
+            self._rollback(conn)
+            raise LedgerUnavailable(f"ledger commit failed: {exc}") from exc
 
     def _sync_wal(self) -> None:
         """Make every commit so far durable before a write returns. A failed fsync
@@ -661,7 +710,10 @@ class SQLiteLedger(Ledger):
         if seen is not None and seen[0] == raw:
             total = seen[1]  # the very rows already step-checked: the check would repeat
         else:
-            total = total_step(name, rows[0], rows[1] if len(rows) > 1 else None, ev)
+            # Another process appended after the row this one last checked (the usual
+            # case with two writers): that row's total is known, only the new one is read.
+            known = seen[1] if seen is not None and seen[0][0] == raw[1] else None
+            total = total_step(name, rows[0], raw[1], ev, known)
         if mirror is not None:
             mirror.totals[name] = (raw, total)
         return total
@@ -691,7 +743,10 @@ class SQLiteLedger(Ledger):
             cap = float(found[0])
             if mirror is not None:
                 mirror.caps[root] = cap
-        return PopulationSpec(root, cap, delta)
+        spec = self._specs.get(root)
+        if spec is None or spec.epsilon_cap != cap or spec.delta != delta:
+            spec = self._specs[root] = PopulationSpec(root, cap, delta)
+        return spec
 
     def _known(self, conn: sqlite3.Connection, roots: Sequence[str]) -> list[str]:
         mirror = self._mirror if self._writing else None
@@ -732,28 +787,32 @@ class SQLiteLedger(Ledger):
         parent_id: int | None = None,
         cap: float | None = None,
         delta: float | None = None,
-        texts: tuple[str, str] | None = None,
+        tail: EventTail | None = None,
     ) -> int:
-        """Append one event after the head of the chain; ``texts`` is the stored text of
-        ``names`` and ``curve`` when the caller encoded them already."""
+        """Append one event after the head of the chain; ``tail`` holds its columns
+        after the time, encoded by the caller (then ``kind`` … ``delta`` are ignored)."""
         last = self._head(conn)
         event_id, prev = (1, GENESIS) if last is None else (last[0] + 1, last[1])
-        row = event_row(
-            event_id,
-            time.time(),
-            kind,
-            names,
-            curve=curve,
-            delta_extra=delta_extra,
-            analyst=analyst,
-            fingerprint=fingerprint,
-            note=note,
-            parent_id=parent_id,
-            cap=cap,
-            delta=delta,
-            texts=texts,
-        )
-        hashed = digest(prev, row)
+        ts = time.time()
+        if tail is not None:
+            row = (event_id, ts, *tail.columns)
+            hashed = tail.digest(prev, event_id, ts)
+        else:
+            row = event_row(
+                event_id,
+                ts,
+                kind,
+                names,
+                curve=curve,
+                delta_extra=delta_extra,
+                analyst=analyst,
+                fingerprint=fingerprint,
+                note=note,
+                parent_id=parent_id,
+                cap=cap,
+                delta=delta,
+            )
+            hashed = digest(prev, row)
         conn.execute(
             f"INSERT INTO events ({EVENT_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (*row, hashed),
@@ -887,9 +946,10 @@ class SQLiteLedger(Ledger):
             analyst=t.analyst,
             fingerprint=t.fingerprint,
             note=t.note,
-            texts=t.texts,
+            tail=t.tail,
         )
-        self._insert_admitted(conn, admitted, event_id, (t.kind, *t.texts))
+        # The stored kind, populations and curve (what a re-read would step-check).
+        self._insert_admitted(conn, admitted, event_id, t.tail.columns[:3])
         self._cost_commits += 1
         t.admitted, t.event_id = admitted, event_id
 
@@ -906,11 +966,11 @@ class SQLiteLedger(Ledger):
             (t, event_id, curve_blob(new.curve), new.delta_extra, new.events)
             for t, new in admitted.totals
         ]
-        conn.executemany(
-            "INSERT INTO totals (population, event_id, curve, delta_extra, events) "
-            "VALUES (?,?,?,?,?)",
-            rows,
-        )
+        insert = "INSERT INTO totals (population, event_id, curve, delta_extra, events) VALUES (?,?,?,?,?)"
+        if len(rows) == 1:
+            conn.execute(insert, rows[0])
+        else:
+            conn.executemany(insert, rows)
         if admitted.created:
             conn.executemany(
                 "INSERT INTO populations (name, root, delta, created_event) VALUES (?,?,NULL,?)",
@@ -1065,25 +1125,38 @@ class SQLiteLedger(Ledger):
         cycle. A size SQLite sets is a header plus whole frames; the size a step sets is
         never one, which tells every process that the log's end is still zeros (no
         step is needed) until SQLite's frames run past it. A failed write only leaves
-        the log growing as before."""
-        with self._sync_lock:
-            fd = self._log_fd()
-            if fd is None:
+        the log growing as before.
+
+        Not under ``_sync_lock``: another thread's fsync of the log may be running, and
+        the next commit need not wait for it (the descriptor cannot be closed meanwhile:
+        ``close`` takes the store's lock, held here)."""
+        fd = self._open_log_fd()
+        if fd is None:
+            return
+        try:
+            # The size by seeking, not fstat: a stat reads the file's times, and
+            # Linux then stamps the next write with a fine-grained time (a change
+            # to the inode), which made every fdatasync after it about 60 µs
+            # slower here (170 → 230 µs).
+            size = os.lseek(fd, 0, os.SEEK_END)
+            if size >= _LOG_HEADER and (size - _LOG_HEADER) % self._frame != 0:
                 return
-            try:
-                # The size by seeking, not fstat: a stat reads the file's times, and
-                # Linux then stamps the next write with a fine-grained time (a change
-                # to the inode), which made every fdatasync after it about 60 µs
-                # slower here (170 → 230 µs).
-                size = os.lseek(fd, 0, os.SEEK_END)
-                if size >= _LOG_HEADER and (size - _LOG_HEADER) % self._frame != 0:
-                    return
-                end = size + min(_LOG_STEP_MAX, max(_LOG_STEP_MIN, size))
-                if (end - _LOG_HEADER) % self._frame == 0:
-                    end += 1
-                os.pwrite(fd, bytes(end - size), size)
-            except OSError as exc:
-                _log.debug("could not extend the ledger's log: %s", exc)
+            end = size + min(_LOG_STEP_MAX, max(_LOG_STEP_MIN, size))
+            if (end - _LOG_HEADER) % self._frame == 0:
+                end += 1
+            os.pwrite(fd, bytes(end - size), size)
+        except OSError as exc:
+            _log.debug("could not extend the ledger's log: %s", exc)
+
+    def _open_log_fd(self) -> int | None:
+        """:meth:`_log_fd` for a caller holding the store's lock (``_lock``), which
+        ``close`` takes before closing the descriptor: the sync lock is taken only to
+        open it, so a transaction never waits for another thread's fsync to end."""
+        wal = self._wal
+        if wal is not None and wal[0] == os.getpid():
+            return wal[1]
+        with self._sync_lock:
+            return self._log_fd()
 
     def _log_fd(self) -> int | None:
         """This process's descriptor of the log, opened on first use (None: no log
