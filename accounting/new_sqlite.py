@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -44,8 +45,13 @@ def create_wal_file(path: str | os.PathLike[str], fill: Fill | None = None) -> b
     if path == ":memory:" or os.path.exists(path):
         return False
     folder = os.path.dirname(os.path.abspath(path))
+    # Random, not only the pid and thread: a creator killed mid-way leaves its file, and
+    # a later process with the same pid and thread id (a container's fixed pid) opened
+    # it, failed to write its first contents over that file's and stayed unavailable.
     temp = os.path.join(
-        folder, f".{os.path.basename(path)}.{os.getpid()}.{threading.get_ident()}.new"
+        folder,
+        f".{os.path.basename(path)}.{os.getpid()}.{threading.get_ident()}."
+        f"{secrets.token_hex(8)}.new",
     )
     leftovers = [temp + suffix for suffix in ("", "-wal", "-shm", "-journal")]
     try:

@@ -1300,7 +1300,16 @@ class SQLiteLedger(Ledger):
         with self._lock:
             conn = self._usable()
             try:
-                seen = int(conn.execute("PRAGMA data_version").fetchone()[0])
+                try:
+                    seen = int(conn.execute("PRAGMA data_version").fetchone()[0])
+                except sqlite3.OperationalError as exc:
+                    # A write left the connection without its busy handler (see
+                    # _begin_write); this read waits, as every other read does (e.g.
+                    # while another process recovers the log), only when it must.
+                    if not (is_busy(exc) and self._no_busy_wait):
+                        raise
+                    self._wait_when_busy(conn)
+                    seen = int(conn.execute("PRAGMA data_version").fetchone()[0])
                 if self._foreign is None or self._foreign[0] != seen:
                     self._wait_when_busy(conn)
                     row = conn.execute(

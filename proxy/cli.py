@@ -750,6 +750,8 @@ def _exit_now(code: int) -> NoReturn:
     threading._shutdown()  # type: ignore[attr-defined]
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # started without it (`>&-`): nothing to flush, as at exit
+            continue
         try:
             stream.flush()
         except (OSError, ValueError):

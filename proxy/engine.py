@@ -352,7 +352,16 @@ class Engine:
         found = self._plans.get(key)
         if found is not None:
             return found
-        prepared = self._prepare(request)
+        try:
+            prepared = self._prepare(request)
+        except RecursionError:
+            # A call nested hundreds deep parses, then generating the core or the outer
+            # layer runs out of Python's stack: a refusal, not an internal error.
+            raise DPSQLError(
+                "too_large",
+                "the query nests too deeply to be planned",
+                "nest fewer calls inside one another",
+            ) from None
         if not prepared[1].pending_bounds:  # plans with caps still to choose are temporary
             self._plans.put(key, prepared)
         return prepared

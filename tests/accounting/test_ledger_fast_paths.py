@@ -390,3 +390,48 @@ def test_processes_of_threads_never_overspend(tmp_path: Path) -> None:
     assert lg.spent("users").epsilon <= CAP
     assert lg.verify().ok
     lg.close()
+
+
+def _hold_a_recovery(shm: str, ready: Any, hold_s: float) -> None:
+    """What another process recovering the log looks like to a reader: the write and
+    recover locks of the shared index held, its header's two copies different."""
+    import fcntl
+    import os
+
+    fd = os.open(shm, os.O_RDWR)
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 120)  # WAL_WRITE_LOCK
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 122)  # WAL_RECOVER_LOCK
+    head = os.pread(fd, 48, 0)
+    os.pwrite(fd, bytes([head[16] ^ 0xFF]), 16)
+    ready.set()
+    time.sleep(hold_s)
+    os.pwrite(fd, head[16:17], 16)
+    os.close(fd)  # the locks go with it
+
+
+def test_the_version_after_a_write_waits_for_a_recovering_process(tmp_path: Path) -> None:
+    # Review 5: _begin_write leaves the connection's busy timeout at 0 after a write
+    # (fcb57db), and version() read PRAGMA data_version before restoring it, so while
+    # another process recovered the log (after one was killed mid-commit) the budget
+    # token, read by every answer's remaining budget, failed at once with 'database is
+    # locked' instead of waiting as every other read does: a refusal after a replay was
+    # recorded. It must wait, as it did before.
+    path = str(tmp_path / "l.sqlite")
+    lg = SQLiteLedger(path)
+    lg.register(PopulationSpec("users", CAP, DELTA))
+    lg.charge("users", zcdp_curve(RHO), analyst="a", fingerprint="f")
+    before = lg.version()
+    lg.charge("users", zcdp_curve(RHO), analyst="a", fingerprint="g")  # busy timeout 0
+    ctx = mp.get_context("spawn")
+    ready = ctx.Event()
+    holder = ctx.Process(target=_hold_a_recovery, args=(path + "-shm", ready, 0.3))
+    holder.start()
+    assert ready.wait(60)
+    started = time.monotonic()
+    after = lg.version()
+    assert time.monotonic() - started >= 0.1  # it waited for the lock
+    holder.join(60)
+    assert holder.exitcode == 0
+    assert after != before and lg.version() == after
+    assert lg.verify().ok
+    lg.close()

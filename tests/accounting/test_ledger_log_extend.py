@@ -6,10 +6,13 @@ whose tail is zeros recovers every committed event."""
 from __future__ import annotations
 
 import itertools
+import multiprocessing as mp
 import os
 import shutil
+import signal
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,3 +84,49 @@ def test_a_log_ending_in_zeros_recovers_every_commit(tmp_path: Path) -> None:
     assert again.verify().ok
     again.close()
     assert _fingerprints(copy / "l.sqlite") == [str(i) for i in range(40)] + ["after"]
+
+
+def _charge_then_die_after_a_step(path: str, acked: Any, round_: int) -> None:
+    """Charge until the log is extended inside a write transaction, and die there:
+    after the zeros, before SQLite's frames and the commit."""
+    lg = SQLiteLedger(path)
+    lg.register(PopulationSpec("users", CAP, DELTA))
+    extend = lg._extend_log
+    done = 0
+
+    def extend_then_die() -> None:
+        before = os.path.getsize(path + "-wal")
+        extend()
+        if os.path.getsize(path + "-wal") != before and done > 5:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    lg._extend_log = extend_then_die  # type: ignore[method-assign]
+    for i in itertools.count():
+        lg.charge("users", zcdp_curve(RHO), analyst="a", fingerprint=f"{round_}.{i}")
+        acked.put(f"{round_}.{i}")  # acknowledged (written to the pipe before the next)
+        done += 1
+
+
+def test_a_kill_between_a_step_and_its_commit_loses_no_acknowledged_charge(
+    tmp_path: Path,
+) -> None:
+    # Review 5: SIGKILL right after _extend_log wrote its zeros, inside the write
+    # transaction, three times over one store; every acknowledged charge is there after
+    # each, and the store goes on charging and verifying.
+    path = str(tmp_path / "l.sqlite")
+    ctx = mp.get_context("fork")
+    acked_all: list[str] = []
+    for round_ in range(3):
+        acked = ctx.SimpleQueue()
+        child = ctx.Process(target=_charge_then_die_after_a_step, args=(path, acked, round_))
+        child.start()
+        child.join(60)
+        assert child.exitcode == -signal.SIGKILL
+        while not acked.empty():
+            acked_all.append(acked.get())
+        found = _fingerprints(Path(path))
+        assert set(acked_all) <= set(found)
+        assert len(found) == len(set(found)) == len(acked_all)  # nothing half-committed
+        lg = SQLiteLedger(path)
+        assert lg.verify().ok
+        lg.close()

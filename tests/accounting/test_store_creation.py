@@ -12,8 +12,10 @@ import multiprocessing as mp
 import os
 import signal
 import sqlite3
+import threading
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -119,3 +121,47 @@ def test_another_process_closing_never_deletes_the_log_of_an_open_new_store(
     assert check.verify().ok
     assert len([e for e in check.history(limit=100) if e.kind == "charge"]) == 4
     check.close()
+
+
+def test_a_leftover_of_a_killed_creator_is_never_reused(tmp_path: Path) -> None:
+    # Review 5: a creator killed after filling its temporary file leaves it (and its
+    # log) behind. The temporary name was only the pid and thread id, which a later
+    # process can have again (a container's fixed pid, the same main thread): it then
+    # opened the leftover, failed to write its schema over the one there, and its
+    # ledger stayed unavailable until restarted. A leftover must never be opened.
+    path = tmp_path / "ledger.sqlite"
+    old_name = tmp_path / f".ledger.sqlite.{os.getpid()}.{threading.get_ident()}.new"
+    stray = sqlite3.connect(old_name, isolation_level=None)
+    stray.execute("PRAGMA journal_mode=WAL")
+    stray.execute("CREATE TABLE meta (key, value)")  # the schema's first table, committed
+    stray.close()
+    lg = SQLiteLedger(path)
+    lg.register(PopulationSpec("users", 100.0, 1e-6))
+    lg.charge("users", zcdp_curve(1e-4), analyst="a", fingerprint="f")
+    assert lg.verify().ok
+    lg.close()
+    assert old_name.exists()  # someone else's file: left alone
+
+
+def _create_at_once(path: str, start: Barrier, won: Any) -> None:
+    start.wait()
+    won.put(create_wal_file(path, _table))
+    lg = sqlite3.connect(path)
+    assert lg.execute("SELECT x FROM t").fetchall() == [(1,)]
+    lg.close()
+
+
+def test_racing_creators_link_one_whole_file(tmp_path: Path) -> None:
+    ctx = mp.get_context("spawn")
+    for attempt in range(3):
+        path = str(tmp_path / f"race{attempt}.sqlite")
+        start, won = ctx.Barrier(4), ctx.Queue()
+        procs = [ctx.Process(target=_create_at_once, args=(path, start, won)) for _ in range(4)]
+        for proc in procs:
+            proc.start()
+        for proc in procs:
+            proc.join(60)
+            assert proc.exitcode == 0
+        results = [won.get(timeout=5) for _ in procs]
+        assert results.count(True) == 1  # one links; the others open its file
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".new")]

@@ -283,3 +283,27 @@ def test_ordinary_string_cleaning_is_still_answered(neighbours: tuple[Engine, En
         "AND concat(model, '/', model) LIKE '%a%' GROUP BY 1"
     )
     assert engine.prepare(QueryRequest(sql))[1].statistics
+
+
+@pytest.mark.parametrize("call", ["ABS({})", "GREATEST({}, 0)", "TRY({})"])
+def test_deeply_nested_calls_are_refused_not_crashed(
+    neighbours: tuple[Engine, Engine, int], call: str
+) -> None:
+    # Review 5: ABS(ABS(... COUNT(*) ...)) about 490 deep (GREATEST about 330) parsed,
+    # then generating the outer layer or the rewritten core ran out of Python's stack:
+    # a RecursionError escaped planning (HTTP 500, 'internal'), before any charge. Every
+    # depth must be answered or refused with a DPSQLError, and a refusal charges nothing.
+    engine = neighbours[0]
+    answered = refused = 0
+    for depth in range(200, 600, 16):
+        item = "COUNT(*)"
+        for _ in range(depth):
+            item = call.format(item)
+        before = engine.ledger.history()
+        try:
+            engine.run(QueryRequest(f"SELECT {item} AS n FROM users", epsilon=0.5))
+            answered += 1
+        except DPSQLError:
+            assert engine.ledger.history() == before, depth
+            refused += 1
+    assert answered and refused  # both sides of the limit were reached

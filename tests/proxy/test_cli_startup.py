@@ -229,3 +229,24 @@ def test_a_one_shot_command_ends_its_process_after_the_exit_handlers(tmp_path: P
     helped = dpsql("serve", "--help")
     assert helped.returncode == 0 and "usage: dpsql serve" in helped.stdout
     assert marks.read_text() == "thread\nexit handler\nteardown\n"
+
+
+def test_a_one_shot_command_without_stdout_exits_as_python_would(tmp_path: Path) -> None:
+    # Review 5: started with its output closed (`dpsql query ... >&-`), Python has no
+    # sys.stdout and prints nothing; the command answered and charged, but _exit_now
+    # flushed None and ended with a traceback and status 1 (Python's own exit: 0). A
+    # script that retried on that status saw a failure for a query it had paid for.
+    policy = _policy(tmp_path)
+    args = ["--policy", str(policy), "query", SQL, "--epsilon", "1"]
+    closed = subprocess.run(
+        [sys.executable, "-m", "proxy.cli", *args],
+        cwd=tmp_path, capture_output=False, stderr=subprocess.PIPE, text=True, timeout=120,
+        check=False, preexec_fn=lambda: os.close(1),
+    )
+    assert closed.returncode == 0 and "Traceback" not in closed.stderr, closed.stderr
+    # It was answered (and charged): the next ask is the cached release.
+    again = subprocess.run(
+        [sys.executable, "-m", "proxy.cli", *args, "--format", "json"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=True,
+    )
+    assert json.loads(again.stdout)["privacy"]["cached"] is True
