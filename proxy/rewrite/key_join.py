@@ -3,9 +3,9 @@
 With one group per person (``Core.one_group_per_person``) whose keys all come from one
 one-row-per-person table INNER JOINed on the person id (``rewrite.person_constant``),
 the per-person rule groups the joined rows by the person and picks MIN of each key over
-every row: on DuckDB that MIN over a text key cost about half the per-person floor
-(bench/scale.py, 10M prompts: core 1.5×, the floor's own work 1.0×; BENCHMARKS.md,
-section "Issue 16/18: the public key's cache miss"). Here instead
+every row: on DuckDB that MIN over a text key cost about half the per-person floor at
+10M prompts (bench/scale.py; docs/ARCHITECTURE.md, "The public key's cache miss").
+Here instead
 
 * ``r`` reads the anchor table alone (the join and the keys leave it),
 * ``pp`` aggregates ``r`` by the person exactly as before, minus the keys,
