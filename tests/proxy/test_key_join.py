@@ -11,11 +11,13 @@ import duckdb
 import numpy as np
 import pytest
 
+import proxy.rewrite as rewrite_pkg
 from proxy.engine import Engine
 from proxy.plan import limits
 from proxy.request import QueryRequest
 from proxy.rewrite import RULES, initial_core, key_join
 from proxy.rewrite.core import Core
+from tests.proxy.conftest import demo_policy
 
 SEED = 77
 
@@ -111,3 +113,32 @@ def test_one_group_per_person_is_enforced_by_the_sql(demo_engine: Engine, tmp_pa
     persons = [r[-1] for r in rows]
     assert sum(persons) == 2
     assert all(r[1] == c for r in rows)  # each person's count capped at C, counted once
+
+
+DERIVED = (
+    # a per-person derived table, a self join, a UNION ALL of row-level arms as the anchor
+    "SELECT u.region, AVG(t.n) AS a, COUNT(*) AS c FROM (SELECT user_id, COUNT(*) AS n "
+    "FROM prompts GROUP BY user_id) t JOIN users u ON u.user_id = t.user_id GROUP BY u.region",
+    "SELECT b.region, COUNT(*) AS c FROM users a JOIN users b ON a.user_id = b.user_id "
+    "GROUP BY b.region",
+    "SELECT u.region, COUNT(*) AS c, SUM(p.tokens_in) AS s FROM (SELECT * FROM prompts "
+    "UNION ALL SELECT * FROM prompts) p JOIN users u ON u.user_id = p.user_id GROUP BY u.region",
+)
+
+
+def test_derived_anchors_give_the_rows_of_min_over_every_row(
+    demo_engine: Engine, demo_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Planned end to end (the derived tables are embedded after checking), once with the
+    # rule and once by an engine whose rewrite runs without it.
+    with_rule = [demo_engine.prepare(QueryRequest(s, epsilon=1.0))[1].core_sql for s in DERIVED]
+    monkeypatch.setattr(rewrite_pkg, "RULES", tuple(r for r in RULES if r is not key_join.apply))
+    other = Engine(demo_policy(tmp_path, demo_db))
+    try:
+        for sql, new in zip(DERIVED, with_rule, strict=True):
+            old = other.prepare(QueryRequest(sql, epsilon=1.0))[1].core_sql
+            assert "pk AS (" in new and "pk AS (" not in old
+            rows = _run(demo_engine, new)
+            assert rows and rows == _run(other, old)
+    finally:
+        other.close()
