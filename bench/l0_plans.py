@@ -688,11 +688,15 @@ def markdown(
             "holds many rows: its extra pass over all rows then buys little. Which plan wins "
             "depends on rows per (person, key), a property of the data; it is not shipped "
             "until a data-independent rule to choose it exists. Public key: "
-            f"{_ratio(plans, 'public key', 'core')} the floor; MIN over the VARCHAR key (the "
-            "issue-10 grouping by person) is the gap: with ANY_VALUE, "
-            f"{_ratio(plans, 'public key', 'ANY_VALUE keys (not shipped)')}. MIN stays: it "
-            "makes the group a person lands in a function of their own rows even if a key "
-            "were not constant per person, where ANY_VALUE would depend on scan order.",
+            f"{_ratio(plans, 'public key', 'core')} the floor; the core joins each "
+            "person's key after the per-person aggregation (proxy/rewrite/key_join.py, MIN "
+            "per person over the users table); the form before it, MIN over the VARCHAR key "
+            "of every joined row (the issue-10 grouping by person), "
+            f"{_ratio(plans, 'public key', 'MIN over rows, before key_join (not shipped)')}, "
+            "and with ANY_VALUE instead of that MIN "
+            f"{_ratio(plans, 'public key', 'ANY_VALUE keys (not shipped)')}. ANY_VALUE is not "
+            "shipped: the group a person lands in would depend on scan order, not on their "
+            "own rows, were a key not constant per person.",
             "",
             _second_round(plans),
             "",
