@@ -14,6 +14,7 @@ from proxy.rewrite import (
     clamp_inputs,
     cross_person,
     distinct_values,
+    key_join,
     l0,
     linf,
     per_person,
@@ -33,6 +34,7 @@ RULES: tuple[Rule, ...] = (
     l0.apply,
     distinct_values.apply,
     quantile_histogram.apply,
+    key_join.apply,
     cross_person.apply,
 )
 

@@ -20,7 +20,14 @@ from hypothesis import strategies as st
 from sqlglot import exp
 
 from bench import engine as eb
-from bench.l0_plans import CUT_FORMS, KEY_FORMS, any_value_keys, rows_first, without_l0
+from bench.l0_plans import (
+    CUT_FORMS,
+    KEY_FORMS,
+    any_value_keys,
+    min_key_core,
+    rows_first,
+    without_l0,
+)
 from proxy.engine import Engine, Explanation
 from proxy.request import QueryRequest
 from sample_data.generate import generate
@@ -68,7 +75,10 @@ def test_rows_first_gives_the_cores_rows(engine: Engine, sql: str, seed: int) ->
 
 def test_any_value_keys_gives_the_cores_rows_for_a_person_constant_key(engine: Engine) -> None:
     core, _ = _core(engine, eb.PUBLIC_KEY)
-    variant = any_value_keys(core)
+    keyed = min_key_core(engine, eb.PUBLIC_KEY)  # MIN over every row, before key_join
+    assert keyed is not None and any_value_keys(core) is None
+    assert _rows(engine, keyed, 0) == _rows(engine, core, 0)
+    variant = any_value_keys(keyed)
     assert variant is not None and "ANY_VALUE" in variant
     assert _rows(engine, variant, 0) == _rows(engine, core, 0)
     assert rows_first(core, 1, 2) is None  # one group per person: no cut to move
@@ -88,7 +98,9 @@ def test_each_key_form_gives_the_cores_rows_for_a_person_constant_key(
     engine: Engine, label: str
 ) -> None:
     core, _ = _core(engine, eb.PUBLIC_KEY)
-    form = dict(KEY_FORMS)[label](core)
+    keyed = min_key_core(engine, eb.PUBLIC_KEY)
+    assert keyed is not None
+    form = dict(KEY_FORMS)[label](keyed)
     assert form is not None
     assert _rows(engine, form, 3) == _rows(engine, core, 3)
     private, _ = _core(engine, eb.PRIVATE_KEY)
