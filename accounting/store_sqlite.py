@@ -43,7 +43,6 @@ within ``SYNC_DELAY_S`` (:mod:`accounting.replay_records`, RELIABILITY.md
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import sqlite3
@@ -552,38 +551,10 @@ class SQLiteLedger(Ledger):
         undo without undoing it too. A killed process loses nothing it committed."""
         with self._lock:
             conn = self._usable() if gated else self._connection()
-            turn = self._take_turn() if write else None
-            try:
-                self._open_transaction(conn, write)
-                yield from self._run_transaction(conn, write)
-            finally:
-                if turn is not None:
-                    with suppress(OSError):
-                        fcntl.flock(turn, fcntl.LOCK_UN)
+            self._open_transaction(conn, write)
+            yield from self._run_transaction(conn, write)
         if write and durable:
             self._sync_wal()
-
-    def _take_turn(self) -> int | None:
-        """Wait for this process's turn to write: an exclusive ``flock`` of the log file,
-        held from before BEGIN IMMEDIATE to just after COMMIT (never through the fsync).
-
-        Every process of this store takes it before SQLite's write lock, so a process
-        that waits is woken by the kernel the moment the other one's commit is done,
-        instead of polling BEGIN IMMEDIATE (whose sleeps are rounded up to the timer's
-        slack, about 50 µs, and overshoot the other's release). It decides nothing:
-        SQLite's lock still serialises the writes, and a writer that does not take the
-        turn (another program, a log file replaced after every connection closed) is
-        waited for by polling as before. The holder never waits for anything but its
-        own statements (BEGIN IMMEDIATE within its timeout), and the kernel releases
-        the lock of a process that dies. Returns the descriptor locked, or None."""
-        fd = self._open_log_fd()
-        if fd is None:
-            return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except OSError:
-            return None
-        return fd
 
     def _open_transaction(self, conn: sqlite3.Connection, write: bool) -> None:
         try:

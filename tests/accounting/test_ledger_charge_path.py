@@ -1,14 +1,10 @@
 """The charge path of the SQLite ledger, third round of issue 18: the event's tail is
-encoded before the write lock and hashes to the same chain; writers take turns on the
-log file; a total re-read after another process's commit reuses the one it checked."""
+encoded before the write lock and hashes to the same chain; a total re-read after another process's commit reuses the one it checked."""
 
 from __future__ import annotations
 
-import fcntl
-import os
 import random
 import sqlite3
-import threading
 import time
 from pathlib import Path
 
@@ -50,40 +46,6 @@ def test_an_event_tail_hashes_exactly_as_the_whole_row() -> None:
         assert EventTail.of(tuple(row[2:])).text == tail.text
         prev = f"{rng.getrandbits(256):064x}"
         assert tail.digest(prev, i + 1, ts) == digest(prev, row)
-
-
-def test_a_charge_waits_for_the_turn_another_writer_holds(tmp_path: Path) -> None:
-    path = tmp_path / "l.sqlite"
-    lg = _open(path)
-    lg.charge("users", zcdp_curve(RHO), analyst="a", fingerprint="first")
-    # Another writer's turn: a lock on the log through a descriptor of its own.
-    other = os.open(str(path) + "-wal", os.O_RDWR)
-    fcntl.flock(other, fcntl.LOCK_EX)
-    done = threading.Event()
-
-    def charge() -> None:
-        lg.charge("users", zcdp_curve(RHO), analyst="a", fingerprint="second")
-        done.set()
-
-    worker = threading.Thread(target=charge)
-    worker.start()
-    try:
-        assert not done.wait(0.5), "the charge did not wait for the other writer's turn"
-        assert _fingerprints(path) == ["first"]
-    finally:
-        fcntl.flock(other, fcntl.LOCK_UN)
-        os.close(other)
-    worker.join(30)
-    assert done.is_set()
-    assert _fingerprints(path) == ["first", "second"]
-    # The turn is given back after the commit: another writer takes it at once.
-    probe = os.open(str(path) + "-wal", os.O_RDWR)
-    try:
-        fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    finally:
-        os.close(probe)
-    assert lg.verify().ok
-    lg.close()
 
 
 def test_two_writers_alternating_keep_exact_totals(tmp_path: Path) -> None:
