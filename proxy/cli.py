@@ -78,11 +78,24 @@ def _skip_pyarrow_pandas_probe() -> None:
 
 def _engine(args: argparse.Namespace) -> Any:
     policy = _policy(args.policy)
-    # Imported here: the engine imports DuckDB, pyarrow, sqlglot and the planner.
-    from proxy.engine import Engine
-
     _skip_pyarrow_pandas_probe()
-    return Engine(policy)
+    # The executor and the state files open on a thread of their own while this one
+    # imports the planner (proxy/cli_opening.py).
+    from proxy.cli_opening import Opening
+
+    opening = Opening(policy)
+    try:
+        # Imported here: the engine imports DuckDB, pyarrow, sqlglot and the planner.
+        from proxy.engine import Engine
+    except BaseException:
+        opening.discard()
+        raise
+    opened = opening.result()
+    try:
+        return Engine(policy, ledger=opened.ledger, executor=opened.executor)
+    except BaseException:
+        opened.close()
+        raise
 
 
 def _request(args: argparse.Namespace) -> QueryRequest:
@@ -715,8 +728,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     from rich.console import Console  # after parsing: `--help` and usage errors skip it
 
-    out = Console(stderr=False)
-    err = Console(stderr=True)
+    # No emoji codes: nothing printed here uses them, and a column name or value such as
+    # ":sparkles:" is shown as written (loading rich's emoji table cost a few ms).
+    out = Console(stderr=False, emoji=False)
+    err = Console(stderr=True, emoji=False)
     try:
         code: int = args.func(args, out)
         return code
@@ -759,7 +774,9 @@ def _exit_now(code: int) -> NoReturn:
 
 
 # Commands that answer and exit (not serve, pg, demo or generate).
-_ONE_SHOT = frozenset({cmd_query, cmd_explain, cmd_budget, cmd_ledger, cmd_schema, cmd_plan, cmd_keys})
+_ONE_SHOT = frozenset(
+    {cmd_query, cmd_explain, cmd_budget, cmd_ledger, cmd_schema, cmd_plan, cmd_keys}
+)
 
 if __name__ == "__main__":
     sys.exit(main())
