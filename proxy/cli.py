@@ -76,26 +76,16 @@ def _skip_pyarrow_pandas_probe() -> None:
         sys.meta_path.remove(_HidePandas)
 
 
-def _engine(args: argparse.Namespace) -> Any:
+def _engine(args: argparse.Namespace, *, answers: bool = True) -> Any:
+    """The engine for one command; ``answers`` when it will answer queries (its
+    post-processing database is then opened with the rest)."""
     policy = _policy(args.policy)
     _skip_pyarrow_pandas_probe()
-    # The executor and the state files open on a thread of their own while this one
-    # imports the planner (proxy/cli_opening.py).
-    from proxy.cli_opening import Opening
+    # Imported here: the engine imports DuckDB, pyarrow, sqlglot and the planner, and
+    # opens its executor and ledger on a thread of their own meanwhile.
+    from proxy.engine_opening import Opening
 
-    opening = Opening(policy)
-    try:
-        # Imported here: the engine imports DuckDB, pyarrow, sqlglot and the planner.
-        from proxy.engine import Engine
-    except BaseException:
-        opening.discard()
-        raise
-    opened = opening.result()
-    try:
-        return Engine(policy, ledger=opened.ledger, executor=opened.executor)
-    except BaseException:
-        opened.close()
-        raise
+    return Opening(policy, post=answers).engine()
 
 
 def _request(args: argparse.Namespace) -> QueryRequest:
@@ -268,7 +258,7 @@ def _bound(value: int | str | None, limit: int | None) -> str:
 
 
 def cmd_schema(args: argparse.Namespace, out: Console) -> int:
-    engine = _engine(args)
+    engine = _engine(args, answers=False)
     try:
         tables = engine.schema(None)
     finally:

@@ -257,6 +257,7 @@ class Engine:
         ledger: Ledger | None = None,
         executor: Executor | None = None,
         cache: ReleaseStore | None = None,
+        post: PostProcessor | None = None,
         _unsafe_disable_bounding_for_audit: bool = False,
     ):
         # The flag above skips per-person bounding while charging as if it ran: only the
@@ -274,7 +275,7 @@ class Engine:
         self.auto_values = AutoValues(policy, self.executor, self.cache, self.budgets)
         # K chosen from the data per GROUP BY for "auto" tables (paid once per grouping).
         self.auto_groups = AutoGroups(policy, self.executor, self.cache, self.budgets)
-        self.post = PostProcessor()
+        self.post = post or PostProcessor()
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         # Plans depend only on the request and the policy, so repeats skip planning.

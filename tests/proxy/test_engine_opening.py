@@ -1,8 +1,9 @@
-"""The CLI opens the engine's executor and state files on a thread of its own while it
-imports the planner (proxy/cli_opening.py). What it opens must be what the engine would
-open itself, an error while opening must reach the command before any charge, and
-nothing may stay open when the command fails first. Real PUMS policies, real DuckDB and
-SQLite files; the subprocess runs are the `dpsql` console script itself."""
+"""The CLI's engine opens its executor, ledger and post-processing database on a thread
+of their own while the planner imports (proxy/engine_opening.py). What it opens must
+serve as what the engine opens itself, an error while opening must reach the command
+before any charge, and nothing may stay open when the command fails first. Real PUMS
+policies, real DuckDB and SQLite files; the subprocess runs are the `dpsql` console
+script itself."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from proxy.cli_opening import Opening
 from proxy.engine import Engine
+from proxy.engine_opening import Opening
 from proxy.errors import DPSQLError
 from proxy.policy import load_policy
 from proxy.request import QueryRequest
@@ -44,13 +45,11 @@ def test_the_opened_parts_serve_as_the_engine_own(tmp_path: Path) -> None:
     mine = pums_policy(tmp_path / "threaded")
     theirs = pums_policy(tmp_path / "serial")
     interval = sys.getswitchinterval()
-    opened = Opening(mine).result()
+    threaded = Opening(mine).engine()
     assert sys.getswitchinterval() == interval  # restored once the thread is done
-    assert opened.executor is not None and opened.ledger is not None
-    threaded = Engine(mine, executor=opened.executor, ledger=opened.ledger)
     serial = Engine(theirs)
     try:
-        assert opened.executor.column_types() == serial.executor.column_types()
+        assert threaded.executor.column_types() == serial.executor.column_types()
         assert [t.to_dict() for t in threaded.schema(None)] == [
             t.to_dict() for t in serial.schema(None)
         ]
@@ -85,7 +84,7 @@ def test_an_error_while_opening_stops_the_command_before_any_charge(tmp_path: Pa
     policy_path = _bad_csv_policy(tmp_path)
     interval = sys.getswitchinterval()
     with pytest.raises(DPSQLError) as raised:
-        Opening(load_policy(policy_path)).result()
+        Opening(load_policy(policy_path)).engine()
     assert raised.value.code == "policy_error"
     assert sys.getswitchinterval() == interval
     assert _open_files_under(tmp_path) == []
@@ -109,6 +108,15 @@ def test_discard_closes_what_was_opened(tmp_path: Path) -> None:
     opening.discard()
     assert (tmp_path / "ledger.sqlite").exists()  # it was opened (and made) ...
     assert _open_files_under(tmp_path) == []  # ... and closed
+    opened = Opening(policy).result()
+    assert opened.executor is not None and opened.ledger is not None
+    assert opened.post is not None
+    opened.close()
+    assert _open_files_under(tmp_path) == []
+    for_schema = Opening(policy, post=False).result()
+    assert for_schema.post is None  # `dpsql schema` answers no query
+    for_schema.close()
+    assert _open_files_under(tmp_path) == []
 
 
 def test_a_cold_query_leaves_the_console_views_and_emoji_table_alone(tmp_path: Path) -> None:
