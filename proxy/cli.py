@@ -76,13 +76,16 @@ def _skip_pyarrow_pandas_probe() -> None:
         sys.meta_path.remove(_HidePandas)
 
 
-def _engine(args: argparse.Namespace) -> Any:
+def _engine(args: argparse.Namespace, *, answers: bool = True) -> Any:
+    """The engine for one command; ``answers`` when it will answer queries (its
+    post-processing database is then opened with the rest)."""
     policy = _policy(args.policy)
-    # Imported here: the engine imports DuckDB, pyarrow, sqlglot and the planner.
-    from proxy.engine import Engine
-
     _skip_pyarrow_pandas_probe()
-    return Engine(policy)
+    # Imported here: the engine imports DuckDB, pyarrow, sqlglot and the planner, and
+    # opens its executor and ledger on a thread of their own meanwhile.
+    from proxy.engine_opening import Opening
+
+    return Opening(policy, post=answers).engine()
 
 
 def _request(args: argparse.Namespace) -> QueryRequest:
@@ -255,7 +258,7 @@ def _bound(value: int | str | None, limit: int | None) -> str:
 
 
 def cmd_schema(args: argparse.Namespace, out: Console) -> int:
-    engine = _engine(args)
+    engine = _engine(args, answers=False)
     try:
         tables = engine.schema(None)
     finally:
@@ -715,8 +718,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     from rich.console import Console  # after parsing: `--help` and usage errors skip it
 
-    out = Console(stderr=False)
-    err = Console(stderr=True)
+    # No emoji codes: nothing printed here uses them, and a column name or value such as
+    # ":sparkles:" is shown as written (loading rich's emoji table cost a few ms).
+    out = Console(stderr=False, emoji=False)
+    err = Console(stderr=True, emoji=False)
     try:
         code: int = args.func(args, out)
         return code
@@ -761,7 +766,9 @@ def _exit_now(code: int) -> NoReturn:
 
 
 # Commands that answer and exit (not serve, pg, demo or generate).
-_ONE_SHOT = frozenset({cmd_query, cmd_explain, cmd_budget, cmd_ledger, cmd_schema, cmd_plan, cmd_keys})
+_ONE_SHOT = frozenset(
+    {cmd_query, cmd_explain, cmd_budget, cmd_ledger, cmd_schema, cmd_plan, cmd_keys}
+)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,7 +13,7 @@ import time
 from collections.abc import Collection, Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from sqlglot import exp
@@ -58,7 +58,6 @@ from proxy.engines import open_executor
 from proxy.engines.executor import Executor
 from proxy.errors import DPSQLError
 from proxy.intervals import ROW, simulated_columns, simulated_widths, with_row_index
-from proxy.ledger_views import HistoryEntry, LedgerViews, Usage
 from proxy.memo import Memo
 from proxy.outer import outer_sql
 from proxy.outer_direct import DirectOuter, compile_outer
@@ -78,6 +77,9 @@ from proxy.result import Result, build_result
 from proxy.rewrite import Core, rewrite
 from proxy.rewrite import core as C
 from proxy.shape import Shape
+
+if TYPE_CHECKING:
+    from proxy.ledger_views import HistoryEntry, LedgerViews, Usage
 
 PLAN_MEMO_SIZE = 512
 # Parsed texts kept for read-only steps: only needed within one new text's first run.
@@ -255,6 +257,7 @@ class Engine:
         ledger: Ledger | None = None,
         executor: Executor | None = None,
         cache: ReleaseStore | None = None,
+        post: PostProcessor | None = None,
         _unsafe_disable_bounding_for_audit: bool = False,
     ):
         # The flag above skips per-person bounding while charging as if it ran: only the
@@ -272,7 +275,7 @@ class Engine:
         self.auto_values = AutoValues(policy, self.executor, self.cache, self.budgets)
         # K chosen from the data per GROUP BY for "auto" tables (paid once per grouping).
         self.auto_groups = AutoGroups(policy, self.executor, self.cache, self.budgets)
-        self.post = PostProcessor()
+        self.post = post or PostProcessor()
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         # Plans depend only on the request and the policy, so repeats skip planning.
@@ -295,8 +298,11 @@ class Engine:
         # could (Ledger.version). Shared between analysts (results are immutable), so a
         # door may keep what it rendered from one.
         self._hit_results: Memo[tuple[QueryRequest, int, Hashable], Result] = Memo(PLAN_MEMO_SIZE)
-        # Read-only folds of the ledger for the web console (see the end of the class).
-        self._views = LedgerViews(self.budgets.ledger)
+        # Read-only folds of the ledger for the web console (see the end of the class),
+        # made on first use: a one-shot `dpsql` command never reads them, and importing
+        # them was about 5 ms of its start-up.
+        self._views_made: LedgerViews | None = None
+        self._views_guard = threading.Lock()
         # Queries that read no person data run here, on copies of the public tables.
         self.public = PublicSandbox(policy, self.executor, self.catalog)
         self._routes: Memo[QueryRequest, Route] = Memo(PLAN_MEMO_SIZE)
@@ -1247,6 +1253,15 @@ class Engine:
 
     # --- console views ------------------------------------------------------------------
     # Read-only: they read the ledger through its public history and never charge.
+
+    @property
+    def _views(self) -> LedgerViews:
+        with self._views_guard:
+            if self._views_made is None:
+                from proxy.ledger_views import LedgerViews
+
+                self._views_made = LedgerViews(self.budgets.ledger)
+            return self._views_made
 
     def query_history(self, analyst: str, limit: int = 50) -> tuple[HistoryEntry, ...]:
         """The releases ``analyst`` asked for, most recent first, each with its cost to

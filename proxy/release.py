@@ -240,6 +240,11 @@ class PostProcessor:
                 self._db = db
             return self._db
 
+    def open(self) -> None:
+        """Open the database now rather than at first use (proxy/engine_opening.py opens it
+        on a thread of its own while the CLI imports the planner)."""
+        self._database()
+
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         cursor = getattr(self._local, "cursor", None)
         if cursor is None:
