@@ -19,6 +19,7 @@ from proxy import semijoins
 from proxy.catalog import CATALOG_NAME, DEFAULT_DB, Catalog
 from proxy.errors import DPSQLError, position_of, unsupported
 from proxy.literal_times import fold_literal_times
+from proxy.render import duckdb_sql
 from proxy.spellings import normalize
 
 
@@ -170,7 +171,7 @@ def _sorted_conjuncts(condition: exp.Expr) -> exp.Expr:
                     part.set(side, _canonical_number(lit))
     if len(parts) == 1:
         return parts[0]
-    parts.sort(key=lambda p: p.sql(dialect="duckdb"))
+    parts.sort(key=duckdb_sql)
     return exp.and_(*parts, copy=False)
 
 
