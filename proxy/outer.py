@@ -18,7 +18,7 @@ from accounting.partition import Threshold
 from proxy import shape as S
 from proxy.budget import ColumnNoise
 from proxy.outer_functions import lift_windows, rewrite_window
-from proxy.render import duckdb_sql
+from proxy.render import duckdb_sql, owned_duckdb_sql
 from proxy.rewrite import core as C
 
 
@@ -231,7 +231,7 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool, raw: bool =
         if select.args.get(clause) is not None:
             out.set(clause, select.args[clause].copy())
     # Rendered in place: the tree is fresh and dropped right after.
-    return lift_windows(out).sql(dialect="duckdb", copy=False)
+    return owned_duckdb_sql(lift_windows(out))
 
 
 def _noise_std(descriptor: mechanisms.NoiseDescriptor) -> float:

@@ -14,6 +14,11 @@ the same either way.
 from __future__ import annotations
 
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+
+# One shared instance: ``sql(dialect="duckdb")`` builds a new dialect object from the name
+# on every call, and a dialect holds only settings fixed at construction.
+DUCKDB = Dialect.get_or_raise("duckdb")
 
 # Node types printed by a handler that only reads its node (see the module docstring);
 # tests/proxy/test_render.py fails if sqlglot's DuckDB generator starts handling one of
@@ -56,4 +61,10 @@ def duckdb_sql(node: exp.Expr) -> str:
     """``node.sql(dialect="duckdb")``, copying the subtree only when some node in it may
     be rewritten while printed. The tree is never changed."""
     copy = any(type(n) not in READ_ONLY_TYPES for n in node.walk())
-    return node.sql(dialect="duckdb", copy=copy)
+    return DUCKDB.generate(node, copy=copy)
+
+
+def owned_duckdb_sql(node: exp.Expr) -> str:
+    """``node.sql(dialect="duckdb", copy=False)``: for a tree its caller built and never
+    reads again (the generator may rewrite it while printing)."""
+    return DUCKDB.generate(node, copy=False)

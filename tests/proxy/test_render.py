@@ -11,7 +11,7 @@ from sqlglot.dialects.duckdb import DuckDB
 
 from proxy.engine import Engine
 from proxy.plan import limits
-from proxy.render import READ_ONLY_TYPES, duckdb_sql
+from proxy.render import READ_ONLY_TYPES, duckdb_sql, owned_duckdb_sql
 from proxy.request import QueryRequest
 from proxy.rewrite import rewrite
 
@@ -66,6 +66,7 @@ def test_in_place_text_is_the_copys_and_the_tree_is_unchanged(
             in_place += all(type(n) in READ_ONLY_TYPES for n in node.walk())
         assert tree == before  # structure, types and values
         assert tree.sql(dialect="duckdb") == whole
+        assert owned_duckdb_sql(before) == whole  # a tree the caller gives away
     assert in_place > 0  # the fast path was taken
 
 
