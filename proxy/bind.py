@@ -19,7 +19,7 @@ from proxy import semijoins
 from proxy.catalog import CATALOG_NAME, DEFAULT_DB, Catalog
 from proxy.errors import DPSQLError, position_of, unsupported
 from proxy.literal_times import fold_literal_times
-from proxy.render import duckdb_sql
+from proxy.render import DUCKDB, duckdb_sql
 from proxy.spellings import normalize
 
 
@@ -100,7 +100,7 @@ def bind(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> ex
             tree,
             schema=_schema_of(catalog, allowed),
             db=DEFAULT_DB,
-            dialect="duckdb",
+            dialect=DUCKDB,
             quote_identifiers=False,
             validate_qualify_columns=True,
             identify=False,
