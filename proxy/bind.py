@@ -19,6 +19,7 @@ from proxy import semijoins
 from proxy.catalog import CATALOG_NAME, DEFAULT_DB, Catalog
 from proxy.errors import DPSQLError, position_of, unsupported
 from proxy.literal_times import fold_literal_times
+from proxy.render import DUCKDB, duckdb_sql
 from proxy.spellings import normalize
 
 
@@ -99,7 +100,7 @@ def bind(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> ex
             tree,
             schema=_schema_of(catalog, allowed),
             db=DEFAULT_DB,
-            dialect="duckdb",
+            dialect=DUCKDB,
             quote_identifiers=False,
             validate_qualify_columns=True,
             identify=False,
@@ -170,7 +171,7 @@ def _sorted_conjuncts(condition: exp.Expr) -> exp.Expr:
                     part.set(side, _canonical_number(lit))
     if len(parts) == 1:
         return parts[0]
-    parts.sort(key=lambda p: p.sql(dialect="duckdb"))
+    parts.sort(key=duckdb_sql)
     return exp.and_(*parts, copy=False)
 
 

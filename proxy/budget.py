@@ -114,25 +114,40 @@ class QuantileNoise:
     descriptor: QuantileDescriptor
 
 
+# A statistic's sensitivity is a pure function of its public bounds and the caps, and
+# costs exact Decimal arithmetic: queries that differ only in their filters share it.
+# Keyed by repr, as _CALIBRATIONS (1 and 1.0 are equal keys but not equal records).
+_SENSITIVITIES: Memo[str, Sensitivity] = Memo(1024)
+
+
 def _sensitivity(stat: C.Statistic, core: C.Core) -> Sensitivity:
+    key = repr((stat, core.max_rows, core.max_groups))
+    found = _SENSITIVITIES.get(key)
+    if found is None:
+        found = _sensitivity_of(stat, core.max_rows, core.max_groups)
+        _SENSITIVITIES.put(key, found)
+    return found
+
+
+def _sensitivity_of(stat: C.Statistic, max_rows: int, max_groups: int) -> Sensitivity:
     try:
         s = sensitivity(
             _KINDS[stat.kind],
             lower=stat.lower,
             upper=stat.upper,
-            max_rows=core.max_rows,
-            max_groups=core.max_groups,
+            max_rows=max_rows,
+            max_groups=max_groups,
         )
     except SensitivityError as error:
         raise bad_request(str(error), "check the column bounds in the policy") from None
     # Float statistics are summed in DECIMAL with bounds rounded outward: cover that too.
     # Float statistics are summed in DECIMAL with bounds rounded outward, and a constant
     # zero argument has no sensitivity at all: the released column must cover both.
-    needed = max(per_group_bound(stat, core.max_rows), MIN_PER_GROUP)
+    needed = max(per_group_bound(stat, max_rows), MIN_PER_GROUP)
     if needed > s.per_group:
         # Express the wider bound as a SUM over [-b, b] with one row: Δ∞ = b.
         s = sensitivity(
-            AggregateKind.SUM, lower=-needed, upper=needed, max_rows=1, max_groups=core.max_groups
+            AggregateKind.SUM, lower=-needed, upper=needed, max_rows=1, max_groups=max_groups
         )
     return s
 

@@ -17,6 +17,7 @@ from proxy.joins import check_from, tables_of, unit_columns
 from proxy.pins import pinned_values
 from proxy.quantile_sql import aggregate_call as quantile_call
 from proxy.quantile_sql import is_quantile
+from proxy.render import duckdb_sql
 from proxy.string_growth import check_string_growth
 
 MAX_LIMIT = 2**62  # LIMIT/OFFSET: beyond any table, and within the outer layer's BIGINT
@@ -205,11 +206,7 @@ def _collect_outer(
     # Rendering is the cost: only when a key could match or an aggregate needs its text.
     # An alias (``x AS n``) is never a key (GROUP BY holds expressions; the binder
     # resolves aliases there) and its text is never reused: its child is looked at next.
-    text = (
-        node.sql(dialect="duckdb")
-        if (key_sqls or aggregate) and not isinstance(node, exp.Alias)
-        else ""
-    )
+    text = duckdb_sql(node) if (key_sqls or aggregate) and not isinstance(node, exp.Alias) else ""
     if text:
         texts[id(node)] = text
     if text in key_sqls:
@@ -378,7 +375,7 @@ def check_shape(select: exp.Select, catalog: Catalog) -> S.Shape:
                 "group by the expression itself",
                 position_of(key),
             )
-    key_texts = tuple(k.sql(dialect="duckdb") for k in keys)
+    key_texts = tuple(duckdb_sql(k) for k in keys)
     key_sqls = set(key_texts)
     aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
     found: dict[str, S.AggregateCall] = {}

@@ -21,6 +21,7 @@ from proxy.catalog import TableInfo
 from proxy.engines.executor import Executor
 from proxy.errors import DPSQLError
 from proxy.pins import pinned_values
+from proxy.render import duckdb_sql
 
 Domain = tuple[Any, ...]
 
@@ -164,8 +165,8 @@ def _as_key_type(values: Domain, key_type: str, executor: Executor) -> Domain:
 
 
 def _same_as(key: exp.Expr) -> Callable[[exp.Expr], bool]:
-    text = key.sql(dialect="duckdb")
-    return lambda e: e.sql(dialect="duckdb") == text
+    text = duckdb_sql(key)
+    return lambda e: duckdb_sql(e) == text
 
 
 def public_domain(

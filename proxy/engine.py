@@ -72,6 +72,7 @@ from proxy.public_queries import (
     public_result,
 )
 from proxy.release import PostProcessor, release, release_keys
+from proxy.render import duckdb_sql
 from proxy.request import QueryRequest
 from proxy.result import Result, build_result
 from proxy.rewrite import Core, rewrite
@@ -245,7 +246,7 @@ def output_names(tree: exp.Expr) -> tuple[str, ...] | None:
         elif isinstance(item, exp.Column):
             names.append(item.name)
         else:
-            names.append(item.sql(dialect="duckdb"))
+            names.append(duckdb_sql(item))
     return tuple(names)
 
 

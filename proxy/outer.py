@@ -18,6 +18,7 @@ from accounting.partition import Threshold
 from proxy import shape as S
 from proxy.budget import ColumnNoise
 from proxy.outer_functions import lift_windows, rewrite_window
+from proxy.render import duckdb_sql, owned_duckdb_sql
 from proxy.rewrite import core as C
 
 
@@ -170,14 +171,14 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool, raw: bool =
             isinstance(node, exp.Column)
             and not node.table
             and node.name.lower() in renamed
-            and node.sql(dialect="duckdb") not in keys
+            and duckdb_sql(node) not in keys
         ):
             return exp.column(renamed[node.name.lower()], quoted=True)
         # Render only nodes that could be a key or an aggregate: rendering is the cost.
         if not isinstance(node, (*key_types, *aggregate_types)):
             return node
         known = rendered.get(id(node))
-        text = known[1] if known is not None else node.sql(dialect="duckdb")
+        text = known[1] if known is not None else duckdb_sql(node)
         if text in keys:
             return exp.column(keys[text])
         if text in calls:
@@ -191,7 +192,7 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool, raw: bool =
         copied = body.copy()
         text = core.shape.item_sqls[index]
         if text is None and isinstance(body, exp.Avg):
-            text = body.sql(dialect="duckdb")
+            text = duckdb_sql(body)
         if text is not None:
             rendered[id(copied)] = (copied, text)
         call = calls.get(text) if text is not None and isinstance(body, exp.Avg) else None
@@ -230,7 +231,7 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool, raw: bool =
         if select.args.get(clause) is not None:
             out.set(clause, select.args[clause].copy())
     # Rendered in place: the tree is fresh and dropped right after.
-    return lift_windows(out).sql(dialect="duckdb", copy=False)
+    return owned_duckdb_sql(lift_windows(out))
 
 
 def _noise_std(descriptor: mechanisms.NoiseDescriptor) -> float:

@@ -153,6 +153,12 @@ def _lifted(node: exp.Expr) -> bool:
     return isinstance(node, (exp.Window, exp.Rand))
 
 
+def _as_list(value: object) -> list[exp.Expr]:
+    if isinstance(value, list):
+        return value
+    return [value] if isinstance(value, exp.Expr) else []
+
+
 def lift_windows(select: exp.Select) -> exp.Select:
     """Windows and RAND() computed in a subquery over ``released``, referenced by name.
 
@@ -171,6 +177,10 @@ def lift_windows(select: exp.Select) -> exp.Select:
 
     for key in ("expressions", "where", "order"):
         value = select.args.get(key)
+        # Most outer layers hold neither: a search is cheaper than a transform that
+        # would hand every node back unchanged.
+        if not any(v.find(exp.Window, exp.Rand) for v in _as_list(value)):
+            continue
         if isinstance(value, list):
             select.set(key, [v.transform(lift, copy=False) for v in value])
         elif isinstance(value, exp.Expr):

@@ -14,6 +14,7 @@ from sqlglot import exp
 
 from proxy import shape as S
 from proxy.errors import bad_request
+from proxy.render import duckdb_sql
 from proxy.rewrite import core as C
 from proxy.rewrite.ranges import Range, bounded_range
 
@@ -165,14 +166,14 @@ def apply(core: C.Core) -> C.Core:
         if call.kind == S.COUNT_DISTINCT:
             # Values are counted, not summed: no range needed (any type, unclamped).
             arguments[call.sql] = raw
-            argument_sql[call.sql] = raw.sql(dialect="duckdb")
+            argument_sql[call.sql] = duckdb_sql(raw)
             add(C.Statistic(C.DISTINCT, argument_sql[call.sql]))
             continue
         if call.kind in (S.SUM_DISTINCT, S.AVG_DISTINCT, *S.VARIANCE_DISTINCT_KINDS):
             label = call.kind.removesuffix("_distinct").upper() + "(DISTINCT)"
             arg, rng = clamped_argument(core, raw, label)
             arguments[call.sql] = arg
-            key = argument_sql[call.sql] = arg.sql(dialect="duckdb")
+            key = argument_sql[call.sql] = duckdb_sql(arg)
             centred_integer = rng.integer and float(rng.lower + rng.upper) % 2 == 0
             # SUM(DISTINCT) releases the plain sum; AVG and VAR the sum about the midpoint
             # (sensitivity C·(U−L)/2 instead of C·max(|L|, |U|)) and the count.
@@ -203,12 +204,12 @@ def apply(core: C.Core) -> C.Core:
         if call.kind == S.COUNT:
             arg = raw
             arguments[call.sql] = arg
-            argument_sql[call.sql] = arg.sql(dialect="duckdb")
+            argument_sql[call.sql] = duckdb_sql(arg)
             add(C.Statistic(C.COUNT, argument_sql[call.sql]))
             continue
         arg, rng = clamped_argument(core, raw, call.kind.upper())
         arguments[call.sql] = arg
-        key = argument_sql[call.sql] = arg.sql(dialect="duckdb")
+        key = argument_sql[call.sql] = duckdb_sql(arg)
         if call.kind == S.SUM:
             add(
                 C.Statistic(

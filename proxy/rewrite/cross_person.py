@@ -17,6 +17,7 @@ from dataclasses import replace
 from sqlglot import exp
 
 from accounting.mechanisms import MAX_UNITS
+from proxy.render import owned_duckdb_sql
 from proxy.rewrite import core as C
 from proxy.rewrite import distinct_values, quantile_histogram
 
@@ -80,4 +81,4 @@ def apply(core: C.Core) -> C.Core:
     )
     # Rendered in place (copy=False): the generator may rewrite nodes as it goes, which
     # is harmless here because this tree, CTE bodies included, is never read again.
-    return replace(core, sql=final.sql(dialect="duckdb", copy=False))
+    return replace(core, sql=owned_duckdb_sql(final))

@@ -49,6 +49,7 @@ from accounting.quantiles import (
 )
 from proxy import shape as S
 from proxy.errors import DPSQLError, unsupported
+from proxy.render import duckdb_sql
 from proxy.rewrite import core as C
 from proxy.rewrite.clamp_inputs import clamped_argument
 from proxy.rewrite.total_forms import total_value
@@ -126,7 +127,7 @@ def statistics(core: C.Core) -> tuple[tuple[C.QuantileStatistic, ...], dict[str,
         if call.kind not in S.QUANTILE_KINDS:
             continue
         arg, grid = _bounded(core, call)
-        text = arg.sql(dialect="duckdb")
+        text = duckdb_sql(arg)
         if text not in histograms:
             histograms[text] = f"__h{len(histograms)}"
             arguments[text] = arg

@@ -80,7 +80,9 @@ def _try_casts(node: exp.Expr) -> exp.Expr:
 
 def total_value(expression: exp.Expr) -> exp.Expr:
     """A key or aggregate argument: bare columns as they are, anything else under TRY."""
-    copied = expression.copy().transform(_try_casts, copy=False)
+    copied = expression.copy()
+    if copied.find(exp.Cast) is not None:  # no transform to walk when there is none
+        copied = copied.transform(_try_casts, copy=False)
     if isinstance(copied, (exp.Column, exp.Literal, exp.Try)):
         return copied
     return exp.Try(this=copied)
@@ -88,7 +90,9 @@ def total_value(expression: exp.Expr) -> exp.Expr:
 
 def total_predicate(expression: exp.Expr, tables: dict[str, TableInfo]) -> exp.Expr:
     """A WHERE or ON condition: safe conjuncts unwrapped, every other one under TRY."""
-    copied = expression.copy().transform(_try_casts, copy=False)
+    copied = expression.copy()
+    if copied.find(exp.Cast) is not None:
+        copied = copied.transform(_try_casts, copy=False)
     conjuncts = list(copied.flatten()) if isinstance(copied, exp.And) else [copied]
     # The cast to BOOLEAN sits inside TRY: a text column used as a predicate would
     # otherwise be cast, and fail, outside it.
