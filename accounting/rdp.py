@@ -40,6 +40,8 @@ _LOG1P = np.log1p(-1.0 / _ALPHA)
 _LOG_ALPHA = np.log(_ALPHA)
 _ALPHA_M1 = _ALPHA - 1.0
 _CKS_DELTA_TERMS: dict[float, np.ndarray] = {}
+# ndarray.min() without its Python wrapper (the same reduction).
+_MIN = np.minimum.reduce
 
 
 def _cks_delta_term(d: float) -> np.ndarray:
@@ -161,7 +163,10 @@ class Curve:
         if known is not None and (found := known.get(delta)) is not None:
             return found
         d = _check_delta(delta)
-        eps = max(0.0, float((self._array + _LOG1P - _cks_delta_term(d)).min()))
+        # (values + ln(1 − 1/α)) − term, as written out, in one temporary array.
+        terms = self._array + _LOG1P
+        np.subtract(terms, _cks_delta_term(d), out=terms)
+        eps = max(0.0, float(_MIN(terms)))
         if known is None:
             known = {}
             object.__setattr__(self, "_epsilons", known)
