@@ -171,7 +171,7 @@ def epsilon_at(curve: Curve, delta: float, delta_extra: float) -> float:
     if delta_extra >= delta:
         return math.inf
     # A curve with a positive last order is not zero (the common case: no array scan).
-    if curve.values[-1] == 0.0 and curve.is_zero():
+    if curve.as_array()[-1] == 0.0 and curve.is_zero():
         # Exactly 0: the grid-limited CKS bound of the zero curve is not (≈0.03 at 1e-6).
         return 0.0
     return curve.epsilon(delta - delta_extra)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -111,9 +112,20 @@ class Curve:
         curves: non-negative, no NaN, one value per order): skips re-validation."""
         curve = object.__new__(cls)
         array.flags.writeable = False
-        object.__setattr__(curve, "values", tuple(array.tolist()))
+        # ``values`` is made from the array on first use (__getattr__): the ledger's
+        # sums are converted and stored from the array, and most never need the tuple.
         object.__setattr__(curve, "_array", array)
         return curve
+
+    if not TYPE_CHECKING:  # (type checkers keep seeing every other name as unknown)
+
+        def __getattr__(self, name: str) -> tuple[float, ...]:
+            # Called only for an attribute not set: ``values`` of a curve made by _of.
+            if name != "values" or "_array" not in self.__dict__:
+                raise AttributeError(name)
+            values = tuple(self._array.tolist())
+            object.__setattr__(self, "values", values)
+            return values
 
     @classmethod
     def from_array(cls, values: Iterable[float]) -> Curve:

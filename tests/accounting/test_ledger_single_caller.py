@@ -220,3 +220,19 @@ def test_population_names_checked_once_are_still_checked_each_time() -> None:
             check_population_name(bad)
         with pytest.raises(InvalidRequest):
             check_population_name(bad)
+
+
+def test_a_sum_s_values_made_on_first_use_are_the_curve_s_values() -> None:
+    import pickle
+
+    from accounting.rdp import Curve
+
+    total = zcdp_curve(0.25) + zcdp_curve(0.5)
+    pairs = zip(zcdp_curve(0.25).values, zcdp_curve(0.5).values, strict=True)
+    built = Curve(tuple(a + b for a, b in pairs))
+    assert "values" not in vars(total)  # not made until asked for
+    assert total == built and hash(total) == hash(built)
+    assert total.values == built.values and all(type(v) is float for v in total.values)
+    assert pickle.loads(pickle.dumps(total)) == built
+    with pytest.raises(AttributeError):
+        total.no_such_attribute  # type: ignore[attr-defined]  # noqa: B018
