@@ -413,6 +413,28 @@ class Admission:
         )
 
 
+# What a spend naming some targets reaches among some known populations: a pure function
+# of the two name lists (immutable strings), asked for by every charge with the same few.
+_Reach = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+_REACHES: dict[tuple[tuple[str, ...], tuple[str, ...]], _Reach] = {}
+
+
+def _reach(targets: tuple[str, ...], known: Sequence[str]) -> _Reach:
+    """(affected populations, the populations whose own totals admission reads, sorted,
+    the targets not yet known) of a spend naming ``targets`` among ``known``."""
+    key = (targets, tuple(known))
+    found = _REACHES.get(key)
+    if found is None:
+        known_set = set(known)
+        affected = affected_populations(targets, known)
+        needed = {a for p in affected for a in ancestors_or_self(p)} & (known_set | set(targets))
+        created = tuple(t for t in targets if t not in known_set)
+        found = (affected, tuple(sorted(needed)), created)
+        if len(_REACHES) < 4096:
+            _REACHES[key] = found
+    return found
+
+
 def admit_spend(
     state: StoreState,
     targets: tuple[str, ...],
@@ -433,10 +455,8 @@ def admit_spend(
     for t in targets:
         check_target(t)
     known = state.known(roots)
-    known_set = set(known)
-    affected = affected_populations(targets, known)
-    needed = {a for p in affected for a in ancestors_or_self(p)} & (known_set | set(targets))
-    own = state.own_totals(sorted(needed))
+    affected, needed, created = _reach(targets, known)
+    own = state.own_totals(needed)
     # The new own totals first: admit() asks for the same sums (Total.plus keeps the
     # last one while it lives), so the ε it converts stays on the stored total's curve.
     totals = tuple((t, own.get(t, EMPTY_TOTAL).plus(curve, dx)) for t in targets)
@@ -454,7 +474,7 @@ def admit_spend(
         delta_extra=dx,
         spends=spends,
         totals=totals,
-        created=tuple(t for t in targets if t not in known_set),
+        created=created,
         first=specs[root_of(targets[0])],
     )
 
