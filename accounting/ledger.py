@@ -171,7 +171,7 @@ def epsilon_at(curve: Curve, delta: float, delta_extra: float) -> float:
     if delta_extra >= delta:
         return math.inf
     # A curve with a positive last order is not zero (the common case: no array scan).
-    if curve.values[-1] == 0.0 and curve.is_zero():
+    if curve.as_array()[-1] == 0.0 and curve.is_zero():
         # Exactly 0: the grid-limited CKS bound of the zero curve is not (≈0.03 at 1e-6).
         return 0.0
     return curve.epsilon(delta - delta_extra)
@@ -254,12 +254,22 @@ def check_population_name(name: str) -> str:
     Segments are non-empty, contain no control characters and no surrounding blanks;
     a partition value containing ``/`` must be escaped by the caller.
     """
+    if type(name) is str and name in _WELL_FORMED:
+        return name
     if not isinstance(name, str) or not name:
         raise InvalidRequest(f"population name must be a non-empty string, got {name!r}")
     for seg in name.split(SEPARATOR):
         if not seg or seg != seg.strip() or any(ord(c) < 32 or ord(c) == 127 for c in seg):
             raise InvalidRequest(f"malformed population name {name!r}")
+    if type(name) is str and len(_WELL_FORMED) < 4096:
+        _WELL_FORMED.add(name)
     return name
+
+
+# Names already found well formed (a pure test of an immutable str; every charge names
+# the same few populations, whose character-by-character scan cost more than the rest
+# of the check).
+_WELL_FORMED: set[str] = set()
 
 
 def partition_name(root: str, column: str, value: object) -> str:

@@ -10,6 +10,7 @@ under the other's rules because both use the functions below.
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import json
 import math
@@ -62,10 +63,40 @@ class Inconsistent(Exception):
 # json.dumps with any option builds a new encoder per call (a fifth of its cost on an
 # event row); one encoder with dumps' other defaults writes the same text.
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
+# Even that encoder builds its C scanner per call (about 2 µs, four times a charge).
+# The items an event holds — text, int, float, None — are written here as the C encoder
+# writes them (``encode_basestring_ascii``, ``int.__repr__``, ``float.__repr__`` and
+# JSON's words for NaN and the infinities); anything else goes to ``_COMPACT``. Same
+# bytes, so the hash chain is unchanged (tests/accounting/test_ledger_encoding.py).
+_quote: Callable[[str], str] = json.encoder.encode_basestring_ascii
+_INT_REPR, _FLOAT_REPR = int.__repr__, float.__repr__
+
+
+def json_item(value: Any) -> str:
+    """``_COMPACT.encode(value)`` for one item of an event row."""
+    kind = type(value)
+    if kind is str:
+        return _quote(value)
+    if kind is int:
+        return _INT_REPR(value)
+    if kind is float:
+        if value != value:
+            return "NaN"
+        if value in (math.inf, -math.inf):
+            return "Infinity" if value > 0 else "-Infinity"
+        return _FLOAT_REPR(value)
+    if value is None:
+        return "null"
+    return _COMPACT.encode(value)
+
+
+def json_items(values: Iterable[Any]) -> str:
+    """The items of ``_COMPACT.encode(list(values))``, without its brackets."""
+    return ",".join(map(json_item, values))
 
 
 def names_json(names: Sequence[str]) -> str:
-    return _COMPACT.encode(list(names))
+    return f"[{json_items(names)}]"
 
 
 # Curves are stored packed: this prefix, then the base64 of the values as little-endian
@@ -74,11 +105,13 @@ def names_json(names: Sequence[str]) -> str:
 # are raw bytes (:func:`curve_blob`); all three are read.
 PACKED_CURVE = "f64le:"
 _PACKED_BYTES = 8 * len(ORDERS)
+_NATIVE_IS_F64LE = np.dtype(float) == np.dtype("<f8")
 
 
 def curve_json(curve: Curve) -> str:
     """A curve's stored text (the packed form; the name predates it)."""
-    return PACKED_CURVE + base64.b64encode(curve.as_array().astype("<f8").tobytes()).decode("ascii")
+    raw = binascii.b2a_base64(curve_blob(curve), newline=False)
+    return PACKED_CURVE + raw.decode("ascii")
 
 
 def curve_blob(curve: Curve) -> bytes:
@@ -86,7 +119,10 @@ def curve_blob(curve: Curve) -> bytes:
     total (totals rows are outside the hash chain). 872 bytes keep a totals row within
     one 4 KiB b-tree page, where the packed text (1,170 bytes) spilled into an overflow
     page: one more page written and fsynced per charge."""
-    return curve.as_array().astype("<f8").tobytes()
+    array = curve.as_array()
+    # A curve's array is native float64: on a little-endian machine its bytes are the
+    # stored form as they are (no converted copy).
+    return array.tobytes() if _NATIVE_IS_F64LE else array.astype("<f8").tobytes()
 
 
 def parse_curve(text: str | bytes | None) -> Curve:
@@ -129,7 +165,7 @@ def parse_names(text: str) -> tuple[str, ...]:
 def digest(prev: str, row: Sequence[Any]) -> str:
     """Hash chaining an event (all columns but ``hash``, exactly as stored) to its
     predecessor, so that an edit that slips past the store's guards is still detected."""
-    payload = _COMPACT.encode([prev, *row])
+    payload = f"[{json_item(prev)},{json_items(row)}]"
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -145,7 +181,7 @@ class EventTail:
     @classmethod
     def of(cls, columns: tuple[Any, ...]) -> EventTail:
         # The list's items joined as JSON joins them, then the closing bracket.
-        return cls(columns, ("," + _COMPACT.encode(list(columns))[1:]).encode("utf-8"))
+        return cls(columns, f",{json_items(columns)}]".encode())
 
     @classmethod
     def of_spend(
@@ -175,16 +211,14 @@ class EventTail:
             cap=None,
             delta=None,
         )[2:]
-        before = _COMPACT.encode(list(columns[:2]))[1:-1]
-        after = _COMPACT.encode(list(columns[3:]))[1:]
-        text = f',{before},"{columns[2]}",{after}'
+        text = f',{json_items(columns[:2])},"{columns[2]}",{json_items(columns[3:])}]'
         return cls(columns, text.encode("utf-8"))
 
     def digest(self, prev: str, event_id: int, ts: float) -> str:
         """``digest(prev, (event_id, ts, *self.columns))``, with the tail's text already
         encoded: the same bytes hashed (a list's JSON is its items' JSON joined by
         commas, each item encoded alone as inside the list)."""
-        head = _COMPACT.encode([prev, event_id, ts])[:-1]
+        head = f"[{json_item(prev)},{json_item(event_id)},{json_item(ts)}"
         h = hashlib.sha256(head.encode("utf-8"))
         h.update(self.text)
         return h.hexdigest()
@@ -379,6 +413,28 @@ class Admission:
         )
 
 
+# What a spend naming some targets reaches among some known populations: a pure function
+# of the two name lists (immutable strings), asked for by every charge with the same few.
+_Reach = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+_REACHES: dict[tuple[tuple[str, ...], tuple[str, ...]], _Reach] = {}
+
+
+def _reach(targets: tuple[str, ...], known: Sequence[str]) -> _Reach:
+    """(affected populations, the populations whose own totals admission reads, sorted,
+    the targets not yet known) of a spend naming ``targets`` among ``known``."""
+    key = (targets, tuple(known))
+    found = _REACHES.get(key)
+    if found is None:
+        known_set = set(known)
+        affected = affected_populations(targets, known)
+        needed = {a for p in affected for a in ancestors_or_self(p)} & (known_set | set(targets))
+        created = tuple(t for t in targets if t not in known_set)
+        found = (affected, tuple(sorted(needed)), created)
+        if len(_REACHES) < 4096:
+            _REACHES[key] = found
+    return found
+
+
 def admit_spend(
     state: StoreState,
     targets: tuple[str, ...],
@@ -399,10 +455,8 @@ def admit_spend(
     for t in targets:
         check_target(t)
     known = state.known(roots)
-    known_set = set(known)
-    affected = affected_populations(targets, known)
-    needed = {a for p in affected for a in ancestors_or_self(p)} & (known_set | set(targets))
-    own = state.own_totals(sorted(needed))
+    affected, needed, created = _reach(targets, known)
+    own = state.own_totals(needed)
     # The new own totals first: admit() asks for the same sums (Total.plus keeps the
     # last one while it lives), so the ε it converts stays on the stored total's curve.
     totals = tuple((t, own.get(t, EMPTY_TOTAL).plus(curve, dx)) for t in targets)
@@ -420,7 +474,7 @@ def admit_spend(
         delta_extra=dx,
         spends=spends,
         totals=totals,
-        created=tuple(t for t in targets if t not in known_set),
+        created=created,
         first=specs[root_of(targets[0])],
     )
 

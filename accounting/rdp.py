@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -40,6 +41,8 @@ _LOG1P = np.log1p(-1.0 / _ALPHA)
 _LOG_ALPHA = np.log(_ALPHA)
 _ALPHA_M1 = _ALPHA - 1.0
 _CKS_DELTA_TERMS: dict[float, np.ndarray] = {}
+# ndarray.min() without its Python wrapper (the same reduction).
+_MIN = np.minimum.reduce
 
 
 def _cks_delta_term(d: float) -> np.ndarray:
@@ -109,9 +112,20 @@ class Curve:
         curves: non-negative, no NaN, one value per order): skips re-validation."""
         curve = object.__new__(cls)
         array.flags.writeable = False
-        object.__setattr__(curve, "values", tuple(array.tolist()))
+        # ``values`` is made from the array on first use (__getattr__): the ledger's
+        # sums are converted and stored from the array, and most never need the tuple.
         object.__setattr__(curve, "_array", array)
         return curve
+
+    if not TYPE_CHECKING:  # (type checkers keep seeing every other name as unknown)
+
+        def __getattr__(self, name: str) -> tuple[float, ...]:
+            # Called only for an attribute not set: ``values`` of a curve made by _of.
+            if name != "values" or "_array" not in self.__dict__:
+                raise AttributeError(name)
+            values = tuple(self._array.tolist())
+            object.__setattr__(self, "values", values)
+            return values
 
     @classmethod
     def from_array(cls, values: Iterable[float]) -> Curve:
@@ -161,7 +175,10 @@ class Curve:
         if known is not None and (found := known.get(delta)) is not None:
             return found
         d = _check_delta(delta)
-        eps = max(0.0, float((self._array + _LOG1P - _cks_delta_term(d)).min()))
+        # (values + ln(1 − 1/α)) − term, as written out, in one temporary array.
+        terms = self._array + _LOG1P
+        np.subtract(terms, _cks_delta_term(d), out=terms)
+        eps = max(0.0, float(_MIN(terms)))
         if known is None:
             known = {}
             object.__setattr__(self, "_epsilons", known)

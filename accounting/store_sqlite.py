@@ -381,6 +381,9 @@ class SQLiteLedger(Ledger):
         self._queue: list[_Replay | _Spend] = []
         self._queue_cv = threading.Condition(threading.Lock())
         self._leader = False
+        # Callers waiting on _queue_cv (counted under it), so that a leader with none
+        # skips notify_all.
+        self._waiting = 0
         # This process's descriptor of the log, kept for its syncs (see _sync_log).
         self._wal: tuple[int, int] | None = None
         self._sync_lock = threading.Lock()
@@ -517,6 +520,7 @@ class SQLiteLedger(Ledger):
             self._queue = []
             self._queue_cv = threading.Condition(threading.Lock())
             self._leader = False
+            self._waiting = 0
             # The parent's lock may be held by one of its threads, absent here.
             self._sync_lock = threading.Lock()
             try:
@@ -1023,8 +1027,12 @@ class SQLiteLedger(Ledger):
         them) as the group commit's leader; no-op when the queue is empty."""
         cv = self._queue_cv
         with cv:
-            while self._leader:
-                cv.wait()
+            self._waiting += 1
+            try:
+                while self._leader:
+                    cv.wait()
+            finally:
+                self._waiting -= 1
             if not self._queue:
                 return
             self._leader = True
@@ -1154,13 +1162,24 @@ class SQLiteLedger(Ledger):
                 self._connection()  # a forked child starts its own queue
         cv = self._queue_cv
         with cv:
-            self._queue.append(ticket)
-            while not ticket.done and self._leader:
-                cv.wait()
-            lead = not ticket.done
-            if lead:
-                self._leader = True
-                batch, self._queue = self._queue, []
+            if not self._leader and not self._queue:
+                # One caller at a time (the usual case): no commit under way and nobody
+                # queued, so this ticket alone is the batch — what the hand-off below
+                # decides too, without queueing it.
+                self._leader = lead = True
+                batch = [ticket]
+            else:
+                self._queue.append(ticket)
+                self._waiting += 1
+                try:
+                    while not ticket.done and self._leader:
+                        cv.wait()
+                finally:
+                    self._waiting -= 1
+                lead = not ticket.done
+                if lead:
+                    self._leader = True
+                    batch, self._queue = self._queue, []
         if lead:
             self._lead(batch)
         if ticket.error is not None:
@@ -1176,7 +1195,10 @@ class SQLiteLedger(Ledger):
                 for t in batch:
                     t.done = True
                 self._leader = False
-                self._queue_cv.notify_all()
+                # Waiters count themselves under this lock before they wait: none
+                # counted, none to wake (a lone caller skips the notification).
+                if self._waiting:
+                    self._queue_cv.notify_all()
 
     def _commit_batch(self, batch: list[_Replay | _Spend]) -> None:
         """Append every queued ticket that is admitted, in order, in one transaction:
