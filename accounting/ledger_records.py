@@ -67,7 +67,7 @@ _COMPACT = json.JSONEncoder(separators=(",", ":"))
 # The items an event holds — text, int, float, None — are written here as the C encoder
 # writes them (``encode_basestring_ascii``, ``int.__repr__``, ``float.__repr__`` and
 # JSON's words for NaN and the infinities); anything else goes to ``_COMPACT``. Same
-# bytes, so the hash chain is unchanged (tests/accounting/test_ledger_encoding.py).
+# bytes, so the hash chain is unchanged (tests/accounting/test_ledger_single_caller.py).
 _quote: Callable[[str], str] = json.encoder.encode_basestring_ascii
 _INT_REPR, _FLOAT_REPR = int.__repr__, float.__repr__
 
