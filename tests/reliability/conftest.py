@@ -109,13 +109,32 @@ class FzChecker:
         if new:
             self.last_id = new[-1].id
         after = self._spent()
-        ledger = self._ledger_problem(result, new, before, after)
+        # Keys of a public domain with no aggregate are answered from the policy's values
+        # (Engine._from_domain): free and with no ledger event, by design.
+        free = (
+            result is not None
+            and not result.privacy.cached
+            and result.privacy.charge_id is None
+            and self._free(request)
+        )
+        ledger = self._ledger_problem(result, new, before, after, free=free)
         problem = "; ".join(p for p in (problem, ledger) if p)
         return FzOutcome(kind, cached, problem, result)
 
+    def _free(self, request: QueryRequest) -> bool:
+        try:
+            return self.engine.prepare(request)[1].free
+        except DPSQLError:
+            return False
+
     @staticmethod
     def _ledger_problem(
-        result: Result | None, new: list, before: dict[str, float], after: dict[str, float]
+        result: Result | None,
+        new: list,
+        before: dict[str, float],
+        after: dict[str, float],
+        *,
+        free: bool = False,
     ) -> str:
         kinds = [e.kind for e in new]
         if result is None:
@@ -126,6 +145,10 @@ class FzChecker:
             # Public data or constants (issue 13 §8): exact, free, and no ledger event.
             if new or after != before:
                 return f"a public answer changed the ledger: events {kinds}"
+            return ""
+        if free and result.privacy.charge_id is None:
+            if new or after != before:
+                return f"a domain answer changed the ledger: events {kinds}"
             return ""
         if len(new) != 1:
             return f"answer added {len(new)} ledger events {kinds}"

@@ -75,6 +75,50 @@ def _self_join(k: int, *, pinned: bool, mix: str = "tokens_in") -> str:
     return f"SELECT COUNT(*) AS n FROM prompts p1 {joins} WHERE {where}"
 
 
+# The key-join rule (proxy/rewrite/key_join.py): a person-constant key of users joined
+# after the per-person aggregation of the anchor (pk = users alone, MIN per person).
+# Each entry is planned in that form (tests/reliability/test_key_join_neighbours.py
+# checks it); they run on D and D' here and on data with orphans and NULLs there.
+KEY_JOIN: tuple[Entry, ...] = (
+    Entry(
+        "key_join_region",
+        "SELECT u.region, COUNT(*) AS n, SUM(p.tokens_in) AS s FROM prompts p "
+        "JOIN users u ON u.user_id = p.user_id GROUP BY u.region",
+        "key join: the public key core (count and sum by the person's region)",
+    ),
+    Entry(
+        "key_join_using_two_keys",
+        "SELECT region, plan, AVG(latency_ms) AS l, COUNT(*) AS n FROM prompts "
+        "JOIN users USING (user_id) GROUP BY region, plan",
+        "key join: two keys of the key table, USING, an average",
+    ),
+    Entry(
+        "key_join_single_out",
+        "SELECT u.region, COUNT(*) AS n, SUM(p.tokens_out) AS s FROM prompts p "
+        "JOIN users u ON u.user_id = p.user_id WHERE p.user_id = {pid} GROUP BY u.region",
+        "key join: pp holds the removed person alone, pk every person",
+    ),
+    Entry(
+        "key_join_rare_rows",
+        "SELECT upper(u.plan) AS k, COUNT(*) AS n, SUM(p.tokens_in) AS s FROM prompts p "
+        "JOIN users u ON p.user_id = u.user_id WHERE p.tokens_in > 2000 GROUP BY 1",
+        "key join: pk holds every person, pp only those with a row past the WHERE",
+    ),
+    Entry(
+        "key_join_tickets",
+        "SELECT u.plan, COUNT(*) AS n, AVG(t.resolution_minutes) AS m FROM tickets t "
+        "JOIN users u ON u.user_id = t.user_id GROUP BY u.plan",
+        "key join: an anchor most people have no row in",
+    ),
+    Entry(
+        "key_join_partial_key",
+        "SELECT 1 / (u.age - 30) AS k, CAST(u.region AS INTEGER) AS r, COUNT(*) AS n "
+        "FROM prompts p JOIN users u ON u.user_id = p.user_id WHERE p.model = 'large' "
+        "GROUP BY 1, 2",
+        "key join: partial key expressions now evaluated on users rows without a prompt",
+    ),
+)
+
 DEMO: tuple[Entry, ...] = (
     # --- §2: join chains and groups made by joins --------------------------------------
     Entry("chain_1", _chain(1), "§2 the issue's query: one person in 2 CASE groups"),
@@ -547,6 +591,7 @@ DEMO: tuple[Entry, ...] = (
         "FROM prompts GROUP BY user_id) t GROUP BY n",
         "#13 §2+§3 COUNT(DISTINCT) of per-person values keyed by a per-person count",
     ),
+    *KEY_JOIN,
 )
 
 # Issue #12 §3, value bounds chosen from the data: the demo policy with
