@@ -157,7 +157,8 @@ class DirectOuter:
         try:
             columns = [self._values(item, table) for item in self.items]
         except (_Fallback, ValueError, OverflowError):
-            # (A value Python cannot hold, e.g. a date past year 9999: DuckDB's error.)
+            # (A value Python cannot hold, e.g. a date past year 9999: DuckDB answers it,
+            # as text, so it goes there.)
             return None
         return list(self.names), list(zip(*columns, strict=True)) if columns else []
 
