@@ -555,62 +555,52 @@ class SQLiteLedger(Ledger):
         undo without undoing it too. A killed process loses nothing it committed."""
         with self._lock:
             conn = self._usable() if gated else self._connection()
-            self._open_transaction(conn, write)
-            yield from self._run_transaction(conn, write)
+            try:
+                if write:
+                    self._begin_write(conn)
+                    self._extend_log()
+                else:
+                    self._wait_when_busy(conn)
+                    conn.execute("BEGIN")
+            except sqlite3.Error as exc:
+                raise LedgerUnavailable(f"cannot lock the ledger store: {exc}") from exc
+            ok = False
+            try:
+                if write:
+                    # The write lock is held from here to the commit: no other connection
+                    # can commit meanwhile, so data_version tells whether the mirror is
+                    # the store's current state.
+                    version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+                    if self._mirror is None:
+                        self._mirror = _Mirror(version)
+                    elif self._mirror.data_version != version:
+                        self._mirror = self._mirror.refreshed(version)
+                    self._writing = True
+                yield conn
+                ok = True
+            except Inconsistent as exc:
+                self._rollback(conn)
+                self._broken = f"ledger store is inconsistent: {exc}"
+                raise LedgerUnavailable(self._broken) from exc
+            except sqlite3.Error as exc:
+                self._rollback(conn)
+                raise LedgerUnavailable(f"ledger store error: {exc}") from exc
+            except BaseException:
+                self._rollback(conn)
+                raise
+            finally:
+                if write and not ok:
+                    # Rolled back: what the mirror learnt meanwhile is not in the store.
+                    self._mirror = None
+                self._writing = False
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._mirror = None
+                self._rollback(conn)
+                raise LedgerUnavailable(f"ledger commit failed: {exc}") from exc
         if write and durable:
             self._sync_wal()
-
-    def _open_transaction(self, conn: sqlite3.Connection, write: bool) -> None:
-        try:
-            if write:
-                self._begin_write(conn)
-                self._extend_log()
-            else:
-                self._wait_when_busy(conn)
-                conn.execute("BEGIN")
-        except sqlite3.Error as exc:
-            raise LedgerUnavailable(f"cannot lock the ledger store: {exc}") from exc
-
-    def _run_transaction(
-        self, conn: sqlite3.Connection, write: bool
-    ) -> Iterator[sqlite3.Connection]:
-        """The body of :meth:`_transaction` once the transaction is open: yields the
-        connection, then commits (or rolls back and raises)."""
-        ok = False
-        try:
-            if write:
-                # The write lock is held from here to the commit: no other connection
-                # can commit meanwhile, so data_version tells whether the mirror is
-                # the store's current state.
-                version = int(conn.execute("PRAGMA data_version").fetchone()[0])
-                if self._mirror is None:
-                    self._mirror = _Mirror(version)
-                elif self._mirror.data_version != version:
-                    self._mirror = self._mirror.refreshed(version)
-                self._writing = True
-            yield conn
-            ok = True
-        except Inconsistent as exc:
-            self._rollback(conn)
-            self._broken = f"ledger store is inconsistent: {exc}"
-            raise LedgerUnavailable(self._broken) from exc
-        except sqlite3.Error as exc:
-            self._rollback(conn)
-            raise LedgerUnavailable(f"ledger store error: {exc}") from exc
-        except BaseException:
-            self._rollback(conn)
-            raise
-        finally:
-            if write and not ok:
-                # Rolled back: what the mirror learnt meanwhile is not in the store.
-                self._mirror = None
-            self._writing = False
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            self._mirror = None
-            self._rollback(conn)
-            raise LedgerUnavailable(f"ledger commit failed: {exc}") from exc
 
     def _sync_wal(self) -> None:
         """Make every commit so far durable before a write returns. A failed fsync

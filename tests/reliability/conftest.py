@@ -146,7 +146,7 @@ class FzChecker:
             if new or after != before:
                 return f"a public answer changed the ledger: events {kinds}"
             return ""
-        if free and result.privacy.charge_id is None:
+        if free:
             if new or after != before:
                 return f"a domain answer changed the ledger: events {kinds}"
             return ""
