@@ -249,3 +249,22 @@ def test_one_person_group_release_rate_several_groups():
 )
 def test_one_person_group_release_rate_many_draws(th):
     released_rate_check(th, 0.05, 600_000)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    mechanism=st.sampled_from(["gaussian", "laplace"]),
+    scale=st.floats(0.3, 60.0),
+    log_target=st.floats(-40.0, -0.8),
+    guess=st.integers(1, 3000),
+)
+def test_smallest_t_from_any_guess(mechanism, scale, log_target, guess):
+    # The search gallops away from the continuous guess; a guess far off on either side
+    # must still give the smallest t whose tail is at most the target (a linear scan).
+    from accounting.partition import _dg_log_tail, _dl_log_tail, _smallest_t
+
+    log_tail = _dg_log_tail if mechanism == "gaussian" else _dl_log_tail
+    expected = 1
+    while log_tail(expected, scale) > log_target:
+        expected += 1
+    assert _smallest_t(mechanism, scale, log_target, guess) == expected
