@@ -64,7 +64,9 @@ class EngineDoor:
             analyst=ask.caller.name,
             tables=ask.caller.tables,
         )
-        return self._engine.run(request)
+        # Every repeat's event is committed before its answer: the door's load test
+        # counts them from another process the moment the answers are out.
+        return self._engine.run(request, from_memory=False)
 
     def remaining(self, caller: Caller) -> dict[str, float]:
         """ε left per population the caller's tables belong to."""

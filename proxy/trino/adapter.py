@@ -22,10 +22,10 @@ class EngineAdapter:
 
     def run(self, request: QueryRequest) -> Result:
         """A private answer: charged unless the same release is cached. A repeat of a
-        release the analyst already holds is answered from memory (``run_cached``, the
-        same answer and replay record as ``run``), which BI tools re-asking the same
-        dashboard query hit most."""
-        return self._engine.run_cached(request) or self._engine.run(request)
+        release the analyst already holds is answered from memory (``Engine.run`` tries
+        ``run_cached`` first: the same answer and replay record), which BI tools
+        re-asking the same dashboard query hit most."""
+        return self._engine.run(request)
 
     def run_cached(self, request: QueryRequest) -> Result | None:
         """The answer when memory alone holds it (a repeat of a release the analyst

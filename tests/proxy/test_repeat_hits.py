@@ -52,3 +52,41 @@ def test_raw_noise_of_one_release_keeps_its_own_rendering(demo_engine: Engine) -
     door = demo_engine.run_cached(b)
     assert door is not None and door.privacy.counts == expected.privacy.counts == "raw"
     assert door.rows == expected.rows
+
+
+def test_run_answers_a_held_repeat_from_memory_with_its_replay(demo_engine: Engine) -> None:
+    # Engine.run tries run_cached first (every door then gets the memory path): the
+    # answer must be the planned path's, and the repeat still gets its replay event.
+    a = QueryRequest(BASE, epsilon=0.79, analyst="ana")
+    _held(demo_engine, a)
+    planned = demo_engine._run(a)  # the path run takes when memory cannot answer
+    mark = demo_engine.ledger.history(limit=100000)[-1].id
+    calls = []
+    original = demo_engine._run
+    demo_engine._run = lambda request: calls.append(request) or original(request)  # type: ignore[method-assign]
+    try:
+        fast = demo_engine.run(a)
+    finally:
+        del demo_engine._run
+    assert calls == []  # answered without planning
+    assert (fast.columns, fast.rows, fast.intervals) == (
+        planned.columns,
+        planned.rows,
+        planned.intervals,
+    )
+    assert fast.privacy == planned.privacy and fast.warnings == planned.warnings
+    new = demo_engine.ledger.history(after_id=mark, limit=100)
+    assert [(e.kind, e.parent_id) for e in new] == [("replay", planned.privacy.charge_id)]
+
+
+def test_run_plans_for_an_analyst_who_does_not_hold_the_release(demo_engine: Engine) -> None:
+    a = QueryRequest(BASE, epsilon=0.81, analyst="ana")
+    _held(demo_engine, a)
+    other = replace(a, analyst="bob")
+    assert demo_engine.run_cached(other) is None
+    mark = demo_engine.ledger.history(limit=100000)[-1].id
+    answer = demo_engine.run(other)
+    assert answer.privacy.cached
+    new = demo_engine.ledger.history(after_id=mark, limit=100)
+    assert [(e.kind, e.analyst) for e in new] == [("replay", "bob")]
+    assert demo_engine.run_cached(other) is not None  # bob now holds it
