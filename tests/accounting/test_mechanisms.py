@@ -342,6 +342,57 @@ def test_a_reused_measurement_draws_afresh_for_every_short_release():
     assert abs(repeats - q) < 6 * math.sqrt(q * (1 - q) / (n - 1))
 
 
+def _recording_threads(monkeypatch) -> list[tuple[str, int]]:
+    """Each OpenDP call of mechanisms._draw as (thread name, values drawn)."""
+    import threading
+
+    calls: list[tuple[str, int]] = []
+    original = mech._invoke
+
+    def recording(meas, units):
+        calls.append((threading.current_thread().name, int(units.size)))
+        return original(meas, units)
+
+    monkeypatch.setattr(mech, "_invoke", recording)
+    return calls
+
+
+def test_a_long_column_is_drawn_in_two_halves_on_two_threads(monkeypatch):
+    """A column of _SPLIT_AT values or more is drawn in two OpenDP calls at once, the
+    first half on the helper thread: each value keeps its place (values 1000 apart, noise
+    far smaller), the noise has the discrete Gaussian's distribution, and the halves are
+    independent of each other (correlation about N(0, 1/n); 6 standard errors)."""
+    monkeypatch.setattr(mech, "_CORES", 2)
+    calls = _recording_threads(monkeypatch)
+    sigma, n = 1.5, N_CI
+    values = np.arange(n, dtype=np.int64) * 1000
+    out, _ = release_gaussian(values, l2_sensitivity=1, sigma=sigma, integer=True)
+    noise = out - values
+    assert np.all(np.abs(noise) < 100)  # every value noised in its own place
+    assert sorted(size for _, size in calls) == [n // 2, n - n // 2]
+    assert {name.startswith("dpsql-noise") for name, _ in calls} == {True, False}
+    var, mu4 = moments(dg_pmf, sigma)
+    check_mean_and_variance(noise, var, mu4)
+    assert chi_square_p(noise, dg_pmf, sigma) > 1e-6
+    half = n // 2
+    assert abs(np.corrcoef(noise[:half], noise[half:])[0, 1]) < 6 / math.sqrt(half)
+    again, _ = release_gaussian(values, l2_sensitivity=1, sigma=sigma, integer=True)
+    assert abs(np.corrcoef(noise, again - values)[0, 1]) < 6 / math.sqrt(n)
+
+
+def test_a_long_column_is_drawn_whole_when_the_helper_is_busy_or_short(monkeypatch):
+    monkeypatch.setattr(mech, "_CORES", 2)
+    calls = _recording_threads(monkeypatch)
+    values = np.zeros(mech._SPLIT_AT, dtype=np.int64)
+    with mech._helper_free:  # another release is using the helper
+        release_gaussian(values, l2_sensitivity=1, sigma=2.0, integer=True)
+    release_gaussian(values[:-1], l2_sensitivity=1, sigma=2.0, integer=True)
+    monkeypatch.setattr(mech, "_CORES", 1)
+    release_gaussian(values, l2_sensitivity=1, sigma=2.0, integer=True)
+    assert [size for _, size in calls] == [mech._SPLIT_AT, mech._SPLIT_AT - 1, mech._SPLIT_AT]
+    assert not any(name.startswith("dpsql-noise") for name, _ in calls)
+
+
 def test_discrete_laplace_moments_and_pmf():
     scale = 1.5
     out, _ = release_laplace(np.full(N_CI, -3), l1_sensitivity=1, scale=scale, integer=True)
