@@ -102,6 +102,15 @@ def _param_oid(value: Any) -> int:
     return 0
 
 
+# (schema, table) of the ordinary tables without inheritance children (see _base_tables).
+PLAIN_TABLES_SQL = (
+    "SELECT n.nspname, c.relname FROM pg_catalog.pg_class AS c "
+    "JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace "
+    "WHERE c.relkind = 'r' AND NOT c.relhassubclass "
+    "AND n.nspname NOT IN ('pg_catalog', 'information_schema')"
+)
+
+
 class PostgresExecutor:
     """A few connections to one PostgreSQL database, each call in its own read-only
     transaction."""
@@ -122,8 +131,8 @@ class PostgresExecutor:
         self._made = 0
         self._guard = threading.Lock()
         self._closed = False
-        self._forms = PostgresForms()
         self._types = self._introspect()
+        self._forms = PostgresForms(base_tables=self._base_tables())
         self._render = functools.lru_cache(maxsize=512)(self._render_uncached)
         refuse_postgres_collations(lambda sql: self._fetch(sql, ())[1])
         check_one_row_per_person(policy, self)
@@ -187,6 +196,16 @@ class PostgresExecutor:
                 str(dtype), precision, scale
             )
         return out
+
+    def _base_tables(self) -> frozenset[tuple[str, str]]:
+        """(db, table) of the plain tables, in the catalog's naming: ordinary tables
+        without inheritance children (a view, a partitioned or foreign table, or a
+        parent of inherited tables reads rows beyond one table's size limit)."""
+        rows = self._fetch(PLAIN_TABLES_SQL, ())[1]
+        return frozenset(
+            ("main" if schema == "public" else str(schema).lower(), str(table).lower())
+            for schema, table in rows
+        )
 
     def column_types(self) -> ColumnTypes:
         return {k: dict(v) for k, v in self._types.items()}

@@ -29,6 +29,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from proxy.engines.kinds import BIGINT, FLOAT, Family, Kind, Typer, of_data_type
+from proxy.engines.postgres_per_person import narrow_sums
 from proxy.engines.render import CutForm, refuse, template
 
 ENGINE = "postgres"
@@ -124,9 +125,16 @@ class PostgresForms:
     dialect = "postgres"
     cut = CutForm.GROUPED  # bench/pg_cut.py measures the three forms
 
-    def __init__(self, schema_of: dict[str, str] | None = None):
+    def __init__(
+        self,
+        schema_of: dict[str, str] | None = None,
+        base_tables: frozenset[tuple[str, str]] = frozenset(),
+    ):
         # catalog schema -> PostgreSQL schema ("main" is DuckDB's default, "public" PG's)
         self._schema_of = schema_of or {"main": "public"}
+        # (db, table) of the base tables, in the catalog's naming: what the INTEGER sums
+        # of postgres_per_person may read (a view's rows have no bound).
+        self.base_tables = base_tables
 
     def parameter(self, index: int) -> str:
         return f"${index + 1}"
@@ -152,7 +160,9 @@ class PostgresForms:
         """Nothing: the GROUPED cut's sort already brings each person's rows together."""
 
     def per_person(self, tree: exp.Expr, typer: Typer) -> None:
-        """Nothing: PostgreSQL's aggregation keeps text and NUMERIC states in its hash."""
+        """Small clamped integers summed as INTEGER (proxy/engines/postgres_per_person.py);
+        text and NUMERIC states stay in PostgreSQL's hash aggregation as they are."""
+        narrow_sums(tree, typer, self.base_tables)
 
     def exact_sum(self, node: exp.Sum, argument: Kind) -> exp.Expr:
         # SUM(integer) is NUMERIC on PostgreSQL: exact, like DuckDB's 128-bit sum.

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from proxy.engines.clamped_columns import bound, column_bounds, integer_literal
 from proxy.engines.kinds import Family, Typer
 
 EXACT_DOUBLE = 2**53  # every integer below it is a DOUBLE
@@ -48,75 +49,10 @@ def per_person(tree: exp.Expr, typer: Typer) -> None:
         for item in r.this.expressions
         if isinstance(item, exp.Alias)
     }
-    bounds = _column_bounds(r.this, kinds)
+    bounds = column_bounds(r.this, kinds)
     for case in list(pp.this.find_all(exp.Case)):
         _double_scaled_sum(case, bounds)
     _two_level(with_, pp, kinds)
-
-
-def _integer(node: exp.Expr) -> int | None:
-    if isinstance(node, exp.Paren):
-        return _integer(node.this)
-    if isinstance(node, exp.Neg):
-        inner = _integer(node.this)
-        return None if inner is None else -inner
-    if isinstance(node, exp.Literal) and node.is_int:
-        return int(node.this)
-    return None
-
-
-def _column_bounds(r: exp.Expr, kinds: dict[str, Family]) -> dict[str, int]:
-    """r's integer columns clamped to literal bounds, as name -> max |value|. The clamp is
-    the Linf rule's ``CASE WHEN a < L THEN L WHEN a > U THEN U ELSE a END`` (under a cast
-    to an integer type, which keeps a value of [L, U] in [L, U])."""
-    out: dict[str, int] = {}
-    for item in r.expressions:
-        if not isinstance(item, exp.Alias) or kinds.get(item.alias) != Family.INT:
-            continue
-        value = item.this
-        while isinstance(value, (exp.Cast, exp.TryCast, exp.Try, exp.Paren)):
-            value = value.this
-        if not isinstance(value, exp.Case) or len(value.args.get("ifs") or []) != 2:
-            continue
-        low, high = value.args["ifs"]
-        a = value.args.get("default")
-        if not (
-            a is not None
-            and isinstance(low.this, exp.LT)
-            and isinstance(high.this, exp.GT)
-            and low.this.this == a
-            and high.this.this == a
-        ):
-            continue
-        ends = [
-            _integer(low.this.expression),
-            _integer(low.args["true"]),
-            _integer(high.this.expression),
-            _integer(high.args["true"]),
-        ]
-        if any(e is None for e in ends) or ends[0] != ends[1] or ends[2] != ends[3]:
-            continue
-        out[item.alias] = max(abs(e) for e in ends if e is not None)
-    return out
-
-
-def _bound(node: exp.Expr, bounds: dict[str, int]) -> int | None:
-    """max |node| over r's bounded columns and integer literals (None: not bounded)."""
-    if isinstance(node, exp.Paren):
-        return _bound(node.this, bounds)
-    if isinstance(node, exp.Column) and not node.table:
-        return bounds.get(node.name)
-    literal = _integer(node)
-    if literal is not None:
-        return abs(literal)
-    if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
-        a, b = _bound(node.left, bounds), _bound(node.right, bounds)
-        if a is None or b is None:
-            return None
-        return a * b if isinstance(node, exp.Mul) else a + b
-    if isinstance(node, exp.Neg):
-        return _bound(node.this, bounds)
-    return None
 
 
 def _double_scaled_sum(case: exp.Case, bounds: dict[str, int]) -> None:
@@ -139,9 +75,9 @@ def _double_scaled_sum(case: exp.Case, bounds: dict[str, int]) -> None:
         and then.this == default
     ):
         return
-    cap = _integer(test.expression)
-    bound = _bound(default.this, bounds)
-    if cap is None or bound is None or cap < 0 or cap * bound >= EXACT_DOUBLE:
+    cap = integer_literal(test.expression)
+    largest = bound(default.this, bounds)
+    if cap is None or largest is None or cap < 0 or cap * largest >= EXACT_DOUBLE:
         return
     for total in (then.this, default):
         total.set("this", exp.Cast(this=total.this, to=exp.DataType.build("DOUBLE")))
