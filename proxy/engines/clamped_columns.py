@@ -13,7 +13,29 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from proxy.engines.kinds import Family
+from proxy.engines.kinds import Family, Typer
+
+
+def rows_and_per_person(tree: exp.Expr) -> tuple[exp.With, exp.CTE, exp.CTE] | None:
+    """The core's WITH, its rows CTE ``r`` and its per-person CTE ``pp`` (a SELECT), or
+    None when the tree has no such pair."""
+    with_ = tree.args.get("with_")
+    if not isinstance(with_, exp.With):
+        return None
+    ctes = {cte.alias: cte for cte in with_.expressions}
+    r, pp = ctes.get("r"), ctes.get("pp")
+    if r is None or pp is None or not isinstance(pp.this, exp.Select):
+        return None
+    return with_, r, pp
+
+
+def column_families(r: exp.Expr, typer: Typer) -> dict[str, Family]:
+    """r's column name -> its type family (``typer`` types r's expressions)."""
+    return {
+        item.alias: typer.kind(item.this).family
+        for item in r.expressions
+        if isinstance(item, exp.Alias)
+    }
 
 
 def integer_literal(node: exp.Expr) -> int | None:

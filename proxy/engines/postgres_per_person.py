@@ -27,7 +27,12 @@ from collections.abc import Collection
 
 from sqlglot import exp
 
-from proxy.engines.clamped_columns import bound, column_bounds
+from proxy.engines.clamped_columns import (
+    bound,
+    column_bounds,
+    column_families,
+    rows_and_per_person,
+)
 from proxy.engines.kinds import Typer
 
 NARROW_BOUND = 2**20  # max |x| summed as INTEGER (see the module's docstring)
@@ -47,27 +52,20 @@ def narrow_sums(tree: exp.Expr, typer: Typer, base_tables: Collection[tuple[str,
     """``pp``'s sums of r's small clamped integers as INTEGER sums, in place (the module's
     docstring); ``typer`` types r's columns, ``base_tables`` are (db, table) of the
     database's base tables in the catalog's naming."""
-    with_ = tree.args.get("with_")
-    if not isinstance(with_, exp.With):
+    found = rows_and_per_person(tree)
+    if found is None:
         return
-    ctes = {cte.alias: cte for cte in with_.expressions}
-    r, pp = ctes.get("r"), ctes.get("pp")
-    if r is None or pp is None or not _one_base_table(r.this, base_tables):
-        return
-    reads = pp.this.args.get("from_") if isinstance(pp.this, exp.Select) else None
+    _, r, pp = found
+    reads = pp.this.args.get("from_")
     if not (
-        isinstance(reads, exp.From)
+        _one_base_table(r.this, base_tables)
+        and isinstance(reads, exp.From)
         and isinstance(reads.this, exp.Table)
         and reads.this.name == "r"
         and not pp.this.args.get("joins")
     ):
         return
-    kinds = {
-        item.alias: typer.kind(item.this).family
-        for item in r.this.expressions
-        if isinstance(item, exp.Alias)
-    }
-    bounds = column_bounds(r.this, kinds)
+    bounds = column_bounds(r.this, column_families(r.this, typer))
     for total in list(pp.this.find_all(exp.Sum)):
         if total.args.get("distinct") or isinstance(total.this, exp.Distinct):
             continue

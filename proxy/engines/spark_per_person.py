@@ -29,7 +29,13 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from proxy.engines.clamped_columns import bound, column_bounds, integer_literal
+from proxy.engines.clamped_columns import (
+    bound,
+    column_bounds,
+    column_families,
+    integer_literal,
+    rows_and_per_person,
+)
 from proxy.engines.kinds import Family, Typer
 
 EXACT_DOUBLE = 2**53  # every integer below it is a DOUBLE
@@ -37,18 +43,11 @@ EXACT_DOUBLE = 2**53  # every integer below it is a DOUBLE
 
 def per_person(tree: exp.Expr, typer: Typer) -> None:
     """Both rewrites on ``tree`` in place (``typer`` types r's columns)."""
-    with_ = tree.args.get("with_")
-    if not isinstance(with_, exp.With):
+    found = rows_and_per_person(tree)
+    if found is None:
         return
-    ctes = {cte.alias: cte for cte in with_.expressions}
-    r, pp = ctes.get("r"), ctes.get("pp")
-    if r is None or pp is None or not isinstance(pp.this, exp.Select):
-        return
-    kinds = {
-        item.alias: typer.kind(item.this).family
-        for item in r.this.expressions
-        if isinstance(item, exp.Alias)
-    }
+    with_, r, pp = found
+    kinds = column_families(r.this, typer)
     bounds = column_bounds(r.this, kinds)
     for case in list(pp.this.find_all(exp.Case)):
         _double_scaled_sum(case, bounds)

@@ -49,13 +49,17 @@ def _at(mechanism, columns, threshold, k, unit):
     )
 
 
-def _calibrate_recording_units(mechanism, columns, threshold, k, epsilon):
-    """calibrate(), and the unit share of each attempt keyed by its descriptors' identity
-    (the returned calibration holds one attempt's descriptors)."""
+def _search(mechanism, columns, threshold, k, epsilon):
+    """calibrate() from a cold memo: the calibration, the unit share of the attempt it
+    returned (keyed by its descriptors' identity) and how many attempts it made."""
+    calibration._fit.cache_clear()
     units: dict[int, float] = {}
+    attempts = 0
     original = calibration._noise_for
 
     def recording(mech, unit, *rest):
+        nonlocal attempts
+        attempts += 1
         found = original(mech, unit, *rest)
         units[id(found[0])] = unit
         return found
@@ -73,15 +77,14 @@ def _calibrate_recording_units(mechanism, columns, threshold, k, epsilon):
         )
     finally:
         calibration._noise_for = original
-    return found, units[id(found.descriptors)]
+    return found, units[id(found.descriptors)], attempts
 
 
 @pytest.mark.parametrize("case", _cases(11, 60))
 def test_the_share_fits_and_is_within_the_tolerance_of_one_that_does_not(case):
     mechanism, columns, threshold, k, epsilon = case
-    calibration._fit.cache_clear()
     try:
-        found, unit = _calibrate_recording_units(mechanism, columns, threshold, k, epsilon)
+        found, unit, _ = _search(*case)
     except calibration.CalibrationError:
         pytest.skip("a budget too small for this case's noise")
     assert found.epsilon <= epsilon
@@ -92,35 +95,14 @@ def test_the_share_fits_and_is_within_the_tolerance_of_one_that_does_not(case):
 def test_the_search_takes_few_attempts():
     # Plain bisection from the shrink step's bracket took about 12 attempts per search;
     # the secant steps need about 4 (the first try, the shrink, a step and its probe).
-    attempts = 0
-    searches = 0
-    original = calibration._noise_for
-
-    def counted(*args, **kwargs):
-        nonlocal attempts
-        attempts += 1
-        return original(*args, **kwargs)
-
-    calibration._noise_for = counted
-    try:
-        for mechanism, columns, threshold, k, epsilon in _cases(5, 80):
-            calibration._fit.cache_clear()
-            before = attempts
-            try:
-                calibration.calibrate(
-                    mechanism,
-                    columns,
-                    EpsilonBudget(epsilon),
-                    threshold_weight=threshold,
-                    max_groups=k,
-                    delta_conversion=DELTA_CONVERSION,
-                    delta_threshold=DELTA_THRESHOLD,
-                )
-            except calibration.CalibrationError:
-                continue
-            searches += 1
-            assert attempts - before <= 40
-    finally:
-        calibration._noise_for = original
+    attempts = searches = 0
+    for case in _cases(5, 80):
+        try:
+            _, _, made = _search(*case)
+        except calibration.CalibrationError:
+            continue
+        searches += 1
+        attempts += made
+        assert made <= 40
     assert searches >= 60
     assert attempts / searches <= 6
