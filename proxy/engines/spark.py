@@ -150,7 +150,10 @@ class SparkExecutor:
             ) from None
         return [(c, catalog_type(t)) for c, t in fields]
 
-    def _collect(self, sql: str, params: Sequence[Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
+    def _collect(
+        self, sql: str, params: Sequence[Any]
+    ) -> tuple[list[str], list[tuple[Any, ...]], bool]:
+        """The rows of ``sql``, and whether the time limit passed before they came."""
         tag = f"dpsql-{next(_CALLS)}"
         stop: Callable[[], object]
         if self._remote:
@@ -163,12 +166,24 @@ class SparkExecutor:
             context = self._spark.sparkContext
             context.setJobGroup(tag, "dpsql core", interruptOnCancel=True)
             stop = functools.partial(context.cancelJobGroup, tag)
-        timer = threading.Timer(self.timeout_s, stop)
+        done, late = threading.Event(), threading.Event()
+
+        def stop_until_done() -> None:
+            # A cancel that finds no active job (the query between two of its jobs, or
+            # still planning) is lost, and the next job would run to the end: cancel
+            # again until the call returns, and let run() refuse what comes late.
+            late.set()
+            while not done.is_set():
+                stop()
+                done.wait(0.1)
+
+        timer = threading.Timer(self.timeout_s, stop_until_done)
         timer.daemon = True
         timer.start()
         try:
             table = self._frame(sql, params).toArrow()
         finally:
+            done.set()
             timer.cancel()
             if self._remote:
                 self._spark.removeTag(tag)
@@ -177,24 +192,29 @@ class SparkExecutor:
         names = list(table.column_names)
         columns = [_plain_column(table.column(i).to_pylist()) for i in range(table.num_columns)]
         rows = list(zip(*columns, strict=True)) if columns else []
-        return names, rows
+        return names, rows, late.is_set()
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> dict[str, np.ndarray]:
         started = _now()
+        timeout = DPSQLError(
+            "timeout",
+            f"the query ran longer than {self.timeout_s:g} s and was stopped",
+            "narrow the query; its budget charge stands",
+        )
         try:
-            names, rows = self._collect(sql, params)
+            names, rows, late = self._collect(sql, params)
         except Exception as error:  # py4j and Spark errors alike
             if _now() - started >= self.timeout_s:
-                raise DPSQLError(
-                    "timeout",
-                    f"the query ran longer than {self.timeout_s:g} s and was stopped",
-                    "narrow the query; its budget charge stands",
-                ) from None
+                raise timeout from None
             raise DPSQLError(
                 "internal",
                 f"the engine could not run the query ({type(error).__name__})",
                 "report this to the operator; the budget charge stands",
             ) from None
+        if late:
+            # Past the limit, whether or not a cancel reached the job: the same outcome
+            # for every query that runs that long.
+            raise timeout
         return columns_of(names, rows)
 
     def distinct_values(self, db: str, table: str, column: str, limit: int) -> list[Any]:

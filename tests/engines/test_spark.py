@@ -164,6 +164,38 @@ def test_the_time_limit_interrupts_the_job(
         engine.close()
 
 
+def test_an_answer_after_the_time_limit_is_a_timeout_and_cancels_repeat(
+    pair: dict[str, tuple[Engine, Engine]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancel that finds no active job is lost (Spark logs "Cannot find active jobs"),
+    and the job that follows runs to its end: the executor keeps cancelling until the
+    call returns, and an answer that comes after the limit is still a timeout (seen
+    once in CI: the slow join above came back whole)."""
+    import time
+
+    import pyarrow as pa
+
+    _, spark = pair["demo"]
+    executor = spark.executor
+    cancels: list[str] = []
+    context = executor._spark.sparkContext
+    monkeypatch.setattr(context, "cancelJobGroup", lambda tag: cancels.append(tag))
+
+    class _Late:
+        def toArrow(self) -> pa.Table:  # a job no cancel reaches
+            time.sleep(0.75)
+            return pa.table({"n": [1]})
+
+    monkeypatch.setattr(executor, "_frame", lambda sql, params: _Late())
+    monkeypatch.setattr(executor, "timeout_s", 0.3)
+    with pytest.raises(DPSQLError) as info:
+        executor.run("SELECT 1 AS n")
+    assert info.value.code == "timeout"
+    assert len(cancels) >= 2 and len(set(cancels)) == 1  # cancelled again, one group
+    monkeypatch.setattr(executor, "timeout_s", 30.0)
+    assert executor.evaluate("SELECT 1 AS n") == [(1,)]  # (the stand-in frame)
+
+
 def test_an_answer_end_to_end(pair: dict[str, tuple[Engine, Engine]]) -> None:
     _, spark = pair["demo"]
     request = QueryRequest("SELECT plan, COUNT(*) AS n FROM users GROUP BY plan", epsilon=1.0)
