@@ -72,6 +72,8 @@ class ReplayRecords:
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
         self._flush_timer: threading.Timer | None = None
+        # Timers whose commit or sync is running (close waits for them).
+        self._running: set[threading.Thread] = set()
         self._unsynced = False
         self._closed = False
 
@@ -121,7 +123,12 @@ class ReplayRecords:
     def _on_flush_timer(self) -> None:
         with self._lock:
             self._flush_timer = None
-        self._flush_now()
+            self._running.add(threading.current_thread())
+        try:
+            self._flush_now()
+        finally:
+            with self._lock:
+                self._running.discard(threading.current_thread())
 
     def _flush_now(self) -> None:
         if self._flush is None:
@@ -151,20 +158,30 @@ class ReplayRecords:
                 _log.warning("could not sync replay repeats: %s", exc)
 
     def close(self) -> None:
-        """Cancel the timers, commit deferred repeats and sync now (a clean stop keeps
-        the counts exact)."""
+        """Cancel the timers (waiting for one whose commit or sync is under way), commit
+        deferred repeats and sync now: a clean stop keeps the counts exact."""
         self._same_process()
         with self._lock:
             self._closed = True
-            timer, self._timer = self._timer, None
-            flush_timer, self._flush_timer = self._flush_timer, None
-        for t in (timer, flush_timer):
-            if t is not None:
-                t.cancel()
+            pending = [t for t in (self._timer, self._flush_timer) if t is not None]
+            self._timer = self._flush_timer = None
+            running = list(self._running)
+        for timer in pending:
+            timer.cancel()
+        # A timer already running its commit or sync is waited for: its commit would
+        # otherwise land after the sync below and stay unsynced.
+        for thread in (*pending, *running):
+            if thread is not threading.current_thread():
+                thread.join()
         self._flush_now()
         self.sync_now()
 
     def _on_timer(self) -> None:
         with self._lock:
             self._timer = None
-        self.sync_now()
+            self._running.add(threading.current_thread())
+        try:
+            self.sync_now()
+        finally:
+            with self._lock:
+                self._running.discard(threading.current_thread())

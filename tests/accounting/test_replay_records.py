@@ -221,3 +221,49 @@ def test_close_commits_deferred_repeats(tmp_path: Path, monkeypatch: pytest.Monk
     reopened = SQLiteLedger(path)
     assert reopened.verify().ok
     reopened.close()
+
+
+@pytest.mark.parametrize("timer", ["flush", "sync"])
+def test_close_waits_for_a_timer_already_under_way(
+    timer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clean close must leave every committed repeat synced, even when a timer's
+    commit or sync is running as it is called: close waits for that timer instead of
+    finding nothing to do and returning while the commit still lands unsynced."""
+    import accounting.replay_records as rr
+
+    monkeypatch.setattr(rr, "DEFER_DELAY_S", 0.01)
+    monkeypatch.setattr(rr, "SYNC_DELAY_S", 0.01)
+    started, release = threading.Event(), threading.Event()
+    synced: list[str] = []
+    flushes: list[str] = []
+
+    def flush() -> None:  # the store's commit of queued repeats
+        flushes.append(threading.current_thread().name)
+        if timer == "flush" and len(flushes) == 1:
+            started.set()
+            release.wait(5)
+            records.committed_unsynced()  # the store reports the commit it just made
+
+    def sync() -> None:  # the store's fsync
+        if timer == "sync" and not synced:
+            started.set()
+            release.wait(5)
+        synced.append(threading.current_thread().name)
+
+    records = rr.ReplayRecords(lambda: [], sync, flush)
+    if timer == "flush":
+        records.deferred()
+    else:
+        records.committed_unsynced()
+    assert started.wait(5)
+    closer = threading.Thread(target=records.close)
+    closer.start()
+    closer.join(0.2)
+    assert closer.is_alive()  # waiting for the timer, not done without it
+    release.set()
+    closer.join(5)
+    assert not closer.is_alive()
+    assert synced  # the commit the timer was making is durable once close returns
+    if timer == "flush":
+        assert len(synced) == 1  # synced by close, after the timer's commit
