@@ -25,7 +25,8 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 
 # At most this long between a repeat's commit and the fsync that makes it durable.
 SYNC_DELAY_S = 0.1
@@ -120,15 +121,25 @@ class ReplayRecords:
                 self._flush_timer.daemon = True
                 self._flush_timer.start()
 
-    def _on_flush_timer(self) -> None:
+    @contextmanager
+    def _running_timer(self) -> Iterator[None]:
+        """The calling timer counts as running, so that close waits for it, while the
+        block runs. Entered before the timer frees its slot: close always sees it in
+        one of the two."""
+        me = threading.current_thread()
         with self._lock:
-            self._flush_timer = None
-            self._running.add(threading.current_thread())
+            self._running.add(me)
         try:
-            self._flush_now()
+            yield
         finally:
             with self._lock:
-                self._running.discard(threading.current_thread())
+                self._running.discard(me)
+
+    def _on_flush_timer(self) -> None:
+        with self._running_timer():
+            with self._lock:
+                self._flush_timer = None
+            self._flush_now()
 
     def _flush_now(self) -> None:
         if self._flush is None:
@@ -177,11 +188,7 @@ class ReplayRecords:
         self.sync_now()
 
     def _on_timer(self) -> None:
-        with self._lock:
-            self._timer = None
-            self._running.add(threading.current_thread())
-        try:
-            self.sync_now()
-        finally:
+        with self._running_timer():
             with self._lock:
-                self._running.discard(threading.current_thread())
+                self._timer = None
+            self.sync_now()
