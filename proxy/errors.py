@@ -70,3 +70,10 @@ def unsupported(message: str, hint: str, position: dict[str, int] | None = None)
 
 def bad_request(message: str, hint: str = "") -> DPSQLError:
     return DPSQLError("bad_request", message, hint)
+
+
+def query_timeout(
+    seconds: float, hint: str = "narrow the query; its budget charge stands"
+) -> DPSQLError:
+    """A query stopped at its time limit: the same words from every engine."""
+    return DPSQLError("timeout", f"the query ran longer than {seconds:g} s and was stopped", hint)

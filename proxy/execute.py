@@ -24,7 +24,7 @@ from proxy.catalog import FanOut, TableInfo
 from proxy.csv_copies import CsvCopy, csv_copy
 from proxy.engines.collations import refuse_duckdb_collations
 from proxy.engines.executor import check_one_row_per_person
-from proxy.errors import DPSQLError
+from proxy.errors import DPSQLError, query_timeout
 from proxy.policy import Policy
 
 
@@ -159,11 +159,7 @@ class DuckDBExecutor:
         try:
             result = cursor.execute(sql, list(params)).fetchnumpy()
         except duckdb.InterruptException:
-            raise DPSQLError(
-                "timeout",
-                f"the query ran longer than {self.timeout_s:g} s and was stopped",
-                "narrow the query; its budget charge stands",
-            ) from None
+            raise query_timeout(self.timeout_s) from None
         except duckdb.Error as error:
             # The rewrite makes every expression total, so an engine error here is a
             # defect or resource limit, never a data-dependent signal: keep the detail out.

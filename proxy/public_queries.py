@@ -28,7 +28,7 @@ from proxy import outer_functions
 from proxy.bind import check_tables
 from proxy.catalog import DEFAULT_DB, Catalog, TableInfo
 from proxy.engines.executor import Executor, public_table
-from proxy.errors import DPSQLError, position_of, unsupported
+from proxy.errors import DPSQLError, position_of, query_timeout, unsupported
 from proxy.execute import WATCHDOG
 from proxy.policy import Policy
 from proxy.result import ColumnInfo, PrivacyInfo, Result
@@ -186,10 +186,8 @@ class PublicSandbox:
             names = [str(d[0]) for d in result.description or []]
             rows = [tuple(r) for r in result.fetchall()]
         except duckdb.InterruptException:
-            raise DPSQLError(
-                "timeout",
-                f"the query ran longer than {self.timeout_s:g} s and was stopped",
-                "narrow the query (it read public data only; nothing was charged)",
+            raise query_timeout(
+                self.timeout_s, "narrow the query (it read public data only; nothing was charged)"
             ) from None
         except duckdb.Error as error:
             # Public data only: the engine's message says nothing about any person.

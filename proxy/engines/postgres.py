@@ -28,7 +28,7 @@ from proxy.engines.collations import refuse_postgres_collations
 from proxy.engines.executor import ColumnTypes, check_one_row_per_person, columns_of, plain
 from proxy.engines.postgres_forms import PostgresForms
 from proxy.engines.render import Rendered, render
-from proxy.errors import DPSQLError
+from proxy.errors import DPSQLError, query_timeout
 from proxy.policy import Policy
 
 try:
@@ -255,11 +255,7 @@ class PostgresExecutor:
         try:
             names, rows = self._fetch(text, params, self.timeout_s)
         except psycopg.errors.QueryCanceled:
-            raise DPSQLError(
-                "timeout",
-                f"the query ran longer than {self.timeout_s:g} s and was stopped",
-                "narrow the query; its budget charge stands",
-            ) from None
+            raise query_timeout(self.timeout_s) from None
         except psycopg.Error as error:
             # Total forms make every expression total: an error here is a defect or a
             # resource limit, never a data-dependent signal; keep its detail out.

@@ -29,7 +29,7 @@ from proxy.catalog import FanOut, split_name
 from proxy.engines.executor import ColumnTypes, check_one_row_per_person, columns_of
 from proxy.engines.render import Rendered, render
 from proxy.engines.spark_forms import SparkForms, view_name
-from proxy.errors import DPSQLError
+from proxy.errors import DPSQLError, query_timeout
 from proxy.policy import Policy
 
 _TYPES = {
@@ -196,16 +196,11 @@ class SparkExecutor:
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> dict[str, np.ndarray]:
         started = _now()
-        timeout = DPSQLError(
-            "timeout",
-            f"the query ran longer than {self.timeout_s:g} s and was stopped",
-            "narrow the query; its budget charge stands",
-        )
         try:
             names, rows, late = self._collect(sql, params)
         except Exception as error:  # py4j and Spark errors alike
             if _now() - started >= self.timeout_s:
-                raise timeout from None
+                raise query_timeout(self.timeout_s) from None
             raise DPSQLError(
                 "internal",
                 f"the engine could not run the query ({type(error).__name__})",
@@ -214,7 +209,7 @@ class SparkExecutor:
         if late:
             # Past the limit, whether or not a cancel reached the job: the same outcome
             # for every query that runs that long.
-            raise timeout
+            raise query_timeout(self.timeout_s)
         return columns_of(names, rows)
 
     def distinct_values(self, db: str, table: str, column: str, limit: int) -> list[Any]:
