@@ -102,6 +102,7 @@ from accounting.ledger_records import (
 from accounting.new_sqlite import create_wal_file
 from accounting.rdp import Curve
 from accounting.replay_records import ReplayRecords
+from accounting.writer_gate import GateTimeout, WriterGate
 
 _log = logging.getLogger(__name__)
 
@@ -387,6 +388,8 @@ class SQLiteLedger(Ledger):
         # This process's descriptor of the log, kept for its syncs (see _sync_log).
         self._wal: tuple[int, int] | None = None
         self._sync_lock = threading.Lock()
+        # Writers of other processes hand this one the turn as they commit (see _take_turn).
+        self._gate = WriterGate(self._path)
         # Whether the connection's busy timeout is 0, as _begin_write leaves it.
         self._no_busy_wait = False
         # Bytes per frame of the log (set when the store is opened; see _extend_log).
@@ -555,52 +558,72 @@ class SQLiteLedger(Ledger):
         undo without undoing it too. A killed process loses nothing it committed."""
         with self._lock:
             conn = self._usable() if gated else self._connection()
+            turn = write and self._take_turn()
             try:
-                if write:
-                    self._begin_write(conn)
-                    self._extend_log()
-                else:
-                    self._wait_when_busy(conn)
-                    conn.execute("BEGIN")
-            except sqlite3.Error as exc:
-                raise LedgerUnavailable(f"cannot lock the ledger store: {exc}") from exc
-            ok = False
-            try:
-                if write:
-                    # The write lock is held from here to the commit: no other connection
-                    # can commit meanwhile, so data_version tells whether the mirror is
-                    # the store's current state.
-                    version = int(conn.execute("PRAGMA data_version").fetchone()[0])
-                    if self._mirror is None:
-                        self._mirror = _Mirror(version)
-                    elif self._mirror.data_version != version:
-                        self._mirror = self._mirror.refreshed(version)
-                    self._writing = True
-                yield conn
-                ok = True
-            except Inconsistent as exc:
-                self._rollback(conn)
-                self._broken = f"ledger store is inconsistent: {exc}"
-                raise LedgerUnavailable(self._broken) from exc
-            except sqlite3.Error as exc:
-                self._rollback(conn)
-                raise LedgerUnavailable(f"ledger store error: {exc}") from exc
-            except BaseException:
-                self._rollback(conn)
-                raise
+                yield from self._in_transaction(conn, write=write)
             finally:
-                if write and not ok:
-                    # Rolled back: what the mirror learnt meanwhile is not in the store.
-                    self._mirror = None
-                self._writing = False
-            try:
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                self._mirror = None
-                self._rollback(conn)
-                raise LedgerUnavailable(f"ledger commit failed: {exc}") from exc
+                if turn:
+                    self._gate.leave()
         if write and durable:
             self._sync_wal()
+
+    def _in_transaction(
+        self, conn: sqlite3.Connection, *, write: bool
+    ) -> Iterator[sqlite3.Connection]:
+        """The body of :meth:`_transaction`, under the store's lock (and this process's
+        writer turn, for a write): begin, yield, commit or roll back."""
+        try:
+            if write:
+                self._begin_write(conn)
+                self._extend_log()
+            else:
+                self._wait_when_busy(conn)
+                conn.execute("BEGIN")
+        except sqlite3.Error as exc:
+            raise LedgerUnavailable(f"cannot lock the ledger store: {exc}") from exc
+        ok = False
+        try:
+            if write:
+                # The write lock is held from here to the commit: no other connection
+                # can commit meanwhile, so data_version tells whether the mirror is
+                # the store's current state.
+                version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+                if self._mirror is None:
+                    self._mirror = _Mirror(version)
+                elif self._mirror.data_version != version:
+                    self._mirror = self._mirror.refreshed(version)
+                self._writing = True
+            yield conn
+            ok = True
+        except Inconsistent as exc:
+            self._rollback(conn)
+            self._broken = f"ledger store is inconsistent: {exc}"
+            raise LedgerUnavailable(self._broken) from exc
+        except sqlite3.Error as exc:
+            self._rollback(conn)
+            raise LedgerUnavailable(f"ledger store error: {exc}") from exc
+        except BaseException:
+            self._rollback(conn)
+            raise
+        finally:
+            if write and not ok:
+                # Rolled back: what the mirror learnt meanwhile is not in the store.
+                self._mirror = None
+            self._writing = False
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._mirror = None
+            self._rollback(conn)
+            raise LedgerUnavailable(f"ledger commit failed: {exc}") from exc
+
+    def _take_turn(self) -> bool:
+        """This process's turn among the store's writers (accounting/writer_gate.py):
+        True when taken, False when there is no gate and SQLite's lock alone decides."""
+        try:
+            return self._gate.enter(self._timeout)
+        except GateTimeout as exc:
+            raise LedgerUnavailable(f"cannot lock the ledger store: {exc}") from exc
 
     def _sync_wal(self) -> None:
         """Make every commit so far durable before a write returns. A failed fsync
@@ -1393,6 +1416,7 @@ class SQLiteLedger(Ledger):
             if self._conn is not None and os.getpid() == self._pid:
                 self._conn.close()
             self._conn = None
+            self._gate.close()
         with self._sync_lock:
             if self._wal is not None and self._wal[0] == os.getpid():
                 os.close(self._wal[1])

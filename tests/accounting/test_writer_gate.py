@@ -1,0 +1,180 @@
+"""The writers' turn of the SQLite ledger (``accounting/writer_gate.py``): an flock on a
+file beside the store, so that a process waiting to write is woken when another lets
+go instead of polling SQLite's lock (issue 18).
+
+flock locks belong to an open file, so two gates on one path exclude each other inside
+one process too; the tests use that, and a forked child for the one claim about
+processes. No assertion is timed: a wait that must block is released by the test, and a
+wait that must end does so by its time limit.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from accounting.ledger import LedgerUnavailable, PopulationSpec
+from accounting.rdp import zcdp_curve
+from accounting.store_sqlite import SQLiteLedger
+from accounting.writer_gate import SUFFIX, GateTimeout, WriterGate
+
+
+def _charges(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return int(conn.execute("SELECT count(*) FROM events WHERE kind = 'charge'").fetchone()[0])
+
+
+def test_one_turn_at_a_time(tmp_path: Path) -> None:
+    a, b = WriterGate(str(tmp_path / "s")), WriterGate(str(tmp_path / "s"))
+    assert a.enter(1.0)
+    with pytest.raises(GateTimeout, match="held the ledger's write turn"):
+        b.enter(0.2)
+    a.leave()
+    assert b.enter(1.0)
+    with pytest.raises(GateTimeout):
+        a.enter(0.2)
+    b.leave()
+    a.close()
+    b.close()
+
+
+def test_a_waiter_gets_the_turn_when_the_holder_lets_go(tmp_path: Path) -> None:
+    a, b, c = (WriterGate(str(tmp_path / "s")) for _ in range(3))
+    assert a.enter(1.0)
+    got: list[bool] = []
+    waiter = threading.Thread(target=lambda: got.append(b.enter(30.0)))
+    waiter.start()
+    waiter.join(0.3)
+    assert waiter.is_alive() and not got  # blocked while a holds the turn
+    a.leave()
+    waiter.join(30)
+    assert got == [True]
+    with pytest.raises(GateTimeout):
+        c.enter(0.2)  # b holds it now
+    b.leave()
+    assert c.enter(1.0)
+    c.leave()
+    for g in (a, b, c):
+        g.close()
+
+
+def test_an_abandoned_wait_hands_the_turn_back(tmp_path: Path) -> None:
+    a, b, c = (WriterGate(str(tmp_path / "s")) for _ in range(3))
+    assert a.enter(1.0)
+    with pytest.raises(GateTimeout):
+        b.enter(0.1)  # b's waiting thread is still blocked in flock
+    with pytest.raises(GateTimeout):
+        b.enter(0.1)  # a second abandoned wait replaces the first
+    a.leave()
+    # b's thread takes the turn for the abandoned wait and lets it go at once.
+    assert c.enter(30.0)
+    c.leave()
+    # And b itself waits normally again.
+    assert b.enter(30.0)
+    b.leave()
+    for g in (a, b, c):
+        g.close()
+
+
+def test_close_during_an_abandoned_wait(tmp_path: Path) -> None:
+    a, b = WriterGate(str(tmp_path / "s")), WriterGate(str(tmp_path / "s"))
+    assert a.enter(1.0)
+    with pytest.raises(GateTimeout):
+        b.enter(0.1)
+    b.close()
+    b.close()  # twice is harmless
+    a.leave()
+    assert b.enter(1.0) is False  # a closed gate takes no turns
+    assert a.enter(1.0)
+    a.leave()
+    a.close()
+
+
+def test_a_forked_child_takes_its_own_turn(tmp_path: Path) -> None:
+    """The child must not share the parent's open file: with it, flock would hand the
+    child the turn the parent holds."""
+    gate = WriterGate(str(tmp_path / "s"))
+    assert gate.enter(1.0)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report whether it could take the turn, then exit
+        os.close(read)
+        try:
+            took = gate.enter(0.3)
+            verdict = b"took" if took else b"none"
+        except GateTimeout:
+            verdict = b"wait"
+        os.write(write, verdict)
+        os._exit(0)
+    os.close(write)
+    verdict = os.read(read, 4)
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert verdict == b"wait"
+    gate.leave()
+    gate.close()
+
+
+def test_without_a_turn_file_the_store_still_works(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite"
+    (tmp_path / ("ledger.sqlite" + SUFFIX)).mkdir()  # the name is taken by a folder
+    assert WriterGate(str(path)).enter(1.0) is False
+    lg = SQLiteLedger(path)
+    lg.register(PopulationSpec("users", 10.0, 1e-6))
+    lg.charge("users", zcdp_curve(0.01), analyst="a", fingerprint="q")
+    assert lg.verify().ok
+    lg.close()
+    assert _charges(path) == 1
+
+
+def test_the_store_writes_only_in_its_turn(tmp_path: Path) -> None:
+    """A charge waits for the turn another process holds, is refused before writing
+    anything when the turn does not come within the store's time limit, and goes
+    through once the turn is free."""
+    path = tmp_path / "ledger.sqlite"
+    lg = SQLiteLedger(path, timeout_s=0.3)
+    lg.register(PopulationSpec("users", 10.0, 1e-6))
+    other = WriterGate(str(path))
+    assert other.enter(1.0)
+    with pytest.raises(LedgerUnavailable, match="cannot lock the ledger store"):
+        lg.charge("users", zcdp_curve(0.01), analyst="a", fingerprint="refused")
+    assert _charges(path) == 0
+
+    slow = SQLiteLedger(path, timeout_s=30.0)
+    done: list[int] = []
+    charging = threading.Thread(
+        target=lambda: done.append(
+            slow.charge("users", zcdp_curve(0.01), analyst="a", fingerprint="q").event_id
+        )
+    )
+    charging.start()
+    charging.join(0.3)
+    assert charging.is_alive() and not done  # waiting for the turn
+    assert _charges(path) == 0
+    other.leave()
+    charging.join(30)
+    assert len(done) == 1 and _charges(path) == 1
+    assert slow.verify().ok
+    for closing in (slow, lg, other):
+        closing.close()
+
+
+def test_a_wait_abandoned_before_the_thread_took_it(tmp_path: Path) -> None:
+    """A wait given up at once leaves no request behind for the thread to take later
+    (it would let go of the turn its caller has taken since)."""
+    a, b, c = (WriterGate(str(tmp_path / "s")) for _ in range(3))
+    for _ in range(20):
+        assert a.enter(1.0)
+        with pytest.raises(GateTimeout):
+            b.enter(0.0)
+        a.leave()
+        assert b.enter(30.0)
+        with pytest.raises(GateTimeout):
+            c.enter(0.05)  # b holds the turn, whatever b's thread did meanwhile
+        b.leave()
+    for g in (a, b, c):
+        g.close()
