@@ -10,13 +10,16 @@ wait that must end does so by its time limit.
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from accounting import store_sqlite
 from accounting.ledger import LedgerUnavailable, PopulationSpec
 from accounting.rdp import zcdp_curve
 from accounting.store_sqlite import SQLiteLedger
@@ -131,10 +134,11 @@ def test_without_a_turn_file_the_store_still_works(tmp_path: Path) -> None:
     assert _charges(path) == 1
 
 
-def test_the_store_writes_only_in_its_turn(tmp_path: Path) -> None:
+def test_the_store_writes_only_in_its_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A charge waits for the turn another process holds, is refused before writing
     anything when the turn does not come within the store's time limit, and goes
     through once the turn is free."""
+    monkeypatch.setattr(store_sqlite, "_TURNS_ABOVE_SYNC_S", 0.0)  # every sync is slow
     path = tmp_path / "ledger.sqlite"
     lg = SQLiteLedger(path, timeout_s=0.3)
     lg.register(PopulationSpec("users", 10.0, 1e-6))
@@ -178,3 +182,43 @@ def test_a_wait_abandoned_before_the_thread_took_it(tmp_path: Path) -> None:
         b.leave()
     for g in (a, b, c):
         g.close()
+
+
+def test_turns_are_taken_only_while_syncs_are_slow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Turns make writers alternate, which pays only when it overlaps a slow sync: a
+    store whose syncs are fast writes without one (SQLite's lock alone), and starts
+    taking turns once its syncs have become slow."""
+    path = tmp_path / "ledger.sqlite"
+    lg = SQLiteLedger(path, timeout_s=0.3)
+    lg.register(PopulationSpec("users", 10.0, 1e-6))
+    other = WriterGate(str(path))
+    assert other.enter(1.0)
+    monkeypatch.setattr(store_sqlite, "_TURNS_ABOVE_SYNC_S", math.inf)
+    for i in range(3):  # no sync is that slow: the turn another holds does not matter
+        lg.charge("users", zcdp_curve(1e-4), analyst="a", fingerprint=f"fast {i}")
+    assert _charges(path) == 3
+
+    monkeypatch.setattr(store_sqlite, "_TURNS_ABOVE_SYNC_S", 1e-3)
+    real = os.fdatasync
+
+    def slow(fd: int) -> None:
+        time.sleep(5e-3)
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", slow)
+    written = 3
+    with pytest.raises(LedgerUnavailable, match="cannot lock the ledger store"):
+        # The moving mean of the syncs passes 1 ms within a few charges of 5 ms each.
+        for i in range(10):
+            lg.charge("users", zcdp_curve(1e-4), analyst="a", fingerprint=f"slow {i}")
+            written += 1
+    assert 1 <= written - 3 <= 3
+    assert _charges(path) == written  # the refused charge wrote nothing
+    other.leave()
+    lg.charge("users", zcdp_curve(1e-4), analyst="a", fingerprint="in turn")
+    assert _charges(path) == written + 1
+    assert lg.verify().ok
+    lg.close()
+    other.close()
