@@ -15,6 +15,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -26,13 +27,30 @@ from accounting.store_sqlite import SQLiteLedger
 from accounting.writer_gate import SUFFIX, GateTimeout, WriterGate
 
 
+@pytest.fixture
+def gates(tmp_path: Path) -> Iterator[Callable[[int], list[WriterGate]]]:
+    """``gates(n)``: n gates on one store path, closed after the test."""
+    made: list[WriterGate] = []
+
+    def make(n: int) -> list[WriterGate]:
+        new = [WriterGate(str(tmp_path / "s")) for _ in range(n)]
+        made.extend(new)
+        return new
+
+    yield make
+    for gate in made:
+        gate.close()
+
+
 def _charges(path: Path) -> int:
     with sqlite3.connect(path) as conn:
         return int(conn.execute("SELECT count(*) FROM events WHERE kind = 'charge'").fetchone()[0])
 
 
-def test_one_turn_at_a_time(tmp_path: Path) -> None:
-    a, b = WriterGate(str(tmp_path / "s")), WriterGate(str(tmp_path / "s"))
+def test_one_turn_at_a_time(
+    gates: Callable[[int], list[WriterGate]],
+) -> None:
+    a, b = gates(2)
     assert a.enter(1.0)
     with pytest.raises(GateTimeout, match="held the ledger's write turn"):
         b.enter(0.2)
@@ -41,12 +59,12 @@ def test_one_turn_at_a_time(tmp_path: Path) -> None:
     with pytest.raises(GateTimeout):
         a.enter(0.2)
     b.leave()
-    a.close()
-    b.close()
 
 
-def test_a_waiter_gets_the_turn_when_the_holder_lets_go(tmp_path: Path) -> None:
-    a, b, c = (WriterGate(str(tmp_path / "s")) for _ in range(3))
+def test_a_waiter_gets_the_turn_when_the_holder_lets_go(
+    gates: Callable[[int], list[WriterGate]],
+) -> None:
+    a, b, c = gates(3)
     assert a.enter(1.0)
     got: list[bool] = []
     waiter = threading.Thread(target=lambda: got.append(b.enter(30.0)))
@@ -61,12 +79,12 @@ def test_a_waiter_gets_the_turn_when_the_holder_lets_go(tmp_path: Path) -> None:
     b.leave()
     assert c.enter(1.0)
     c.leave()
-    for g in (a, b, c):
-        g.close()
 
 
-def test_an_abandoned_wait_hands_the_turn_back(tmp_path: Path) -> None:
-    a, b, c = (WriterGate(str(tmp_path / "s")) for _ in range(3))
+def test_an_abandoned_wait_hands_the_turn_back(
+    gates: Callable[[int], list[WriterGate]],
+) -> None:
+    a, b, c = gates(3)
     assert a.enter(1.0)
     with pytest.raises(GateTimeout):
         b.enter(0.1)  # b's waiting thread is still blocked in flock
@@ -79,12 +97,12 @@ def test_an_abandoned_wait_hands_the_turn_back(tmp_path: Path) -> None:
     # And b itself waits normally again.
     assert b.enter(30.0)
     b.leave()
-    for g in (a, b, c):
-        g.close()
 
 
-def test_close_during_an_abandoned_wait(tmp_path: Path) -> None:
-    a, b = WriterGate(str(tmp_path / "s")), WriterGate(str(tmp_path / "s"))
+def test_close_during_an_abandoned_wait(
+    gates: Callable[[int], list[WriterGate]],
+) -> None:
+    a, b = gates(2)
     assert a.enter(1.0)
     with pytest.raises(GateTimeout):
         b.enter(0.1)
@@ -94,7 +112,6 @@ def test_close_during_an_abandoned_wait(tmp_path: Path) -> None:
     assert b.enter(1.0) is False  # a closed gate takes no turns
     assert a.enter(1.0)
     a.leave()
-    a.close()
 
 
 def test_a_forked_child_takes_its_own_turn(tmp_path: Path) -> None:
@@ -167,10 +184,12 @@ def test_the_store_writes_only_in_its_turn(tmp_path: Path, monkeypatch: pytest.M
         closing.close()
 
 
-def test_a_wait_abandoned_before_the_thread_took_it(tmp_path: Path) -> None:
+def test_a_wait_abandoned_before_the_thread_took_it(
+    gates: Callable[[int], list[WriterGate]],
+) -> None:
     """A wait given up at once leaves no request behind for the thread to take later
     (it would let go of the turn its caller has taken since)."""
-    a, b, c = (WriterGate(str(tmp_path / "s")) for _ in range(3))
+    a, b, c = gates(3)
     for _ in range(20):
         assert a.enter(1.0)
         with pytest.raises(GateTimeout):
@@ -180,8 +199,6 @@ def test_a_wait_abandoned_before_the_thread_took_it(tmp_path: Path) -> None:
         with pytest.raises(GateTimeout):
             c.enter(0.05)  # b holds the turn, whatever b's thread did meanwhile
         b.leave()
-    for g in (a, b, c):
-        g.close()
 
 
 def test_turns_are_taken_only_while_syncs_are_slow(
