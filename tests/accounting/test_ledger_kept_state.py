@@ -9,6 +9,7 @@ import gc
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from accounting.ledger import (
@@ -17,7 +18,7 @@ from accounting.ledger import (
     PopulationSpec,
     Total,
 )
-from accounting.ledger_records import curve_blob
+from accounting.ledger_records import Inconsistent, curve_blob, curve_json, names_json, total_step
 from accounting.rdp import zcdp_curve
 from accounting.store_sqlite import SQLiteLedger
 from tests.accounting.test_ledger_concurrency import CAP, DELTA, RHO
@@ -72,3 +73,44 @@ def test_what_charges_keep_between_them_does_not_pile_up(tmp_path: Path) -> None
     assert sum(1 for o in gc.get_objects() if isinstance(o, Total)) < 50
     a.close()
     b.close()
+
+
+# The row the total before was read from (its curve unused: the total is passed as known).
+_BEFORE_ROW = (6, b"", 0.0, 2)
+
+
+def _step_rows(stored: bytes | str) -> tuple[tuple[object, ...], Total, tuple[object, ...]]:
+    """A totals row holding ``stored`` as its curve, the total before it and the event
+    it claims to follow (the charge of zcdp_curve(RHO) after two earlier ones)."""
+    before = Total().plus(zcdp_curve(RHO), 0.0).plus(zcdp_curve(RHO), 0.0)
+    event = ("charge", names_json(["users"]), curve_json(zcdp_curve(RHO)), 0.0)
+    return (7, stored, 0.0, 3), before, event
+
+
+def test_the_step_check_accepts_the_stored_sum_in_either_form() -> None:
+    """One step of verify (``total_step``): a schema-2 row whose bytes are the sum's is
+    accepted without unpacking it, a row written as text (schema 1) through the
+    comparison of values, as before."""
+    expected = Total().plus(zcdp_curve(RHO), 0.0).plus(zcdp_curve(RHO), 0.0)
+    expected = expected.plus(zcdp_curve(RHO), 0.0)
+    for stored in (curve_blob(expected.curve), curve_json(expected.curve)):
+        latest, before, event = _step_rows(stored)
+        assert total_step("users", latest, _BEFORE_ROW, event, before) == expected
+
+
+def test_the_step_check_refuses_a_sum_off_by_one_ulp_or_a_wrong_count() -> None:
+    expected = Total().plus(zcdp_curve(RHO), 0.0).plus(zcdp_curve(RHO), 0.0)
+    expected = expected.plus(zcdp_curve(RHO), 0.0)
+    off = np.array(expected.curve.as_array())
+    off[50] = np.nextafter(off[50], np.inf)
+    latest, before, event = _step_rows(off.astype("<f8").tobytes())
+    with pytest.raises(Inconsistent, match="does not follow from the events"):
+        total_step("users", latest, _BEFORE_ROW, event, before)
+    latest, before, event = _step_rows(curve_blob(expected.curve))
+    for bad in ((*latest[:3], 4), (*latest[:2], 1e-9, 3)):
+        with pytest.raises(Inconsistent, match="does not follow from the events"):
+            total_step("users", bad, _BEFORE_ROW, event, before)
+    with pytest.raises(Inconsistent, match="does not follow from the events"):
+        total_step(
+            "users", latest, _BEFORE_ROW, ("charge", names_json(["other"]), *event[2:]), before
+        )

