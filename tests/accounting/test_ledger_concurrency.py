@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,14 +70,17 @@ def _store_facts(path: Path | StoreTarget) -> tuple[int, int]:
     return charges, counted
 
 
-def _processes_charge_until_refused(store: StoreTarget, rho: float) -> None:
+def _processes_charge_until_refused(
+    store: StoreTarget, rho: float, worker: Callable[..., None] = charge_until_refused
+) -> None:
+    """Eight processes running ``worker`` (charge_until_refused's arguments) admit exactly
+    what one sequential ledger would, and the store verifies."""
     lg = store.open()
     lg.register(PopulationSpec("users", CAP, DELTA, REGIONS))
     ctx = mp.get_context("spawn")
     start, out, ready, turn = ctx.Event(), ctx.Queue(), ctx.Queue(), ctx.Barrier(8)
     procs = [
-        ctx.Process(target=charge_until_refused, args=(store, rho, start, out, ready, turn))
-        for _ in range(8)
+        ctx.Process(target=worker, args=(store, rho, start, out, ready, turn)) for _ in range(8)
     ]
     for p in procs:
         p.start()

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +26,12 @@ from accounting.ledger import LedgerUnavailable, PopulationSpec
 from accounting.rdp import zcdp_curve
 from accounting.store_sqlite import SQLiteLedger
 from accounting.writer_gate import SUFFIX, GateTimeout, WriterGate
+from tests.accounting.stores import StoreTarget
+from tests.accounting.test_ledger_concurrency import (
+    RHO,
+    _processes_charge_until_refused,
+    charge_until_refused,
+)
 
 
 @pytest.fixture
@@ -240,3 +247,18 @@ def test_turns_are_taken_only_while_syncs_are_slow(
     assert lg.verify().ok
     lg.close()
     other.close()
+
+
+def _charging_in_turns(*args: Any) -> None:
+    """charge_until_refused in a process that takes a turn for every write (module
+    level, for spawn): whatever this disk's syncs cost, the turns are exercised."""
+    store_sqlite._TURNS_ABOVE_SYNC_S = 0.0
+    charge_until_refused(*args)
+
+
+def test_eight_processes_taking_turns_never_overspend(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite"
+    _processes_charge_until_refused(
+        StoreTarget("sqlite", str(path)), RHO, worker=_charging_in_turns
+    )
+    assert (tmp_path / ("ledger.sqlite" + SUFFIX)).exists()  # the turns were taken
