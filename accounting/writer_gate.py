@@ -57,7 +57,6 @@ class WriterGate:
         # it the parent's turn, so it opens its own (never closing the inherited one).
         self._fd: tuple[int, int] | None = None
         self._unusable = False
-        self._held = False
         self._closed = False
         self._new_waiting_thread()
 
@@ -82,7 +81,7 @@ class WriterGate:
         if self._fd is not None:
             # Forked: the parent's waiting thread and its locks' holders are not here.
             self._new_waiting_thread()
-            self._fd, self._held = None, False
+            self._fd = None
         if self._unusable or self._closed:
             return None
         try:
@@ -118,7 +117,6 @@ class WriterGate:
                 _log.info("ledger writers wait without a turn file (%s): %s", self._path, exc)
                 self._unusable = True
                 return False
-        self._held = True
         return True
 
     def _wait(self, fd: int, timeout: float) -> None:
@@ -202,10 +200,8 @@ class WriterGate:
                 request.woken.release()
 
     def leave(self) -> None:
-        """Let the turn go (after the commit or the rollback)."""
-        if not self._held:
-            return
-        self._held = False
+        """Let the turn go (after the commit or the rollback of a transaction whose
+        :meth:`enter` returned True; letting go of a turn not held changes nothing)."""
         fd = self._fd
         if fd is not None and fd[0] == os.getpid():
             fcntl.flock(fd[1], fcntl.LOCK_UN)

@@ -2,8 +2,8 @@
 imports). Each run is a new process on a real PUMS policy; the modules left out are the
 ones that cost most of a start-up and that the command never uses: scipy (the Gaussian
 mechanism on public keys needs none of it), pandas (pyarrow's pandas probe, skipped by
-the CLI), asyncio (through wrapt 2), the HTTP server's stack and the PostgreSQL door; `--help` imports none of the
-engine's libraries. Assertions are on ``sys.modules``, not on time."""
+the CLI), asyncio (through wrapt 2), the HTTP server's stack and the PostgreSQL door;
+`--help` imports none of the engine's libraries. Assertions are on ``sys.modules``, not on time."""
 
 from __future__ import annotations
 
