@@ -781,7 +781,10 @@ class Engine:
                 pending += (waiting,)
         outer = outer_sql(core, names, domain is None, request.raw_noise)
         columns = self._validate_outer(core, outer, key_types)
-        return Structure(core, names, domain, outer, pending, columns)
+        # The CTE trees were rendered into core.sql by the last rule and are never read
+        # again; memoised structures would otherwise keep about 380 tracked objects each,
+        # which every full garbage collection pass walks.
+        return Structure(replace(core, ctes=()), names, domain, outer, pending, columns)
 
     def _key_types(self, core_sql: str, keys: tuple[str, ...]) -> tuple[str, ...]:
         """Refuse, before any charge, a core the engine cannot bind (reads no data)."""
