@@ -43,6 +43,7 @@ never too small for totals.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -73,6 +74,9 @@ def typical(j: int) -> float:
     """A representative row count of bin j: its geometric middle 2^j·√2 (the last bin,
     open above, is taken at that too)."""
     return 2**j * math.sqrt(2.0)
+
+
+_TYPICAL = tuple(typical(j) for j in range(BINS))
 
 
 def candidates(limit: int) -> tuple[int, ...]:
@@ -122,22 +126,35 @@ class RowHistogram:
     def people(self) -> float:
         return sum(self.counts)
 
+    # A cap choice reads the histogram a few hundred times (every candidate cap, every
+    # output): the sums below run over the bins that hold people only, and the rows the
+    # histogram implies are summed once. Leaving out a bin of 0.0 people leaves out a term
+    # of exactly 0.0, so every sum is the same number, bit for bit, as over all bins.
+    @functools.cached_property
+    def _seen(self) -> tuple[tuple[float, float], ...]:
+        """(people, typical rows) of each bin holding people, in bin order."""
+        return tuple((c, _TYPICAL[j]) for j, c in enumerate(self.counts) if c != 0.0)
+
+    @functools.cached_property
+    def _rows_seen(self) -> float:
+        return sum((c * t for c, t in self._seen), 0.0)
+
     def _hidden(self, upper: bool) -> tuple[float, float]:
         """(people, typical rows) of the hidden bin when ``upper``, else nothing."""
         if upper and self.hidden is not None:
-            return self.threshold, typical(self.hidden)
+            return self.threshold, _TYPICAL[self.hidden]
         return 0.0, 0.0
 
     def rows(self, *, upper: bool = False) -> float:
         """Rows in the table, as the histogram implies them (``upper``: with the hidden
         bin full)."""
         people, rows = self._hidden(upper)
-        return sum(c * typical(j) for j, c in enumerate(self.counts)) + people * rows
+        return self._rows_seen + people * rows
 
     def rows_kept(self, cap: float, *, upper: bool = False) -> float:
         """Rows a cap of C keeps: Σ people · min(typical, C)."""
         people, rows = self._hidden(upper)
-        kept = sum(c * min(typical(j), cap) for j, c in enumerate(self.counts))
+        kept = sum((c * min(t, cap) for c, t in self._seen), 0.0)
         return kept + people * min(rows, cap)
 
     def rows_cut(self, cap: float, *, upper: bool = False) -> float:
@@ -145,7 +162,7 @@ class RowHistogram:
         over the rows. ``upper``: also count ``threshold`` people in the hidden bin (the
         most the histogram cannot rule out, one bin beyond what it shows)."""
         people, rows = self._hidden(upper)
-        cut = sum(c * max(0.0, typical(j) - cap) for j, c in enumerate(self.counts))
+        cut = sum((c * max(0.0, t - cap) for c, t in self._seen), 0.0)
         cut += people * max(0.0, rows - cap)
         total = self.rows(upper=upper)
         return cut / total if total > 0 else 0.0
