@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from accounting.per_person_bounds import InnerAggregate, value_bounds
+from accounting.per_person_bounds import InnerAggregate, ValueBounds, value_bounds
 from proxy import shape as S
 from proxy.allowlist import AGGREGATES
 from proxy.bind import bind
@@ -46,7 +46,7 @@ from proxy.errors import DPSQLError, position_of, unsupported
 from proxy.policy import ColumnPolicy, TablePolicy
 from proxy.quantile_sql import is_quantile
 from proxy.rewrite import person_constant
-from proxy.rewrite.clamp_inputs import clamp
+from proxy.rewrite.clamp_inputs import as_double, clamp
 from proxy.rewrite.ranges import derive
 from proxy.rewrite.total_forms import total_predicate, total_value
 
@@ -135,8 +135,9 @@ def _aggregate_nodes(node: exp.Expr, out: dict[str, exp.Expr]) -> None:
         _aggregate_nodes(child, out)
 
 
-def _total_aggregate(node: exp.Expr) -> exp.Expr:
-    """The aggregate over total (never failing) row-level arguments."""
+def _total_aggregate(node: exp.Expr, *, in_double: bool = False) -> exp.Expr:
+    """The aggregate over total (never failing) row-level arguments; ``in_double``: the
+    arguments read as DOUBLE (see :func:`_sums_exactly`)."""
     copied = node.copy()
     target = copied.this if isinstance(copied, exp.Bracket) else copied
     if isinstance(target, exp.WithinGroup):
@@ -145,12 +146,69 @@ def _total_aggregate(node: exp.Expr) -> exp.Expr:
             for o in order.expressions:
                 o.set("this", total_value(o.this))
         return copied
+
+    def total(e: exp.Expr) -> exp.Expr:
+        value = total_value(e)
+        return as_double(value) if in_double else value
+
     arg = target.args.get("this")
     if isinstance(arg, exp.Distinct):
-        arg.set("expressions", [total_value(e) for e in arg.expressions])
+        arg.set("expressions", [total(e) for e in arg.expressions])
     elif isinstance(arg, exp.Expr) and not isinstance(arg, exp.Star):
-        target.set("this", total_value(arg))
+        target.set("this", total(arg))
     return copied
+
+
+# Aggregates that add a person's values.
+_SUMMED = frozenset({S.SUM, S.SUM_DISTINCT, S.AVG, S.AVG_DISTINCT})
+# Column types whose values a SUM adds in a 128-bit integer without overflow for any
+# number of rows a table can hold (each value below 2^64), and DOUBLE ones (whose sums
+# saturate at infinity); neither holds a DECIMAL.
+_SAFE_COLUMNS = frozenset(
+    {
+        "TINYINT",
+        "SMALLINT",
+        "INTEGER",
+        "BIGINT",
+        "UTINYINT",
+        "USMALLINT",
+        "UINTEGER",
+        "UBIGINT",
+        "FLOAT",
+        "REAL",
+        "DOUBLE",
+    }
+)
+
+
+def _in_double(call: S.AggregateCall, shape: S.Shape, clamped: ValueBounds | None) -> bool:
+    """Whether a per-person aggregate reads its argument as DOUBLE (clamp_inputs.as_double).
+
+    DuckDB adds integers and DECIMALs in 128-bit integers and fails on overflow, and
+    converts a clamp's bounds to a DECIMAL value's type, which may not hold them: either
+    failure would end the query after the charge for a person with such values, and say
+    so. A SUM or AVG therefore runs in the argument's own type only for integers below
+    2^63 in magnitude (by their range or their column's type) or a DOUBLE column; a
+    value that is clamped later (``clamped``: MIN, MAX, quantiles of a bounded number)
+    is read as DOUBLE unless it is known to be an integer or a DOUBLE. Anything else
+    (text, an unbounded order statistic) is read as it is: it is never clamped."""
+    arg = call.arg
+    if arg is None:
+        return False
+    r = derive(arg, dict(shape.tables))
+    if r.integer and r.bounded and max(abs(r.lower), abs(r.upper)) < 2.0**63:
+        return False
+    if isinstance(arg, exp.Column):
+        info = shape.tables.get(arg.table.lower())
+        kind = info.column_types.get(arg.name.lower(), "") if info else ""
+        if kind.upper() in _SAFE_COLUMNS:
+            return False
+    if call.kind in _SUMMED:
+        return True
+    return clamped is not None and not clamped.integer and _KINDS[call.kind] in _CLAMPED_ORDER
+
+
+_CLAMPED_ORDER = frozenset({InnerAggregate.ORDER, InnerAggregate.MEAN})
 
 
 def _refuse_inner(message: str, hint: str, node: exp.Expr | None = None) -> DPSQLError:
@@ -287,12 +345,15 @@ def _build(
     ]
     bounded: dict[str, exp.Expr] = {}  # aggregate text -> its bounded value over layer A
     for i, (text, node) in enumerate(nodes.items()):
-        a_cols.append(exp.alias_(_total_aggregate(node), f"__a{i}", copy=False))
         call = calls.get(text)
         if call is None:  # the checker renders every aggregate it accepts
             raise _refuse_inner(f"{text[:60]} is not answered", "use COUNT, SUM or AVG", node)
         argument, integer = _argument_range(call, shape)
         found = value_bounds(_KINDS[call.kind], max_rows, argument, integer)
+        in_double = _in_double(call, shape, found)
+        a_cols.append(
+            exp.alias_(_total_aggregate(node, in_double=in_double), f"__a{i}", copy=False)
+        )
         column = exp.column(f"__a{i}", table="__a")
         bounded[text] = column if found is None else clamp(column, found.lower, found.upper)
     a = exp.Select(expressions=a_cols)

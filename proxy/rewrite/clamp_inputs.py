@@ -43,6 +43,24 @@ def clamp(expression: exp.Expr, lower: float, upper: float) -> exp.Expr:
     )
 
 
+_DOUBLE = exp.DataType.build("DOUBLE")  # shared: insert copies only
+_DECIMALS = ("DECIMAL", "NUMERIC")
+
+
+def as_double(expression: exp.Expr) -> exp.Expr:
+    """``TRY_CAST(expression AS DOUBLE)``, for a value a clamp or a sum must not meet in
+    a DECIMAL type.
+
+    DuckDB converts a clamp's literal bounds to the value's type, and DECIMAL(38, s)
+    cannot hold 100 once s > 36: the conversion fails when a row reaches it, so the
+    core would fail after the charge for a person with a row and answer without them.
+    A SUM of DECIMAL(p > 18) values accumulates in a 128-bit integer and fails on
+    overflow the same way. A DOUBLE holds every bound, a conversion to it from any
+    number never fails (TRY_CAST makes anything else NULL on its own row), and its
+    sums saturate at infinity, which the later clamps bound, instead of failing."""
+    return exp.TryCast(this=expression, to=_DOUBLE.copy())
+
+
 def _clamp_columns(core: C.Core, expression: exp.Expr) -> exp.Expr:
     tables = core.shape.tables
 
@@ -51,8 +69,11 @@ def _clamp_columns(core: C.Core, expression: exp.Expr) -> exp.Expr:
             info = tables.get(node.table.lower())
             policy = info.column(node.name) if info else None
             if policy is not None and policy.lower is not None and policy.upper is not None:
-                # The node is in this rule's own copy: the clamp takes it over.
-                return clamp(node, policy.lower, policy.upper)
+                # The node is in this rule's own copy: the clamp takes it over. A DECIMAL
+                # column is compared as a DOUBLE: its type may not hold the bounds.
+                kind = info.column_types.get(node.name.lower(), "") if info else ""
+                value = as_double(node) if kind.upper().startswith(_DECIMALS) else node
+                return clamp(value, policy.lower, policy.upper)
         return node
 
     return expression.copy().transform(visit, copy=False)
@@ -136,12 +157,13 @@ def clamped_argument(core: C.Core, raw: exp.Expr, aggregate: str) -> tuple[exp.E
         clamped = _numeric(clamped)
     # A bare bounded column is already clamped to exactly its range; anything else
     # gets a final clamp to the derived range, in case a function's semantics and
-    # the interval arithmetic ever disagree.
-    arg = (
-        clamped
-        if isinstance(raw, exp.Column) and _is_clamp(clamped)
-        else clamp(clamped, rng.lower, rng.upper)
-    )
+    # the interval arithmetic ever disagree. A value that is not known to be an integer
+    # may be a DECIMAL of any scale (a cast, a literal, a column): it is clamped as a
+    # DOUBLE, which every later step reads it as anyway.
+    if isinstance(raw, exp.Column) and _is_clamp(clamped):
+        arg = clamped
+    else:
+        arg = clamp(clamped if rng.integer else as_double(clamped), rng.lower, rng.upper)
     return arg, rng
 
 

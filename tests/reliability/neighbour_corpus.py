@@ -591,6 +591,53 @@ DEMO: tuple[Entry, ...] = (
         "FROM prompts GROUP BY user_id) t GROUP BY n",
         "#13 §2+§3 COUNT(DISTINCT) of per-person values keyed by a per-person count",
     ),
+    # Wide DECIMAL types (found by an adversarial probe, 2026-12-02): DuckDB converts a
+    # clamp's literal bounds to the argument's type, and DECIMAL(38, s) cannot hold 100
+    # once s > 36, so the core failed after the charge whenever a row reached the clamp
+    # (D) and answered when none did (D'); a per-person SUM of such values overflowed
+    # HUGEINT the same way.
+    Entry(
+        "adv_decimal_clamp_avg",
+        "SELECT AVG(CAST(age AS DECIMAL(38, 37))) AS a FROM users WHERE user_id = {pid}",
+        "a clamp's bounds cast to DECIMAL(38, 37) failed only when the person's row existed",
+    ),
+    Entry(
+        "adv_decimal_clamp_sum",
+        "SELECT COUNT(*) AS n, SUM(CAST(tokens_in AS DECIMAL(38, 35))) AS s, "
+        "SUM(CAST(tokens_in AS DECIMAL(38, 35)) * 2) AS t FROM prompts WHERE user_id = {pid}",
+        "SUM and arithmetic over DECIMAL(38, 35) against integer bounds up to 8000",
+    ),
+    Entry(
+        "adv_decimal_quantiles",
+        "SELECT MEDIAN(CAST(age AS DECIMAL(38, 37))) AS m, MAX(CAST(tokens_in AS "
+        "DECIMAL(38, 35))) AS x FROM prompts JOIN users USING (user_id) WHERE user_id = {pid}",
+        "histogram bins of a wide DECIMAL argument",
+    ),
+    Entry(
+        "adv_decimal_grouped",
+        "SELECT model, AVG(CAST(latency_ms AS DECIMAL(38, 36))) AS a, VAR_POP(CAST(tokens_out "
+        "AS DECIMAL(38, 36))) AS v FROM prompts WHERE user_id = {pid} GROUP BY model",
+        "a wide DECIMAL under a public key, with centred squares",
+    ),
+    Entry(
+        "adv_decimal_per_person_sum",
+        "SELECT COUNT(*) AS n FROM (SELECT user_id, SUM(CAST(tokens_in AS DECIMAL(38, 35))) "
+        "AS n FROM prompts WHERE user_id = {pid} GROUP BY user_id) t WHERE n >= 0",
+        "a per-person SUM of DECIMAL(38, 35) values overflowed HUGEINT for the person",
+    ),
+    Entry(
+        "adv_decimal_per_person_avg",
+        "SELECT AVG(a) AS m FROM (SELECT user_id, AVG(CAST(tokens_in AS DECIMAL(38, 35))) AS a, "
+        "MAX(CAST(tokens_in AS DECIMAL(38, 35))) AS x FROM prompts WHERE user_id = {pid} "
+        "GROUP BY user_id) t WHERE x >= 0",
+        "per-person AVG and MAX of wide DECIMAL values",
+    ),
+    Entry(
+        "adv_decimal_union_arm",
+        "SELECT SUM(x) AS s FROM (SELECT user_id, CAST(tokens_in AS DECIMAL(38, 34)) AS x "
+        "FROM prompts WHERE user_id = {pid} UNION ALL SELECT user_id, age FROM users) t",
+        "a wide DECIMAL arm retypes the union's column",
+    ),
     *KEY_JOIN,
 )
 
