@@ -48,6 +48,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -345,6 +346,27 @@ class _Spend:
 _REFUSALS = (BudgetExhausted, UnknownPopulation, InvalidRequest)
 
 
+# The longest wait for the store's locks a caller may ask for (a day): beyond it, time
+# limits overflow the platform's timed waits instead of meaning "wait that long".
+_MAX_TIMEOUT_S = 86_400.0
+
+# Every store of this process, for the fork hook below.
+_STORES: weakref.WeakSet[SQLiteLedger] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child gets a new store lock: the parent's may be held by one of its
+    threads (e.g. waiting for the write turn), which the child does not have, and the
+    child's first ledger call would then wait for it forever, past every time limit.
+    (The connection, the queue and the sync lock are replaced on that first call: see
+    ``_connection``.)"""
+    for store in list(_STORES):
+        store._lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class SQLiteLedger(Ledger):
     """The ledger on one SQLite file, shared by any number of threads and processes.
 
@@ -357,7 +379,12 @@ class SQLiteLedger(Ledger):
     def __init__(self, path: str | os.PathLike[str], *, timeout_s: float = 30.0) -> None:
         self._path = os.fspath(path)
         self._timeout = float(timeout_s)
+        if not 0 < self._timeout <= _MAX_TIMEOUT_S:
+            raise InvalidRequest(
+                f"timeout_s must lie in (0, {_MAX_TIMEOUT_S:g}] seconds, got {timeout_s!r}"
+            )
         self._lock = threading.RLock()
+        _STORES.add(self)
         self._conn: sqlite3.Connection | None = None
         self._pid = os.getpid()
         self._inherited: list[sqlite3.Connection] = []
@@ -565,9 +592,11 @@ class SQLiteLedger(Ledger):
         undo without undoing it too. A killed process loses nothing it committed."""
         with self._lock:
             conn = self._usable() if gated else self._connection()
+            # One time limit for the turn and SQLite's lock together.
+            deadline = time.monotonic() + self._timeout
             turn = write and self._take_turn()
             try:
-                yield from self._in_transaction(conn, write=write)
+                yield from self._in_transaction(conn, write=write, deadline=deadline)
             finally:
                 if turn:
                     self._gate.leave()
@@ -575,13 +604,14 @@ class SQLiteLedger(Ledger):
             self._sync_wal()
 
     def _in_transaction(
-        self, conn: sqlite3.Connection, *, write: bool
+        self, conn: sqlite3.Connection, *, write: bool, deadline: float
     ) -> Iterator[sqlite3.Connection]:
         """The body of :meth:`_transaction`, under the store's lock (and this process's
-        writer turn, for a write): begin, yield, commit or roll back."""
+        writer turn, for a write): begin (a write by ``deadline``, on time.monotonic),
+        yield, commit or roll back."""
         try:
             if write:
-                self._begin_write(conn)
+                self._begin_write(conn, deadline)
                 self._extend_log()
             else:
                 self._wait_when_busy(conn)
@@ -648,7 +678,7 @@ class SQLiteLedger(Ledger):
         # A moving mean of this process's syncs (see _TURNS_ABOVE_SYNC_S).
         self._sync_s += (time.perf_counter() - start - self._sync_s) / 8
 
-    def _begin_write(self, conn: sqlite3.Connection) -> None:
+    def _begin_write(self, conn: sqlite3.Connection, deadline: float) -> None:
         """BEGIN IMMEDIATE, waiting for another process's write transaction in steps of
         tens of microseconds: SQLite's own busy handler sleeps 1, 2, 5, 10 ... ms, longer
         than a whole commit, which left a second process idle most of the time.
@@ -661,7 +691,6 @@ class SQLiteLedger(Ledger):
         if not self._no_busy_wait:
             conn.execute("PRAGMA busy_timeout=0")
             self._no_busy_wait = True
-        deadline = time.monotonic() + self._timeout
         pause = 20e-6
         while True:
             try:

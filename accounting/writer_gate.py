@@ -20,10 +20,13 @@ the store's lock); the file is on a local file system (as the store itself must 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
+import math
 import os
 import threading
+import weakref
 
 _log = logging.getLogger(__name__)
 
@@ -32,6 +35,26 @@ SUFFIX = "-lock"
 
 class GateTimeout(Exception):
     """Another process held the turn for the whole time limit."""
+
+
+# Every open gate of this process, for the fork hook below.
+_GATES: weakref.WeakSet[WriterGate] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child closes its copies of its parent's gate files at once.
+
+    ``flock`` belongs to the open file, which fork shares: a child keeping the copy
+    would keep a turn its parent holds alive after the parent let go of its own
+    descriptor by dying or closing the gate, and every writer of every process would
+    then wait for the child to exit. Closing one of several descriptors of a file
+    releases nothing, so the parent's turn is unaffected. The child opens a file of its
+    own on its first turn."""
+    for gate in list(_GATES):
+        gate._forget_parents_file()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _Request:
@@ -54,10 +77,20 @@ class WriterGate:
     def __init__(self, store_path: str) -> None:
         self._path = store_path + SUFFIX
         # (pid, descriptor): a child after fork shares the parent's open file, and with
-        # it the parent's turn, so it opens its own (never closing the inherited one).
+        # it the parent's turn, so it closes that copy and opens its own.
         self._fd: tuple[int, int] | None = None
         self._unusable = False
         self._closed = False
+        self._new_waiting_thread()
+        _GATES.add(self)
+
+    def _forget_parents_file(self) -> None:
+        """In a forked child (see :func:`_after_fork_in_child`): the parent's waiting
+        thread and its locks' holders are not here, and its descriptor is not ours."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd[1])
         self._new_waiting_thread()
 
     def _new_waiting_thread(self) -> None:
@@ -79,7 +112,8 @@ class WriterGate:
         if self._fd is not None and self._fd[0] == pid:
             return self._fd[1]
         if self._fd is not None:
-            # Forked: the parent's waiting thread and its locks' holders are not here.
+            # Forked without the fork hook (os.fork bypassed): as that hook does, but
+            # the copy is left open, since its number may name another file by now.
             self._new_waiting_thread()
             self._fd = None
         if self._unusable or self._closed:
@@ -120,6 +154,11 @@ class WriterGate:
         return True
 
     def _wait(self, fd: int, timeout: float) -> None:
+        # A time limit a raw lock accepts: never negative (nor NaN), never beyond the
+        # platform's limit (an unbounded limit is out of range there, not forever).
+        timeout = min(timeout, threading.TIMEOUT_MAX) if timeout > 0 else 0.0
+        if not math.isfinite(timeout):
+            timeout = threading.TIMEOUT_MAX
         request = _Request()
         with self._state:
             # A request still pending here was abandoned by its caller: replaced.
@@ -130,7 +169,19 @@ class WriterGate:
                 )
                 self._waiter.start()
             self._wake()
-        woken = request.woken.acquire(timeout=timeout)
+        try:
+            woken = request.woken.acquire(timeout=timeout)
+        except BaseException:
+            # Interrupted (KeyboardInterrupt, a signal handler's exception): nobody will
+            # leave a turn granted to this request, so it is given up like a timed-out
+            # one, and a turn already granted goes back at once.
+            with self._state:
+                request.abandoned = True
+                if self._pending is request:
+                    self._pending = None
+                if request.granted:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+            raise
         if woken and request.granted:
             return
         with self._state:

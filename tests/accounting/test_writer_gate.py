@@ -262,3 +262,168 @@ def test_eight_processes_taking_turns_never_overspend(tmp_path: Path) -> None:
         StoreTarget("sqlite", str(path)), RHO, worker=_charging_in_turns
     )
     assert (tmp_path / ("ledger.sqlite" + SUFFIX)).exists()  # the turns were taken
+
+
+# --- faults found in review (2026-12-02) ---------------------------------------------------
+
+
+def test_a_forked_childs_copy_does_not_keep_its_parents_turn(
+    gates: Callable[[int], list[WriterGate]],
+) -> None:
+    """flock belongs to the open file, which fork shares: a child that kept its copy kept
+    the turn alive after the parent let go of its own descriptor (by dying, or here by
+    closing the gate), and every writer waited for the child to exit."""
+    holder, other = gates(2)
+    assert holder.enter(1.0)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child lives on without touching the ledger
+        os.close(write)
+        os.read(read, 1)
+        os._exit(0)
+    os.close(read)
+    try:
+        holder.close()  # as a parent's death would: its descriptor is gone
+        assert other.enter(5.0)  # the child's copy was closed at the fork
+        other.leave()
+    finally:
+        os.write(write, b"x")
+        os.close(write)
+        os.waitpid(pid, 0)
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def test_an_interrupted_wait_gives_its_turn_back(
+    gates: Callable[[int], list[WriterGate]],
+) -> None:
+    """A wait ended by an exception (a signal handler's, KeyboardInterrupt) is given up
+    like one that timed out: the turn its thread takes later goes back, rather than
+    staying with a caller that will never leave it."""
+    import signal
+
+    holder, waiting, third = gates(3)
+    assert holder.enter(1.0)
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise _Interrupted
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(_Interrupted):
+            waiting.enter(30.0)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    holder.leave()
+    assert third.enter(10.0)  # the interrupted wait's thread let the turn go
+    third.leave()
+    assert waiting.enter(10.0)  # and the interrupted gate still waits normally
+    waiting.leave()
+
+
+@pytest.mark.parametrize("limit", [-1.0, -0.5, 0.0, math.nan])
+def test_a_wait_with_no_time_left_ends_at_once_and_leaks_nothing(
+    gates: Callable[[int], list[WriterGate]], limit: float
+) -> None:
+    holder, waiting, third = gates(3)
+    assert holder.enter(1.0)
+    with pytest.raises(GateTimeout):
+        waiting.enter(limit)
+    holder.leave()
+    assert third.enter(10.0)
+    third.leave()
+
+
+@pytest.mark.parametrize("limit", [0.0, -1.0, math.inf, math.nan, 1e10])
+def test_a_store_refuses_a_time_limit_it_cannot_keep(tmp_path: Path, limit: float) -> None:
+    from accounting.ledger import InvalidRequest
+
+    with pytest.raises(InvalidRequest, match="timeout_s"):
+        SQLiteLedger(tmp_path / "ledger.sqlite", timeout_s=limit)
+
+
+def test_the_turn_and_sqlites_lock_share_one_time_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wait for SQLite's lock ends when the store's limit, counted from before the
+    wait for the turn, does: not a second full limit after the turn came."""
+    monkeypatch.setattr(store_sqlite, "_TURNS_ABOVE_SYNC_S", 0.0)
+    path = tmp_path / "ledger.sqlite"
+    lg = SQLiteLedger(path, timeout_s=5.0)
+    lg.register(PopulationSpec("users", 10.0, 1e-6))
+    gate_enter = WriterGate.enter
+    began: list[float] = []
+    deadlines: list[float] = []
+
+    def slow_turn(self: WriterGate, timeout: float) -> bool:
+        began.append(time.monotonic())
+        time.sleep(0.2)  # the turn came late
+        return gate_enter(self, timeout)
+
+    begin = SQLiteLedger._begin_write
+
+    def seen(self: SQLiteLedger, conn: sqlite3.Connection, deadline: float) -> None:
+        deadlines.append(deadline)
+        begin(self, conn, deadline)
+
+    monkeypatch.setattr(WriterGate, "enter", slow_turn)
+    monkeypatch.setattr(SQLiteLedger, "_begin_write", seen)
+    lg.charge("users", zcdp_curve(1e-4), analyst="a", fingerprint="q")
+    assert len(began) == 1 and len(deadlines) == 1
+    assert deadlines[0] <= began[0] + 5.0  # counted from before the turn's wait
+    lg.close()
+
+
+def test_a_child_forked_while_a_thread_waits_for_the_turn_does_not_hang(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread waiting for the turn holds the store's lock; a child forked meanwhile
+    has no such thread, and must not wait for that lock forever (it gets a new one)."""
+    monkeypatch.setattr(store_sqlite, "_TURNS_ABOVE_SYNC_S", 0.0)
+    path = tmp_path / "ledger.sqlite"
+    lg = SQLiteLedger(path, timeout_s=0.5)
+    lg.register(PopulationSpec("users", 10.0, 1e-6))
+    other = WriterGate(str(path))
+    assert other.enter(1.0)
+
+    def charge_refused() -> None:
+        with pytest.raises(LedgerUnavailable):
+            lg.charge("users", zcdp_curve(1e-4), analyst="a", fingerprint="w")
+
+    waiting = threading.Thread(target=charge_refused)
+    waiting.start()
+    time.sleep(0.1)  # the thread now holds the store's lock, waiting for the turn
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a charge ends (refused: the parent's gate holds the turn)
+        os.close(read)
+        try:
+            lg.charge("users", zcdp_curve(1e-4), analyst="c", fingerprint="child")
+            verdict = b"ok"
+        except LedgerUnavailable:
+            verdict = b"no"
+        os.write(write, verdict)
+        os._exit(0)
+    os.close(write)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the child hung on its parent's store lock")
+        assert os.read(read, 2) == b"no"
+    finally:
+        os.close(read)
+        waiting.join(30)
+        other.leave()
+        other.close()
+        lg.close()
