@@ -334,8 +334,24 @@ def total_step(
     ``latest``/``previous`` are totals rows (event_id, curve, delta_extra, events);
     ``event`` is that event's (kind, populations, curve, delta_extra), None if missing;
     ``known``, when given, is ``previous`` as already read (the caller has checked the
-    row is the one it read it from).
+    row is the one it read it from). A row whose fields are not numbers of their kind
+    (SQLite keeps any value in any column) is Inconsistent, as any other bad row.
     """
+    try:
+        return _total_step(name, latest, previous, event, known)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise Inconsistent(
+            f"stored total of {name!r} at event {latest[0]} is not a total: {exc}"
+        ) from None
+
+
+def _total_step(
+    name: str,
+    latest: Sequence[Any],
+    previous: Sequence[Any] | None,
+    event: Sequence[Any] | None,
+    known: Total | None,
+) -> Total:
     prev = (
         EMPTY_TOTAL
         if previous is None

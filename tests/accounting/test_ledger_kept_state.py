@@ -114,3 +114,28 @@ def test_the_step_check_refuses_a_sum_off_by_one_ulp_or_a_wrong_count() -> None:
         total_step(
             "users", latest, _BEFORE_ROW, ("charge", names_json(["other"]), *event[2:]), before
         )
+
+
+def test_a_totals_row_that_holds_no_number_fails_the_store_closed(tmp_path: Path) -> None:
+    """SQLite keeps text in a REAL column: a totals row whose delta_extra reads 'abc' is an
+    inconsistent store (the ledger opens unavailable, saying why), not an error that
+    escapes the constructor."""
+    path = tmp_path / "l.sqlite"
+    lg = _open(path)
+    lg.charge("users", zcdp_curve(RHO), analyst="x", fingerprint="a1")
+    lg.close()
+    with sqlite3.connect(path, isolation_level=None) as raw:
+        (trigger,) = raw.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'totals_no_update'"
+        ).fetchone()
+        raw.execute("DROP TRIGGER totals_no_update")
+        raw.execute("UPDATE totals SET delta_extra = 'abc'")
+        raw.execute(trigger)
+    reopened = SQLiteLedger(path)
+    with pytest.raises(LedgerUnavailable, match="not a total"):
+        reopened.charge("users", zcdp_curve(RHO), analyst="x", fingerprint="a2")
+    reopened.close()
+    latest = (7, curve_blob(zcdp_curve(RHO)), "abc", 1)
+    event = ("charge", names_json(["users"]), curve_json(zcdp_curve(RHO)), 0.0)
+    with pytest.raises(Inconsistent, match="not a total"):
+        total_step("users", latest, None, event)
