@@ -42,6 +42,13 @@ DEMO_SUBSET = (
     "key_join_region",
     "key_join_single_out",
     "key_join_rare_rows",
+    "adv_decimal_clamp_avg",
+    "adv_decimal_clamp_sum",
+    "adv_decimal_quantiles",
+    "adv_decimal_grouped",
+    "adv_decimal_per_person_sum",
+    "adv_decimal_per_person_avg",
+    "adv_decimal_union_arm",
 )
 # The quantile histograms on the engines (tests/reliability/test_quantile_neighbours.py
 # runs these and more on DuckDB): check (d) of the harness, each argument's histogram
