@@ -594,8 +594,9 @@ class SQLiteLedger(Ledger):
             conn = self._usable() if gated else self._connection()
             # One time limit for the turn and SQLite's lock together.
             deadline = time.monotonic() + self._timeout
-            turn = write and self._take_turn()
+            turn = False
             try:
+                turn = write and self._take_turn()
                 yield from self._in_transaction(conn, write=write, deadline=deadline)
             finally:
                 if turn:
