@@ -137,19 +137,20 @@ def _aggregate_nodes(node: exp.Expr, out: dict[str, exp.Expr]) -> None:
 
 def _total_aggregate(node: exp.Expr, *, in_double: bool = False) -> exp.Expr:
     """The aggregate over total (never failing) row-level arguments; ``in_double``: the
-    arguments read as DOUBLE (see :func:`_sums_exactly`)."""
+    arguments read as DOUBLE (see :func:`_in_double`)."""
     copied = node.copy()
     target = copied.this if isinstance(copied, exp.Bracket) else copied
-    if isinstance(target, exp.WithinGroup):
-        order = target.args.get("expression")
-        if isinstance(order, exp.Order):
-            for o in order.expressions:
-                o.set("this", total_value(o.this))
-        return copied
 
     def total(e: exp.Expr) -> exp.Expr:
         value = total_value(e)
         return as_double(value) if in_double else value
+
+    if isinstance(target, exp.WithinGroup):
+        order = target.args.get("expression")
+        if isinstance(order, exp.Order):
+            for o in order.expressions:
+                o.set("this", total(o.this))
+        return copied
 
     arg = target.args.get("this")
     if isinstance(arg, exp.Distinct):
