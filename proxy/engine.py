@@ -759,6 +759,20 @@ class Engine:
         )
         key_types = plain if plain is not None else self._key_types(core.sql, core.key_columns())
         check_key_types(shape.key_sqls, key_types)
+        dated = frozenset(i for i, t in enumerate(key_types) if t.upper() == "DATE")
+        timed = frozenset(i for i, t in enumerate(key_types) if t.upper().startswith("TIMESTAMP"))
+        if dated or timed:
+            # Date and time keys are read within the years every later step can hold
+            # (their types stand): per_person.DATE_KEY_RANGE.
+            core = rewrite(
+                shape,
+                max_rows=max_rows,
+                max_groups=max_groups,
+                bounding=self._bounding,
+                clipping=settings.clipping_share > 0 and per_person is None,
+                dated_keys=dated,
+                timed_keys=timed,
+            )
         where = shape.select.args.get("where")
         domain = (
             domains.public_domain(

@@ -7,6 +7,7 @@ by sqlglot from the AST, never by pasting analyst text.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from sqlglot import exp
 
@@ -110,14 +111,25 @@ def _one_group_per_person(shape: Shape) -> bool:
 
 
 def rewrite(
-    shape: Shape, *, max_rows: int, max_groups: int, bounding: bool = True, clipping: bool = False
+    shape: Shape,
+    *,
+    max_rows: int,
+    max_groups: int,
+    bounding: bool = True,
+    clipping: bool = False,
+    dated_keys: frozenset[int] = frozenset(),
+    timed_keys: frozenset[int] = frozenset(),
 ) -> Core:
     """The bounded core of a checked query. ``bounding=False`` skips the Linf and L0
     rules while the sensitivities stay as if they ran: it breaks the privacy promise and
-    exists only so that empirical audits can show they detect a violation."""
+    exists only so that empirical audits can show they detect a violation.
+    ``dated_keys``, ``timed_keys``: the indexes of the keys whose type is DATE, or a
+    TIMESTAMP type (Core.dated_keys)."""
     core = initial_core(
         shape, max_rows=max_rows, max_groups=max_groups, bounding=bounding, clipping=clipping
     )
+    if dated_keys or timed_keys:
+        core = replace(core, dated_keys=dated_keys, timed_keys=timed_keys)
     for rule in RULES:
         core = rule(core)
     return core

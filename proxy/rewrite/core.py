@@ -94,6 +94,10 @@ class Core:
     bounding: bool = True  # False only in audits that must show they catch a violation
     # Release the clipping estimate: the CLIPPED statistic and the people per group.
     clipping: bool = False
+    # Keys (by index) of type DATE, and of a TIMESTAMP type: read only within the years
+    # 1 to 9999, else NULL (per_person; see DATE_KEY_RANGE).
+    dated_keys: frozenset[int] = frozenset()
+    timed_keys: frozenset[int] = frozenset()
     # MEDIAN, quantiles, MIN and MAX: drawn from per-group histograms the core returns.
     quantiles: tuple[QuantileStatistic, ...] = ()
 

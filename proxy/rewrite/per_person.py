@@ -118,12 +118,43 @@ def raw_statistic(
     return _scaled(exp.Sum(this=exp.Mul(this=centred, expression=centred.copy())), col, max_rows)
 
 
+# The dates a DATE or TIMESTAMP key is read within; others (infinity, or beyond the
+# years a Python date holds) group as NULL. Fetching a DATE of infinity, or of a year
+# past 294247, fails in DuckDB's conversion to NumPy, after the charge and only if some
+# person's row held one; a released date or time past 9999 has no Python form, and was
+# rendered one way or another depending on the other keys beside it.
+DATE_KEY_RANGE = ("0001-01-01", "9999-12-31 23:59:59.999999")
+_DATE = exp.DataType.build("DATE")
+_TIMESTAMP = exp.DataType.build("TIMESTAMP")
+
+
+def _dated(key: exp.Expr, timestamp: bool) -> exp.Expr:
+    """``key`` if it lies within DATE_KEY_RANGE, else NULL (never failing: a TIMESTAMP
+    variant is compared as a TIMESTAMP by TRY_CAST, a DATE with DATEs)."""
+    kind = _TIMESTAMP if timestamp else _DATE
+    low, high = (
+        exp.cast(exp.Literal.string(d if timestamp else d[:10]), kind.copy())
+        for d in DATE_KEY_RANGE
+    )
+    value = exp.TryCast(this=key.copy(), to=kind.copy()) if timestamp else key.copy()
+    return exp.Case(ifs=[exp.If(this=exp.Between(this=value, low=low, high=high), true=key)])
+
+
 def apply(core: C.Core) -> C.Core:
     columns = argument_columns(core)
     by_sql = _arguments_by_sql(core)
     # Every piece is copied once here; the builders below must not copy again.
     projection: list[exp.Expr] = [exp.alias_(core.shape.unit.copy(), "__u", copy=False)]
-    projection += [exp.alias_(k.copy(), f"__k{i}", copy=False) for i, k in enumerate(core.keys)]
+    projection += [
+        exp.alias_(
+            _dated(k.copy(), i in core.timed_keys)
+            if i in core.dated_keys or i in core.timed_keys
+            else k.copy(),
+            f"__k{i}",
+            copy=False,
+        )
+        for i, k in enumerate(core.keys)
+    ]
     projection += [
         exp.alias_(_widened(core, sql, by_sql[sql].copy()), name, copy=False)
         for sql, name in columns.items()

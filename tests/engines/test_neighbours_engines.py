@@ -49,6 +49,11 @@ DEMO_SUBSET = (
     "adv_decimal_per_person_sum",
     "adv_decimal_per_person_avg",
     "adv_decimal_union_arm",
+    "adv_date_key_infinity",
+    "adv_date_key_far",
+    "adv_date_key_distinct",
+    "adv_time_keys",
+    "adv_timestamp_key_far",
 )
 # The quantile histograms on the engines (tests/reliability/test_quantile_neighbours.py
 # runs these and more on DuckDB): check (d) of the harness, each argument's histogram

@@ -638,6 +638,40 @@ DEMO: tuple[Entry, ...] = (
         "FROM prompts WHERE user_id = {pid} UNION ALL SELECT user_id, age FROM users) t",
         "a wide DECIMAL arm retypes the union's column",
     ),
+    # Date and time keys (the same probe): fetching a DATE of infinity, or of a year past
+    # 294247, failed in DuckDB's conversion to NumPy after the charge, only when the
+    # person's row held one; TIME WITH TIME ZONE keys had no NumPy form at all.
+    Entry(
+        "adv_date_key_infinity",
+        "SELECT CASE WHEN age >= 40 THEN DATE 'infinity' ELSE DATE '2024-01-01' END AS k, "
+        "COUNT(*) AS n FROM users WHERE user_id = {pid} GROUP BY 1",
+        "a DATE key of infinity for the person only (and only when they are 40 or older)",
+    ),
+    Entry(
+        "adv_date_key_far",
+        "SELECT signup_month + age * 10000000 AS k, COUNT(*) AS n FROM users "
+        "WHERE user_id = {pid} GROUP BY 1",
+        "a DATE key past the year 294247, without overflowing DuckDB's dates",
+    ),
+    Entry(
+        "adv_date_key_distinct",
+        "SELECT DISTINCT GREATEST(signup_month, DATE 'infinity') AS k FROM users "
+        "WHERE user_id = {pid}",
+        "SELECT DISTINCT of an infinite DATE",
+    ),
+    Entry(
+        "adv_time_keys",
+        "SELECT CAST(ts AS TIMETZ) AS k, COUNT(*) AS n FROM prompts WHERE user_id = {pid} "
+        "GROUP BY 1",
+        "a TIME WITH TIME ZONE key (refused before the charge now)",
+    ),
+    Entry(
+        "adv_timestamp_key_far",
+        "SELECT CASE WHEN age >= 40 THEN TIMESTAMP '9999-12-31' + INTERVAL 400 DAY ELSE "
+        "ts END AS k, COUNT(*) AS n FROM prompts JOIN users USING (user_id) "
+        "WHERE user_id = {pid} GROUP BY 1",
+        "a TIMESTAMP key past 9999 (NULL now, as dates are)",
+    ),
     *KEY_JOIN,
 )
 
