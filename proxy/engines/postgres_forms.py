@@ -95,6 +95,7 @@ _INTEGER_PARTS = {
     "DAYOFWEEK",
     "DAYOFYEAR",
 }
+_PG_PARTS = {"DAYOFWEEK": "DOW", "DAYOFYEAR": "DOY"}
 _TRUNC_UNITS = {"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND"}
 
 
@@ -111,7 +112,30 @@ def _fits_int(value: exp.Expr, bits: int) -> exp.Expr:
 
 
 def _numeric(value: exp.Expr) -> exp.Expr:
+    """``value`` as PostgreSQL's unconstrained NUMERIC. Built as a node, never written
+    ``AS DECIMAL`` in a template: templates are read as DuckDB SQL, where a bare DECIMAL
+    means DECIMAL(18, 3), which overflows past 15 digits (an error on the data)."""
     return exp.Cast(this=value, to=exp.DataType.build("DECIMAL"))
+
+
+def _numeric_constant(text: str) -> exp.Expr:
+    """A NUMERIC constant, e.g. a bound a NUMERIC is compared with. A number literal
+    would be rendered as a DOUBLE (Forms.double), and comparing a NUMERIC with a DOUBLE
+    converts the NUMERIC, which fails beyond a double's range (1e±308)."""
+    return _numeric(exp.Literal.string(text))
+
+
+def _guarded_double(number: exp.Expr) -> exp.Expr:
+    """A NUMERIC as a DOUBLE as DuckDB converts it, never failing: beyond a double's
+    range ±Infinity, below its smallest subnormal 0 (PostgreSQL raises on both)."""
+    return template(
+        "CASE WHEN ABS(__n) > __max THEN SIGN(__n) * CAST('Infinity' AS DOUBLE) "
+        "WHEN ABS(__n) < __tiny THEN CAST(0 AS DOUBLE) "
+        "ELSE CAST(__n AS DOUBLE) END",
+        n=number,
+        max=_numeric_constant(MAX_DOUBLE),
+        tiny=_numeric_constant(TINY),
+    )
 
 
 def _double(value: exp.Expr, kind: Kind) -> exp.Expr:
@@ -383,8 +407,24 @@ class _Total:
         part = node.this.name.upper()
         if part not in _INTEGER_PARTS:
             raise refuse(ENGINE, f"EXTRACT({part})")
-        out = exp.Extract(this=node.this.copy(), expression=self.form(node.expression))
-        return exp.Cast(this=out, to=exp.DataType.build("BIGINT"))
+        value = self.form(node.expression)
+        kind = self.kind(node.expression)
+        if kind.family is Family.DATE:
+            # PostgreSQL has no HOUR or MINUTE of a DATE (DuckDB: 0), and raises on them
+            # only when a row reaches them: a DATE is read as its midnight.
+            value = exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP"))
+        elif kind.family is not Family.TIMESTAMP:
+            raise refuse(ENGINE, f"EXTRACT({part}) of a non-date")
+        # PostgreSQL's names (it raises on DAYOFWEEK and DAYOFYEAR, again only per row).
+        unit = exp.var(_PG_PARTS.get(part, part))
+        out = exp.Extract(this=unit, expression=value)
+        # An infinite date's parts are infinite, which no BIGINT holds: NULL, as
+        # DuckDB's TRY gives.
+        return template(
+            "CASE WHEN ISFINITE(__v) THEN __e END",
+            v=value.copy(),
+            e=exp.Cast(this=out, to=exp.DataType.build("BIGINT")),
+        )
 
     # --- casts ------------------------------------------------------------------------
 
@@ -435,9 +475,9 @@ class _Total:
             )
         if source.family is Family.TEXT:
             checked = template(
-                "CASE WHEN __a ~ '^\\s*[+-]?[0-9]{1,40}(\\.[0-9]{0,40})?\\s*$' "
-                "THEN CAST(TRIM(__a) AS DECIMAL) END",
+                "CASE WHEN __a ~ '^\\s*[+-]?[0-9]{1,40}(\\.[0-9]{0,40})?\\s*$' THEN __n END",
                 a=inner,
+                n=_numeric(exp.Trim(this=inner.copy())),
             )
             return _fits_int(exp.Round(this=checked), bits)
         raise refuse(ENGINE, f"a cast from {source.family} to an integer")
@@ -453,7 +493,9 @@ class _Total:
         elif source.family is Family.FLOAT:
             # the shortest text that reads back as the same double, not 15 digits
             value = template(
-                "CASE WHEN ABS(__a) < 1e38 THEN CAST(CAST(__a AS TEXT) AS DECIMAL) END", a=inner
+                "CASE WHEN ABS(__a) < 1e38 THEN __n END",
+                a=inner,
+                n=_numeric(exp.Cast(this=inner.copy(), to=exp.DataType.build("TEXT"))),
             )
         elif source.family is Family.BOOL:
             value = exp.Cast(this=inner, to=exp.DataType.build("INTEGER"))
@@ -464,27 +506,26 @@ class _Total:
     def to_double(self, inner: exp.Expr, source: Kind, to: exp.DataType) -> exp.Expr:
         if to.this not in (exp.DataType.Type.DOUBLE,):
             raise refuse(ENGINE, "a cast to a 4-byte FLOAT")
-        if source.family in (Family.INT, Family.DECIMAL, Family.BOOL):
+        if source.family in (Family.INT, Family.BOOL):
             if source.family is Family.BOOL:
                 inner = exp.Cast(this=inner, to=exp.DataType.build("INTEGER"))
             return exp.Cast(this=inner, to=exp.DataType.build("DOUBLE"))
+        if source.family is Family.DECIMAL:
+            # A NUMERIC may lie beyond a double's range (an unconstrained column).
+            return _guarded_double(inner)
         if source.family is Family.TEXT:
             number = template(
                 "CASE WHEN LENGTH(__a) < 400 AND __a ~ '^\\s*[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)"
-                "([eE][+-]?[0-9]{1,3})?\\s*$' THEN CAST(TRIM(__a) AS DECIMAL) END",
+                "([eE][+-]?[0-9]{1,3})?\\s*$' THEN __n END",
                 a=inner,
+                n=_numeric(exp.Trim(this=inner.copy())),
             )
-            return template(
-                f"CASE WHEN ABS(__n) > {MAX_DOUBLE} THEN SIGN(__n) * CAST('Infinity' AS DOUBLE) "
-                f"WHEN ABS(__n) < {TINY} THEN CAST(0 AS DOUBLE) "
-                "ELSE CAST(__n AS DOUBLE) END",
-                n=number,
-            )
+            return _guarded_double(number)
         raise refuse(ENGINE, f"a cast from {source.family} to DOUBLE")
 
 
 def _decimal_cast(value: exp.Expr, to: exp.DataType, scale: int, bound: str) -> exp.Expr:
-    guard = template(f"ABS(ROUND(__v, {scale})) < {bound}", v=value)
+    guard = template(f"ABS(ROUND(__v, {scale})) < __b", v=value, b=_numeric_constant(bound))
     return exp.Case(
         ifs=[exp.If(this=guard, true=exp.Cast(this=value.copy(), to=to.copy()))],
     )

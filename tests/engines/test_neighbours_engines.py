@@ -54,6 +54,12 @@ DEMO_SUBSET = (
     "adv_date_key_distinct",
     "adv_time_keys",
     "adv_timestamp_key_far",
+    "adv_pg_text_to_bigint",
+    "adv_pg_text_to_double",
+    "adv_pg_text_to_tiny_double",
+    "adv_pg_double_to_decimal",
+    "adv_pg_extract_parts",
+    "adv_pg_extract_date_hour",
 )
 # The quantile histograms on the engines (tests/reliability/test_quantile_neighbours.py
 # runs these and more on DuckDB): check (d) of the harness, each argument's histogram
@@ -128,6 +134,45 @@ def pg_demo_side(
 def pg_pums_side(pg_cluster: PgServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Side]:
     folder = tmp_path_factory.mktemp("nb-pg-pums")
     yield from _pg_side(pg_cluster, fz_pums_policy(folder), folder, "pums", True)
+
+
+@pytest.fixture(scope="module")
+def pg_infinite_side(
+    pg_cluster: PgServer, engine_demo_db: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Side]:
+    """The demo data with an infinite timestamp on every seventh prompt (PostgreSQL's
+    open-ended validity columns hold them; DuckDB's types do too)."""
+    import shutil
+
+    import duckdb
+
+    folder = tmp_path_factory.mktemp("nb-pg-infinite")
+    db = folder / "usage.duckdb"
+    shutil.copy(engine_demo_db, db)
+    with duckdb.connect(str(db)) as con:
+        con.execute("UPDATE prompts SET ts = 'infinity'::TIMESTAMP WHERE prompt_id % 7 = 0")
+    yield from _pg_side(pg_cluster, fz_demo_policy(folder, db), folder, "infinite", False)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT COUNT(*) AS n FROM prompts WHERE user_id = {pid} AND EXTRACT(YEAR FROM ts) > 2000",
+        "SELECT date_trunc('year', ts) AS w, COUNT(*) AS n FROM prompts WHERE user_id = {pid} "
+        "GROUP BY w",
+        "SELECT date_trunc('year', ts) AS w, COUNT(*) AS n FROM prompts GROUP BY w",
+    ],
+    ids=["extract", "pinned_key", "key"],
+)
+def test_postgres_neighbours_infinite_timestamps(sql: str, pg_infinite_side: Side) -> None:
+    """EXTRACT of an infinite timestamp raised ("cannot convert infinity to bigint"), and
+    an infinite key failed to load into Python, both after the charge on D only."""
+    report = pg_infinite_side.pair.check(sql.format(**pg_infinite_side.facts))
+    assert report.ok, report.describe()
+    run = pg_infinite_side.pair.d.run(
+        QueryRequest(sql.format(**pg_infinite_side.facts), epsilon=1.0)
+    )
+    assert run.columns  # answered through Engine.run too (the key load ran after the core)
 
 
 # Answered on every engine (a refusal on both sides would pass the harness vacuously).

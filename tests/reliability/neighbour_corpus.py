@@ -672,6 +672,47 @@ DEMO: tuple[Entry, ...] = (
         "WHERE user_id = {pid} GROUP BY 1",
         "a TIMESTAMP key past 9999 (NULL now, as dates are)",
     ),
+    # PostgreSQL's total forms (a probe of the PostgreSQL executor, 2026-12-02): casts
+    # written into templates as a bare DECIMAL were read as DECIMAL(18, 3) and overflowed
+    # past 15 digits, a NUMERIC compared with DOUBLE bounds failed beyond a double's
+    # range, and EXTRACT's DAYOFWEEK/DAYOFYEAR names and a DATE's HOUR raised per row.
+    # DuckDB answers all of them; each is pinned to the person.
+    Entry(
+        "adv_pg_text_to_bigint",
+        "SELECT COUNT(*) AS n FROM prompts WHERE user_id = {pid} AND "
+        "CAST(CAST(tokens_in AS VARCHAR) || '0000000000000' AS BIGINT) > 0",
+        "text to BIGINT past 15 digits",
+    ),
+    Entry(
+        "adv_pg_text_to_double",
+        "SELECT COUNT(*) AS n FROM prompts WHERE user_id = {pid} AND "
+        "CAST(CAST(tokens_in AS VARCHAR) || 'e999' AS DOUBLE) > 5",
+        "text to DOUBLE beyond a double's range",
+    ),
+    Entry(
+        "adv_pg_text_to_tiny_double",
+        "SELECT COUNT(*) AS n FROM prompts WHERE user_id = {pid} AND "
+        "CAST(CAST(tokens_in AS VARCHAR) || 'e-999' AS DOUBLE) >= 0",
+        "text to DOUBLE below a double's smallest subnormal",
+    ),
+    Entry(
+        "adv_pg_double_to_decimal",
+        "SELECT COUNT(*) AS n FROM prompts WHERE user_id = {pid} AND "
+        "CAST(tokens_in * 1e12 AS DECIMAL(38, 0)) > 0",
+        "DOUBLE to a wide DECIMAL past 15 digits",
+    ),
+    Entry(
+        "adv_pg_extract_parts",
+        "SELECT EXTRACT(DOW FROM ts) AS d, COUNT(*) AS n FROM prompts WHERE user_id = {pid} "
+        "AND EXTRACT(DOY FROM ts) > 0 GROUP BY d",
+        "EXTRACT(DOW) and EXTRACT(DOY), spelt DAYOFWEEK and DAYOFYEAR by the renderer",
+    ),
+    Entry(
+        "adv_pg_extract_date_hour",
+        "SELECT COUNT(*) AS n FROM users WHERE user_id = {pid} AND "
+        "EXTRACT(HOUR FROM signup_month) >= 0",
+        "EXTRACT(HOUR) of a DATE (0 in DuckDB)",
+    ),
     *KEY_JOIN,
 )
 
