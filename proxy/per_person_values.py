@@ -162,23 +162,13 @@ def _total_aggregate(node: exp.Expr, *, in_double: bool = False) -> exp.Expr:
 
 # Aggregates that add a person's values.
 _SUMMED = frozenset({S.SUM, S.SUM_DISTINCT, S.AVG, S.AVG_DISTINCT})
-# Column types whose values a SUM adds in a 128-bit integer without overflow for any
-# number of rows a table can hold (each value below 2^64), and DOUBLE ones (whose sums
-# saturate at infinity); neither holds a DECIMAL.
-_SAFE_COLUMNS = frozenset(
-    {
-        "TINYINT",
-        "SMALLINT",
-        "INTEGER",
-        "BIGINT",
-        "UTINYINT",
-        "USMALLINT",
-        "UINTEGER",
-        "UBIGINT",
-        "FLOAT",
-        "REAL",
-        "DOUBLE",
-    }
+_T = exp.DataType.Type
+_NARROW_CASTS = frozenset(
+    {_T.TINYINT, _T.SMALLINT, _T.INT, _T.BIGINT, _T.UTINYINT, _T.USMALLINT, _T.UINT, _T.UBIGINT}
+)
+# Integer column types of at most 64 bits.
+_NARROW_INTEGERS = frozenset(
+    {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT"}
 )
 
 
@@ -188,25 +178,55 @@ def _in_double(call: S.AggregateCall, shape: S.Shape, clamped: ValueBounds | Non
     DuckDB adds integers and DECIMALs in 128-bit integers and fails on overflow, and
     converts a clamp's bounds to a DECIMAL value's type, which may not hold them: either
     failure would end the query after the charge for a person with such values, and say
-    so. A SUM or AVG therefore runs in the argument's own type only for integers below
-    2^63 in magnitude (by their range or their column's type) or a DOUBLE column; a
-    value that is clamped later (``clamped``: MIN, MAX, quantiles of a bounded number)
-    is read as DOUBLE unless it is known to be an integer or a DOUBLE. Anything else
-    (text, an unbounded order statistic) is read as it is: it is never clamped."""
+    so. The rows here are not clamped (their declared bounds say nothing of them), so a
+    SUM or AVG runs in the argument's own type only when that type is at most 64 bits
+    wide (:func:`_at_most_64_bits`) or DOUBLE; a value that is clamped later (``clamped``:
+    MIN, MAX, quantiles of a bounded number) is read as DOUBLE unless it is known to be
+    an integer or a DOUBLE. Anything else (text, an unbounded order statistic) is read as
+    it is: it is never clamped."""
     arg = call.arg
     if arg is None:
         return False
-    r = derive(arg, dict(shape.tables))
-    if r.integer and r.bounded and max(abs(r.lower), abs(r.upper)) < 2.0**63:
+    tables = dict(shape.tables)
+    if _at_most_64_bits(arg, tables) or _column_kind(arg, tables) in _DOUBLES:
         return False
-    if isinstance(arg, exp.Column):
-        info = shape.tables.get(arg.table.lower())
-        kind = info.column_types.get(arg.name.lower(), "") if info else ""
-        if kind.upper() in _SAFE_COLUMNS:
-            return False
     if call.kind in _SUMMED:
         return True
+    if derive(arg, tables).integer:
+        return False  # an integer type: its clamp's bounds convert to it without fail
     return clamped is not None and not clamped.integer and _KINDS[call.kind] in _CLAMPED_ORDER
+
+
+_DOUBLES = frozenset({"FLOAT", "REAL", "DOUBLE"})
+
+
+def _column_kind(node: exp.Expr, tables: dict[str, TableInfo]) -> str:
+    if not isinstance(node, exp.Column):
+        return ""
+    info = tables.get(node.table.lower())
+    return info.column_types.get(node.name.lower(), "").upper() if info else ""
+
+
+def _at_most_64_bits(node: exp.Expr, tables: dict[str, TableInfo]) -> bool:
+    """Whether DuckDB types ``node`` as an integer of at most 64 bits (whose sum over any
+    number of rows a table can hold stays within a 128-bit accumulator): integer columns
+    that narrow, integer literals below 2^63, casts to such integers, and arithmetic and
+    choices among them. Conservative: anything else answers False."""
+    if isinstance(node, exp.Column):
+        return _column_kind(node, tables) in _NARROW_INTEGERS
+    if isinstance(node, exp.Literal):
+        return not node.is_string and node.is_int and abs(int(node.this)) < 2**63
+    if isinstance(node, (exp.Cast, exp.TryCast)):
+        return node.to.this in _NARROW_CASTS
+    if isinstance(node, exp.Try | exp.Paren | exp.Neg | exp.Abs):
+        return _at_most_64_bits(node.this, tables)
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
+        return _at_most_64_bits(node.left, tables) and _at_most_64_bits(node.right, tables)
+    if isinstance(node, exp.Case):
+        values = [i.args.get("true") for i in node.args.get("ifs") or []]
+        values.append(node.args.get("default"))
+        return all(v is None or _at_most_64_bits(v, tables) for v in values)
+    return False
 
 
 _CLAMPED_ORDER = frozenset({InnerAggregate.ORDER, InnerAggregate.MEAN})

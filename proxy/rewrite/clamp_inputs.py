@@ -44,7 +44,10 @@ def clamp(expression: exp.Expr, lower: float, upper: float) -> exp.Expr:
 
 
 _DOUBLE = exp.DataType.build("DOUBLE")  # shared: insert copies only
-_DECIMALS = ("DECIMAL", "NUMERIC")
+# Column types a clamp's bounds may not convert to: DECIMAL(38, s) cannot hold 100 once
+# s > 36, FLOAT cannot hold 1e39, UHUGEINT cannot hold -5 (DuckDB has no wider type to
+# compare them in). Other integer types widen; DOUBLE holds every bound.
+_DECIMALS = ("DECIMAL", "NUMERIC", "UHUGEINT", "FLOAT", "REAL")
 
 
 def as_double(expression: exp.Expr) -> exp.Expr:
@@ -69,8 +72,8 @@ def _clamp_columns(core: C.Core, expression: exp.Expr) -> exp.Expr:
             info = tables.get(node.table.lower())
             policy = info.column(node.name) if info else None
             if policy is not None and policy.lower is not None and policy.upper is not None:
-                # The node is in this rule's own copy: the clamp takes it over. A DECIMAL
-                # column is compared as a DOUBLE: its type may not hold the bounds.
+                # The node is in this rule's own copy: the clamp takes it over. A column
+                # whose type may not hold the bounds is compared as a DOUBLE.
                 kind = info.column_types.get(node.name.lower(), "") if info else ""
                 value = as_double(node) if kind.upper().startswith(_DECIMALS) else node
                 return clamp(value, policy.lower, policy.upper)

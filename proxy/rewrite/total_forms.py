@@ -28,6 +28,9 @@ def _column_type(col: exp.Column, tables: dict[str, TableInfo]) -> str:
     return info.column_types.get(col.name.lower(), "").upper() if info else ""
 
 
+_NARROW_NUMBERS = ("DECIMAL", "NUMERIC", "FLOAT", "REAL")
+
+
 def _literal_fits(col: exp.Column, literals: list[exp.Expr], tables: dict[str, TableInfo]) -> bool:
     """A text column compared with a number would be cast row by row; all else binds once."""
     if not all(isinstance(lit, exp.Literal) for lit in literals):
@@ -39,8 +42,14 @@ def _literal_fits(col: exp.Column, literals: list[exp.Expr], tables: dict[str, T
     info = tables.get(col.table.lower())
     if info is None:
         return False
-    if _column_type(col, tables).startswith(_TEXT):
+    kind = _column_type(col, tables)
+    if kind.startswith(_TEXT):
         return strings
+    if kind.startswith(_NARROW_NUMBERS):
+        # DuckDB converts the literal to a DECIMAL or FLOAT column's type, which may not
+        # hold it (DECIMAL(38, 37) and 50, FLOAT and 1e39): that fails on each row that
+        # reaches it, so those go under TRY. Integer and DOUBLE columns widen instead.
+        return False
     if info.is_numeric(col.name):
         return numbers
     return False

@@ -1,0 +1,117 @@
+"""Neighbour tests on column types the demo data lacks (a probe of 2026-12-02 found each
+of these failing after the charge, on D only):
+
+* a DECIMAL(38, 37) or FLOAT column compared with a literal its type cannot hold, in a
+  WHERE clause (DuckDB converted the literal per row, outside TRY);
+* a per-person SUM or AVG of a HUGEINT column, whose raw rows overflowed the 128-bit sum
+  (their declared bounds say nothing of rows before any clamp);
+* a UHUGEINT column declared with a negative lower bound, and a FLOAT column with bounds
+  beyond a float's range (the clamp's bounds did not convert to the column's type).
+
+The chosen person holds the extreme values; everyone else holds ordinary ones, so each
+failure showed on D and not on D'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import duckdb
+import pytest
+
+from proxy.policy import parse_policy
+from tests.reliability.neighbours import NeighbourPair, Removal, build_neighbours
+
+TARGET = 7
+
+POLICY = """
+[proxy]
+default_epsilon = 0.5
+default_delta = 1e-9
+mechanism = "gaussian"
+
+[database]
+duckdb = "{db}"
+
+[ledger]
+path = "{folder}/ledger.sqlite"
+
+[populations.users]
+epsilon_cap = 1e7
+delta = 1e-4
+
+[tables.people]
+population = "users"
+unit = "user_id"
+one_row_per_person = true
+columns.score = {{ lower = 0, upper = 100 }}
+
+[tables.ev]
+population = "users"
+unit = "user_id"
+max_groups = 4
+max_rows_per_group = 5
+columns.h = {{ lower = -1000, upper = 1000 }}
+columns.uh = {{ lower = -5, upper = 1000 }}
+columns.f = {{ lower = -1e39, upper = 1e39 }}
+columns.d38 = {{ lower = -1, upper = 1 }}
+"""
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NeighbourPair]:
+    folder = tmp_path_factory.mktemp("type-neighbours")
+    db = folder / "types.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE people (user_id BIGINT, score DECIMAL(38, 37))")
+        con.execute(
+            "CREATE TABLE ev (user_id BIGINT, h HUGEINT, uh UHUGEINT, f FLOAT, d38 DECIMAL(38, 37))"
+        )
+        con.execute("INSERT INTO people SELECT i, 0.5 FROM range(1, 61) t(i)")
+        con.execute("INSERT INTO ev SELECT i % 60 + 1, i, i, i % 100, 0.5 FROM range(0, 240) t(i)")
+        # The target: values at the edges of each type.
+        con.execute(
+            f"UPDATE people SET score = 9.9999999999999999999999999999999999999 WHERE user_id = {TARGET}"
+        )
+        con.execute(
+            f"INSERT INTO ev SELECT {TARGET}, "
+            "170141183460469231731687303715884105727, "
+            "340282366920938463463374607431768211455, 3.4e38, "
+            "9.9999999999999999999999999999999999999 FROM range(4)"
+        )
+    policy = parse_policy(POLICY.format(db=db, folder=folder), base_dir=folder)
+    neighbours = build_neighbours(
+        policy, folder / "nb", Removal.CHOSEN, timeout_s=10.0, person=TARGET
+    )
+    with_pair = NeighbourPair(neighbours)
+    try:
+        yield with_pair
+    finally:
+        with_pair.close()
+
+
+QUERIES = {
+    "decimal_where": f"SELECT COUNT(*) AS n FROM ev WHERE user_id = {TARGET} AND d38 > 50",
+    "decimal_between": f"SELECT COUNT(*) AS n FROM ev WHERE user_id = {TARGET} AND d38 BETWEEN 0 AND 100",
+    "decimal_one_row": f"SELECT COUNT(*) AS n FROM people WHERE user_id = {TARGET} AND score > 50",
+    "float_where": f"SELECT COUNT(*) AS n FROM ev WHERE user_id = {TARGET} AND f > 3.5e38",
+    "hugeint_per_person_sum": (
+        "SELECT AVG(x) AS a FROM (SELECT user_id, SUM(h) AS x FROM ev GROUP BY user_id) t "
+        f"WHERE user_id = {TARGET}"
+    ),
+    "hugeint_per_person_avg": (
+        "SELECT AVG(x) AS a FROM (SELECT user_id, AVG(h) AS x FROM ev GROUP BY user_id) t "
+        f"WHERE user_id = {TARGET}"
+    ),
+    "uhugeint_negative_bound": (
+        f"SELECT SUM(uh) AS s, MEDIAN(uh) AS m FROM ev WHERE user_id = {TARGET}"
+    ),
+    "float_wide_bounds": f"SELECT MIN(f) AS lo, MEDIAN(f) AS m FROM ev WHERE user_id = {TARGET}",
+}
+
+
+@pytest.mark.parametrize("name", sorted(QUERIES))
+def test_exotic_types_behave_alike_on_both_sides(name: str, pair: NeighbourPair) -> None:
+    report = pair.check(QUERIES[name])
+    assert report.ok, report.describe()
+    assert report.answered  # a refusal on both sides would pass vacuously
