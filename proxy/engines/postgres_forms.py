@@ -183,6 +183,10 @@ class PostgresForms:
     def rows_by_person(self, rows: exp.Select) -> None:
         """Nothing: the GROUPED cut's sort already brings each person's rows together."""
 
+    def dates(self, tree: exp.Expr, typer: Typer) -> None:
+        """PostgreSQL converts dates and timestamps without overflow (its ranges hold
+        DuckDB's, infinity included): nothing to do."""
+
     def per_person(self, tree: exp.Expr, typer: Typer) -> None:
         """Small clamped integers summed as INTEGER (proxy/engines/postgres_per_person.py);
         text and NUMERIC states stay in PostgreSQL's hash aggregation as they are."""

@@ -84,6 +84,7 @@ class Forms(Protocol):
     def float_op(self, node: exp.Mul | exp.Div, typer: Typer) -> exp.Expr: ...
     def rows_by_person(self, rows: exp.Select) -> None: ...
     def per_person(self, tree: exp.Expr, typer: Typer) -> None: ...
+    def dates(self, tree: exp.Expr, typer: Typer) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -307,6 +308,8 @@ def render(sql: str, forms: Forms, types: Mapping[tuple[str, str], Mapping[str, 
     for total in list(tree.find_all(exp.Sum)):
         total.replace(forms.exact_sum(total, sums.kind(total.this)))
     _wide_integers(tree, forms)
+    # Dates and timestamps the engine cannot convert to its own ranges (Spark).
+    forms.dates(tree, typer)
     ctes = set(_ctes(tree))  # (after the forms, which may add one)
     for table in list(tree.find_all(exp.Table)):
         if not table.db and table.name.lower() in ctes:

@@ -63,6 +63,25 @@ _STRUCTURAL = (
 )
 _INTEGER_PARTS = {"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "DOW", "DOY", "HOUR", "MINUTE"}
 _TRUNC_UNITS = {"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND"}
+# Spark converts a DATE to a 64-bit count of microseconds wherever it meets a TIMESTAMP or
+# a time part (EXTRACT(HOUR), date_trunc, a comparison with a timestamp), and raises
+# "long overflow" beyond about 290,000 years, even with ANSI mode off; DuckDB's dates
+# reach 5.8 million years, its timestamps infinity. So every date and timestamp Spark
+# reads from the data or computes is kept within the years 1 to 9999 (else NULL, as
+# DuckDB's TRY gives for what overflows it), and no conversion can overflow.
+_YEARS = {
+    Family.DATE: ("0001-01-01", "9999-12-31"),
+    Family.TIMESTAMP: ("0001-01-01 00:00:00", "9999-12-31 23:59:59.999999"),
+}
+
+
+def _within_years(value: exp.Expr, family: Family) -> exp.Expr:
+    """``value`` (a DATE or TIMESTAMP) if it lies within the years 1 to 9999, else NULL."""
+    to = exp.DataType.build("DATE" if family is Family.DATE else "TIMESTAMP")
+    low, high = (exp.cast(exp.Literal.string(d), to.copy()) for d in _YEARS[family])
+    return exp.Case(
+        ifs=[exp.If(this=exp.Between(this=value, low=low, high=high), true=value.copy())]
+    )
 
 
 def view_name(db: str, name: str) -> str:
@@ -108,6 +127,13 @@ class SparkForms:
         1.75x (BENCHMARKS.md, "Issue 16: the L0 cut on PostgreSQL and Spark")."""
         if self.by_person:
             rows.set("hint", exp.Hint(expressions=[exp.func("REPARTITION", exp.column("__u"))]))
+
+    def dates(self, tree: exp.Expr, typer: Typer) -> None:
+        """Every date and timestamp column read within the years 1 to 9999 (see _YEARS)."""
+        for column in list(tree.find_all(exp.Column)):
+            family = typer.kind(column).family
+            if family in _YEARS:
+                column.replace(_within_years(column.copy(), family))
 
     def per_person(self, tree: exp.Expr, typer: Typer) -> None:
         """Bounded sums in DOUBLE and two-level grouping for text keys where they give
@@ -165,7 +191,12 @@ class _Total:
                 if isinstance(node, exp.Mul)
                 else "try_mod"
             )
-            return exp.Anonymous(this=fn, expressions=[self.form(node.left), self.form(node.right)])
+            done = exp.Anonymous(this=fn, expressions=[self.form(node.left), self.form(node.right)])
+            dated = {self.typer.kind(node.left).family, self.typer.kind(node.right).family}
+            if Family.DATE in dated:
+                # try_add moves a date past 9999 (or wraps it) without failing
+                return _within_years(done, Family.DATE)
+            return done
         if isinstance(node, exp.Div):
             lk, rk = self.typer.kind(node.left), self.typer.kind(node.right)
             if not (lk.numeric and rk.numeric):

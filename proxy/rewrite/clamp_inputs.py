@@ -8,6 +8,7 @@ VAR/STDDEV → count, centred sum and centred squares; COUNT(DISTINCT unit) → 
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from sqlglot import exp
@@ -44,10 +45,26 @@ def clamp(expression: exp.Expr, lower: float, upper: float) -> exp.Expr:
 
 
 _DOUBLE = exp.DataType.build("DOUBLE")  # shared: insert copies only
-# Column types a clamp's bounds may not convert to: DECIMAL(38, s) cannot hold 100 once
-# s > 36, FLOAT cannot hold 1e39, UHUGEINT cannot hold -5 (DuckDB has no wider type to
-# compare them in). Other integer types widen; DOUBLE holds every bound.
-_DECIMALS = ("DECIMAL", "NUMERIC", "UHUGEINT", "FLOAT", "REAL")
+_FLOAT_MAX = 3.4028234663852886e38
+
+
+def _holds(kind: str, lower: float, upper: float) -> bool:
+    """Whether a column of type ``kind`` can hold both bounds, so that a clamp comparing
+    it with them converts nothing per row. DECIMAL(38, s) cannot hold 100 once s > 36,
+    FLOAT cannot hold 1e39, UHUGEINT cannot hold -5, and DuckDB has no wider type to
+    compare them in; other integer types widen, and DOUBLE holds every bound."""
+    kind = kind.upper().replace(" ", "")
+    if kind.startswith(("DECIMAL", "NUMERIC")):
+        found = re.fullmatch(r"(?:DECIMAL|NUMERIC)\((\d+),(\d+)\)", kind)
+        if found is None:
+            return False  # DuckDB's bare DECIMAL is DECIMAL(18, 3): only spelt out ones
+        digits = int(found.group(1)) - int(found.group(2))
+        return max(abs(lower), abs(upper)) < 10.0**digits
+    if kind in ("FLOAT", "REAL"):
+        return max(abs(lower), abs(upper)) <= _FLOAT_MAX
+    if kind == "UHUGEINT":
+        return lower >= 0
+    return True
 
 
 def as_double(expression: exp.Expr) -> exp.Expr:
@@ -75,8 +92,8 @@ def _clamp_columns(core: C.Core, expression: exp.Expr) -> exp.Expr:
                 # The node is in this rule's own copy: the clamp takes it over. A column
                 # whose type may not hold the bounds is compared as a DOUBLE.
                 kind = info.column_types.get(node.name.lower(), "") if info else ""
-                value = as_double(node) if kind.upper().startswith(_DECIMALS) else node
-                return clamp(value, policy.lower, policy.upper)
+                fits = _holds(kind, policy.lower, policy.upper)
+                return clamp(node if fits else as_double(node), policy.lower, policy.upper)
         return node
 
     return expression.copy().transform(visit, copy=False)

@@ -60,6 +60,9 @@ DEMO_SUBSET = (
     "adv_pg_double_to_decimal",
     "adv_pg_extract_parts",
     "adv_pg_extract_date_hour",
+    "adv_far_date_extract",
+    "adv_far_date_trunc_key",
+    "adv_far_date_vs_timestamp",
 )
 # The quantile histograms on the engines (tests/reliability/test_quantile_neighbours.py
 # runs these and more on DuckDB): check (d) of the harness, each argument's histogram
@@ -81,7 +84,7 @@ QUANTILES = (
 # Spark plans and runs a core in about a second even on tiny data: the default suite
 # keeps a few entries (the distinct forms are in its golden subset), `-m slow` runs the
 # whole subset.
-SPARK_CI = ("sum_straddles_int64", "median_tokens_by_week")
+SPARK_CI = ("sum_straddles_int64", "median_tokens_by_week", "adv_far_date_extract")
 
 
 def _entries(names: tuple[str, ...]) -> list[corpus.Entry]:
@@ -241,6 +244,62 @@ def test_spark_neighbours_ci(entry: corpus.Entry, spark_demo_side: Side) -> None
 
 
 REST = tuple(n for n in DEMO_SUBSET if n not in SPARK_CI)
+
+
+@pytest.fixture(scope="module")
+def spark_infinite_side(
+    engine_demo_db: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Side]:
+    """The demo data with DuckDB's -infinity on every fifth prompt's timestamp and every
+    third person's signup month: Spark reads them as values its conversions overflow."""
+    pytest.importorskip("pyspark", reason="pyspark is not installed (the spark extra)")
+    import shutil
+
+    import duckdb
+
+    folder = tmp_path_factory.mktemp("nb-spark-infinite")
+    db = folder / "usage.duckdb"
+    shutil.copy(engine_demo_db, db)
+    with duckdb.connect(str(db)) as con:
+        con.execute("UPDATE prompts SET ts = '-infinity'::TIMESTAMP WHERE prompt_id % 5 = 0")
+        con.execute("UPDATE users SET signup_month = DATE '-infinity' WHERE user_id % 3 = 0")
+    neighbours = build_neighbours(
+        fz_demo_policy(folder, db), folder, Removal.HEAVIEST, timeout_s=120.0
+    )
+    policies = []
+    for label, policy in (("d", neighbours.d), ("dp", neighbours.d_prime)):
+        with source(policy) as con:
+            to_parquet(con, folder / f"parquet-{label}")
+        settings = DatabaseSettings(
+            engine=EngineKind.SPARK, master="local[2]", parquet=folder / f"parquet-{label}"
+        )
+        policies.append(_moved(policy, settings, 120.0))
+    moved = dataclasses.replace(neighbours, d=policies[0], d_prime=policies[1])
+    pair = NeighbourPair(moved)
+    try:
+        yield Side(pair, corpus.demo_facts(pair.exact_rows, moved.person))
+    finally:
+        pair.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT date_trunc('year', ts) AS w, COUNT(*) AS n FROM prompts WHERE user_id = {pid} "
+        "GROUP BY w",
+        "SELECT date_trunc('year', signup_month) AS k, COUNT(*) AS n FROM users "
+        "WHERE user_id = {pid} GROUP BY 1",
+        "SELECT COUNT(*) AS n FROM users WHERE user_id = {pid} AND "
+        "EXTRACT(HOUR FROM signup_month) >= 0",
+    ],
+    ids=["trunc_ts", "trunc_date", "extract_date_hour"],
+)
+def test_spark_neighbours_infinite_dates(sql: str, spark_infinite_side: Side) -> None:
+    """Spark raised "long overflow" converting DuckDB's -infinity (or a date beyond
+    its timestamps) after the charge, on D only."""
+    report = spark_infinite_side.pair.check(sql.format(**spark_infinite_side.facts))
+    assert report.ok, report.describe()
 
 
 @pytest.mark.slow

@@ -82,6 +82,9 @@ class _DuckDBWindow:
     def rows_by_person(self, rows: exp.Select) -> None:
         pass
 
+    def dates(self, tree: exp.Expr, typer: Typer) -> None:
+        pass  # DuckDB holds its own dates
+
     def per_person(self, tree: exp.Expr, typer: Typer) -> None:
         pass
 

@@ -713,6 +713,27 @@ DEMO: tuple[Entry, ...] = (
         "EXTRACT(HOUR FROM signup_month) >= 0",
         "EXTRACT(HOUR) of a DATE (0 in DuckDB)",
     ),
+    # Spark's timestamps end about 290,000 years out, DuckDB's dates 5.8 million: a far
+    # date met a time part, a truncation or a timestamp and Spark raised "long overflow"
+    # (the Spark probe, 2026-12-02). DuckDB and PostgreSQL answer these.
+    Entry(
+        "adv_far_date_extract",
+        "SELECT COUNT(*) AS n FROM users WHERE user_id = {pid} AND "
+        "EXTRACT(HOUR FROM signup_month + age * 10000000) >= 0",
+        "a time part of a date far beyond Spark's timestamps",
+    ),
+    Entry(
+        "adv_far_date_trunc_key",
+        "SELECT date_trunc('day', signup_month + age * 10000000) AS k, COUNT(*) AS n "
+        "FROM users WHERE user_id = {pid} GROUP BY 1",
+        "a far date truncated, as a key",
+    ),
+    Entry(
+        "adv_far_date_vs_timestamp",
+        "SELECT COUNT(*) AS n FROM prompts p JOIN users u ON u.user_id = p.user_id "
+        "WHERE p.user_id = {pid} AND u.signup_month + u.age * 10000000 < p.ts",
+        "a far date compared with a timestamp",
+    ),
     *KEY_JOIN,
 )
 
