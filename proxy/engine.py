@@ -8,6 +8,7 @@ never disagree about what is answered or charged.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Collection, Hashable, Iterator
@@ -739,7 +740,8 @@ class Engine:
             if table.name in read_names
             for p in self.auto_values.pending(table, needed)
         )
-        core = rewrite(
+        bounded = functools.partial(
+            rewrite,
             shape,
             max_rows=max_rows,
             max_groups=max_groups,
@@ -747,6 +749,7 @@ class Engine:
             # Per-person values are clamped, not cut by row caps: no clipping estimate.
             clipping=settings.clipping_share > 0 and per_person is None,
         )
+        core = bounded()
         # Bind the core first: refuses what the engine cannot run (or cannot run with
         # the reference semantics), and gives the key types — unless the catalog types
         # the whole query, which then binds for certain in DuckDB (proxy/catalog_types.py;
@@ -764,15 +767,7 @@ class Engine:
         if dated or timed:
             # Date and time keys are read within the years every later step can hold
             # (their types stand): per_person.DATE_KEY_RANGE.
-            core = rewrite(
-                shape,
-                max_rows=max_rows,
-                max_groups=max_groups,
-                bounding=self._bounding,
-                clipping=settings.clipping_share > 0 and per_person is None,
-                dated_keys=dated,
-                timed_keys=timed,
-            )
+            core = bounded(dated_keys=dated, timed_keys=timed)
         where = shape.select.args.get("where")
         domain = (
             domains.public_domain(

@@ -213,56 +213,10 @@ def test_postgres_neighbours_pums(entry: corpus.Entry, pg_pums_side: Side) -> No
 # --- Spark ----------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def spark_demo_side(
-    engine_demo_db: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Side]:
+def _spark_side(folder: Path, db: Path) -> Iterator[Side]:
+    """D and D' of ``db`` (the heaviest person removed) as Parquet, each read by a Spark
+    session of its own."""
     pytest.importorskip("pyspark", reason="pyspark is not installed (the spark extra)")
-    folder = tmp_path_factory.mktemp("nb-spark-demo")
-    neighbours = build_neighbours(
-        fz_demo_policy(folder, engine_demo_db), folder, Removal.HEAVIEST, timeout_s=120.0
-    )
-    policies = []
-    for label, policy in (("d", neighbours.d), ("dp", neighbours.d_prime)):
-        with source(policy) as con:
-            to_parquet(con, folder / f"parquet-{label}")
-        settings = DatabaseSettings(
-            engine=EngineKind.SPARK, master="local[2]", parquet=folder / f"parquet-{label}"
-        )
-        policies.append(_moved(policy, settings, 120.0))
-    moved = dataclasses.replace(neighbours, d=policies[0], d_prime=policies[1])
-    pair = NeighbourPair(moved)
-    try:
-        yield Side(pair, corpus.demo_facts(pair.exact_rows, moved.person))
-    finally:
-        pair.close()
-
-
-@pytest.mark.parametrize("entry", _entries(SPARK_CI), ids=SPARK_CI)
-def test_spark_neighbours_ci(entry: corpus.Entry, spark_demo_side: Side) -> None:
-    _check(spark_demo_side, entry)
-
-
-REST = tuple(n for n in DEMO_SUBSET if n not in SPARK_CI)
-
-
-@pytest.fixture(scope="module")
-def spark_infinite_side(
-    engine_demo_db: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Side]:
-    """The demo data with DuckDB's -infinity on every fifth prompt's timestamp and every
-    third person's signup month: Spark reads them as values its conversions overflow."""
-    pytest.importorskip("pyspark", reason="pyspark is not installed (the spark extra)")
-    import shutil
-
-    import duckdb
-
-    folder = tmp_path_factory.mktemp("nb-spark-infinite")
-    db = folder / "usage.duckdb"
-    shutil.copy(engine_demo_db, db)
-    with duckdb.connect(str(db)) as con:
-        con.execute("UPDATE prompts SET ts = '-infinity'::TIMESTAMP WHERE prompt_id % 5 = 0")
-        con.execute("UPDATE users SET signup_month = DATE '-infinity' WHERE user_id % 3 = 0")
     neighbours = build_neighbours(
         fz_demo_policy(folder, db), folder, Removal.HEAVIEST, timeout_s=120.0
     )
@@ -280,6 +234,40 @@ def spark_infinite_side(
         yield Side(pair, corpus.demo_facts(pair.exact_rows, moved.person))
     finally:
         pair.close()
+
+
+@pytest.fixture(scope="module")
+def spark_demo_side(
+    engine_demo_db: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Side]:
+    yield from _spark_side(tmp_path_factory.mktemp("nb-spark-demo"), engine_demo_db)
+
+
+@pytest.mark.parametrize("entry", _entries(SPARK_CI), ids=SPARK_CI)
+def test_spark_neighbours_ci(entry: corpus.Entry, spark_demo_side: Side) -> None:
+    _check(spark_demo_side, entry)
+
+
+REST = tuple(n for n in DEMO_SUBSET if n not in SPARK_CI)
+
+
+@pytest.fixture(scope="module")
+def spark_infinite_side(
+    engine_demo_db: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Side]:
+    """The demo data with DuckDB's -infinity on every fifth prompt's timestamp and every
+    third person's signup month: Spark reads them as values its conversions overflow."""
+    import shutil
+
+    import duckdb
+
+    folder = tmp_path_factory.mktemp("nb-spark-infinite")
+    db = folder / "usage.duckdb"
+    shutil.copy(engine_demo_db, db)
+    with duckdb.connect(str(db)) as con:
+        con.execute("UPDATE prompts SET ts = '-infinity'::TIMESTAMP WHERE prompt_id % 5 = 0")
+        con.execute("UPDATE users SET signup_month = DATE '-infinity' WHERE user_id % 3 = 0")
+    yield from _spark_side(folder, db)
 
 
 @pytest.mark.slow
