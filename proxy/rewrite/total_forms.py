@@ -62,7 +62,10 @@ def _safe(node: exp.Expr, tables: dict[str, TableInfo]) -> bool:
     if isinstance(node, (exp.Not, exp.Paren)):
         return _safe(node.this, tables)
     if isinstance(node, exp.Is):
-        return isinstance(node.this, exp.Column)
+        # IS NULL reads no value; IS TRUE/FALSE casts a non-BOOLEAN column per row.
+        return isinstance(node.this, exp.Column) and (
+            isinstance(node.expression, exp.Null) or _column_type(node.this, tables) == "BOOLEAN"
+        )
     if isinstance(node, _COMPARISONS):
         left, right = node.left, node.right
         if isinstance(left, exp.Column) and isinstance(right, exp.Column):
