@@ -6,6 +6,8 @@ a stable code, the position of the offending node and a hint that names the fix.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from sqlglot import exp
 
 from proxy import outer_functions, semijoins
@@ -123,6 +125,8 @@ def _check_scalar(node: exp.Expr, where: str) -> None:
             raise _refuse_node(sub, where)
         if isinstance(sub, exp.Star) and where != "COUNT(*)":
             raise unsupported("* is only allowed in COUNT(*)", "name the columns", position_of(sub))
+        if isinstance(sub, _DATE_PARTS):
+            _check_date_part(sub)
         if isinstance(sub, (exp.TimestampTrunc, exp.DateTrunc)) and sub.args.get("zone"):
             # Rendered as AT TIME ZONE: an unknown zone (a column's value, say) raises a
             # NotImplementedException on each row that reaches it, which TRY does not
@@ -136,6 +140,56 @@ def _check_scalar(node: exp.Expr, where: str) -> None:
 
 
 S_AGG_TYPES = tuple(AGGREGATES)
+
+# Date functions whose unit DuckDB binds but then refuses on each row that reaches it
+# (a NotImplementedException, which TRY does not catch): the era and time-zone parts,
+# and any unit of DATE_DIFF between TIME values.
+_DATE_PARTS = (
+    exp.Extract,
+    exp.DateDiff,
+    exp.DateAdd,
+    exp.DateSub,
+    exp.TimestampTrunc,
+    exp.DateTrunc,
+)
+_NO_ROW_UNITS = frozenset({"ERA", "TIMEZONE", "TIMEZONE_HOUR", "TIMEZONE_MINUTE"})
+_TIME_TYPES = (exp.DataType.Type.TIME, exp.DataType.Type.TIMETZ)
+
+
+def _check_date_part(node: exp.Expr) -> None:
+    unit = node.this if isinstance(node, exp.Extract) else node.args.get("unit")
+    name = (unit.name if isinstance(unit, exp.Expr) else str(unit or "")).upper().strip("'")
+    if name.replace(" ", "_") in _NO_ROW_UNITS:
+        raise unsupported(
+            f"the {name.lower()} part is not answered",
+            "use a calendar part: year, quarter, month, week, day, hour, minute or second",
+            position_of(node),
+        )
+    if isinstance(node, exp.DateDiff) and any(
+        isinstance(arg, (exp.Cast, exp.TryCast)) and arg.to.this in _TIME_TYPES
+        for arg in (node.this, node.expression)
+    ):
+        raise unsupported(
+            "DATE_DIFF between times of day is not answered",
+            "take the difference of timestamps, or of EXTRACT(EPOCH ...) values",
+            position_of(node),
+        )
+
+
+def check_date_diff_columns(select: exp.Select, tables: Mapping[str, TableInfo]) -> None:
+    """Refuse DATE_DIFF of a TIME column (the catalog's type), as of a TIME cast above."""
+    for node in select.find_all(exp.DateDiff):
+        for arg in (node.this, node.expression):
+            if not isinstance(arg, exp.Column):
+                continue
+            info = tables.get(arg.table.lower())
+            kind = info.column_types.get(arg.name.lower(), "").upper() if info else ""
+            if kind.startswith("TIME") and not kind.startswith("TIMESTAMP"):
+                raise unsupported(
+                    "DATE_DIFF between times of day is not answered",
+                    "take the difference of timestamps, or of EXTRACT(EPOCH ...) values",
+                    position_of(node),
+                )
 
 
 def is_person_id(node: exp.Expr, unit_cols: set[tuple[str, str]]) -> bool:
@@ -347,6 +401,7 @@ def check_shape(select: exp.Select, catalog: Catalog) -> S.Shape:
     """Check a bound query against the allowlist and extract what the rewrite needs."""
     _check_clauses(select)
     tables = tables_of(select, catalog)
+    check_date_diff_columns(select, tables)
     anchor, population = check_from(select, tables)
     unit_cols = unit_columns(tables)
     # COUNT(DISTINCT unit) counts people only for units that are never NULL on a row:

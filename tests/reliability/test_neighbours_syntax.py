@@ -142,6 +142,27 @@ DIALECT_QUERIES = {
         "trino",
         "SELECT COUNT(*) AS n FROM users WHERE user_id = {pid} AND signup_month IS TRUE",
     ),
+    # Units DuckDB binds and then refuses on each row (NotImplementedException, which
+    # TRY does not catch): the era and time-zone parts, and DATE_DIFF between TIMEs.
+    "duckdb-era-diff": (
+        "duckdb",
+        "SELECT COUNT(*) AS n FROM prompts WHERE user_id = {pid} AND date_diff('era', ts, ts) = 0",
+    ),
+    "duckdb-timezone-part": (
+        "duckdb",
+        "SELECT EXTRACT(timezone FROM signup_month) AS k, COUNT(*) AS n FROM users "
+        "WHERE user_id = {pid} GROUP BY k",
+    ),
+    "duckdb-time-diff": (
+        "duckdb",
+        "SELECT COUNT(*) AS n FROM prompts WHERE user_id = {pid} AND "
+        "date_diff('day', CAST(ts AS TIME), CAST(ts AS TIME)) = 0",
+    ),
+    "trino-timezone-diff": (
+        "trino",
+        "SELECT COUNT(*) AS n FROM prompts WHERE user_id = {pid} AND "
+        "date_diff('timezone_hour', ts, ts) = 0",
+    ),
 }
 
 

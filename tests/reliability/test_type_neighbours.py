@@ -65,10 +65,14 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NeighbourPair]:
     with duckdb.connect(str(db)) as con:
         con.execute("CREATE TABLE people (user_id BIGINT, score DECIMAL(38, 37))")
         con.execute(
-            "CREATE TABLE ev (user_id BIGINT, h HUGEINT, uh UHUGEINT, f FLOAT, d38 DECIMAL(38, 37))"
+            "CREATE TABLE ev (user_id BIGINT, h HUGEINT, uh UHUGEINT, f FLOAT, "
+            "d38 DECIMAL(38, 37), tm TIME)"
         )
         con.execute("INSERT INTO people SELECT i, 0.5 FROM range(1, 61) t(i)")
-        con.execute("INSERT INTO ev SELECT i % 60 + 1, i, i, i % 100, 0.5 FROM range(0, 240) t(i)")
+        con.execute(
+            "INSERT INTO ev SELECT i % 60 + 1, i, i, i % 100, 0.5, TIME '10:00' "
+            "FROM range(0, 240) t(i)"
+        )
         # The target: values at the edges of each type.
         con.execute(
             f"UPDATE people SET score = 9.9999999999999999999999999999999999999 WHERE user_id = {TARGET}"
@@ -77,7 +81,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NeighbourPair]:
             f"INSERT INTO ev SELECT {TARGET}, "
             "170141183460469231731687303715884105727, "
             "340282366920938463463374607431768211455, 3.4e38, "
-            "9.9999999999999999999999999999999999999 FROM range(4)"
+            "9.9999999999999999999999999999999999999, TIME '23:59' FROM range(4)"
         )
     policy = parse_policy(POLICY.format(db=db, folder=folder), base_dir=folder)
     neighbours = build_neighbours(
@@ -115,3 +119,19 @@ def test_exotic_types_behave_alike_on_both_sides(name: str, pair: NeighbourPair)
     report = pair.check(QUERIES[name])
     assert report.ok, report.describe()
     assert report.answered  # a refusal on both sides would pass vacuously
+
+
+REFUSED = {
+    # DuckDB binds DATE_DIFF of TIMEs in any unit, then refuses the coarse ones per row.
+    "time_column_diff": f"SELECT COUNT(*) AS n FROM ev WHERE user_id = {TARGET} "
+    "AND date_diff('day', tm, tm) = 0",
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_what_would_fail_per_row_is_refused_before_the_charge(
+    name: str, pair: NeighbourPair
+) -> None:
+    report = pair.check(REFUSED[name])
+    assert report.ok, report.describe()
+    assert not report.answered and "unsupported_sql" in report.outcome, report.outcome
