@@ -192,9 +192,10 @@ class _Total:
                 else "try_mod"
             )
             done = exp.Anonymous(this=fn, expressions=[self.form(node.left), self.form(node.right)])
-            dated = {self.typer.kind(node.left).family, self.typer.kind(node.right).family}
-            if Family.DATE in dated:
-                # try_add moves a date past 9999 (or wraps it) without failing
+            kinds = (self.typer.kind(node.left), self.typer.kind(node.right))
+            if sum(k.family is Family.DATE for k in kinds) == 1 and any(k.numeric for k in kinds):
+                # A date moved by a number of days: try_add moves it past 9999 (or wraps
+                # it) without failing. (Two dates' difference is a number of days.)
                 return _within_years(done, Family.DATE)
             return done
         if isinstance(node, exp.Div):
