@@ -63,12 +63,22 @@ class TableInfo:
     def column(self, name: str) -> ColumnPolicy | None:
         return self.policy.column(name)
 
+    def type_of(self, column: str) -> str:
+        """The column's type as the engine names it, in upper case ("" if unknown)."""
+        return self.column_types.get(column.lower(), "").upper()
+
     def is_integer(self, column: str) -> bool:
-        return self.column_types.get(column.lower(), "").upper() in _INTEGER_TYPES
+        return self.type_of(column) in _INTEGER_TYPES
 
     def is_numeric(self, column: str) -> bool:
-        t = self.column_types.get(column.lower(), "").upper()
+        t = self.type_of(column)
         return t in _INTEGER_TYPES or t.startswith(_NUMERIC_PREFIXES)
+
+
+def column_type(tables: Mapping[str, TableInfo], table: str, column: str) -> str:
+    """The type of ``table.column`` (a bound query's alias) in upper case, "" if unknown."""
+    info = tables.get(table.lower())
+    return info.type_of(column) if info is not None else ""
 
 
 @dataclass(frozen=True)

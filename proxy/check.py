@@ -13,7 +13,7 @@ from sqlglot import exp
 from proxy import outer_functions, semijoins
 from proxy import shape as S
 from proxy.allowlist import AGGREGATES, SCALAR_NODES
-from proxy.catalog import Catalog, TableInfo, split_name
+from proxy.catalog import Catalog, TableInfo, column_type, split_name
 from proxy.errors import DPSQLError, position_of, unsupported
 from proxy.joins import check_from, tables_of, unit_columns
 from proxy.pins import pinned_values
@@ -182,8 +182,7 @@ def check_date_diff_columns(select: exp.Select, tables: Mapping[str, TableInfo])
         for arg in (node.this, node.expression):
             if not isinstance(arg, exp.Column):
                 continue
-            info = tables.get(arg.table.lower())
-            kind = info.column_types.get(arg.name.lower(), "").upper() if info else ""
+            kind = column_type(tables, arg.table, arg.name)
             if kind.startswith("TIME") and not kind.startswith("TIMESTAMP"):
                 raise unsupported(
                     "DATE_DIFF between times of day is not answered",

@@ -111,6 +111,15 @@ def _route_key(request: QueryRequest) -> QueryRequest:
     )
 
 
+def _dated_keys(key_types: tuple[str, ...]) -> tuple[frozenset[int], frozenset[int]]:
+    """The rewrite's ``dated_keys`` and ``timed_keys``: the DATE keys and the TIMESTAMP ones."""
+    kinds = [t.upper() for t in key_types]
+    return (
+        frozenset(i for i, t in enumerate(kinds) if t == "DATE"),
+        frozenset(i for i, t in enumerate(kinds) if t.startswith("TIMESTAMP")),
+    )
+
+
 @dataclass(frozen=True, eq=False)
 class Structure:
     """The budget-independent part of a plan, memoised per query text and limits."""
@@ -749,7 +758,6 @@ class Engine:
             # Per-person values are clamped, not cut by row caps: no clipping estimate.
             clipping=settings.clipping_share > 0 and per_person is None,
         )
-        core = bounded()
         # Bind the core first: refuses what the engine cannot run (or cannot run with
         # the reference semantics), and gives the key types — unless the catalog types
         # the whole query, which then binds for certain in DuckDB (proxy/catalog_types.py;
@@ -760,14 +768,17 @@ class Engine:
             if self.executor.dialect == "duckdb" and per_person is None and union is None
             else None
         )
+        # Date and time keys are read within the years every later step can hold (their
+        # types stand): per_person.DATE_KEY_RANGE. Known from the catalog, the core is
+        # written once; learnt from the engine, again once they are known.
+        dated, timed = _dated_keys(plain) if plain is not None else (frozenset(), frozenset())
+        core = bounded(dated_keys=dated, timed_keys=timed)
         key_types = plain if plain is not None else self._key_types(core.sql, core.key_columns())
         check_key_types(shape.key_sqls, key_types)
-        dated = frozenset(i for i, t in enumerate(key_types) if t.upper() == "DATE")
-        timed = frozenset(i for i, t in enumerate(key_types) if t.upper().startswith("TIMESTAMP"))
-        if dated or timed:
-            # Date and time keys are read within the years every later step can hold
-            # (their types stand): per_person.DATE_KEY_RANGE.
-            core = bounded(dated_keys=dated, timed_keys=timed)
+        if plain is None:
+            dated, timed = _dated_keys(key_types)
+            if dated or timed:
+                core = bounded(dated_keys=dated, timed_keys=timed)
         where = shape.select.args.get("where")
         domain = (
             domains.public_domain(

@@ -38,7 +38,7 @@ from accounting.per_person_bounds import InnerAggregate, ValueBounds, value_boun
 from proxy import shape as S
 from proxy.allowlist import AGGREGATES
 from proxy.bind import bind
-from proxy.catalog import DEFAULT_DB, Catalog, TableInfo
+from proxy.catalog import DEFAULT_DB, Catalog, TableInfo, column_type
 from proxy.check import check_scalar, check_shape, distinct_as_group_by, is_person_id
 from proxy.derived_source import from_source
 from proxy.engines.executor import Executor
@@ -203,8 +203,7 @@ _DOUBLES = frozenset({"FLOAT", "REAL", "DOUBLE"})
 def _column_kind(node: exp.Expr, tables: dict[str, TableInfo]) -> str:
     if not isinstance(node, exp.Column):
         return ""
-    info = tables.get(node.table.lower())
-    return info.column_types.get(node.name.lower(), "").upper() if info else ""
+    return column_type(tables, node.table, node.name)
 
 
 def _at_most_64_bits(node: exp.Expr, tables: dict[str, TableInfo]) -> bool:

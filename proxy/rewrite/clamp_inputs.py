@@ -91,7 +91,7 @@ def _clamp_columns(core: C.Core, expression: exp.Expr) -> exp.Expr:
             if policy is not None and policy.lower is not None and policy.upper is not None:
                 # The node is in this rule's own copy: the clamp takes it over. A column
                 # whose type may not hold the bounds is compared as a DOUBLE.
-                kind = info.column_types.get(node.name.lower(), "") if info else ""
+                kind = info.type_of(node.name) if info else ""
                 fits = _holds(kind, policy.lower, policy.upper)
                 return clamp(node if fits else as_double(node), policy.lower, policy.upper)
         return node

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from sqlglot import exp
 
-from proxy.catalog import TableInfo
+from proxy.catalog import TableInfo, column_type
 from proxy.rewrite.core import Core
 from proxy.semijoins import semi_join_of
 
@@ -24,8 +24,7 @@ _BOOLEAN = exp.DataType.build("BOOLEAN")  # shared: insert copies only
 
 
 def _column_type(col: exp.Column, tables: dict[str, TableInfo]) -> str:
-    info = tables.get(col.table.lower())
-    return info.column_types.get(col.name.lower(), "").upper() if info else ""
+    return column_type(tables, col.table, col.name)
 
 
 _NARROW_NUMBERS = ("DECIMAL", "NUMERIC", "FLOAT", "REAL")
