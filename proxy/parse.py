@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 
 from proxy import spellings
+from proxy.dropped_arguments import check_arguments
 from proxy.errors import DPSQLError
 
 DIALECTS = ("duckdb", "postgres", "bigquery", "trino", "snowflake")
@@ -40,7 +41,9 @@ def parse(sql: str, dialect: str = "duckdb", *, max_length: int, max_nodes: int)
         )
     sql, top = spellings.strip_top(sql, dialect)
     try:
-        statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
+        reader = Dialect.get_or_raise(dialect)
+        tokens = reader.tokenize(sql)
+        statements = [s for s in reader.parser().parse(tokens, sql) if s is not None]
     except ParseError as error:
         first = error.errors[0]["description"] if error.errors else str(error)
         raise DPSQLError(
@@ -63,6 +66,7 @@ def parse(sql: str, dialect: str = "duckdb", *, max_length: int, max_nodes: int)
             f"{len(statements)} statements were sent; dpsql answers exactly one",
             "send one SELECT per request",
         )
+    check_arguments(tokens, statements[0])
     tree = statements[0] if top is None else spellings.apply_top(statements[0], top)
     for nodes, _ in enumerate(tree.walk(), start=1):
         if nodes > max_nodes:
