@@ -15,7 +15,7 @@ from sqlglot.optimizer.merge_subqueries import merge_subqueries
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.schema import MappingSchema
 
-from proxy import semijoins
+from proxy import semijoins, typed_division
 from proxy.catalog import CATALOG_NAME, DEFAULT_DB, Catalog
 from proxy.errors import DPSQLError, position_of, unsupported
 from proxy.literal_times import fold_literal_times
@@ -119,6 +119,7 @@ def bind(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> ex
             "could not bind the query",
             "check positional references (GROUP BY 1) and column names",
         ) from None
+    typed_division.resolve(qualified, _schema_of(catalog, allowed))
     try:
         merged = merge_subqueries(qualified)
     except (KeyError, ValueError, TypeError, AttributeError, OptimizeError):

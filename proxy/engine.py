@@ -38,6 +38,7 @@ from proxy import (
     nested,
     per_person_values,
     quantile_release,
+    typed_division,
     union_rows,
 )
 from proxy.auto_bounds import AutoBounds, PendingBounds, cap_targets, filter_keep, totals_use
@@ -993,7 +994,10 @@ class Engine:
         shown = len(plan.output_names)
         table = nested.table_of(tuple(names[:shown]), [tuple(r[:shown]) for r in rows])
         try:
-            self.post.run(nested.displayed(found.outer).sql(dialect="duckdb"), table)
+            self.post.run(
+                typed_division.on_duckdb(nested.displayed(found.outer)).sql(dialect="duckdb"),
+                table,
+            )
         except DPSQLError as error:
             raise DPSQLError(
                 "bad_request",
@@ -1009,7 +1013,9 @@ class Engine:
         inner = self._run(inner_request)
         table = nested.table_of(inner.columns, inner.rows)
         shown = nested.displayed(found.outer)
-        names, rows = self.post.run(shown.sql(dialect="duckdb"), table)
+        names, rows = self.post.run(
+            typed_division.on_duckdb(shown).sql(dialect="duckdb"), table
+        )
         # The shown columns: ``SELECT *`` expands to the released ones (and the hidden
         # ``__row``, which a row-wise outer query also carries last), so count names, not
         # select items.

@@ -24,7 +24,7 @@ from typing import Any
 import duckdb
 from sqlglot import exp
 
-from proxy import outer_functions
+from proxy import outer_functions, typed_division
 from proxy.bind import check_tables
 from proxy.catalog import DEFAULT_DB, Catalog, TableInfo
 from proxy.engines.executor import Executor, public_table
@@ -129,7 +129,7 @@ def classify(
     tree = normalize(tree.copy())  # the caller's tree is shared: respelled on a copy
     _check_nodes(tree)
     return PublicQuery(
-        sql=tree.sql(dialect="duckdb"),
+        sql=typed_division.on_duckdb(tree).sql(dialect="duckdb"),
         tables=tuple(sorted({(i.db, i.name) for i in infos})),
     )
 

@@ -102,6 +102,10 @@ def _column(node: exp.Column, tables: dict[str, TableInfo]) -> Range:
     return Range(-INF, INF, integer)
 
 
+def _truncated(x: float) -> float:
+    return float(math.trunc(x)) if math.isfinite(x) else x
+
+
 def _never_null(node: exp.Expr) -> bool:
     while isinstance(node, (exp.Paren, exp.Neg)):
         node = node.this
@@ -139,6 +143,17 @@ def derive(node: exp.Expr, tables: dict[str, TableInfo]) -> Range:
         if b.lower == b.upper and b.lower != 0 and math.isfinite(b.lower):
             lo, hi = sorted((a.lower / b.lower, a.upper / b.lower))
             return Range(lo, hi, False)
+        return UNKNOWN
+    if isinstance(node, exp.IntDiv):
+        # DuckDB's // truncates towards zero on two integers (a monotone step of a / c)
+        # and divides as / does otherwise.
+        a, b = derive(node.left, tables), derive(node.right, tables)
+        if b.lower == b.upper and b.lower != 0 and math.isfinite(b.lower):
+            whole = a.integer and b.integer
+            ends = [x / b.lower for x in (a.lower, a.upper)]
+            if whole:
+                ends = [_truncated(x) for x in ends]
+            return Range(min(ends), max(ends), whole)
         return UNKNOWN
     if isinstance(node, exp.Abs):
         r = derive(node.this, tables)

@@ -163,6 +163,17 @@ DIALECT_QUERIES = {
         "SELECT COUNT(*) AS n FROM prompts WHERE user_id = {pid} AND "
         "date_diff('timezone_hour', ts, ts) = 0",
     ),
+    # PostgreSQL's and Trino's integer division (proxy/typed_division.py), by zero on the
+    # pinned person's rows only: DuckDB's // raises where / gave NULL under TRY.
+    "postgres-integer-division-by-zero": (
+        "postgres",
+        "SELECT COUNT(*) AS n FROM users WHERE user_id = {pid} AND 100 / (age - age) = 0",
+    ),
+    "trino-integer-division-sum": (
+        "trino",
+        "SELECT SUM(tokens_in / (CASE WHEN user_id = {pid} THEN 0 ELSE 3 END)) AS s "
+        "FROM prompts",
+    ),
 }
 
 

@@ -1,0 +1,130 @@
+"""PostgreSQL's and Trino's ``/`` divides two integers as integers (proxy/typed_division.py).
+
+Before, every such division ran as DuckDB's float division: ``WHERE age / 100 = 0``
+counted nobody instead of everyone under 100, and shared its cache key with DuckDB's
+own reading of the text. Each answer here is checked against the exact value computed
+on the data, at an ε whose noise is far below the tolerance."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from proxy.engine import Engine
+from proxy.errors import DPSQLError
+from proxy.policy import parse_policy
+from proxy.request import QueryRequest
+from sample_data.generate import generate
+from tests.policies import fixed_caps
+
+REPO = Path(__file__).resolve().parents[2]
+EPSILON = 5000.0  # count noise scale well below 0.01: answers within 0.5 of the truth
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Engine, Path]]:
+    tmp = tmp_path_factory.mktemp("demo")
+    db = generate(tmp / "usage.duckdb", people=300, prompts=3000, seed=5)
+    text = fixed_caps((REPO / "sample_data" / "policy.toml").read_text())
+    text = text.replace('duckdb = "usage.duckdb"', f'duckdb = "{db}"')
+    text = text.replace('path = "../state/ledger.sqlite"', f'path = "{tmp / "ledger.sqlite"}"')
+    text = text.replace("epsilon_cap = 4.0", "epsilon_cap = 1000000.0")
+    engine = Engine(parse_policy(text, base_dir=tmp))
+    yield engine, db
+    engine.close()
+
+
+def _exact(engine: Engine, sql: str) -> list[tuple[Any, ...]]:
+    return [tuple(row) for row in engine.executor.evaluate(sql)]
+
+
+def test_duckdb_integer_division_matches_postgres() -> None:
+    """What on_duckdb relies on: DuckDB's // truncates two integers towards zero (as
+    PostgreSQL and Trino do) and divides any other pair exactly as / does."""
+    [row] = duckdb.sql(
+        "SELECT 7 // 2, -7 // 2, 7 // -2, CAST(-7 AS HUGEINT) // 2, CAST(10 AS BIGINT) // "
+        "CAST(4 AS TINYINT), 7.5 // 2, CAST(-7 AS DOUBLE) // 2, CAST(7.5 AS DECIMAL(4, 1)) "
+        "// CAST(2 AS DECIMAL(3, 1))"
+    ).fetchall()
+    assert row == (3, -3, -3, -3, 2, 3.75, -3.5, 3.75)
+
+
+@pytest.mark.parametrize("dialect", ["postgres", "trino"])
+def test_where_integer_division(demo: tuple[Engine, Path], dialect: str) -> None:
+    engine, _ = demo
+    truth = _exact(engine, "SELECT COUNT(*) FROM users WHERE age // 100 = 0")[0][0]
+    assert truth > 0
+    sql = "SELECT COUNT(*) AS n FROM users WHERE age / 100 = 0"
+    answer = engine.run(QueryRequest(sql, epsilon=EPSILON, dialect=dialect))
+    assert abs(answer.rows[0][0] - truth) < 0.5
+    # DuckDB's reading of the same text is a float division: another query, another key.
+    duck = engine.run(QueryRequest(sql, epsilon=EPSILON))
+    assert abs(duck.rows[0][0]) < 0.5
+    assert duck.cache_key != answer.cache_key
+
+
+def test_select_list_and_sum(demo: tuple[Engine, Path]) -> None:
+    engine, _ = demo
+    truth = dict(_exact(engine, "SELECT region, COUNT(*) // 2 FROM users GROUP BY region"))
+    answer = engine.run(
+        QueryRequest(
+            "SELECT region, COUNT(*) / 2 AS h FROM users GROUP BY region",
+            epsilon=EPSILON,
+            dialect="postgres",
+        )
+    )
+    for region, half in answer.rows:
+        assert float(half).is_integer() and abs(half - truth[region]) <= 1
+    total = _exact(engine, "SELECT SUM(age // 10) FROM users")[0][0]
+    summed = engine.run(
+        QueryRequest("SELECT SUM(age / 10) AS s FROM users", epsilon=EPSILON, dialect="postgres")
+    )
+    assert abs(summed.rows[0][0] - total) < 5
+
+
+def test_float_operands_stay_float(demo: tuple[Engine, Path]) -> None:
+    engine, _ = demo
+    truth = _exact(engine, "SELECT COUNT(*) FROM users WHERE CAST(age AS DOUBLE) / 100 < 0.3")[0][0]
+    answer = engine.run(
+        QueryRequest(
+            "SELECT COUNT(*) AS n FROM users WHERE CAST(age AS DOUBLE) / 100 < 0.3",
+            epsilon=EPSILON,
+            dialect="postgres",
+        )
+    )
+    assert abs(answer.rows[0][0] - truth) < 0.5
+
+
+def test_nested_and_public_queries(demo: tuple[Engine, Path]) -> None:
+    """The outer query over a released table and a public query run on DuckDB as they
+    are: their typed divisions become //."""
+    engine, _ = demo
+    public = engine.run(QueryRequest("SELECT 7 / 2 AS x FROM regions", dialect="postgres"))
+    assert {r[0] for r in public.rows} == {3}
+    nested = engine.run(
+        QueryRequest(
+            "SELECT n / 2 AS h FROM (SELECT region, COUNT(*) AS n FROM users GROUP BY region) t",
+            epsilon=EPSILON,
+            dialect="postgres",
+        )
+    )
+    assert all(float(r[0]).is_integer() for r in nested.rows)
+
+
+def test_unknown_operand_type_refused(demo: tuple[Engine, Path]) -> None:
+    engine, _ = demo
+    before = len(engine.ledger.history(limit=100_000))
+    with pytest.raises(DPSQLError) as info:
+        engine.run(
+            QueryRequest(
+                "SELECT COUNT(*) AS n FROM users WHERE NULL / 2 = 1",
+                epsilon=1.0,
+                dialect="postgres",
+            )
+        )
+    assert info.value.code == "unsupported_sql" and "CAST" in info.value.hint
+    assert len(engine.ledger.history(limit=100_000)) == before
