@@ -21,6 +21,7 @@ widths and AVG cells Fieller's interval (proxy/result.py); keys have none.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -146,6 +147,18 @@ def simulated_widths(
     return out
 
 
+def _finite(value: Any) -> bool:
+    """A finite number as a float: a Python int past 2^64 (DuckDB's HUGEINT) made
+    np.isfinite raise a TypeError after the charge (a probe, 2026-12-02); past a
+    double's range it has no width to speak of."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
 def _profile(
     plan: Plan,
     base: pa.Table,
@@ -177,7 +190,7 @@ def _profile(
         row = int(r[0])
         for c in columns:
             v = r[c + 1]
-            if isinstance(v, int | float) and np.isfinite(v):
+            if _finite(v):
                 values.setdefault((row, c), []).append(float(v))
             else:
                 failed[(row, c)] = failed.get((row, c), 0) + 1

@@ -101,6 +101,16 @@ def check_from(select: exp.Select, tables: dict[str, TableInfo]) -> tuple[str, s
                 )
             seen_private.append(alias)
         order.append(alias)
+    if not seen_private:
+        # The private table is read only in a subquery (IN, EXISTS): rows of public
+        # tables filtered by private ones would be released as they are.
+        raise unsupported(
+            "the query reads a private table only inside a subquery of a query over "
+            "public tables; dpsql releases aggregates of private tables in FROM",
+            "aggregate the private table in FROM, e.g. SELECT region, COUNT(*) FROM "
+            "users GROUP BY region",
+            position_of(from_),
+        )
     _check_fan_out(seen_private, tables, select)
     _check_public_fan_out(tables, select)
     anchor = seen_private[0]

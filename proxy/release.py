@@ -9,7 +9,9 @@ nothing but the released table.
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -40,15 +42,39 @@ def release_keys(values: list[Any]) -> pa.Array:
     return _key_array(values)
 
 
+# A type name as DESCRIBE writes it (no quotes, no statement separators).
+_TYPE_NAME = re.compile(r"[A-Z][A-Z0-9_]*(\([0-9, ]*\))?")
+
+
+@functools.lru_cache(maxsize=256)
+def _arrow_type(sql_type: str) -> pa.DataType | None:
+    """The Arrow type DuckDB gives a column of ``sql_type``, or None when unknown."""
+    if not _TYPE_NAME.fullmatch(sql_type):
+        return None
+    try:
+        with duckdb.connect(":memory:") as con:
+            return con.sql(f"SELECT CAST(NULL AS {sql_type}) AS k").to_arrow_table().schema[0].type
+    except duckdb.Error:
+        return None
+
+
 def _key_array(values: list[Any], sql_type: str = "") -> pa.Array:
     """Key values as an Arrow column; values Arrow cannot type (128-bit integers,
     mixed kinds) are released as text rather than failing after the charge. A DATE key
-    stays a date (NumPy fetches it as a timestamp at midnight)."""
+    stays a date (NumPy fetches it as a timestamp at midnight). A float -0.0 is released
+    as 0.0: DuckDB groups the two together and keeps whichever it met first, so the
+    sign would say whose row came first (a probe, 2026-12-02). With no values, the column
+    still has the key's type, so that the outer layer binds as it would with rows."""
+    values = [v + 0.0 if isinstance(v, float) else v for v in values]
     try:
         if sql_type == "DATE":
             return pa.array(
                 [v.date() if isinstance(v, datetime) else v for v in values], type=pa.date32()
             )
+        if not values and sql_type:
+            kind = _arrow_type(sql_type)
+            if kind is not None:
+                return pa.array([], type=kind)
         return pa.array(values)
     except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError):
         return pa.array([None if v is None else str(v) for v in values], type=pa.string())

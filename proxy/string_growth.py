@@ -23,6 +23,7 @@ region``, ``replace(phone, '-', '')``) never approach.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -35,6 +36,10 @@ MAX_FACTOR = 64
 MAX_CONSTANT = 65_536
 #: the length of a non-text value rendered as text (a number, date or timestamp)
 RENDERED = 64
+#: the largest estimated compiled size of a regular expression (see regex_size)
+MAX_REGEX_SIZE = 4_096
+#: a pattern of this estimated size costs about one pass over its text
+REGEX_UNIT = 64
 
 
 @dataclass(frozen=True)
@@ -82,11 +87,16 @@ class _Walk:
 
     def __init__(self) -> None:
         self.work = ZERO
+        self.longest = 0.0  # the longest constant string past MAX_CONSTANT, if any
 
     def growth(self, node: exp.Expr) -> Growth:
         out = self._growth(node)
-        if out.row_dependent and isinstance(node, BUILDERS):
+        # A builder's string is per-row work even when made of constants: a CASE on the
+        # row can hand one person's rows a constant that other rows never see.
+        if isinstance(node, BUILDERS):
             self.work = self.work + out
+        if out.constant > MAX_CONSTANT:
+            self.longest = max(self.longest, out.constant)
         return out
 
     def _growth(self, node: exp.Expr) -> Growth:
@@ -104,6 +114,8 @@ class _Walk:
             return total
         if isinstance(node, exp.Replace):
             return self._replace(node)
+        if isinstance(node, exp.RegexpLike):
+            return self._regexp(node)
         if isinstance(node, PASS_THROUGH):
             for arg in _arguments(node)[1:]:
                 self.growth(arg)
@@ -144,6 +156,49 @@ class _Walk:
         return subject.scaled(max(1.0, by.constant / shortest))
 
 
+    def _regexp(self, node: exp.RegexpLike) -> Growth:
+        """RE2 matches in time about (text length) x (the compiled pattern's size), and
+        a counted repetition copies its body: ``(a|aa){1,1000}`` compiles to a thousand
+        copies, which made one person's 8,000-character rows take 0.2 s each (a probe,
+        2026-12-02). The pattern must be a literal of bounded size; the matching is
+        counted as work on the text, scaled by that size."""
+        text = self.growth(node.this)
+        for arg in _arguments(node)[1:]:
+            self.growth(arg)
+        pattern = node.expression
+        if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+            raise unsupported(
+                "a regular expression must be a literal: a pattern read from the data "
+                "costs time that depends on a person's values",
+                "write the pattern as a string literal, e.g. regexp_matches(model, '^gpt')",
+                position_of(node),
+            )
+        size = regex_size(pattern.this)
+        if size > MAX_REGEX_SIZE:
+            raise unsupported(
+                f"the regular expression's compiled size is estimated at {size:,.0f} "
+                f"(its length times its counted repetitions); the limit is {MAX_REGEX_SIZE:,}",
+                "use shorter patterns and small repetition counts ({1,5} rather than {1,1000})",
+                position_of(node),
+            )
+        self.work = self.work + text.scaled(size / REGEX_UNIT)
+        return ZERO
+
+
+_REPEAT = re.compile(r"\{\s*(\d+)\s*(?:,\s*(\d*)\s*)?\}")
+
+
+def regex_size(pattern: str) -> float:
+    """An upper estimate of a pattern's compiled size: its length times the product of
+    its counted repetitions' largest counts (nested or not; an open ``{n,}`` counts n)."""
+    size = float(max(len(pattern), 1))
+    for low, high in _REPEAT.findall(pattern):
+        size *= max(int(high or low or 1), 1)
+        if size > 1e12:
+            break
+    return size
+
+
 def _arguments(node: exp.Expr) -> list[exp.Expr]:
     out: list[exp.Expr] = []
     for value in node.args.values():
@@ -165,6 +220,14 @@ def check_string_growth(node: exp.Expr, where: str) -> None:
     """
     walk = _Walk()
     walk.growth(node)
+    if walk.longest:
+        raise DPSQLError(
+            "unsupported_sql",
+            f"the string expressions in {where} build a constant of up to "
+            f"{walk.longest:.3g} characters; the limit is {MAX_CONSTANT:,}",
+            "use shorter string constants (nested REPLACE of constants multiplies them)",
+            position_of(node),
+        )
     if walk.work.factor > MAX_FACTOR or walk.work.constant > MAX_CONSTANT:
         raise DPSQLError(
             "unsupported_sql",

@@ -25,7 +25,8 @@ def _work(sql: str) -> Growth:
         ("CAST(age AS VARCHAR) || 'y'", 2, 64 + 64 + 1),
         ("CASE WHEN x > 1 THEN a ELSE b || b END", 2, 0),  # only b || b is built
         ("age + 1 > 3", 0, 0),  # numbers only: no string is built
-        ("'a' || 'b'", 0, 0),  # constant: folded once, not per row
+        # constants count too: a CASE on the row can hand one person's rows a constant
+        ("'a' || 'b'", 0, 2),
     ],
 )
 def test_the_work_of_an_expression(sql: str, factor: float, constant: float) -> None:
@@ -53,3 +54,36 @@ def test_a_row_dependent_replacement_is_refused() -> None:
 def test_a_longer_pattern_divides_the_growth() -> None:
     # at most |m| / 4 matches of 'abcd', each replaced by 8 characters: 2 × m
     assert _work("replace(m, 'abcd', 'xxxxxxxx')").factor == 2
+
+
+# A probe of 2026-12-02: each was answered, and one person's rows took seconds each
+# (past the time limit, after the charge) where the others' took microseconds.
+@pytest.mark.parametrize(
+    ("sql", "says"),
+    [
+        (  # a 70-million-character constant handed to one person's rows by a CASE
+            "lower(CASE WHEN user_id = 42 THEN replace(replace('" + "x" * 700 + "', 'x', '"
+            + "y" * 1000 + "'), 'y', 'zz') ELSE '' END) = 'small'",
+            "constant",
+        ),
+        ("regexp_matches(model, '(a|aa){1,1000}b')", "compiled size"),
+        ("regexp_matches(model, prompt)", "literal"),
+        (  # a small pattern over a long constant text on one person's rows
+            "regexp_matches(CASE WHEN user_id = 42 THEN '" + "a" * 8000
+            + "' || model ELSE model END, '(a|aa){1,60}b')",
+            "characters per row",
+        ),
+    ],
+    ids=["constant-under-case", "regex-repetition", "regex-from-data", "regex-long-text"],
+)
+def test_blowups_refused(sql: str, says: str) -> None:
+    with pytest.raises(DPSQLError) as info:
+        check_string_growth(sqlglot.parse_one(sql, read="duckdb"), "WHERE")
+    assert info.value.code == "unsupported_sql" and says in info.value.message
+
+
+def test_ordinary_regexes_pass() -> None:
+    for pattern in ("^gpt-4", "[0-9]{4}-[0-9]{2}-[0-9]{2}", "(small|large|x{1,3})$"):
+        check_string_growth(
+            sqlglot.parse_one(f"regexp_matches(lower(model), '{pattern}')"), "WHERE"
+        )

@@ -672,6 +672,23 @@ DEMO: tuple[Entry, ...] = (
         "WHERE user_id = {pid} GROUP BY 1",
         "a TIMESTAMP key past 9999 (NULL now, as dates are)",
     ),
+    # A probe of data-driven arguments (2026-12-02): a unit read from the data is 'era'
+    # on the person's rows only (NotImplementedException, which TRY does not catch);
+    # DuckDB groups -0.0 with 0.0 and keeps the first value met, so the key's sign said
+    # whether the person (first in the table among those in the group) was there.
+    Entry(
+        "adv_unit_from_data",
+        "SELECT COUNT(*) AS n FROM prompts WHERE date_trunc(CASE WHEN user_id = {pid} "
+        "THEN 'era' ELSE 'day' END, ts) IS NOT NULL",
+        "a date unit from a CASE (refused before the charge now)",
+    ),
+    Entry(
+        "adv_negative_zero_key",
+        "SELECT CASE WHEN user_id >= {pid} THEN CASE WHEN user_id = {pid} THEN "
+        "CAST('-0.0' AS DOUBLE) ELSE CAST('0.0' AS DOUBLE) END END AS k, COUNT(*) AS n "
+        "FROM users GROUP BY k",
+        "a zero key whose sign is the first person's (released as 0.0 now)",
+    ),
     # PostgreSQL's total forms (a probe of the PostgreSQL executor, 2026-12-02): casts
     # written into templates as a bare DECIMAL were read as DECIMAL(18, 3) and overflowed
     # past 15 digits, a NUMERIC compared with DOUBLE bounds failed beyond a double's

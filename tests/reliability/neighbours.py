@@ -623,6 +623,26 @@ class NeighbourPair:
                 )
                 return
         if plan.domain is None:
+            # Partition selection may keep different groups; a group kept on both must
+            # show its key alike, sign of a zero included (Python's == calls -0.0 and
+            # 0.0 equal: repr does not).
+            shown = [
+                {
+                    tuple(_python(v) for v in row): tuple(repr(v) for v in row)
+                    for row in zip(
+                        *(t.column(k).to_pylist() for k in plan.key_columns), strict=True
+                    )
+                }
+                for t in tables
+            ]
+            for key in shown[0].keys() & shown[1].keys():
+                if shown[0][key] != shown[1][key]:
+                    violation(
+                        ViolationKind.KEYS,
+                        f"a group kept on both sides shows its key as {shown[0][key]} on D "
+                        f"and {shown[1][key]} on D'",
+                    )
+                    return
             return
         keys = [[t.column(k).to_pylist() for k in plan.key_columns] for t in tables]
         if keys[0] != keys[1] or tables[0].num_rows != tables[1].num_rows:

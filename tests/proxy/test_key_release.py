@@ -1,0 +1,69 @@
+"""Released keys (proxy/release.py `_key_array`), from two probes of 2026-12-02:
+
+* a float key of -0.0 is released as 0.0: DuckDB groups -0.0 with 0.0 and shows the
+  value it met first, so the sign could say whose row came first;
+* a release with no rows keeps its keys' types, so that an outer layer calling a date
+  function on a key binds (it failed with a BinderException after the charge)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from proxy.engine import Engine
+from proxy.policy import parse_policy
+from proxy.request import QueryRequest
+from sample_data.generate import generate
+from tests.policies import fixed_caps
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    tmp = tmp_path_factory.mktemp("demo")
+    db = generate(tmp / "usage.duckdb", people=300, prompts=3000, seed=5)
+    text = fixed_caps((REPO / "sample_data" / "policy.toml").read_text())
+    text = text.replace('duckdb = "usage.duckdb"', f'duckdb = "{db}"')
+    text = text.replace('path = "../state/ledger.sqlite"', f'path = "{tmp / "ledger.sqlite"}"')
+    text = text.replace("epsilon_cap = 4.0", "epsilon_cap = 1000000.0")
+    engine = Engine(parse_policy(text, base_dir=tmp))
+    yield engine
+    engine.close()
+
+
+def test_negative_zero_key_released_as_zero(demo: Engine) -> None:
+    sql = (
+        "SELECT CAST('-0.0' AS DOUBLE) * CAST(age >= 0 AS INTEGER) AS k, COUNT(*) AS n "
+        "FROM users GROUP BY k"
+    )
+    result = demo.run(QueryRequest(sql, epsilon=10.0))
+    [(key, _)] = result.rows
+    assert key == 0.0 and math.copysign(1.0, key) == 1.0
+
+
+def test_empty_release_keeps_key_types(demo: Engine) -> None:
+    """Nobody passes partition selection (one person per group at a small ε); the outer
+    layer's year() still binds on the empty key column."""
+    sql = (
+        "SELECT year(date_trunc('month', signup_month)) AS y, COUNT(*) AS n FROM users "
+        "WHERE user_id IN (7, 35) GROUP BY date_trunc('month', signup_month)"
+    )
+    spent = demo.ledger.spent("users").epsilon
+    result = demo.run(QueryRequest(sql, epsilon=0.1))
+    assert result.columns == ("y", "n") and result.rows == []
+    assert demo.ledger.spent("users").epsilon > spent  # answered (and charged), not refused
+
+
+def test_outer_value_past_64_bits_is_answered(demo: Engine) -> None:
+    """The interval code read a HUGEINT cell with np.isfinite, which raised a TypeError
+    (HTTP 500) after the charge; the cell now gets no interval and the answer stands."""
+    sql = (
+        "SELECT CAST(COUNT(*) AS HUGEINT) * 1000000000000000000000 AS v FROM users "
+        "WHERE user_id <= 150"
+    )
+    result = demo.run(QueryRequest(sql, epsilon=60.0))
+    assert len(result.rows) == 1 and result.rows[0][0] > 2**64
