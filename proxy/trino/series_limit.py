@@ -19,6 +19,7 @@ values. Both are ordinary engine calls; each is charged (or replayed) by the eng
 from __future__ import annotations
 
 import datetime as dt
+import math
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -83,6 +84,9 @@ def literal(value: Any) -> exp.Expr:
     """A released key as a SQL literal."""
     if isinstance(value, bool):
         return exp.Boolean(this=value)
+    if isinstance(value, float) and not math.isfinite(value):
+        # 'inf' and 'nan' are not number literals: a released infinite key is a cast.
+        return exp.cast(exp.Literal.string(str(value)), "DOUBLE")
     if isinstance(value, (int, float, Decimal)):
         return exp.Literal.number(str(value))
     if isinstance(value, dt.datetime):
@@ -93,7 +97,8 @@ def literal(value: Any) -> exp.Expr:
 
 
 def restrict(part: SeriesLimit, keys: list[Any]) -> exp.Select:
-    """The chart query filtered to the released series keys (none: nothing matches)."""
+    """The chart query filtered to the released series keys (none: nothing matches). A
+    released NULL series matches nothing, as in the JOIN ... ON key = key__ it stands for."""
     values = [literal(k) for k in keys if k is not None] or [exp.Null()]
     condition = exp.In(this=part.key.copy(), expressions=values)
     chart = part.chart.copy()
