@@ -169,6 +169,10 @@ class Typer:
         if isinstance(node, exp.Div):
             both = _arithmetic(self.kind(node.left), self.kind(node.right))
             return FLOAT if both.numeric else UNKNOWN
+        if isinstance(node, exp.IntDiv):
+            # DuckDB's //: an integer of the operands' type for two integers, else as /.
+            both = _arithmetic(self.kind(node.left), self.kind(node.right))
+            return both if both.family is Family.INT else FLOAT if both.numeric else UNKNOWN
         if isinstance(node, (exp.Neg, exp.Abs)):
             return self.kind(node.this)
         if isinstance(node, (exp.Case, exp.If, exp.Coalesce, exp.Nullif)):

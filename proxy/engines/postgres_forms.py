@@ -240,6 +240,8 @@ class _Total:
             return self.arithmetic(node)
         if isinstance(node, exp.Div):
             return self.divide(node)
+        if isinstance(node, exp.IntDiv):
+            return self.int_divide(node)
         if isinstance(node, exp.Mod):
             return self.modulo(node)
         if isinstance(node, (exp.Neg, exp.Abs)):
@@ -336,6 +338,21 @@ class _Total:
             a=a,
             b=b,
         )
+
+    def int_divide(self, node: exp.IntDiv) -> exp.Expr:
+        """DuckDB's ``//``: two integers truncated towards zero (NULL by zero, and NULL
+        where the quotient overflows, as TRY gives), anything else divided as ``/``.
+        Computed in NUMERIC, exact; NULLIF rather than a CASE, so that a constant zero
+        divisor folds to NULL instead of raising when PostgreSQL plans the query."""
+        kind = self.kind(node)
+        if kind.family is not Family.INT:
+            return self.divide(exp.Div(this=node.left, expression=node.right))
+        quotient = template(
+            "TRUNC(__a / NULLIF(__b, 0))",
+            a=_numeric(self.form(node.left)),
+            b=_numeric(self.form(node.right)),
+        )
+        return _fits_int(quotient, kind.bits)
 
     def modulo(self, node: exp.Mod) -> exp.Expr:
         kind = self.kind(node)

@@ -198,6 +198,17 @@ class _Total:
                 # it) without failing. (Two dates' difference is a number of days.)
                 return _within_years(done, Family.DATE)
             return done
+        if isinstance(node, exp.IntDiv):
+            # DuckDB's //: two integers truncated towards zero (NULL by zero; the one
+            # overflow, MIN // -1, NULL as under TRY), anything else divided as /.
+            if self.typer.kind(node).family is not Family.INT:
+                return self.form(exp.Div(this=node.left, expression=node.right))
+            return template(
+                "CASE WHEN __b = 0 THEN NULL WHEN __b = -1 THEN try_subtract(0, __a) "
+                "ELSE __a // __b END",
+                a=self.form(node.left),
+                b=self.form(node.right),
+            )
         if isinstance(node, exp.Div):
             lk, rk = self.typer.kind(node.left), self.typer.kind(node.right)
             if not (lk.numeric and rk.numeric):

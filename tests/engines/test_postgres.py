@@ -78,6 +78,11 @@ TOTALITY = (
     # squares and scaled sums of tiny DOUBLEs underflow to zero (an error on PostgreSQL)
     "SELECT VAR_POP(age * 1e-200) AS v, SUM(tokens_in * 5e-324) AS s FROM prompts "
     "JOIN users USING (user_id)",
+    # DuckDB's // (and PostgreSQL's and Trino's / of two integers): truncated towards
+    # zero, NULL by zero, a float division of anything else
+    "SELECT plan, SUM(age // 7) AS s, SUM(-age // 7) AS t FROM users GROUP BY plan",
+    "SELECT COUNT(*) AS n FROM prompts WHERE tokens_in // (tokens_in - tokens_in) > 1",
+    "SELECT COUNT(*) AS n FROM users WHERE CAST(age AS DOUBLE) // 7 > 5.5",
 )
 
 # Constructs with no total form of DuckDB's meaning on PostgreSQL: refused, uncharged.

@@ -171,8 +171,8 @@ DIALECT_QUERIES = {
     ),
     "trino-integer-division-sum": (
         "trino",
-        "SELECT SUM(tokens_in / (CASE WHEN user_id = {pid} THEN 0 ELSE 3 END)) AS s "
-        "FROM prompts",
+        "SELECT SUM(tokens_in / 3) AS s FROM prompts "
+        "WHERE 100 / (CASE WHEN user_id = {pid} THEN 0 ELSE 1 END) > 0",
     ),
 }
 
