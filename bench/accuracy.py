@@ -74,6 +74,7 @@ from proxy.policy import parse_policy  # noqa: E402
 from proxy.release import PostProcessor  # noqa: E402
 from proxy.request import QueryRequest  # noqa: E402
 from proxy.result import Result  # noqa: E402
+from proxy.rewrite.l0 import takes_seed  # noqa: E402
 from sample_data.generate import generate  # noqa: E402
 from tests.policies import fixed_caps  # noqa: E402
 
@@ -217,7 +218,7 @@ def bounded_answers(engine: Engine, post: PostProcessor, plan: Plan, seed: int,
     histogram by the exponential mechanism: it has no noise-free value (none returned)."""
     if plan.quantiles:
         return {}
-    exact = engine.executor.run(plan.core_sql, [seed] if "?" in plan.core_sql else [])
+    exact = engine.executor.run(plan.core_sql, [seed] if takes_seed(plan.core_sql) else [])
     table = _noise_free_table(plan, exact)
     _, rows = post.run(items_sql(plan.outer_sql), with_row_index(table))
     out = {}
@@ -283,7 +284,7 @@ def measure(engine: Engine, post: PostProcessor, recorder: SeedRecorder, q: Ques
         assert not result.privacy.cached, "every repetition must be a fresh release"
         plan = engine.prepare(request)[1]
         m.cap, m.max_groups = plan.max_rows, plan.max_groups
-        m.sampled = "?" in plan.core_sql
+        m.sampled = takes_seed(plan.core_sql)
         if m.sampled:
             seed = recorder.last
             assert seed is not None

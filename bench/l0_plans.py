@@ -62,6 +62,7 @@ from proxy.engine import Engine, Explanation  # noqa: E402
 from proxy.policy import parse_policy  # noqa: E402
 from proxy.request import QueryRequest  # noqa: E402
 from proxy.rewrite import RULES, initial_core, key_join  # noqa: E402
+from proxy.rewrite.l0 import takes_seed  # noqa: E402
 
 SEED = 12345  # any seed: the cut's cost does not depend on it
 QUERIES = (
@@ -532,7 +533,7 @@ def _plans(engine: Engine, repeat: int) -> list[Timing]:
                 plans[(name, label)] = variant
 
     def run(sql: str) -> list[tuple[Any, ...]]:
-        columns = engine.executor.run(sql, [SEED] if "?" in sql else [])
+        columns = engine.executor.run(sql, [SEED] if takes_seed(sql) else [])
         return sorted(zip(*(columns[c].tolist() for c in sorted(columns)), strict=True))
 
     # Warm-up, and every variant of the core must give the core's rows.

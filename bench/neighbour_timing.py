@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from proxy.errors import DPSQLError  # noqa: E402
 from proxy.request import QueryRequest  # noqa: E402
+from proxy.rewrite.l0 import takes_seed  # noqa: E402
 from sample_data.generate import generate  # noqa: E402
 from tests.reliability import neighbour_corpus as corpus  # noqa: E402
 from tests.reliability.conftest import fz_demo_policy  # noqa: E402
@@ -53,7 +54,7 @@ def _time(pair: NeighbourPair, sql: str, repeats: int) -> tuple[float, float] | 
         _, plan = pair.d.prepare(QueryRequest(sql, epsilon=1.0))
     except DPSQLError:
         return None
-    params = [DEFAULT_SEED] if "?" in plan.core_sql else []
+    params = [DEFAULT_SEED] if takes_seed(plan.core_sql) else []
     runs: tuple[list[float], list[float]] = ([], [])
     for i in range(repeats + 1):
         for side, engine in enumerate(pair.engines):

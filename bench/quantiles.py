@@ -38,6 +38,7 @@ from bench.engine import demo_policy, generate
 from proxy.engine import Engine
 from proxy.policy import parse_policy
 from proxy.request import QueryRequest
+from proxy.rewrite.l0 import takes_seed
 
 EPSILON = 1.0
 DELTA = workloads.QUERY_DELTA
@@ -225,7 +226,7 @@ def demo_timing(repeat: int) -> list[dict[str, Any]]:
                     times.append(time.perf_counter() - t0)
                     plan = engine.prepare(request)[1]
                     t1 = time.perf_counter()
-                    engine.executor.run(plan.core_sql, [1] if "?" in plan.core_sql else [])
+                    engine.executor.run(plan.core_sql, [1] if takes_seed(plan.core_sql) else [])
                     core.append(time.perf_counter() - t1)
                 points.append(
                     {

@@ -79,6 +79,7 @@ from proxy.request import QueryRequest
 from proxy.result import Result, build_result
 from proxy.rewrite import Core, rewrite
 from proxy.rewrite import core as C
+from proxy.rewrite.l0 import takes_seed
 from proxy.shape import Shape
 
 if TYPE_CHECKING:
@@ -809,7 +810,7 @@ class Engine:
 
     def _key_types(self, core_sql: str, keys: tuple[str, ...]) -> tuple[str, ...]:
         """Refuse, before any charge, a core the engine cannot bind (reads no data)."""
-        params = [0] if "?" in core_sql else []
+        params = [0] if takes_seed(core_sql) else []
         described = dict(self.executor.describe(core_sql, params))
         return tuple(described[k] for k in keys)
 
@@ -1068,7 +1069,7 @@ class Engine:
                 return self._replay(plan, request, *cached)
             receipt = self._charge(plan, request)
             exact = self.executor.run(
-                plan.core_sql, [secret_seed()] if "?" in plan.core_sql else []
+                plan.core_sql, [secret_seed()] if takes_seed(plan.core_sql) else []
             )
             table = release(plan, exact)
             # Not memoised here: if another process stored first, the store keeps its

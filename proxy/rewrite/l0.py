@@ -19,6 +19,7 @@ never part of the SQL text or the cache key.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from functools import lru_cache
 
@@ -26,6 +27,18 @@ import sqlglot
 from sqlglot import exp
 
 from proxy.rewrite import core as C
+
+# A quoted string or identifier of DuckDB SQL as sqlglot writes it (a quote doubled).
+_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
+
+
+def takes_seed(sql: str) -> bool:
+    """Whether the core ``sql`` has the seed's placeholder: a ``?`` outside quotes (a
+    ``?`` in a literal, ``model = 'a?b'``, made planning pass a parameter the statement
+    did not take, refused as a binder error, or, when the catalog typed the keys and no
+    DESCRIBE ran first, failed after the charge)."""
+    return "?" in sql and "?" in _QUOTED.sub("", sql)
+
 
 # DuckDB sizes the MIN(h, n) heap of every person up front: above this K the persons
 # who exceed it are found first (one more pass), so that light persons get no heap.

@@ -30,6 +30,7 @@ from bench.l0_plans import (
 )
 from proxy.engine import Engine, Explanation
 from proxy.request import QueryRequest
+from proxy.rewrite.l0 import takes_seed
 from sample_data.generate import generate
 from tests.proxy.conftest import demo_policy
 from tests.proxy.test_l0_rule import kept_by_rule
@@ -46,7 +47,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
 
 
 def _rows(engine: Engine, sql: str, seed: int) -> list[tuple[Any, ...]]:
-    columns = engine.executor.run(sql, [seed] if "?" in sql else [])
+    columns = engine.executor.run(sql, [seed] if takes_seed(sql) else [])
     return sorted(zip(*(columns[c].tolist() for c in sorted(columns)), strict=True))
 
 

@@ -16,6 +16,7 @@ from sqlglot import exp
 from proxy.engine import Engine
 from proxy.plan import Plan
 from proxy.request import QueryRequest
+from proxy.rewrite.l0 import takes_seed
 
 SEED = 0x1234_5678_9ABC
 # Float statistics are exact DECIMAL sums of per-person values that each engine rounds
@@ -98,7 +99,7 @@ def exact(
     engine: Engine, sql: str, max_rows: int | None = None
 ) -> tuple[Plan, dict[str, np.ndarray]]:
     _, plan = engine.prepare(QueryRequest(sql, epsilon=1.0, max_rows_per_group=max_rows))
-    params = [SEED] if "?" in plan.core_sql else []
+    params = [SEED] if takes_seed(plan.core_sql) else []
     return plan, engine.executor.run(plan.core_sql, params)
 
 
@@ -124,7 +125,7 @@ def kept_values_per_person(engine: Engine, plan: Plan, index: int = 0) -> dict[A
         f"SELECT __u, COUNT(*) AS n FROM dk{index} GROUP BY __u", read="duckdb"
     )
     per_person.set("with_", tree.args["with_"])
-    params = [SEED] if "?" in plan.core_sql else []
+    params = [SEED] if takes_seed(plan.core_sql) else []
     rows = engine.executor.evaluate(per_person.sql(dialect="duckdb"), params)
     return {_key(u): int(n) for u, n in rows}
 

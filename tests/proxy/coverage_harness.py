@@ -23,6 +23,7 @@ from proxy.intervals import simulated_columns, simulated_widths, with_row_index
 from proxy.plan import Plan
 from proxy.request import QueryRequest
 from proxy.result import build_result
+from proxy.rewrite.l0 import takes_seed
 
 
 @dataclass
@@ -85,7 +86,7 @@ def noisy_copy(plan: Plan, table: pa.Table, rng: np.random.Generator) -> pa.Tabl
 def measure(engine: Engine, request: QueryRequest, runs: int, seed: int) -> Coverage:
     """Coverage of every output column of ``request`` over ``runs`` seeded releases."""
     plan = engine.prepare(request)[1]
-    exact = engine.executor.run(plan.core_sql, [0] if "?" in plan.core_sql else [])
+    exact = engine.executor.run(plan.core_sql, [0] if takes_seed(plan.core_sql) else [])
     base = noise_free(plan, exact)
     _, truth_rows = engine.post.run(plan.outer_sql, with_row_index(base))
     truth = {int(r[-1]): r for r in truth_rows}  # by released row (the hidden __row)

@@ -24,6 +24,7 @@ from proxy.errors import DPSQLError
 from proxy.plan import Plan
 from proxy.release import release
 from proxy.request import AccuracyTarget, QueryRequest
+from proxy.rewrite.l0 import takes_seed
 from sample_data.generate import generate
 from tests.proxy.conftest import demo_policy
 
@@ -53,7 +54,7 @@ def neighbours(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Engin
 
 
 def _core(engine: Engine, plan: Plan) -> dict[tuple[Any, ...], dict[str, Any]]:
-    out = engine.executor.run(plan.core_sql, [SEED] if "?" in plan.core_sql else [])
+    out = engine.executor.run(plan.core_sql, [SEED] if takes_seed(plan.core_sql) else [])
     keys = [out[k] for k in plan.key_columns]
     n = len(out["__persons"])
     return {

@@ -31,6 +31,7 @@ from proxy.plan import Plan
 from proxy.policy import parse_policy
 from proxy.request import QueryRequest
 from proxy.rewrite import core as C
+from proxy.rewrite.l0 import takes_seed
 from sample_data.generate import generate
 
 HEAVY = 1_000_000
@@ -198,7 +199,7 @@ def _key(value: Any) -> Any:
 
 
 def core_groups(executor: DuckDBExecutor, plan: Plan, seed: int) -> Groups:
-    out = executor.run(plan.core_sql, [seed] if "?" in plan.core_sql else [])
+    out = executor.run(plan.core_sql, [seed] if takes_seed(plan.core_sql) else [])
     n = len(out["__persons"])
     keys = [[_key(v) for v in np.asarray(out[k], dtype=object)] for k in plan.key_columns]
     values = {}

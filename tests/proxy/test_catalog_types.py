@@ -14,6 +14,7 @@ from proxy.engine import Engine
 from proxy.errors import DPSQLError
 from proxy.policy import parse_policy
 from proxy.request import QueryRequest
+from proxy.rewrite.l0 import takes_seed
 
 # Queries the catalog types completely: their key types must be DESCRIBE's, exactly.
 PLAIN = [
@@ -52,7 +53,7 @@ def _key_types(engine: Engine, sql: str) -> tuple[tuple[str, ...] | None, tuple[
     """(the catalog's answer, the engine's DESCRIBE of the core) for one query."""
     shape = engine.checked_shape(QueryRequest(sql)).shape
     core = engine._structure_for(QueryRequest(sql)).core
-    described = dict(engine.executor.describe(core.sql, [0] if "?" in core.sql else []))
+    described = dict(engine.executor.describe(core.sql, [0] if takes_seed(core.sql) else []))
     return catalog_types.key_types(shape), tuple(described[k] for k in core.key_columns())
 
 
@@ -208,7 +209,7 @@ def test_the_catalogs_key_types_are_describes_on_adversarial_tables(
     if fast is None:
         return  # the engine binds the core itself
     # Vouched for: DESCRIBE must bind the core (no DPSQLError) and agree.
-    described = dict(engine.executor.describe(core.sql, [0] if "?" in core.sql else []))
+    described = dict(engine.executor.describe(core.sql, [0] if takes_seed(core.sql) else []))
     assert fast == tuple(described[k] for k in core.key_columns())
     answer = engine.run(QueryRequest(sql, epsilon=0.5))
     assert answer.privacy.charge_id is not None

@@ -25,6 +25,7 @@ from proxy.engine import Engine
 from proxy.plan import Plan
 from proxy.request import QueryRequest
 from proxy.rewrite import core as C
+from proxy.rewrite.l0 import takes_seed
 from tests.proxy.conftest import demo_policy
 
 C_ROWS, K_GROUPS = 10, 4
@@ -32,7 +33,7 @@ MODELS = ("small", "medium", "large")
 
 
 def _noise_free(engine: Engine, plan: Plan) -> dict[Any, dict[str, float]]:
-    out = engine.executor.run(plan.core_sql, [12345] if "?" in plan.core_sql else [])
+    out = engine.executor.run(plan.core_sql, [12345] if takes_seed(plan.core_sql) else [])
     keys = out[plan.key_columns[0]] if plan.key_columns else [None] * len(out["__persons"])
     return {
         k: {name: float(out[name][i]) for name in out if name not in plan.key_columns}

@@ -23,6 +23,7 @@ from proxy.engine import Engine
 from proxy.errors import DPSQLError
 from proxy.release import release
 from proxy.request import QueryRequest
+from proxy.rewrite.l0 import takes_seed
 from tests.proxy.conftest import demo_policy
 from tests.reliability import neighbour_corpus as corpus
 
@@ -45,7 +46,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, demo_db: Path):
 def _core(engine: Engine, sql: str, **limits: int) -> tuple[dict[str, np.ndarray], object]:
     """The noise-free core answer of ``sql`` and its plan (nothing is charged)."""
     _, plan = engine.prepare(QueryRequest(sql, epsilon=1.0, **limits))
-    exact = engine.executor.run(plan.core_sql, [12345] if "?" in plan.core_sql else [])
+    exact = engine.executor.run(plan.core_sql, [12345] if takes_seed(plan.core_sql) else [])
     return exact, plan
 
 

@@ -16,6 +16,7 @@ import pytest
 from proxy.engine import Engine
 from proxy.request import QueryRequest
 from proxy.rewrite import core as C
+from proxy.rewrite.l0 import takes_seed
 from tests.proxy.conftest import demo_policy
 
 MIXED = (
@@ -53,7 +54,7 @@ def test_every_numeric_cell_has_an_interval(engine: Engine) -> None:
 
 def _bounded_ratio(engine: Engine, sql: str) -> dict[str, float]:
     plan = engine.prepare(QueryRequest(sql, epsilon=1.0))[1]
-    out = engine.executor.run(plan.core_sql, [1] if "?" in plan.core_sql else [])
+    out = engine.executor.run(plan.core_sql, [1] if takes_seed(plan.core_sql) else [])
     total = next(s for s in plan.statistics if s.kind == C.SUM).column
     rows = next(s for s in plan.statistics if s.kind == C.ROWS).column
     return {

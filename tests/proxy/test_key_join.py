@@ -17,6 +17,7 @@ from proxy.plan import limits
 from proxy.request import QueryRequest
 from proxy.rewrite import RULES, initial_core, key_join
 from proxy.rewrite.core import Core
+from proxy.rewrite.l0 import takes_seed
 from tests.proxy.conftest import demo_policy
 
 SEED = 77
@@ -67,7 +68,7 @@ def _rows(result: dict[str, np.ndarray]) -> list[tuple[object, ...]]:
 
 
 def _run(engine: Engine, sql: str) -> list[tuple[object, ...]]:
-    return _rows(engine.executor.run(sql, [SEED] if "?" in sql else []))
+    return _rows(engine.executor.run(sql, [SEED] if takes_seed(sql) else []))
 
 
 @pytest.mark.parametrize("sql", APPLIES)

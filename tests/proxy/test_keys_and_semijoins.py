@@ -14,6 +14,7 @@ import pytest
 from proxy.engine import Engine
 from proxy.errors import DPSQLError
 from proxy.request import QueryRequest
+from proxy.rewrite.l0 import takes_seed
 from tests.proxy.conftest import demo_policy
 
 
@@ -66,7 +67,7 @@ def test_distinct_of_a_private_key_goes_through_partition_selection(env) -> None
 
 def _core_count(engine: Engine, sql: str) -> float:
     plan = engine.prepare(QueryRequest(sql))[1]
-    out = engine.executor.run(plan.core_sql, [3] if "?" in plan.core_sql else [])
+    out = engine.executor.run(plan.core_sql, [3] if takes_seed(plan.core_sql) else [])
     rows = next(s for s in plan.statistics if s.kind == "rows").column
     return float(out[rows][0])
 

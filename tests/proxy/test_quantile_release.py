@@ -26,6 +26,7 @@ from proxy.engine import Engine
 from proxy.plan import Plan
 from proxy.release import release
 from proxy.request import QueryRequest
+from proxy.rewrite.l0 import takes_seed
 from tests.proxy import quantile_toy as toy
 
 P_FLOOR = 1e-6
@@ -66,7 +67,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
 
 def _draws(engine: Engine, sql: str, n: int) -> tuple[list[tuple[Any, ...]], Plan]:
     _, plan = engine.prepare(QueryRequest(sql, epsilon=1.0))
-    exact = engine.executor.run(plan.core_sql, [7] if "?" in plan.core_sql else [])
+    exact = engine.executor.run(plan.core_sql, [7] if takes_seed(plan.core_sql) else [])
     tables = [release(plan, exact) for _ in range(n)]
     rows = [
         row

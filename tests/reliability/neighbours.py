@@ -61,6 +61,7 @@ from proxy.plan import Plan
 from proxy.policy import Policy
 from proxy.release import release
 from proxy.request import QueryRequest
+from proxy.rewrite.l0 import takes_seed
 
 # The seed of the L0 sampling hash, the same on both sides (any 63-bit value will do:
 # what matters is that D and D' sample every other person's groups alike).
@@ -548,7 +549,7 @@ class NeighbourPair:
     def _cores(
         self, plan: Plan, seed: int
     ) -> tuple[list[dict[str, np.ndarray] | None], tuple[float, float], list[str]]:
-        params = [seed] if "?" in plan.core_sql else []
+        params = [seed] if takes_seed(plan.core_sql) else []
         exacts: list[dict[str, np.ndarray] | None] = []
         seconds: list[float] = []
         failures: list[str] = []
