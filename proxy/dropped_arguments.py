@@ -20,6 +20,8 @@ argument is refused.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlglot import exp
 from sqlglot.tokens import Token, TokenType
 
@@ -30,25 +32,27 @@ _CLOSE = {TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.R_BRACE}
 
 
 def _argument_counts(tokens: list[Token]) -> dict[int, tuple[str, int]]:
-    """{start offset of a name token followed by "(": (its text, top-level arguments)}."""
+    """{start offset of a name token followed by "(": (its text, top-level arguments)},
+    in one pass: a stack of the open brackets, each with its call's name token (or None
+    for a bracket that opens no call), its commas and whether anything is inside."""
     calls: dict[int, tuple[str, int]] = {}
-    for i in range(len(tokens) - 1):
-        if tokens[i + 1].token_type != TokenType.L_PAREN:
-            continue
-        depth, commas, empty = 0, 0, True
-        for j in range(i + 1, len(tokens)):
-            kind = tokens[j].token_type
-            if kind in _OPEN:
-                depth += 1
-            elif kind in _CLOSE:
-                depth -= 1
-                if depth == 0:
-                    break
-            elif depth == 1 and kind == TokenType.COMMA:
-                commas += 1
-            if j > i + 1 and depth >= 1:
-                empty = False
-        calls[tokens[i].start] = (tokens[i].text, 0 if empty else commas + 1)
+    stack: list[list[Any]] = []  # [name token | None, commas, empty]
+    previous: Token | None = None
+    for token in tokens:
+        kind = token.token_type
+        if stack and kind not in _CLOSE:
+            stack[-1][2] = False
+        if kind in _OPEN:
+            call = previous if kind == TokenType.L_PAREN and previous is not None else None
+            stack.append([call, 0, True])
+        elif kind in _CLOSE:
+            if stack:
+                name, commas, empty = stack.pop()
+                if name is not None:
+                    calls[name.start] = (name.text, 0 if empty else commas + 1)
+        elif kind == TokenType.COMMA and stack:
+            stack[-1][1] += 1
+        previous = token
     return calls
 
 

@@ -734,6 +734,11 @@ class Engine:
             names = tuple(e.alias_or_name for e in select.expressions)
         max_rows, max_groups = limits(checked.outer_request, shape, self.policy)
         read = shape.private_tables()
+        # Row caps are chosen for the tables the core cuts by rows (``_choose_cap``
+        # reads these): a per-person subquery's tables are clamped per person instead,
+        # and a UNION ALL's arms are planned at their limits, so their histograms would
+        # be paid for and never read (a probe, 2026-12-02).
+        capped = read
         if per_person is not None:
             per_person_values.embed(shape, per_person)
             read = (*read, *per_person.inner.private_tables())
@@ -741,7 +746,7 @@ class Engine:
             union_rows.embed(shape, union)
             read = (*read, *(t for arm in union.arms for t in arm.private_tables()))
         pending: tuple[Pending, ...] = tuple(
-            p for t in read if (p := self.auto_bounds.pending(t.policy)) is not None
+            p for t in capped if (p := self.auto_bounds.pending(t.policy)) is not None
         )
         needed = aggregated_columns(self._read_only_tree(request))
         read_names = {t.policy.name for t in read}

@@ -173,3 +173,24 @@ def test_the_choice_minimises_bias_plus_noise() -> None:
     assert light.rows_cut(256) == 0.0
     assert 0 < heavy.rows_cut(16) < 1
     assert choose_cap(heavy, [], 4, 256).cap == 256  # nothing depends on it: the limit
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # a per-person subquery: its rows are clamped per person (C = 1), not cut by a cap
+        "SELECT AVG(n) AS a FROM (SELECT user_id, COUNT(*) AS n FROM prompts "
+        "GROUP BY user_id) t",
+        # a UNION ALL's arms are planned at their limits
+        "SELECT COUNT(*) AS n FROM (SELECT user_id FROM prompts UNION ALL "
+        "SELECT user_id FROM tickets) t",
+    ],
+    ids=["per-person", "union-all"],
+)
+def test_no_histogram_is_paid_for_when_no_cap_is_chosen(engine, sql: str) -> None:
+    """Both paid "auto bounds of ..." and then planned without reading it."""
+    e, _ = engine
+    result = e.run(QueryRequest(sql, epsilon=1.0))
+    assert result.columns
+    notes = [ev.note for ev in e.ledger.history() if ev.kind == "charge"]
+    assert not any(n.startswith("auto bounds of") for n in notes), notes
