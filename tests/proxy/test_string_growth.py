@@ -73,8 +73,44 @@ def test_a_longer_pattern_divides_the_growth() -> None:
             + "' || model ELSE model END, '(a|aa){1,60}b')",
             "characters per row",
         ),
+        # a second probe, 2026-12-02: LIKE's matching cost, and growth hidden by TRY,
+        # by a CAST of a constant, by strftime
+        ("(model || model) LIKE ('%' || model || 'b%')", "LIKE pattern"),
+        (
+            "(CASE WHEN user_id = 42 THEN replace('" + "x" * 100 + "', 'x', '" + "a" * 110
+            + "') ELSE '' END) LIKE (CASE WHEN user_id = 42 THEN replace('%" + "y" * 100
+            + "b%', 'y', '" + "a" * 55 + "') ELSE '' END)",
+            "characters per row",
+        ),
+        (
+            "length(replace(replace(replace(TRY(CASE WHEN user_id = 42 THEN 'x' ELSE '' END), "
+            "'x', '" + "x" * 1000 + "'), 'x', '" + "x" * 1000 + "'), 'x', 'xxxx')) > 0",
+            "constant",
+        ),
+        (
+            "length(replace(replace(CAST('x' AS VARCHAR), 'x', '" + "x" * 1000 + "'), 'x', '"
+            + "x" * 1000 + "')) > 0",
+            "constant",
+        ),
+        ("replace(TRY(replace(TRY(model), 'a', TRY(model))), 'a', TRY(model)) = ''", "REPLACE"),
+        (
+            "replace(replace(strftime(ts, '%Y'), '2', '" + "x" * 1000 + "'), 'x', '"
+            + "x" * 1000 + "') = ''",
+            "constant",
+        ),
     ],
-    ids=["constant-under-case", "regex-repetition", "regex-from-data", "regex-long-text"],
+    ids=[
+        "constant-under-case",
+        "regex-repetition",
+        "regex-from-data",
+        "regex-long-text",
+        "like-pattern-from-data",
+        "like-constants-under-case",
+        "try-hides-constant",
+        "cast-hides-constant",
+        "try-hides-row-replacement",
+        "strftime-hides-constant",
+    ],
 )
 def test_blowups_refused(sql: str, says: str) -> None:
     with pytest.raises(DPSQLError) as info:
