@@ -510,6 +510,8 @@ def check_shape(select: exp.Select, catalog: Catalog) -> S.Shape:
 # Key types the release step converts exactly and without fail. Others (128-bit integers
 # and wide decimals become lossy floats, intervals lose months, nested and binary values
 # have no stable order or rendering) are refused before the charge.
+# Significant digits every decimal keeps through a float64 (DBL_DIG).
+_EXACT_DIGITS = 15
 _KEY_TYPE_PREFIXES = (
     "BOOLEAN",
     "TINYINT",
@@ -531,14 +533,24 @@ _KEY_TYPE_PREFIXES = (
 
 
 def check_key_types(keys: tuple[str, ...], types: tuple[str, ...]) -> None:
-    """Refuse GROUP BY keys of a type the release cannot hand over exactly."""
+    """Refuse GROUP BY keys of a type the release cannot hand over exactly.
+
+    Exactly means distinct values stay distinct: the core's result is fetched through
+    NumPy, where a DECIMAL becomes a float64 and a TIME a Python time of microseconds.
+    Two groups that met as one key (DECIMAL(18, 0) values 2^56 and 2^56 + 1, TIME_NS
+    values a nanosecond apart) made the release keep only one of them, chosen by the
+    data: a cell then moved by a whole group's count when one person left (a probe,
+    2026-12-02). A float64 holds every decimal of up to 15 significant digits apart."""
     for key, type_ in zip(keys, types, strict=True):
         t = type_.upper()
         nested = any(mark in t for mark in ("[", "(", "STRUCT", "MAP", "UNION"))
-        decimal_ok = t.startswith("DECIMAL(") and int(t[8:].split(",")[0]) <= 18
+        decimal_ok = t.startswith("DECIMAL(") and int(t[8:].split(",")[0]) <= _EXACT_DIGITS
         # TIME WITH TIME ZONE has no NumPy form: fetching it fails, and only with rows.
         timetz = t.startswith("TIME WITH") or t == "TIMETZ"
-        if decimal_ok or (not nested and not timetz and t.startswith(_KEY_TYPE_PREFIXES)):
+        lossy = t == "TIME_NS"
+        if decimal_ok or (
+            not nested and not timetz and not lossy and t.startswith(_KEY_TYPE_PREFIXES)
+        ):
             continue
         raise unsupported(
             f"the GROUP BY key {key[:60]} has type {type_}, which dpsql cannot release exactly",

@@ -15,6 +15,7 @@ import re
 import threading
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 import duckdb
@@ -35,6 +36,16 @@ _FLOAT_LIMIT = 1e300  # finite; the mechanism clamps to its own grid range below
 
 def _python(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
+
+
+def _matched(value: Any) -> Any:
+    """A key as the domain and the core's result are matched: a domain's DECIMAL value
+    (a Python Decimal) as the float64 NumPy fetched the core's as. Decimal('0.1') is
+    not equal to the float 0.1, so every group of a DECIMAL key with a public domain
+    was released as 0; the key types admitted (check_key_types: at most 15 digits)
+    convert to distinct floats."""
+    value = _python(value)
+    return float(value) if isinstance(value, Decimal) else value
 
 
 def release_keys(values: list[Any]) -> pa.Array:
@@ -94,14 +105,15 @@ def _complete_domain(
     assert plan.domain is not None
     keys = [np.asarray(exact[k], dtype=object) for k in plan.key_columns]
     rows = len(keys[0]) if keys else len(next(iter(exact.values())))
-    index = {tuple(_python(k[i]) for k in keys): i for i in range(rows)}
+    index = {tuple(_matched(k[i]) for k in keys): i for i in range(rows)}
+    found = [index.get(tuple(_matched(v) for v in d)) for d in plan.domain]
     out: dict[str, np.ndarray] = {}
     for noise in plan.noise:
         column = _filled(np.asarray(exact[noise.statistic.column]))
         out[noise.statistic.column] = np.array(
-            [column[index[d]] if d in index else 0 for d in plan.domain], dtype=object
+            [0 if i is None else column[i] for i in found], dtype=object
         )
-    return list(plan.domain), out, [index.get(d) for d in plan.domain]
+    return list(plan.domain), out, found
 
 
 def _numbers(values: np.ndarray, integer: bool) -> np.ndarray:

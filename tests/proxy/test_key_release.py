@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from proxy.engine import Engine
+from proxy.errors import DPSQLError
 from proxy.policy import parse_policy
 from proxy.request import QueryRequest
 from sample_data.generate import generate
@@ -67,3 +68,43 @@ def test_outer_value_past_64_bits_is_answered(demo: Engine) -> None:
     )
     result = demo.run(QueryRequest(sql, epsilon=60.0))
     assert len(result.rows) == 1 and result.rows[0][0] > 2**64
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # 2^56 and 2^56 + 1 are one float64: the release kept one group, chosen by the data
+        "SELECT CAST(age + 72057594037927918 AS DECIMAL(18, 0)) AS k, COUNT(*) AS n "
+        "FROM users GROUP BY k",
+        "SELECT CASE WHEN age = 19 THEN 0.50000000000000001 ELSE 0.5 END AS k, COUNT(*) AS n "
+        "FROM users GROUP BY k",
+        # a Python time holds microseconds
+        "SELECT CAST('12:00:00.0000000' || CAST(age % 10 AS VARCHAR) AS TIME_NS) AS k, "
+        "COUNT(*) AS n FROM users GROUP BY k",
+    ],
+    ids=["decimal-18-0", "decimal-18-17", "time-ns"],
+)
+def test_keys_the_release_cannot_keep_apart_are_refused(demo: Engine, sql: str) -> None:
+    """A probe of the bounding arithmetic (2026-12-02): such a cell moved by 299 where
+    its declared sensitivity was 1."""
+    before = len(demo.ledger.history(limit=100_000))
+    with pytest.raises(DPSQLError) as info:
+        demo.run(QueryRequest(sql, epsilon=1.0))
+    assert info.value.code == "unsupported_sql" and "exactly" in info.value.message
+    assert len(demo.ledger.history(limit=100_000)) == before
+
+
+def test_decimal_keys_over_a_public_domain_keep_their_counts(demo: Engine) -> None:
+    """Decimal('0.1') is not the float 0.1: every group of a DECIMAL key with a public
+    domain was released as 0."""
+    sql = "SELECT CASE WHEN age > 40 THEN 0.1 ELSE 0.2 END AS k, COUNT(*) AS n FROM users GROUP BY k"
+    truth = dict(
+        (float(k), n)
+        for k, n in demo.executor.evaluate(
+            "SELECT CASE WHEN age > 40 THEN 0.1 ELSE 0.2 END AS k, COUNT(*) FROM users GROUP BY k"
+        )
+    )
+    result = demo.run(QueryRequest(sql, epsilon=5000.0))
+    assert len(result.rows) == 2
+    for k, n in result.rows:
+        assert abs(n - truth[float(k)]) < 1

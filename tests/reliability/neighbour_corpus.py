@@ -689,6 +689,21 @@ DEMO: tuple[Entry, ...] = (
         "FROM users GROUP BY k",
         "a zero key whose sign is the first person's (released as 0.0 now)",
     ),
+    # A probe of the bounding arithmetic (2026-12-02): a DECIMAL(18, 17) key's values
+    # 0.50000000000000001 and 0.5 met as one float64 in the release, which kept one
+    # group's count, chosen by the data (refused before the charge now).
+    Entry(
+        "adv_lossy_decimal_key",
+        "SELECT CASE WHEN user_id = {pid} THEN 0.50000000000000001 ELSE 0.5 END AS k, "
+        "COUNT(*) AS n FROM users GROUP BY k",
+        "two DECIMAL keys one float apart",
+    ),
+    Entry(
+        "adv_decimal_domain_key",
+        "SELECT CAST(age / 10 AS DECIMAL(5, 1)) AS k, COUNT(*) AS n FROM users "
+        "WHERE user_id <> {pid} OR age > 0 GROUP BY k",
+        "a DECIMAL key over a public domain (every group was released as 0)",
+    ),
     # PostgreSQL's total forms (a probe of the PostgreSQL executor, 2026-12-02): casts
     # written into templates as a bare DECIMAL were read as DECIMAL(18, 3) and overflowed
     # past 15 digits, a NUMERIC compared with DOUBLE bounds failed beyond a double's

@@ -45,6 +45,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
@@ -355,6 +356,8 @@ def build_neighbours(
 
 def _python(value: Any) -> Any:
     value = value.item() if isinstance(value, np.generic) else value
+    if isinstance(value, Decimal):
+        value = float(value)  # a domain's DECIMAL, as NumPy fetched the core's keys
     if isinstance(value, float) and math.isnan(value):
         return "NaN"  # NaN keys must compare equal to themselves
     return value
