@@ -7,7 +7,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 
 from proxy import spellings
-from proxy.dropped_arguments import check_arguments
+from proxy.dropped_arguments import check_arguments, check_duckdb_arity
 from proxy.errors import DPSQLError
 
 DIALECTS = ("duckdb", "postgres", "bigquery", "trino", "snowflake")
@@ -67,6 +67,8 @@ def parse(sql: str, dialect: str = "duckdb", *, max_length: int, max_nodes: int)
             "send one SELECT per request",
         )
     check_arguments(tokens, statements[0])
+    if dialect == "duckdb":
+        check_duckdb_arity(tokens)
     tree = statements[0] if top is None else spellings.apply_top(statements[0], top)
     for nodes, _ in enumerate(tree.walk(), start=1):
         if nodes > max_nodes:

@@ -28,6 +28,11 @@ DROPPED = [
     ("duckdb", "SELECT date_diff('day', ts, ts, ts) FROM prompts"),
     ("trino", "SELECT date_diff('day', ts, ts, ts) FROM prompts"),
     ("duckdb", "SELECT strftime(ts, '%Y', 3) FROM prompts"),
+    # builders that wrap their result hide the drop from the node; DuckDB's own
+    # overloads say the call is wrong (DuckDB-dialect text only)
+    ("duckdb", "SELECT length(model, 2) FROM prompts"),
+    ("duckdb", "SELECT left(model, 2, 3) FROM prompts"),
+    ("duckdb", "SELECT regexp_matches(model, 'a', 'i', 4) FROM prompts"),
 ]
 
 KEPT = [
@@ -51,6 +56,10 @@ KEPT = [
                  "COUNTIF(true) FROM prompts"),
     ("duckdb", "SELECT model, COUNT(*) FROM prompts GROUP BY GROUPING SETS ((model), ())"),
     ("duckdb", "SELECT SUM(tokens_in) OVER (PARTITION BY model, user_id) FROM prompts"),
+    ("duckdb", "SELECT trim(BOTH 'x' FROM model), substring(model FROM 1 FOR 2), "
+               "position('a' IN model), string_agg(model, ',' ORDER BY ts), "
+               "concat(model, model, model), hash(model, ts), make_date(2024, 1, 1), "
+               "list_transform([1, 2], x -> x + 1) FROM prompts"),
 ]
 
 
