@@ -248,9 +248,31 @@ def _remove(
         [(n,)] = con.execute(
             f"SELECT COUNT(*) FROM {_qualified(table)} WHERE {_quote(unit)} = ?", [person]
         ).fetchall()
-        con.execute(f"DELETE FROM {_qualified(table)} WHERE {_quote(unit)} = ?", [person])
+        _rewrite(con, table, f"{_quote(unit)} IS DISTINCT FROM ?", [person])
         removed.append((table, int(n)))
     return tuple(removed)
+
+
+def _rewrite(
+    con: duckdb.DuckDBPyConnection, table: str, keep: str = "TRUE", params: Sequence[Any] = ()
+) -> None:
+    """Write ``table`` afresh with the rows where ``keep`` holds, under its own DDL. A
+    DELETE leaves the removed rows' strings in the table's compressed segments, where a
+    filter pushed into the scan still reads them: D' then paid for the removed person's
+    long values, hiding a timing gap between the two sides (a probe, 2026-12-02). Both
+    sides are rewritten, so that their storage is alike."""
+    db, name = split_name(table)
+    [(ddl,)] = con.execute(
+        "SELECT sql FROM duckdb_tables() WHERE schema_name = ? AND table_name = ?", [db, name]
+    ).fetchall()
+    old = _quote(f"{name}__before_rewrite")
+    con.execute(f"ALTER TABLE {_qualified(table)} RENAME TO {old}")
+    con.execute(ddl)
+    con.execute(
+        f"INSERT INTO {_qualified(table)} SELECT * FROM {_quote(db)}.{old} WHERE {keep}",
+        list(params),
+    )
+    con.execute(f"DROP TABLE {_quote(db)}.{old}")
 
 
 def _side_policy(
@@ -308,6 +330,13 @@ def build_neighbours(
         try:
             person = _choose(con, tables, removal, person)
             removed = _remove(con, tables, person)
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        con = duckdb.connect(str(d_file))
+        try:
+            for table, _ in tables:
+                _rewrite(con, table)
             con.execute("CHECKPOINT")
         finally:
             con.close()
