@@ -141,7 +141,33 @@ def _guarded_double(number: exp.Expr) -> exp.Expr:
 def _double(value: exp.Expr, kind: Kind) -> exp.Expr:
     if kind.family is Family.FLOAT:
         return value
+    if kind.family is Family.DECIMAL:
+        # A NUMERIC past a double's range raises when cast (a probe, 2026-12-02: a
+        # pinned person's value times 1e310, divided or added to a DOUBLE).
+        return _guarded_double(value)
     return exp.Cast(this=value, to=exp.DataType.build("DOUBLE"))
+
+
+# The years every engine's timestamps hold (DuckDB's key guard, per_person.DATE_KEY_RANGE,
+# keeps keys within them too): PostgreSQL's TIMESTAMP ends in 294276 and starts in 4713
+# BC, and date_trunc or a DATE read as its midnight raised beyond them.
+_FIRST_DAY, _LAST_DAY = "0001-01-01", "9999-12-31"
+
+
+def _within_timestamps(value: exp.Expr, family: Family) -> exp.Expr:
+    """A DATE or TIMESTAMP ``value`` as a TIMESTAMP, NULL outside the years 1-9999
+    (infinities included), so that no later step can overflow on it."""
+    if family is Family.DATE:
+        return template(
+            f"CASE WHEN __v BETWEEN CAST('{_FIRST_DAY}' AS DATE) AND CAST('{_LAST_DAY}' AS DATE) "
+            "THEN CAST(__v AS TIMESTAMP) END",
+            v=value,
+        )
+    return template(
+        f"CASE WHEN __v BETWEEN CAST('{_FIRST_DAY}' AS TIMESTAMP) AND "
+        f"CAST('{_LAST_DAY} 23:59:59.999999' AS TIMESTAMP) THEN __v END",
+        v=value,
+    )
 
 
 class PostgresForms:
@@ -289,7 +315,9 @@ class _Total:
         if kind.family is Family.DECIMAL:
             # DuckDB's DECIMAL is exact up to 38 digits; beyond, TRY gives NULL.
             exact = template(f"__a {op} __b", a=_numeric(left), b=_numeric(right))
-            return template("CASE WHEN ABS(__v) < 1e38 THEN __v END", v=exact)
+            return template(
+                "CASE WHEN ABS(__v) < __b THEN __v END", v=exact, b=_numeric_constant("1e38")
+            )
         if kind.family is Family.FLOAT:
             a = _double(left, self.kind(node.left))
             b = _double(right, self.kind(node.right))
@@ -417,25 +445,22 @@ class _Total:
             raise refuse(ENGINE, f"DATE_TRUNC to {name or 'a computed unit'}")
         value = node.this
         kind = self.kind(value)
-        inner = self.form(value)
-        if kind.family is Family.DATE:
-            inner = exp.Cast(this=inner, to=exp.DataType.build("TIMESTAMP"))
-        elif kind.family is not Family.TIMESTAMP:
+        if kind.family not in (Family.DATE, Family.TIMESTAMP):
             raise refuse(ENGINE, "DATE_TRUNC of a non-date")
+        inner = _within_timestamps(self.form(value), kind.family)
         return exp.TimestampTrunc(this=inner, unit=exp.var(name))
 
     def extract(self, node: exp.Extract) -> exp.Expr:
         part = node.this.name.upper()
         if part not in _INTEGER_PARTS:
             raise refuse(ENGINE, f"EXTRACT({part})")
-        value = self.form(node.expression)
         kind = self.kind(node.expression)
-        if kind.family is Family.DATE:
-            # PostgreSQL has no HOUR or MINUTE of a DATE (DuckDB: 0), and raises on them
-            # only when a row reaches them: a DATE is read as its midnight.
-            value = exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP"))
-        elif kind.family is not Family.TIMESTAMP:
+        if kind.family not in (Family.DATE, Family.TIMESTAMP):
             raise refuse(ENGINE, f"EXTRACT({part}) of a non-date")
+        # PostgreSQL has no HOUR or MINUTE of a DATE (DuckDB: 0), and raises on them
+        # only when a row reaches them: a DATE is read as its midnight, within the years
+        # a TIMESTAMP holds.
+        value = _within_timestamps(self.form(node.expression), kind.family)
         # PostgreSQL's names (it raises on DAYOFWEEK and DAYOFYEAR, again only per row).
         unit = exp.var(_PG_PARTS.get(part, part))
         out = exp.Extract(this=unit, expression=value)

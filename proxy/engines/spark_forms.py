@@ -75,6 +75,23 @@ _YEARS = {
 }
 
 
+# The most digits ROUND may keep or drop on Spark (a DOUBLE has 17 significant ones).
+_ROUND_DIGITS = 38
+
+
+def _simple_like(pattern: str) -> bool:
+    """A pattern Spark's optimizer turns into a string comparison (LikeSimplification:
+    equality, a prefix, a suffix, a substring, or a prefix and a suffix), never into a
+    regular expression: no '_', and '%' only at the ends or once in the middle."""
+    if "_" in pattern:
+        return False
+    inner = pattern[1:] if pattern.startswith("%") else pattern
+    inner = inner[:-1] if inner.endswith("%") and inner else inner
+    if "%" not in inner:
+        return True
+    return inner.count("%") == 1 and not pattern.startswith("%") and not pattern.endswith("%")
+
+
 def _within_years(value: exp.Expr, family: Family) -> exp.Expr:
     """``value`` (a DATE or TIMESTAMP) if it lies within the years 1 to 9999, else NULL."""
     to = exp.DataType.build("DATE" if family is Family.DATE else "TIMESTAMP")
@@ -129,11 +146,15 @@ class SparkForms:
             rows.set("hint", exp.Hint(expressions=[exp.func("REPARTITION", exp.column("__u"))]))
 
     def dates(self, tree: exp.Expr, typer: Typer) -> None:
-        """Every date and timestamp column read within the years 1 to 9999 (see _YEARS)."""
-        for column in list(tree.find_all(exp.Column)):
-            family = typer.kind(column).family
+        """Every date and timestamp column read, and every cast to a date or timestamp
+        (a literal ``DATE '1000000-01-01'`` too: a probe, 2026-12-02), within the years
+        1 to 9999 (see _YEARS)."""
+        for node in list(tree.find_all(exp.Column, exp.Cast, exp.TryCast)):
+            if isinstance(node, (exp.Cast, exp.TryCast)) and isinstance(node.parent, exp.Between):
+                continue  # a guard's own bounds
+            family = typer.kind(node).family
             if family in _YEARS:
-                column.replace(_within_years(column.copy(), family))
+                node.replace(_within_years(node.copy(), family))
 
     def per_person(self, tree: exp.Expr, typer: Typer) -> None:
         """Bounded sums in DOUBLE and two-level grouping for text keys where they give
@@ -239,6 +260,26 @@ class _Total:
             pattern = node.expression
             if not (isinstance(pattern, exp.Literal) and pattern.is_string) or "\\" in pattern.this:
                 raise refuse(ENGINE, "LIKE with a computed pattern or a backslash in it")
+            if not _simple_like(pattern.this):
+                # Spark matches any other pattern as a Java regular expression, which
+                # backtracks: '%a%a%a%a%b' cost n^4 steps on one person's long value (a
+                # probe, 2026-12-02: 20 s against 1 s).
+                raise refuse(
+                    ENGINE,
+                    "a LIKE pattern other than 'abc', 'abc%', '%abc', '%abc%' or 'abc%def' "
+                    "(Spark matches it by backtracking)",
+                )
+            return self.children(node)
+        if isinstance(node, exp.Round):
+            digits = node.args.get("decimals")
+            if digits is not None and not (
+                isinstance(digits, exp.Literal)
+                and digits.is_int
+                and abs(int(digits.this)) <= _ROUND_DIGITS
+            ):
+                # Spark rounds by BigDecimal.setScale, whose cost grows with the digits:
+                # ROUND(x, 100000000) ran 20 s on one person's rows.
+                raise refuse(ENGINE, f"ROUND to more than {_ROUND_DIGITS} digits")
             return self.children(node)
         if isinstance(node, exp.Substring):
             for part, low in ((node.args.get("start"), 1), (node.args.get("length"), 0)):

@@ -192,6 +192,57 @@ def test_postgres_neighbours_integer_division(name: str, pg_demo_side: Side) -> 
     assert report.answered, report.outcome
 
 
+# A probe of the executors (2026-12-02): each failed or ran past the time limit after the
+# charge on D only, pinned to the person. PostgreSQL: a DATE or TIMESTAMP beyond its
+# timestamps reached date_trunc or EXTRACT; a NUMERIC past a double's range was cast
+# inside a guard; TRIM's set cost |value| x |set|. Spark: a LIKE matched by a
+# backtracking regular expression; ROUND to 10^8 digits; a far DATE literal.
+ENGINE_PROBES = {
+    "pg_trunc_far_date": (
+        "SELECT COUNT(*) AS n FROM users WHERE date_trunc('year', CASE WHEN user_id = {pid} "
+        "THEN DATE '5000000-01-01' ELSE signup_month END) > TIMESTAMP '2000-01-01'"
+    ),
+    "pg_extract_far_date": (
+        "SELECT COUNT(*) AS n FROM users WHERE EXTRACT(HOUR FROM CASE WHEN user_id = {pid} "
+        "THEN DATE '5000000-01-01' ELSE signup_month END) = 0"
+    ),
+    "pg_trunc_before_4713_bc": (
+        "SELECT COUNT(*) AS n FROM prompts WHERE date_trunc('year', CASE WHEN user_id = {pid} "
+        "THEN TIMESTAMP '4714-11-24 00:00:00 BC' ELSE ts END) IS NOT NULL"
+    ),
+    "pg_numeric_past_double": (
+        "SELECT COUNT(*) AS n FROM prompts WHERE (CASE WHEN user_id = {pid} THEN tokens_in "
+        "ELSE 0 END) * 1" + "0" * 310 + ".0 > 0"
+    ),
+    "pg_numeric_divided": (
+        "SELECT COUNT(*) AS n FROM prompts WHERE (CASE WHEN user_id = {pid} THEN 1"
+        + "0" * 310 + ".0 ELSE 0.0 END) / 2 > 0"
+    ),
+    "trim_long_set": (
+        "SELECT COUNT(*) AS n FROM prompts WHERE LENGTH(TRIM(CASE WHEN user_id = {pid} THEN "
+        "model || '" + "a" * 9000 + "' ELSE model END, '" + "b" * 9000 + "a')) > 3"
+    ),
+    "spark_like_backtracking": (
+        "SELECT COUNT(*) AS n FROM prompts WHERE (CASE WHEN user_id = {pid} THEN model || '"
+        + "a" * 200 + "' ELSE model END) LIKE '%a%a%a%a%b'"
+    ),
+    "spark_round_digits": (
+        "SELECT COUNT(*) AS n FROM prompts WHERE ROUND(CASE WHEN user_id = {pid} THEN "
+        "tokens_in / 3 ELSE NULL END, 100000000) > 0"
+    ),
+    "spark_far_date_literal": (
+        "SELECT COUNT(*) AS n FROM users WHERE EXTRACT(HOUR FROM CASE WHEN user_id = {pid} "
+        "THEN DATE '1000000-01-01' ELSE signup_month END) = 0"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ENGINE_PROBES))
+def test_postgres_neighbours_engine_probes(name: str, pg_demo_side: Side) -> None:
+    report = pg_demo_side.pair.check(ENGINE_PROBES[name].format(**pg_demo_side.facts))
+    assert report.ok, report.describe()
+
+
 # Answered on every engine (a refusal on both sides would pass the harness vacuously).
 MUST_ANSWER = frozenset(
     {
@@ -301,6 +352,18 @@ def test_spark_neighbours_infinite_dates(sql: str, spark_infinite_side: Side) ->
     """Spark raised "long overflow" converting DuckDB's -infinity (or a date beyond
     its timestamps) after the charge, on D only."""
     report = spark_infinite_side.pair.check(sql.format(**spark_infinite_side.facts))
+    assert report.ok, report.describe()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=() if n == "spark_far_date_literal" else pytest.mark.slow)
+        for n in sorted(ENGINE_PROBES)
+    ],
+)
+def test_spark_neighbours_engine_probes(name: str, spark_demo_side: Side) -> None:
+    report = spark_demo_side.pair.check(ENGINE_PROBES[name].format(**spark_demo_side.facts))
     assert report.ok, report.describe()
 
 

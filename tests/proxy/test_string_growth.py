@@ -98,6 +98,13 @@ def test_a_longer_pattern_divides_the_growth() -> None:
             + "x" * 1000 + "') = ''",
             "constant",
         ),
+        # a probe of the engines: TRIM's set, on PostgreSQL and Spark
+        (
+            "length(trim(CASE WHEN user_id = 42 THEN model || '" + "a" * 9000
+            + "' ELSE model END, '" + "b" * 9000 + "a')) > 3",
+            "characters per row",
+        ),
+        ("trim(model, model) = ''", "TRIM with characters"),
     ],
     ids=[
         "constant-under-case",
@@ -110,6 +117,8 @@ def test_a_longer_pattern_divides_the_growth() -> None:
         "cast-hides-constant",
         "try-hides-row-replacement",
         "strftime-hides-constant",
+        "trim-long-set",
+        "trim-set-from-data",
     ],
 )
 def test_blowups_refused(sql: str, says: str) -> None:
