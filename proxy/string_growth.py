@@ -64,33 +64,14 @@ class Growth:
 
 
 ZERO = Growth(0.0, 0.0)
-PASS_THROUGH = (
-    exp.Lower,
-    exp.Upper,
-    exp.Trim,
-    exp.Left,
-    exp.Right,
-    exp.Substring,
-    exp.Paren,
-    exp.Try,
-)
+# Functions whose string is at most their first argument's.
+SHORTENING = (exp.Lower, exp.Upper, exp.Trim, exp.Left, exp.Right, exp.Substring)
+PASS_THROUGH = (*SHORTENING, exp.Paren, exp.Try)
 #: the most characters strftime writes for one character of its format ('%c', '%A')
 STRFTIME_WIDTH = 32
 BRANCHES = (exp.Case, exp.If, exp.Coalesce, exp.Least, exp.Greatest)
 # The nodes that build a new string on each row (a column or a branch only passes one on).
-BUILDERS = (
-    exp.Concat,
-    exp.DPipe,
-    exp.Replace,
-    exp.Lower,
-    exp.Upper,
-    exp.Trim,
-    exp.Left,
-    exp.Right,
-    exp.Substring,
-    exp.Cast,
-    exp.TryCast,
-)
+BUILDERS = (exp.Concat, exp.DPipe, exp.Replace, *SHORTENING, exp.Cast, exp.TryCast)
 
 
 class _Walk:

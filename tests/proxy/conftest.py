@@ -50,3 +50,14 @@ def demo_engine(tmp_path_factory: pytest.TempPathFactory, demo_db: Path) -> Iter
     engine = Engine(demo_policy(tmp_path_factory.mktemp("demo"), demo_db))
     yield engine
     engine.close()
+
+
+@pytest.fixture(scope="module")
+def small_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    """300 people and 3,000 prompts (seed 5) under a cap that allows near-exact answers
+    (ε in the thousands), for tests that compare answers with the data's own values."""
+    tmp = tmp_path_factory.mktemp("small-demo")
+    db = generate(tmp / "usage.duckdb", people=300, prompts=3000, seed=5)
+    engine = Engine(demo_policy(tmp, db, cap=1e6))
+    yield engine
+    engine.close()

@@ -6,20 +6,12 @@ Trino's three-argument ``date_trunc`` as a truncation in the session's zone."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from proxy.engine import Engine
 from proxy.errors import DPSQLError
 from proxy.parse import parse
-from proxy.policy import parse_policy
 from proxy.request import QueryRequest
-from sample_data.generate import generate
-from tests.policies import fixed_caps
-
-REPO = Path(__file__).resolve().parents[2]
 
 DROPPED = [
     ("duckdb", "SELECT date_trunc('day', ts, 'America/New_York') FROM prompts"),
@@ -76,28 +68,16 @@ def test_kept_arguments_parse(dialect: str, sql: str) -> None:
     parse(sql, dialect, max_length=10_000, max_nodes=10_000)
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    tmp = tmp_path_factory.mktemp("demo")
-    db = generate(tmp / "usage.duckdb", people=200, prompts=2000, seed=5)
-    text = fixed_caps((REPO / "sample_data" / "policy.toml").read_text())
-    text = text.replace('duckdb = "usage.duckdb"', f'duckdb = "{db}"')
-    text = text.replace('path = "../state/ledger.sqlite"', f'path = "{tmp / "ledger.sqlite"}"')
-    engine = Engine(parse_policy(text, base_dir=tmp))
-    yield engine
-    engine.close()
-
-
-def test_zone_truncation_refused_before_any_charge(demo: Engine) -> None:
+def test_zone_truncation_refused_before_any_charge(small_demo: Engine) -> None:
     """The known gap: a daily count in New York's days was answered in UTC's days."""
     sql = ("SELECT date_trunc('day', ts, 'America/New_York') AS d, COUNT(*) "
            "FROM prompts GROUP BY 1")
-    before = len(demo.ledger.history(limit=100_000))
+    before = len(small_demo.ledger.history(limit=100_000))
     for dialect in ("duckdb", "trino"):
         with pytest.raises(DPSQLError) as info:
-            demo.run(QueryRequest(sql, epsilon=1.0, dialect=dialect))
+            small_demo.run(QueryRequest(sql, epsilon=1.0, dialect=dialect))
         assert info.value.code == "unsupported_sql"
-    assert len(demo.ledger.history(limit=100_000)) == before
+    assert len(small_demo.ledger.history(limit=100_000)) == before
     # The hint's form (no zone) is answered.
-    answered = demo.run(QueryRequest(sql.replace(", 'America/New_York'", ""), epsilon=1.0))
+    answered = small_demo.run(QueryRequest(sql.replace(", 'America/New_York'", ""), epsilon=1.0))
     assert answered.columns == ("d", "COUNT(*)")

@@ -8,65 +8,45 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from proxy.engine import Engine
 from proxy.errors import DPSQLError
-from proxy.policy import parse_policy
 from proxy.request import QueryRequest
-from sample_data.generate import generate
-from tests.policies import fixed_caps
-
-REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    tmp = tmp_path_factory.mktemp("demo")
-    db = generate(tmp / "usage.duckdb", people=300, prompts=3000, seed=5)
-    text = fixed_caps((REPO / "sample_data" / "policy.toml").read_text())
-    text = text.replace('duckdb = "usage.duckdb"', f'duckdb = "{db}"')
-    text = text.replace('path = "../state/ledger.sqlite"', f'path = "{tmp / "ledger.sqlite"}"')
-    text = text.replace("epsilon_cap = 4.0", "epsilon_cap = 1000000.0")
-    engine = Engine(parse_policy(text, base_dir=tmp))
-    yield engine
-    engine.close()
-
-
-def test_negative_zero_key_released_as_zero(demo: Engine) -> None:
+def test_negative_zero_key_released_as_zero(small_demo: Engine) -> None:
     sql = (
         "SELECT CAST('-0.0' AS DOUBLE) * CAST(age >= 0 AS INTEGER) AS k, COUNT(*) AS n "
         "FROM users GROUP BY k"
     )
-    result = demo.run(QueryRequest(sql, epsilon=10.0))
+    result = small_demo.run(QueryRequest(sql, epsilon=10.0))
     [(key, _)] = result.rows
     assert key == 0.0 and math.copysign(1.0, key) == 1.0
 
 
-def test_empty_release_keeps_key_types(demo: Engine) -> None:
+def test_empty_release_keeps_key_types(small_demo: Engine) -> None:
     """Nobody passes partition selection (one person per group at a small ε); the outer
     layer's year() still binds on the empty key column."""
     sql = (
         "SELECT year(date_trunc('month', signup_month)) AS y, COUNT(*) AS n FROM users "
         "WHERE user_id IN (7, 35) GROUP BY date_trunc('month', signup_month)"
     )
-    spent = demo.ledger.spent("users").epsilon
-    result = demo.run(QueryRequest(sql, epsilon=0.1))
+    spent = small_demo.ledger.spent("users").epsilon
+    result = small_demo.run(QueryRequest(sql, epsilon=0.1))
     assert result.columns == ("y", "n") and result.rows == []
-    assert demo.ledger.spent("users").epsilon > spent  # answered (and charged), not refused
+    assert small_demo.ledger.spent("users").epsilon > spent  # answered (and charged), not refused
 
 
-def test_outer_value_past_64_bits_is_answered(demo: Engine) -> None:
+def test_outer_value_past_64_bits_is_answered(small_demo: Engine) -> None:
     """The interval code read a HUGEINT cell with np.isfinite, which raised a TypeError
     (HTTP 500) after the charge; the cell now gets no interval and the answer stands."""
     sql = (
         "SELECT CAST(COUNT(*) AS HUGEINT) * 1000000000000000000000 AS v FROM users "
         "WHERE user_id <= 150"
     )
-    result = demo.run(QueryRequest(sql, epsilon=60.0))
+    result = small_demo.run(QueryRequest(sql, epsilon=60.0))
     assert len(result.rows) == 1 and result.rows[0][0] > 2**64
 
 
@@ -84,27 +64,27 @@ def test_outer_value_past_64_bits_is_answered(demo: Engine) -> None:
     ],
     ids=["decimal-18-0", "decimal-18-17", "time-ns"],
 )
-def test_keys_the_release_cannot_keep_apart_are_refused(demo: Engine, sql: str) -> None:
+def test_keys_the_release_cannot_keep_apart_are_refused(small_demo: Engine, sql: str) -> None:
     """A probe of the bounding arithmetic (2026-12-02): such a cell moved by 299 where
     its declared sensitivity was 1."""
-    before = len(demo.ledger.history(limit=100_000))
+    before = len(small_demo.ledger.history(limit=100_000))
     with pytest.raises(DPSQLError) as info:
-        demo.run(QueryRequest(sql, epsilon=1.0))
+        small_demo.run(QueryRequest(sql, epsilon=1.0))
     assert info.value.code == "unsupported_sql" and "exactly" in info.value.message
-    assert len(demo.ledger.history(limit=100_000)) == before
+    assert len(small_demo.ledger.history(limit=100_000)) == before
 
 
-def test_decimal_keys_over_a_public_domain_keep_their_counts(demo: Engine) -> None:
+def test_decimal_keys_over_a_public_domain_keep_their_counts(small_demo: Engine) -> None:
     """Decimal('0.1') is not the float 0.1: every group of a DECIMAL key with a public
     domain was released as 0."""
     sql = "SELECT CASE WHEN age > 40 THEN 0.1 ELSE 0.2 END AS k, COUNT(*) AS n FROM users GROUP BY k"
     truth = dict(
         (float(k), n)
-        for k, n in demo.executor.evaluate(
+        for k, n in small_demo.executor.evaluate(
             "SELECT CASE WHEN age > 40 THEN 0.1 ELSE 0.2 END AS k, COUNT(*) FROM users GROUP BY k"
         )
     )
-    result = demo.run(QueryRequest(sql, epsilon=5000.0))
+    result = small_demo.run(QueryRequest(sql, epsilon=5000.0))
     assert len(result.rows) == 2
     for k, n in result.rows:
         assert abs(n - truth[float(k)]) < 1

@@ -7,8 +7,6 @@ on the data, at an ε whose noise is far below the tolerance."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -16,26 +14,9 @@ import pytest
 
 from proxy.engine import Engine
 from proxy.errors import DPSQLError
-from proxy.policy import parse_policy
 from proxy.request import QueryRequest
-from sample_data.generate import generate
-from tests.policies import fixed_caps
 
-REPO = Path(__file__).resolve().parents[2]
 EPSILON = 5000.0  # count noise scale well below 0.01: answers within 0.5 of the truth
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Engine, Path]]:
-    tmp = tmp_path_factory.mktemp("demo")
-    db = generate(tmp / "usage.duckdb", people=300, prompts=3000, seed=5)
-    text = fixed_caps((REPO / "sample_data" / "policy.toml").read_text())
-    text = text.replace('duckdb = "usage.duckdb"', f'duckdb = "{db}"')
-    text = text.replace('path = "../state/ledger.sqlite"', f'path = "{tmp / "ledger.sqlite"}"')
-    text = text.replace("epsilon_cap = 4.0", "epsilon_cap = 1000000.0")
-    engine = Engine(parse_policy(text, base_dir=tmp))
-    yield engine, db
-    engine.close()
 
 
 def _exact(engine: Engine, sql: str) -> list[tuple[Any, ...]]:
@@ -54,8 +35,8 @@ def test_duckdb_integer_division_matches_postgres() -> None:
 
 
 @pytest.mark.parametrize("dialect", ["postgres", "trino"])
-def test_where_integer_division(demo: tuple[Engine, Path], dialect: str) -> None:
-    engine, _ = demo
+def test_where_integer_division(small_demo: Engine, dialect: str) -> None:
+    engine = small_demo
     truth = _exact(engine, "SELECT COUNT(*) FROM users WHERE age // 100 = 0")[0][0]
     assert truth > 0
     sql = "SELECT COUNT(*) AS n FROM users WHERE age / 100 = 0"
@@ -67,8 +48,8 @@ def test_where_integer_division(demo: tuple[Engine, Path], dialect: str) -> None
     assert duck.cache_key != answer.cache_key
 
 
-def test_select_list_and_sum(demo: tuple[Engine, Path]) -> None:
-    engine, _ = demo
+def test_select_list_and_sum(small_demo: Engine) -> None:
+    engine = small_demo
     truth = dict(_exact(engine, "SELECT region, COUNT(*) // 2 FROM users GROUP BY region"))
     answer = engine.run(
         QueryRequest(
@@ -86,8 +67,8 @@ def test_select_list_and_sum(demo: tuple[Engine, Path]) -> None:
     assert abs(summed.rows[0][0] - total) < 5
 
 
-def test_float_operands_stay_float(demo: tuple[Engine, Path]) -> None:
-    engine, _ = demo
+def test_float_operands_stay_float(small_demo: Engine) -> None:
+    engine = small_demo
     truth = _exact(engine, "SELECT COUNT(*) FROM users WHERE CAST(age AS DOUBLE) / 100 < 0.3")[0][0]
     answer = engine.run(
         QueryRequest(
@@ -99,10 +80,10 @@ def test_float_operands_stay_float(demo: tuple[Engine, Path]) -> None:
     assert abs(answer.rows[0][0] - truth) < 0.5
 
 
-def test_nested_and_public_queries(demo: tuple[Engine, Path]) -> None:
+def test_nested_and_public_queries(small_demo: Engine) -> None:
     """The outer query over a released table and a public query run on DuckDB as they
     are: their typed divisions become //."""
-    engine, _ = demo
+    engine = small_demo
     public = engine.run(QueryRequest("SELECT 7 / 2 AS x FROM regions", dialect="postgres"))
     assert {r[0] for r in public.rows} == {3}
     nested = engine.run(
@@ -115,8 +96,8 @@ def test_nested_and_public_queries(demo: tuple[Engine, Path]) -> None:
     assert all(float(r[0]).is_integer() for r in nested.rows)
 
 
-def test_unknown_operand_type_refused(demo: tuple[Engine, Path]) -> None:
-    engine, _ = demo
+def test_unknown_operand_type_refused(small_demo: Engine) -> None:
+    engine = small_demo
     before = len(engine.ledger.history(limit=100_000))
     with pytest.raises(DPSQLError) as info:
         engine.run(
