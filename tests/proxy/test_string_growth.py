@@ -132,3 +132,32 @@ def test_ordinary_regexes_pass() -> None:
         check_string_growth(
             sqlglot.parse_one(f"regexp_matches(lower(model), '{pattern}')"), "WHERE"
         )
+
+
+def test_concat_ws_counts_its_separator_between_every_part() -> None:
+    """A 32,000-character separator and 1,400 parts: 45 MB on each of one person's rows,
+    counted as one separator (a probe, 2026-12-02)."""
+    parts = ", ".join(["'a'"] * 5)
+    assert _work(f"concat_ws(sep, {parts})").factor == 4
+    sql = (
+        "length(concat_ws(CASE WHEN user_id = 189 THEN replace('" + "x" * 32 + "', 'x', '"
+        + "y" * 1000 + "') ELSE '' END, " + ", ".join(["'a'"] * 300) + ")) > 0"
+    )
+    with pytest.raises(DPSQLError):
+        check_string_growth(sqlglot.parse_one(sql, read="duckdb"), "WHERE")
+
+
+def test_the_bound_is_on_the_whole_query(small_demo) -> None:
+    """150 WHERE conjuncts, each within the bound alone, ran 2.5 s on one person's rows
+    against 0.09 s: the pieces of a query share one row's budget."""
+    from proxy.request import QueryRequest
+
+    piece = "length(replace(replace(model, 'a', 'aaaaaa{0}'), 'a', 'aaaaaa{0}')) > 0"
+    sql = "SELECT COUNT(*) AS n FROM prompts WHERE " + " AND ".join(
+        piece.format(i) for i in range(8)
+    )
+    before = len(small_demo.ledger.history(limit=100_000))
+    with pytest.raises(DPSQLError) as info:
+        small_demo.run(QueryRequest(sql, epsilon=1.0))
+    assert "as a whole" in info.value.message
+    assert len(small_demo.ledger.history(limit=100_000)) == before
