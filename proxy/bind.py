@@ -91,8 +91,27 @@ def _schema_of(catalog: Catalog, allowed: frozenset[str] | None) -> MappingSchem
     )
 
 
-def bind(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> exp.Select:
-    """Qualify against the policy catalog and inline row-level CTEs and FROM-subqueries."""
+def _column_types(tree: exp.Expr, catalog: Catalog) -> typed_division.ColumnType:
+    """The catalog type of a bound column ("" when its table is not a catalog table)."""
+    infos = {}
+    for table in tree.find_all(exp.Table):
+        info = catalog.get(table.db or DEFAULT_DB, table.name)
+        if info is not None:
+            infos[table.alias_or_name.lower()] = info
+
+    def column_type(column: exp.Column) -> str:
+        info = infos.get(column.table.lower())
+        return info.type_of(column.name) if info is not None else ""
+
+    return column_type
+
+
+def bind(
+    tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None, dialect: str = ""
+) -> exp.Select:
+    """Qualify against the policy catalog and inline row-level CTEs and FROM-subqueries.
+    ``dialect`` (the request's) decides what its typed divisions mean where PostgreSQL
+    and Trino differ (proxy/typed_division.py); without it, only what both agree on."""
     check_tables(tree, catalog, allowed)
     tree = normalize(fold_literal_times(tree))
     try:
@@ -119,7 +138,6 @@ def bind(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> ex
             "could not bind the query",
             "check positional references (GROUP BY 1) and column names",
         ) from None
-    typed_division.resolve(qualified, _schema_of(catalog, allowed))
     try:
         merged = merge_subqueries(qualified)
     except (KeyError, ValueError, TypeError, AttributeError, OptimizeError):
@@ -131,6 +149,7 @@ def bind(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> ex
         ) from None
     if not isinstance(merged, exp.Select):
         raise unsupported("only a single SELECT is answered", "send one SELECT query")
+    typed_division.resolve(merged, _column_types(merged, catalog), dialect)
     semijoins.normalize(merged)
     for node in merged.find_all(exp.Subquery, exp.CTE):
         if semijoins.in_semi_join(node, merged):

@@ -712,7 +712,7 @@ class Engine:
             tree, catalog = per_person.outer, per_person.catalog
             # The request's caps are the inner tables' (the derived table has C = K = 1).
             outer_request = replace(request, max_rows_per_group=None, max_groups=None)
-        select = bind(tree, catalog, request.tables)
+        select = bind(tree, catalog, request.tables, request.dialect)
         shape = check_shape(select, catalog)
         # Checked: nothing later refuses with a position in the text, and the rewrite
         # copies this tree's parts many times (proxy/parse.py: forget_positions).

@@ -1,78 +1,148 @@
 """PostgreSQL's and Trino's ``/`` on two integers, kept as integer division.
 
 sqlglot reads ``a / b`` in those dialects as a *typed* division: integer division when
-both operands are integers, float division otherwise. Its DuckDB generator can honour
-that only when it knows the operands' types, and without them it writes DuckDB's ``/``,
-which always divides as floats: ``WHERE age / 100 = 0`` counted nobody instead of
-everyone under 100 (an honest-answers defect: the answer was of another query, and its
-cache key was shared with DuckDB's own reading of the text).
+both operands are integers, exact or float division otherwise. Its DuckDB generator
+writes DuckDB's ``/``, which always divides as floats: ``WHERE age / 100 = 0`` counted
+nobody instead of everyone under 100 (an honest-answers defect: the answer was of
+another query, and its cache key was shared with DuckDB's own reading of the text).
 
-After the query is qualified, its columns' types are the catalog's; sqlglot's type
-annotation then types each operand, and each typed division becomes what it means:
-``IntDiv`` (DuckDB's ``//``, which truncates towards zero like PostgreSQL and Trino) for
-two integers, an ordinary division otherwise. An operand whose type cannot be known is
-refused before any charge rather than guessed.
+Whether an operand is an integer is decided here, after binding, from what the two
+dialects agree on: integer columns of the catalog, integer literals and casts, the
+arithmetic of integers, COUNT and LENGTH (integers in both), and a float, DECIMAL or AVG
+anywhere making a non-integer. Anything else (EXTRACT, which PostgreSQL returns as
+NUMERIC and Trino as BIGINT; SUM, whose type follows its argument's width; a date
+difference; ``sign``) is refused before any charge with a cast as the hint, rather than
+typed by DuckDB's rules, which gave wrong answers (a probe, 2026-12-02). sqlglot's own
+type annotation follows DuckDB's or its own return types, not these engines', so it is
+not used.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlglot import exp
-from sqlglot.optimizer.annotate_types import annotate_types
-from sqlglot.schema import Schema
 
 from proxy.errors import position_of, unsupported
 
-_UNKNOWN = (exp.DType.UNKNOWN, exp.DType.NULL)
+_INTEGER_NAMES = frozenset(
+    {"TINYINT", "SMALLINT", "INTEGER", "INT", "BIGINT", "HUGEINT"}
+    | {"UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"}
+)
+_INTEGER_TYPES = tuple(exp.DataType.INTEGER_TYPES)
+_REAL_TYPES = tuple(exp.DataType.REAL_TYPES)
+
+# Column type ("" when unknown) of a bound query's column.
+ColumnType = Callable[[exp.Column], str]
 
 
-def _integer(node: exp.Expr) -> bool | None:
-    """True for an integer type, False for another known type, None when unknown."""
-    kind = node.type
-    if kind is None or kind.is_type(*_UNKNOWN):
+_NARROW = frozenset({"TINYINT", "SMALLINT", "INTEGER", "INT"})
+
+
+def _dialect_integer(node: exp.Expr, column_type: ColumnType, dialect: str) -> bool | None:
+    """What one dialect's own return types say where the two differ: Trino's EXTRACT and
+    SUM of integers are BIGINT; PostgreSQL's EXTRACT is NUMERIC, and its SUM is BIGINT
+    of a narrower integer, NUMERIC of a BIGINT."""
+    if isinstance(node, exp.Extract):
+        return {"trino": True, "postgres": False}.get(dialect)
+    if isinstance(node, exp.Sum) and _integer(node.this, column_type, dialect):
+        if dialect == "trino":
+            return True
+        if dialect == "postgres":
+            arg = node.this
+            if isinstance(arg, exp.Column):
+                return column_type(arg).upper() in _NARROW
+            if isinstance(arg, (exp.Cast, exp.TryCast)):
+                return arg.to.sql(dialect="duckdb").upper() in _NARROW
+    return None
+
+
+def _integer(node: exp.Expr, column_type: ColumnType, dialect: str = "") -> bool | None:
+    """True: an integer in the request's dialect (PostgreSQL and Trino alike when it is
+    not given); False: not an integer; None: not known here, or the dialects differ."""
+    found = _dialect_integer(node, column_type, dialect)
+    if found is not None:
+        return found
+    if isinstance(node, (exp.Paren, exp.Neg, exp.Abs)):
+        return _integer(node.this, column_type, dialect)
+    if isinstance(node, exp.Literal):
+        return None if node.is_string else node.is_int
+    if isinstance(node, exp.Column):
+        kind = column_type(node).upper()
+        if kind in _INTEGER_NAMES:
+            return True
+        if kind.startswith(("DECIMAL", "DOUBLE", "FLOAT", "REAL", "NUMERIC")):
+            return False
         return None
-    return kind.is_type(*exp.DataType.INTEGER_TYPES)
+    if isinstance(node, (exp.Cast, exp.TryCast)):
+        if node.to.is_type(*_INTEGER_TYPES):
+            return True
+        if node.to.is_type(*_REAL_TYPES):
+            return False
+        return None
+    if isinstance(node, (exp.Count, exp.Length)):
+        return True
+    if isinstance(node, exp.Avg):
+        return False
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Mod, exp.IntDiv, exp.Div)):
+        if isinstance(node, exp.Div) and not node.args.get("typed"):
+            return False  # an exact or float division already
+        parts = [
+            _integer(node.left, column_type, dialect),
+            _integer(node.right, column_type, dialect),
+        ]
+        if False in parts:
+            return False
+        return True if all(parts) else None
+    if isinstance(node, (exp.Case, exp.Coalesce)):
+        branches = (
+            [i.args.get("true") for i in node.args.get("ifs") or []] + [node.args.get("default")]
+            if isinstance(node, exp.Case)
+            else [node.this, *node.expressions]
+        )
+        kinds = [
+            _integer(b, column_type, dialect)
+            for b in branches
+            if b is not None and not isinstance(b, exp.Null)
+        ]
+        if False in kinds:
+            return False
+        return True if kinds and all(kinds) else None
+    return None
 
 
-def resolve(tree: exp.Expr, schema: Schema) -> None:
-    """Replace, in place, every typed division of the qualified ``tree`` by an integer
-    or a float division, by its operands' types under ``schema``. Reads only the query
-    and the catalog's types; a refusal is raised before any charge."""
+def resolve(tree: exp.Expr, column_type: ColumnType, dialect: str = "") -> None:
+    """Replace, in place, every typed division of the bound ``tree``: by ``IntDiv`` when
+    both operands are integers, by an ordinary division when either is not, and refuse
+    one whose operand cannot be placed. Reads only the query and the catalog's types;
+    a refusal is raised before any charge."""
     typed = [d for d in tree.find_all(exp.Div) if d.args.get("typed")]
-    if not typed:
-        return
-    # Annotated on a copy, whose nodes walk in the same order: the tree itself keeps no
-    # types for later steps to trust after they rewrite it.
-    copy = tree.copy()
-    annotate_types(copy, schema=schema, dialect="duckdb")
-    kinds: dict[int, tuple[bool | None, bool | None]] = {}
-    for original, annotated in zip(tree.walk(), copy.walk(), strict=True):
-        if isinstance(original, exp.Div) and original.args.get("typed"):
-            assert isinstance(annotated, exp.Div)
-            kinds[id(original)] = (_integer(annotated.left), _integer(annotated.right))
-    # Deepest first (find_all is breadth first), so an outer division's operands are
-    # still the nodes its kinds were read from when it is replaced.
+    # Deepest first (find_all is breadth first): an outer division sees what its
+    # operands became.
     for div in reversed(typed):
-        left, right = kinds[id(div)]
-        if left is None or right is None:
+        left = _integer(div.left, column_type, dialect)
+        right = _integer(div.right, column_type, dialect)
+        if left is False or right is False:
+            div.set("typed", False)
+        elif left and right:
+            div.replace(exp.IntDiv(this=div.this, expression=div.expression))
+        else:
             raise unsupported(
-                "in this dialect '/' divides integers as integers, and the type of an "
-                f"operand of {div.sql(dialect='duckdb')} cannot be known here",
+                "in this dialect '/' divides integers as integers, and whether an operand "
+                f"of {div.sql(dialect='duckdb')} is an integer differs between engines or "
+                "cannot be known here",
                 "cast an operand: CAST(x AS DOUBLE) / y for a fraction, or "
                 "CAST(x AS BIGINT) / y for integer division",
                 position_of(div),
             )
-        if left and right:
-            div.replace(exp.IntDiv(this=div.this, expression=div.expression))
-        else:
-            div.set("typed", False)
 
 
 def on_duckdb(tree: exp.Expr) -> exp.Expr:
     """``tree`` for a statement DuckDB runs as it is (a query over public tables, an
     outer query over a released table): every typed division as DuckDB's ``//``, which
-    truncates two integers towards zero and divides anything else exactly as ``/`` does
-    (pinned by tests/proxy/test_typed_division.py), so no types are needed. A copy when
-    anything changes; the tree itself otherwise."""
+    truncates two integers towards zero and divides two floats exactly as ``/`` does
+    (pinned by tests/proxy/test_typed_division.py). A copy when anything changes; the
+    tree itself otherwise."""
     if not any(d.args.get("typed") for d in tree.find_all(exp.Div)):
         return tree
     tree = tree.copy()

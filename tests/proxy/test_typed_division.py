@@ -109,3 +109,46 @@ def test_unknown_operand_type_refused(small_demo: Engine) -> None:
         )
     assert info.value.code == "unsupported_sql" and "CAST" in info.value.hint
     assert len(engine.ledger.history(limit=100_000)) == before
+
+
+def test_the_dialects_own_types_decide(small_demo: Engine) -> None:
+    """A probe of the new code (2026-12-02): typed by DuckDB's rules, PostgreSQL's
+    EXTRACT (NUMERIC) and SUM of a BIGINT (NUMERIC) were divided as integers."""
+    engine = small_demo
+    month = "SELECT COUNT(*) AS n FROM users WHERE EXTRACT(MONTH FROM signup_month) / 2 = 1"
+    exact = {
+        "postgres": _exact(
+            engine, "SELECT COUNT(*) FROM users WHERE EXTRACT(MONTH FROM signup_month) / 2 = 1"
+        )[0][0],
+        "trino": _exact(
+            engine, "SELECT COUNT(*) FROM users WHERE EXTRACT(MONTH FROM signup_month) // 2 = 1"
+        )[0][0],
+    }
+    assert exact["postgres"] != exact["trino"]
+    for dialect, truth in exact.items():
+        answer = engine.run(QueryRequest(month, epsilon=EPSILON, dialect=dialect))
+        assert abs(answer.rows[0][0] - truth) < 0.5, dialect
+    mean = engine.run(
+        QueryRequest(
+            "SELECT SUM(CAST(age AS BIGINT)) / COUNT(*) AS q FROM users",
+            epsilon=EPSILON,
+            dialect="postgres",
+        )
+    )
+    assert not float(mean.rows[0][0]).is_integer()
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT COUNT(*) AS n FROM users WHERE sign(age) / 2 = 0",
+        "SELECT COUNT(*) AS n FROM users WHERE (signup_month - DATE '2023-01-01') / 100 = 2",
+    ],
+    ids=["sign", "date-difference"],
+)
+def test_operands_the_engines_disagree_on_are_refused(small_demo: Engine, sql: str) -> None:
+    before = len(small_demo.ledger.history(limit=100_000))
+    with pytest.raises(DPSQLError) as info:
+        small_demo.run(QueryRequest(sql, epsilon=1.0, dialect="postgres"))
+    assert info.value.code == "unsupported_sql" and "CAST" in info.value.hint
+    assert len(small_demo.ledger.history(limit=100_000)) == before
