@@ -348,7 +348,9 @@ def pure_dp_curve(epsilon: float) -> Curve:
     if e < TINY_EPSILON:
         return _pure_zcdp_bound(e)
     a = _ALPHA
-    vals = (special.logsumexp(np.stack([a * e, (1 - a) * e]), axis=0) - math.log1p(math.exp(e))) / (
+    # log(1 + e^ε) as logaddexp: math.exp overflows past ε ≈ 709, which a quantile at
+    # ε = 2,000 reached (an OverflowError, HTTP 500, before any charge: a probe, 2026-12-02).
+    vals = (special.logsumexp(np.stack([a * e, (1 - a) * e]), axis=0) - np.logaddexp(0.0, e)) / (
         a - 1
     )
     return Curve(tuple(float(min(max(v, 0.0), e)) for v in vals))

@@ -399,3 +399,15 @@ def test_zcdp_curve_has_the_bits_of_the_per_order_products() -> None:
         ], rho
         assert all(type(v) is float for v in built.values)
         assert built == by_hand and hash(built) == hash(by_hand)
+
+
+def test_pure_dp_curve_at_a_large_epsilon() -> None:
+    """math.exp(ε) overflowed past ε ≈ 709 (a quantile at ε = 2,000 raised OverflowError)."""
+    from accounting.rdp import pure_dp_curve
+
+    for epsilon in (700.0, 2000.0, 10000.0):
+        values = pure_dp_curve(epsilon).values
+        assert all(0.0 <= v <= epsilon for v in values)
+        assert values[-1] > 0.99 * epsilon  # randomized response: ε(α) → ε as α grows
+    small, large = pure_dp_curve(5.0).values, pure_dp_curve(2000.0).values
+    assert all(a <= b for a, b in zip(small, large, strict=True))

@@ -117,11 +117,13 @@ def test_several_quantiles_per_query_share_histograms_and_columns(engine: Engine
     assert not stats[3].grid.integer and stats[3].grid.bins == 1024
     # Five released things share the budget: four quantile columns and the count (the
     # clipping estimate has its own small share).
-    result = engine.run(QueryRequest(sql, epsilon=1.0))
+    result = engine.run(QueryRequest(sql, epsilon=20.0))
     [row] = result.rows
     assert row[0] == row[1]  # one release answers both spellings
-    # Independent draws, but aimed ~30 rows from the bottom, at 200 and ~30 from the top
-    # of 400 values with a rank scale of a few rows: ordered except with negligible odds.
+    # Independent draws, aimed ~30 rows from the bottom, at 200 and ~30 from the top of
+    # 400 values. At ε = 1, shared five ways, a draw landed past the median about once
+    # in 150 runs (measured 2026-12-02; a CI failure); at ε = 20 the lowest draws fell
+    # between 10 and 28 in 150 runs, so the order holds except with negligible odds.
     assert 0 <= row[2] <= row[0] <= row[3] <= 1000
     assert -10 <= row[4] <= 10
     assert isinstance(row[0], int) and isinstance(row[4], float)
