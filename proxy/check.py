@@ -557,6 +557,14 @@ def check_key_types(keys: tuple[str, ...], types: tuple[str, ...]) -> None:
             not nested and not timetz and not lossy and t.startswith(_KEY_TYPE_PREFIXES)
         ):
             continue
+        if t.startswith("DECIMAL("):
+            # DuckDB's DECIMAL (and PostgreSQL's NUMERIC, read as it) is DECIMAL(18, 3).
+            raise unsupported(
+                f"the GROUP BY key {key[:60]} has type {type_}: a DECIMAL key of more than "
+                f"{_EXACT_DIGITS} digits can hold two values the release cannot tell apart",
+                f"group by CAST(... AS DECIMAL({_EXACT_DIGITS}, 2)), CAST(... AS DOUBLE) or, "
+                "for whole numbers, CAST(... AS BIGINT)",
+            )
         raise unsupported(
             f"the GROUP BY key {key[:60]} has type {type_}, which dpsql cannot release exactly",
             "group by CAST(... AS VARCHAR) of it, or by a simpler expression",

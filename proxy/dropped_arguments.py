@@ -148,7 +148,19 @@ def _separated(tokens: list[Token]) -> set[int]:
     return out
 
 
-def check_duckdb_arity(tokens: list[Token]) -> None:
+def _built_calls(tree: exp.Expr) -> set[int]:
+    """Start offsets of the function calls the parser built a function for (not a
+    keyword followed by a bracket: ``COUNT(*) FILTER (WHERE ...)``, ``OVER (...)``)."""
+    out: set[int] = set()
+    for node in tree.walk():
+        meta = node._meta
+        start = meta.get("start") if meta else None
+        if start is not None and isinstance(node, exp.Func | exp.Case | exp.Binary):
+            out.add(start)
+    return out
+
+
+def check_duckdb_arity(tokens: list[Token], tree: exp.Expr) -> None:
     """For DuckDB-dialect text: refuse a call of a DuckDB function with a number of
     arguments none of its overloads takes (``length(x, 2)``, ``left(s, 2, 3)``): DuckDB
     itself rejects it, and sqlglot's builder would drop the extra ones silently where the
@@ -157,10 +169,11 @@ def check_duckdb_arity(tokens: list[Token]) -> None:
     if not calls:
         return
     separated = _separated(tokens)
+    built = _built_calls(tree)
     arities = duckdb_arities()
     for start, (name, given) in calls.items():
         found = arities.get(name.lower())
-        if found is None or start in separated:
+        if found is None or start in separated or start not in built:
             continue
         counts, least = found
         if given in counts or (least is not None and given >= least):

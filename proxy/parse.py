@@ -68,7 +68,7 @@ def parse(sql: str, dialect: str = "duckdb", *, max_length: int, max_nodes: int)
         )
     check_arguments(tokens, statements[0])
     if dialect == "duckdb":
-        check_duckdb_arity(tokens)
+        check_duckdb_arity(tokens, statements[0])
     tree = statements[0] if top is None else spellings.apply_top(statements[0], top)
     for nodes, _ in enumerate(tree.walk(), start=1):
         if nodes > max_nodes:

@@ -36,6 +36,8 @@ MAX_FACTOR = 64
 MAX_CONSTANT = 65_536
 #: the length of a non-text value rendered as text (a number, date or timestamp)
 RENDERED = 64
+#: the most characters of constants a UNION ALL arm's column may carry to the outer query
+MAX_CARRIED = 1_024
 #: the largest estimated compiled size of a regular expression (see regex_size)
 MAX_REGEX_SIZE = 4_096
 #: a pattern of this estimated size costs about one pass over its text
@@ -73,17 +75,30 @@ STRFTIME_WIDTH = 32
 BRANCHES = (exp.Case, exp.If, exp.Coalesce, exp.Least, exp.Greatest)
 # The nodes that build a new string on each row (a column or a branch only passes one on).
 BUILDERS = (exp.Concat, exp.DPipe, exp.Replace, *SHORTENING, exp.Cast, exp.TryCast)
+# The nodes whose work is counted (builders, and the matching of LIKE and regular
+# expressions): a repeat of one is counted once.
+_COUNTED = (*BUILDERS, exp.Like, exp.ILike, exp.RegexpLike)
 
 
 class _Walk:
-    """One expression's strings: the growth of each node, and the row's total work."""
+    """One expression's strings: the growth of each node, and the row's total work.
+    A builder written twice (a GROUP BY key repeated in the select list) is counted
+    once: DuckDB computes a repeated expression once per row."""
 
     def __init__(self) -> None:
         self.work = ZERO
         self.longest = 0.0  # the longest constant string past MAX_CONSTANT, if any
+        self.counted: set[str] = set()
 
     def growth(self, node: exp.Expr) -> Growth:
+        text = node.sql(dialect="duckdb") if isinstance(node, _COUNTED) else None
+        before = self.work
         out = self._growth(node)
+        if text is not None and text in self.counted:
+            self.work = before  # its work is counted where it first appeared
+            return out
+        if text is not None:
+            self.counted.add(text)
         # A builder's string is per-row work even when made of constants: a CASE on the
         # row can hand one person's rows a constant that other rows never see.
         if isinstance(node, BUILDERS):
@@ -252,6 +267,11 @@ def regex_size(pattern: str) -> float:
         if size > 1e12:
             break
     return size
+
+
+def growth_of(node: exp.Expr) -> Growth:
+    """The longest string ``node`` can make on a row (``a·L + b``), its work aside."""
+    return _Walk().growth(node)
 
 
 def _arguments(node: exp.Expr) -> list[exp.Expr]:

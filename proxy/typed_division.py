@@ -39,21 +39,58 @@ ColumnType = Callable[[exp.Column], str]
 _NARROW = frozenset({"TINYINT", "SMALLINT", "INTEGER", "INT"})
 
 
+_TRINO_BIGINTS = (
+    exp.DateDiff,
+    exp.Year,
+    exp.Month,
+    exp.Day,
+    exp.Quarter,
+    exp.Week,
+    exp.DayOfWeek,
+    exp.DayOfYear,
+)
+
+
+def _narrow(node: exp.Expr, column_type: ColumnType) -> bool:
+    """An integer expression of 32 bits at most in PostgreSQL: no BIGINT column or cast,
+    no literal past 2^31 (its SUM is then a BIGINT, not a NUMERIC)."""
+    for sub in node.walk():
+        if isinstance(sub, exp.Column) and column_type(sub).upper() not in _NARROW:
+            return False
+        if isinstance(sub, (exp.Cast, exp.TryCast)) and sub.to.sql(dialect="duckdb").upper() not in _NARROW:
+            return False
+        if isinstance(sub, exp.Literal) and sub.is_int and abs(int(sub.this)) >= 2**31:
+            return False
+    return True
+
+
+def _dated(node: exp.Expr, column_type: ColumnType) -> bool:
+    if isinstance(node, exp.Column):
+        return column_type(node).upper() == "DATE"
+    return isinstance(node, (exp.Cast, exp.TryCast)) and node.to.is_type(exp.DType.DATE)
+
+
 def _dialect_integer(node: exp.Expr, column_type: ColumnType, dialect: str) -> bool | None:
-    """What one dialect's own return types say where the two differ: Trino's EXTRACT and
-    SUM of integers are BIGINT; PostgreSQL's EXTRACT is NUMERIC, and its SUM is BIGINT
-    of a narrower integer, NUMERIC of a BIGINT."""
+    """What one dialect's own return types say where the two differ: Trino's EXTRACT,
+    date_diff, year() and the like and SUM of integers are BIGINT; PostgreSQL's EXTRACT
+    is NUMERIC, its SUM a BIGINT of a narrower integer and a NUMERIC of a BIGINT, and
+    its difference of two dates an integer number of days."""
     if isinstance(node, exp.Extract):
         return {"trino": True, "postgres": False}.get(dialect)
+    if dialect == "trino" and isinstance(node, _TRINO_BIGINTS):
+        return True
+    if (
+        dialect == "postgres"
+        and isinstance(node, exp.Sub)
+        and _dated(node.left, column_type)
+        and _dated(node.right, column_type)
+    ):
+        return True
     if isinstance(node, exp.Sum) and _integer(node.this, column_type, dialect):
         if dialect == "trino":
             return True
         if dialect == "postgres":
-            arg = node.this
-            if isinstance(arg, exp.Column):
-                return column_type(arg).upper() in _NARROW
-            if isinstance(arg, (exp.Cast, exp.TryCast)):
-                return arg.to.sql(dialect="duckdb").upper() in _NARROW
+            return _narrow(node.this, column_type)
     return None
 
 
@@ -94,12 +131,14 @@ def _integer(node: exp.Expr, column_type: ColumnType, dialect: str = "") -> bool
         if False in parts:
             return False
         return True if all(parts) else None
-    if isinstance(node, (exp.Case, exp.Coalesce)):
-        branches = (
-            [i.args.get("true") for i in node.args.get("ifs") or []] + [node.args.get("default")]
-            if isinstance(node, exp.Case)
-            else [node.this, *node.expressions]
-        )
+    if isinstance(node, (exp.Case, exp.If, exp.Coalesce, exp.Greatest, exp.Least)):
+        if isinstance(node, exp.Case):
+            branches = [i.args.get("true") for i in node.args.get("ifs") or []]
+            branches.append(node.args.get("default"))
+        elif isinstance(node, exp.If):
+            branches = [node.args.get("true"), node.args.get("false")]
+        else:
+            branches = [node.this, *node.expressions]
         kinds = [
             _integer(b, column_type, dialect)
             for b in branches

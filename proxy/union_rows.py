@@ -38,6 +38,7 @@ from proxy.policy import ColumnPolicy, TablePolicy
 from proxy.quantile_sql import is_quantile
 from proxy.rewrite.ranges import Range, derive
 from proxy.rewrite.total_forms import total_predicate, total_value
+from proxy.string_growth import MAX_CARRIED, check_string_growth, growth_of
 
 DERIVED = "__union"
 HINT = (
@@ -99,6 +100,20 @@ def _check_arm(arm: exp.Expr, catalog: Catalog) -> S.Shape:
                 position_of(item),
             )
         check_scalar(item.this if isinstance(item, exp.Alias) else item, "a UNION ALL arm")
+        carried = growth_of(item.this if isinstance(item, exp.Alias) else item)
+        if carried.constant > MAX_CARRIED:
+            # The outer query reads this column as data, whose length its own bound
+            # allows it to work on 64 times over: a constant made by the arm would be
+            # counted as a person's value (a probe, 2026-12-02: 20-27x one person's time).
+            raise unsupported(
+                f"a UNION ALL arm's column carries up to {carried.constant:,.0f} characters "
+                f"of constants; the limit is {MAX_CARRIED:,}",
+                "select columns and short expressions in the arms; build strings in the "
+                "outer query",
+                position_of(item),
+            )
+    # Every item of the arm runs on the same rows, with its WHERE: one bound for all.
+    check_string_growth(arm, "a UNION ALL arm as a whole")
     from proxy.joins import tables_of
 
     if all(t.public for t in tables_of(arm, catalog).values()):

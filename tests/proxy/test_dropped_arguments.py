@@ -52,6 +52,9 @@ KEPT = [
                "position('a' IN model), string_agg(model, ',' ORDER BY ts), "
                "concat(model, model, model), hash(model, ts), make_date(2024, 1, 1), "
                "list_transform([1, 2], x -> x + 1) FROM prompts"),
+    # a keyword before a bracket is no call (FILTER is also a DuckDB function's name)
+    ("duckdb", "SELECT COUNT(*) FILTER (WHERE model = 'a'), SUM(tokens_in) OVER (PARTITION "
+               "BY model) FROM prompts"),
 ]
 
 

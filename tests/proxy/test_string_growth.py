@@ -161,3 +161,27 @@ def test_the_bound_is_on_the_whole_query(small_demo) -> None:
         small_demo.run(QueryRequest(sql, epsilon=1.0))
     assert "as a whole" in info.value.message
     assert len(small_demo.ledger.history(limit=100_000)) == before
+
+
+def test_a_union_arm_cannot_carry_a_constant_to_the_outer_query(small_demo) -> None:
+    """A probe (2026-12-02): an arm's 30,000-character constant on one person's rows
+    reached the outer query as data, whose bound allows 64 times its length: 20-27x the
+    time without the person."""
+    from proxy.request import QueryRequest
+
+    big = "replace('" + "x" * 100 + "', 'x', '" + "y" * 300 + "')"
+    sql = (
+        f"SELECT COUNT(*) AS n FROM (SELECT user_id, lower(CASE WHEN user_id = 189 THEN {big} "
+        "ELSE model END) AS v FROM prompts UNION ALL SELECT user_id, category AS v FROM tickets) t "
+        "WHERE lower(v) <> 'q'"
+    )
+    with pytest.raises(DPSQLError) as info:
+        small_demo.run(QueryRequest(sql, epsilon=1.0))
+    assert "UNION ALL" in info.value.message
+
+
+def test_a_key_written_twice_is_counted_once() -> None:
+    key = "CASE WHEN lower(m) LIKE '%a%' THEN 'A' WHEN lower(m) LIKE '%b%' THEN 'B' END"
+    once = _work(f"SELECT {key} AS k FROM t")
+    twice = _work(f"SELECT {key} AS k FROM t GROUP BY {key}")
+    assert once == twice
