@@ -515,8 +515,6 @@ def check_shape(select: exp.Select, catalog: Catalog) -> S.Shape:
 # Key types the release step converts exactly and without fail. Others (128-bit integers
 # and wide decimals become lossy floats, intervals lose months, nested and binary values
 # have no stable order or rendering) are refused before the charge.
-# Significant digits every decimal keeps through a float64 (DBL_DIG).
-_EXACT_DIGITS = 15
 _KEY_TYPE_PREFIXES = (
     "BOOLEAN",
     "TINYINT",
@@ -542,14 +540,15 @@ def check_key_types(keys: tuple[str, ...], types: tuple[str, ...]) -> None:
 
     Exactly means distinct values stay distinct: the core's result is fetched through
     NumPy, where a DECIMAL becomes a float64 and a TIME a Python time of microseconds.
-    Two groups that met as one key (DECIMAL(18, 0) values 2^56 and 2^56 + 1, TIME_NS
-    values a nanosecond apart) made the release keep only one of them, chosen by the
-    data: a cell then moved by a whole group's count when one person left (a probe,
-    2026-12-02). A float64 holds every decimal of up to 15 significant digits apart."""
+    Two groups that met as one key (DECIMAL(18, 0) values 2^56 and 2^56 + 1 fetched as
+    float64, TIME_NS values a nanosecond apart) made the release keep only one of them,
+    chosen by the data: a cell then moved by a whole group's count when one person left
+    (a probe, 2026-12-02). DECIMAL keys are therefore grouped and fetched as their text
+    (Core.text_keys) and released as exact decimals; TIME_NS keys are refused."""
     for key, type_ in zip(keys, types, strict=True):
         t = type_.upper()
         nested = any(mark in t for mark in ("[", "(", "STRUCT", "MAP", "UNION"))
-        decimal_ok = t.startswith("DECIMAL(") and int(t[8:].split(",")[0]) <= _EXACT_DIGITS
+        decimal_ok = t.startswith("DECIMAL(")
         # TIME WITH TIME ZONE has no NumPy form: fetching it fails, and only with rows.
         timetz = t.startswith("TIME WITH") or t == "TIMETZ"
         lossy = t == "TIME_NS"
@@ -557,14 +556,6 @@ def check_key_types(keys: tuple[str, ...], types: tuple[str, ...]) -> None:
             not nested and not timetz and not lossy and t.startswith(_KEY_TYPE_PREFIXES)
         ):
             continue
-        if t.startswith("DECIMAL("):
-            # DuckDB's DECIMAL (and PostgreSQL's NUMERIC, read as it) is DECIMAL(18, 3).
-            raise unsupported(
-                f"the GROUP BY key {key[:60]} has type {type_}: a DECIMAL key of more than "
-                f"{_EXACT_DIGITS} digits can hold two values the release cannot tell apart",
-                f"group by CAST(... AS DECIMAL({_EXACT_DIGITS}, 2)), CAST(... AS DOUBLE) or, "
-                "for whole numbers, CAST(... AS BIGINT)",
-            )
         raise unsupported(
             f"the GROUP BY key {key[:60]} has type {type_}, which dpsql cannot release exactly",
             "group by CAST(... AS VARCHAR) of it, or by a simpler expression",

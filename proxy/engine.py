@@ -113,6 +113,11 @@ def _route_key(request: QueryRequest) -> QueryRequest:
     )
 
 
+def _text_keys(key_types: tuple[str, ...]) -> frozenset[int]:
+    """The rewrite's ``text_keys``: the DECIMAL keys (Core.text_keys)."""
+    return frozenset(i for i, t in enumerate(key_types) if t.upper().startswith("DECIMAL"))
+
+
 def _dated_keys(key_types: tuple[str, ...]) -> tuple[frozenset[int], frozenset[int]]:
     """The rewrite's ``dated_keys`` and ``timed_keys``: the DATE keys and the TIMESTAMP ones."""
     kinds = [t.upper() for t in key_types]
@@ -784,8 +789,9 @@ class Engine:
         check_key_types(shape.key_sqls, key_types)
         if plain is None:
             dated, timed = _dated_keys(key_types)
-            if dated or timed:
-                core = bounded(dated_keys=dated, timed_keys=timed)
+            texted = _text_keys(key_types)
+            if dated or timed or texted:
+                core = bounded(dated_keys=dated, timed_keys=timed, text_keys=texted)
         where = shape.select.args.get("where")
         domain = (
             domains.public_domain(

@@ -38,14 +38,19 @@ def _python(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _matched(value: Any) -> Any:
-    """A key as the domain and the core's result are matched: a domain's DECIMAL value
-    (a Python Decimal) as the float64 NumPy fetched the core's as. Decimal('0.1') is
-    not equal to the float 0.1, so every group of a DECIMAL key with a public domain
-    was released as 0; the key types admitted (check_key_types: at most 15 digits)
-    convert to distinct floats."""
+def _decimal(value: Any) -> Any:
+    """A DECIMAL key the core returned as its text (Core.text_keys), as the exact
+    Decimal; NULL stays None."""
     value = _python(value)
-    return float(value) if isinstance(value, Decimal) else value
+    return Decimal(value) if isinstance(value, str) else value
+
+
+def _exact_keys(values: Sequence[Any], sql_type: str) -> list[Any]:
+    """The core's key values as released: DECIMALs from their text, exactly (a domain's
+    Decimal('0.1') then matches the group's, which as a float64 it never did)."""
+    if sql_type.startswith("DECIMAL"):
+        return [_decimal(v) for v in values]
+    return [_python(v) for v in values]
 
 
 def release_keys(values: list[Any]) -> pa.Array:
@@ -103,10 +108,11 @@ def _complete_domain(
 ) -> tuple[list[tuple[Any, ...]], dict[str, np.ndarray], list[int | None]]:
     """Per domain key: its statistics (0 when absent) and its row in ``exact`` (or None)."""
     assert plan.domain is not None
-    keys = [np.asarray(exact[k], dtype=object) for k in plan.key_columns]
+    types = {name: kind.upper() for name, kind in plan.released_columns}
+    keys = [_exact_keys(list(exact[k]), types.get(k, "")) for k in plan.key_columns]
     rows = len(keys[0]) if keys else len(next(iter(exact.values())))
-    index = {tuple(_matched(k[i]) for k in keys): i for i in range(rows)}
-    found = [index.get(tuple(_matched(v) for v in d)) for d in plan.domain]
+    index = {tuple(k[i] for k in keys): i for i in range(rows)}
+    found = [index.get(tuple(_python(v) for v in d)) for d in plan.domain]
     out: dict[str, np.ndarray] = {}
     for noise in plan.noise:
         column = _filled(np.asarray(exact[noise.statistic.column]))
@@ -198,7 +204,8 @@ def release(plan: Plan, exact: Mapping[str, np.ndarray]) -> pa.Table:
         keep, noisy_persons = _select_partitions(plan, exact)
         for name in plan.key_columns:
             values = np.asarray(exact[name], dtype=object)[keep]
-            columns[name] = _key_array([_python(v) for v in values], types.get(name, ""))
+            kind = types.get(name, "")
+            columns[name] = _key_array(_exact_keys(list(values), kind), kind)
         stats = {
             n.statistic.column: _filled(np.asarray(exact[n.statistic.column]))[keep]
             for n in plan.noise

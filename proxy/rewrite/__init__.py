@@ -119,17 +119,18 @@ def rewrite(
     clipping: bool = False,
     dated_keys: frozenset[int] = frozenset(),
     timed_keys: frozenset[int] = frozenset(),
+    text_keys: frozenset[int] = frozenset(),
 ) -> Core:
     """The bounded core of a checked query. ``bounding=False`` skips the Linf and L0
     rules while the sensitivities stay as if they ran: it breaks the privacy promise and
     exists only so that empirical audits can show they detect a violation.
     ``dated_keys``, ``timed_keys``: the indexes of the keys whose type is DATE, or a
-    TIMESTAMP type (Core.dated_keys)."""
+    TIMESTAMP type (Core.dated_keys); ``text_keys``: of a DECIMAL type (Core.text_keys)."""
     core = initial_core(
         shape, max_rows=max_rows, max_groups=max_groups, bounding=bounding, clipping=clipping
     )
-    if dated_keys or timed_keys:
-        core = replace(core, dated_keys=dated_keys, timed_keys=timed_keys)
+    if dated_keys or timed_keys or text_keys:
+        core = replace(core, dated_keys=dated_keys, timed_keys=timed_keys, text_keys=text_keys)
     for rule in RULES:
         core = rule(core)
     return core

@@ -98,6 +98,10 @@ class Core:
     # 1 to 9999, else NULL (per_person; see DATE_KEY_RANGE).
     dated_keys: frozenset[int] = frozenset()
     timed_keys: frozenset[int] = frozenset()
+    # Keys of a DECIMAL type: grouped and returned as their text (per_person), which
+    # keeps every value apart; NumPy would fetch them as float64, where two DECIMALs of
+    # more than 15 digits can meet.
+    text_keys: frozenset[int] = frozenset()
     # MEDIAN, quantiles, MIN and MAX: drawn from per-group histograms the core returns.
     quantiles: tuple[QuantileStatistic, ...] = ()
 

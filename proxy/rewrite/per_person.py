@@ -140,20 +140,26 @@ def _dated(key: exp.Expr, timestamp: bool) -> exp.Expr:
     return exp.Case(ifs=[exp.If(this=exp.Between(this=value, low=low, high=high), true=key)])
 
 
+_TEXT = exp.DataType.build("VARCHAR")
+
+
+def _key(core: C.Core, index: int, key: exp.Expr) -> exp.Expr:
+    """Key ``index`` as the core groups it: dates within their range, DECIMALs as their
+    text (a DECIMAL's text is one per value, its scale being fixed by its type)."""
+    if index in core.dated_keys or index in core.timed_keys:
+        return _dated(key.copy(), index in core.timed_keys)
+    if index in core.text_keys:
+        return exp.Cast(this=key.copy(), to=_TEXT.copy())
+    return key.copy()
+
+
 def apply(core: C.Core) -> C.Core:
     columns = argument_columns(core)
     by_sql = _arguments_by_sql(core)
     # Every piece is copied once here; the builders below must not copy again.
     projection: list[exp.Expr] = [exp.alias_(core.shape.unit.copy(), "__u", copy=False)]
     projection += [
-        exp.alias_(
-            _dated(k.copy(), i in core.timed_keys)
-            if i in core.dated_keys or i in core.timed_keys
-            else k.copy(),
-            f"__k{i}",
-            copy=False,
-        )
-        for i, k in enumerate(core.keys)
+        exp.alias_(_key(core, i, k), f"__k{i}", copy=False) for i, k in enumerate(core.keys)
     ]
     projection += [
         exp.alias_(_widened(core, sql, by_sql[sql].copy()), name, copy=False)

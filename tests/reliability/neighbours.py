@@ -45,7 +45,6 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
@@ -60,7 +59,7 @@ from proxy.engine import Engine
 from proxy.errors import DPSQLError
 from proxy.plan import Plan
 from proxy.policy import Policy
-from proxy.release import release
+from proxy.release import _exact_keys, release
 from proxy.request import QueryRequest
 from proxy.rewrite.l0 import takes_seed
 
@@ -385,8 +384,6 @@ def build_neighbours(
 
 def _python(value: Any) -> Any:
     value = value.item() if isinstance(value, np.generic) else value
-    if isinstance(value, Decimal):
-        value = float(value)  # a domain's DECIMAL, as NumPy fetched the core's keys
     if isinstance(value, float) and math.isnan(value):
         return "NaN"  # NaN keys must compare equal to themselves
     return value
@@ -405,9 +402,14 @@ def _number(value: Any) -> int | float:
 
 
 def _key_rows(plan: Plan, exact: Mapping[str, np.ndarray]) -> list[tuple[Any, ...]]:
-    keys = [np.asarray(exact[k], dtype=object) for k in plan.key_columns]
+    # As the release reads them (DECIMAL keys come as their text: Core.text_keys).
+    types = {name: kind.upper() for name, kind in plan.released_columns}
+    keys = [
+        [_python(v) for v in _exact_keys(list(exact[k]), types.get(k, ""))]
+        for k in plan.key_columns
+    ]
     rows = len(keys[0]) if keys else len(next(iter(exact.values())))
-    return [tuple(_python(k[i]) for k in keys) for i in range(rows)]
+    return [tuple(k[i] for k in keys) for i in range(rows)]
 
 
 def _groups(
