@@ -83,6 +83,8 @@ TOTALITY = (
     "SELECT plan, SUM(age // 7) AS s, SUM(-age // 7) AS t FROM users GROUP BY plan",
     "SELECT COUNT(*) AS n FROM prompts WHERE tokens_in // (tokens_in - tokens_in) > 1",
     "SELECT COUNT(*) AS n FROM users WHERE CAST(age AS DOUBLE) // 7 > 5.5",
+    # DECIMAL keys are grouped and fetched as their text (Core.text_keys)
+    "SELECT CAST(age / 7 AS DECIMAL(18, 3)) AS k, COUNT(*) AS n FROM users GROUP BY k",
 )
 
 # Constructs with no total form of DuckDB's meaning on PostgreSQL: refused, uncharged.

@@ -32,7 +32,7 @@ CI_GOLDEN = (
     "pums_median_min_max",
     "pums_var_distinct",
 )
-CI_TOTALITY = (TOTALITY[0], TOTALITY[-3])  # division by zero; // of integers
+CI_TOTALITY = (TOTALITY[0], TOTALITY[-4], TOTALITY[-1])  # by zero; // of integers; DECIMAL keys
 REFUSED = (
     "SELECT COUNT(*) AS n FROM prompts WHERE regexp_matches(model, 'sm.*')",
     "SELECT COUNT(*) AS n FROM prompts WHERE model LIKE 'a\\%'",
