@@ -15,7 +15,7 @@ import re
 import threading
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import duckdb
@@ -40,9 +40,15 @@ def _python(value: Any) -> Any:
 
 def _decimal(value: Any) -> Any:
     """A DECIMAL key the core returned as its text (Core.text_keys), as the exact
-    Decimal; NULL stays None."""
+    Decimal; NULL stays None, and a text no Decimal reads stays text (nothing after the
+    charge may fail on a value)."""
     value = _python(value)
-    return Decimal(value) if isinstance(value, str) else value
+    if not isinstance(value, str):
+        return value
+    try:
+        return Decimal(value)
+    except InvalidOperation:
+        return value
 
 
 def _exact_keys(values: Sequence[Any], sql_type: str) -> list[Any]:

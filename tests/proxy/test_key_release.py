@@ -107,3 +107,11 @@ def test_decimal_keys_over_a_public_domain_keep_their_counts(small_demo: Engine)
     assert len(result.rows) == 2
     for k, n in result.rows:
         assert abs(n - truth[k]) < 1
+
+
+def test_decimal_key_text_is_read_exactly_and_never_fails() -> None:
+    from proxy.release import _exact_keys
+
+    read = _exact_keys(["1.50", None, "1.00E-7", "NaN", "not a number"], "DECIMAL(10, 2)")
+    assert read[:3] == [Decimal("1.50"), None, Decimal("1E-7")]
+    assert read[3].is_nan() and read[4] == "not a number"
