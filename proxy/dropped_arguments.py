@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from sqlglot import exp
@@ -47,26 +48,38 @@ def _name(token: Token | None) -> Token | None:
     return None
 
 
-def _argument_counts(tokens: list[Token]) -> dict[int, tuple[str, int]]:
-    """{start offset of a name token followed by "(": (its text, top-level arguments)},
-    in one pass: a stack of the open brackets, each with its call's name token (or None
-    for a bracket that opens no call), its commas and whether anything is inside."""
-    calls: dict[int, tuple[str, int]] = {}
-    stack: list[list[Any]] = []  # [name token | None, commas, empty]
+@dataclass(frozen=True)
+class Call:
+    """A function call in the text: its name, its top-level arguments, and whether a
+    word separates its parts without commas (then its comma count is not its arity)."""
+
+    name: str
+    given: int
+    separated: bool
+
+
+def _calls(tokens: list[Token]) -> dict[int, Call]:
+    """{start offset of a name token followed by "(": its Call}, in one pass: a stack of
+    the open brackets, each with its call's name token (or None for a bracket that opens
+    no call), its commas, whether anything is inside and whether a separator is."""
+    calls: dict[int, Call] = {}
+    stack: list[list[Any]] = []  # [name token | None, commas, empty, separated]
     previous: Token | None = None
     for token in tokens:
         kind = token.token_type
         if stack and kind not in _CLOSE:
             stack[-1][2] = False
         if kind in _OPEN:
-            stack.append([_name(previous) if kind == TokenType.L_PAREN else None, 0, True])
+            stack.append([_name(previous) if kind == TokenType.L_PAREN else None, 0, True, False])
         elif kind in _CLOSE:
             if stack:
-                name, commas, empty = stack.pop()
+                name, commas, empty, separated = stack.pop()
                 if name is not None:
-                    calls[name.start] = (name.text, 0 if empty else commas + 1)
+                    calls[name.start] = Call(name.text, 0 if empty else commas + 1, separated)
         elif kind == TokenType.COMMA and stack:
             stack[-1][1] += 1
+        elif kind in _SEPARATORS and stack:
+            stack[-1][3] = True
         previous = token
     return calls
 
@@ -130,85 +143,69 @@ def duckdb_arities() -> dict[str, tuple[frozenset[int], int | None]]:
     return {name: (frozenset(counts), least) for name, (counts, least) in out.items()}
 
 
-def _separated(tokens: list[Token]) -> set[int]:
-    """Start offsets of the calls with a separating word at their top level."""
-    out: set[int] = set()
-    stack: list[Token | None] = []
-    previous: Token | None = None
-    for token in tokens:
-        kind = token.token_type
-        if kind in _OPEN:
-            stack.append(_name(previous) if kind == TokenType.L_PAREN else None)
-        elif kind in _CLOSE:
-            if stack:
-                stack.pop()
-        elif kind in _SEPARATORS and stack and stack[-1] is not None:
-            out.add(stack[-1].start)
-        previous = token
-    return out
-
-
-def _built_calls(tree: exp.Expr) -> set[int]:
-    """Start offsets of the function calls the parser built a function for (not a
-    keyword followed by a bracket: ``COUNT(*) FILTER (WHERE ...)``, ``OVER (...)``)."""
-    out: set[int] = set()
-    for node in tree.walk():
-        meta = node._meta
-        start = meta.get("start") if meta else None
-        if start is not None and isinstance(node, exp.Func | exp.Case | exp.Binary):
-            out.add(start)
-    return out
-
-
-def check_duckdb_arity(tokens: list[Token], tree: exp.Expr) -> None:
-    """For DuckDB-dialect text: refuse a call of a DuckDB function with a number of
-    arguments none of its overloads takes (``length(x, 2)``, ``left(s, 2, 3)``): DuckDB
-    itself rejects it, and sqlglot's builder would drop the extra ones silently where the
-    node check above cannot see it (a builder that wraps its result)."""
-    calls = _argument_counts(tokens)
-    if not calls:
-        return
-    separated = _separated(tokens)
-    built = _built_calls(tree)
-    arities = duckdb_arities()
-    for start, (name, given) in calls.items():
-        found = arities.get(name.lower())
-        if found is None or start in separated or start not in built:
-            continue
-        counts, least = found
-        if given in counts or (least is not None and given >= least):
-            continue
-        takes = sorted(counts) + ([f"{least} or more"] if least is not None else [])
-        raise DPSQLError(
-            "unsupported_sql",
-            f"{name}() was given {given} arguments; DuckDB's {name.lower()} takes "
-            f"{' or '.join(str(t) for t in takes)}",
-            f"call {name}() with {' or '.join(str(t) for t in takes)} arguments",
-        )
-
-
-def check_arguments(tokens: list[Token], tree: exp.Expr) -> None:
-    """Raise ``unsupported_sql`` when a known function's node holds fewer arguments than
-    its call in the text passed. Needs the parser's positions (before
-    ``parse.forget_positions``). Reads only the query text; refuses before any charge."""
-    calls = _argument_counts(tokens)
-    if not calls:
-        return
+def _built(tree: exp.Expr, calls: dict[int, Call]) -> dict[int, exp.Expr]:
+    """{a call's start: the node the parser built for it}: the outermost node at the
+    call's position, when it is a function (or what a builder made of one: a CASE, an
+    operator). A keyword followed by a bracket (``COUNT(*) FILTER (WHERE ...)``,
+    ``OVER (...)``) has no such node. Needs the parser's positions (before
+    ``parse.forget_positions``)."""
+    built: dict[int, exp.Expr] = {}
     seen: set[int] = set()
     for node in tree.walk():
         meta = node._meta
         start = meta.get("start") if meta else None
         if start is None or start in seen or start not in calls:
             continue
-        seen.add(start)  # the outermost node at a call's position is the one built for it
-        if isinstance(node, exp.Anonymous) or not isinstance(node, exp.Func | exp.Case | exp.Binary):
-            continue
-        name, given = calls[start]
-        if _held(node) < given:
-            raise DPSQLError(
-                "unsupported_sql",
-                f"{name}() was given {given} arguments; in this dialect dpsql reads "
-                f"only {_held(node)} of them and would answer a different query",
-                f"remove the extra arguments of {name}() (a time zone: convert the "
-                "column with AT TIME ZONE first, where the dialect allows it)",
-            )
+        seen.add(start)
+        if isinstance(node, exp.Func | exp.Case | exp.Binary):
+            built[start] = node
+    return built
+
+
+def _check_held(call: Call, node: exp.Expr) -> None:
+    """A known function's node must hold every argument its call in the text passed."""
+    if isinstance(node, exp.Anonymous) or _held(node) >= call.given:
+        return
+    raise DPSQLError(
+        "unsupported_sql",
+        f"{call.name}() was given {call.given} arguments; in this dialect dpsql reads "
+        f"only {_held(node)} of them and would answer a different query",
+        f"remove the extra arguments of {call.name}() (a time zone: convert the "
+        "column with AT TIME ZONE first, where the dialect allows it)",
+    )
+
+
+def _check_duckdb_arity(call: Call) -> None:
+    """DuckDB text: a call of a DuckDB function with a number of arguments none of its
+    overloads takes (``length(x, 2)``, ``left(s, 2, 3)``) is refused. DuckDB itself
+    rejects it, and sqlglot's builder would drop the extra ones silently where the node
+    check cannot see it (a builder that wraps its result)."""
+    found = duckdb_arities().get(call.name.lower())
+    if found is None or call.separated:
+        return
+    counts, least = found
+    if call.given in counts or (least is not None and call.given >= least):
+        return
+    takes = " or ".join(
+        str(t) for t in [*sorted(counts), *([f"{least} or more"] if least is not None else [])]
+    )
+    raise DPSQLError(
+        "unsupported_sql",
+        f"{call.name}() was given {call.given} arguments; DuckDB's {call.name.lower()} "
+        f"takes {takes}",
+        f"call {call.name}() with {takes} arguments",
+    )
+
+
+def check_arguments(tokens: list[Token], tree: exp.Expr, dialect: str) -> None:
+    """Raise ``unsupported_sql`` when a known function's node holds fewer arguments than
+    its call in the text passed, or, in DuckDB text, when no DuckDB overload takes the
+    call's arguments. Reads only the query text; refuses before any charge."""
+    calls = _calls(tokens)
+    if not calls:
+        return
+    for start, node in _built(tree, calls).items():
+        call = calls[start]
+        _check_held(call, node)
+        if dialect == "duckdb":
+            _check_duckdb_arity(call)

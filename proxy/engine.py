@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Collection, Hashable, Iterator
+from collections.abc import Callable, Collection, Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -113,18 +113,28 @@ def _route_key(request: QueryRequest) -> QueryRequest:
     )
 
 
-def _text_keys(key_types: tuple[str, ...]) -> frozenset[int]:
-    """The rewrite's ``text_keys``: the DECIMAL keys (Core.text_keys)."""
-    return frozenset(i for i, t in enumerate(key_types) if t.upper().startswith("DECIMAL"))
+@dataclass(frozen=True)
+class KeyKinds:
+    """The keys (by index) the rewrite reads specially: DATE ones, TIMESTAMP ones (both
+    within the years 1-9999) and DECIMAL ones (as their text): Core.dated_keys,
+    Core.text_keys."""
 
+    dated: frozenset[int] = frozenset()
+    timed: frozenset[int] = frozenset()
+    text: frozenset[int] = frozenset()
 
-def _dated_keys(key_types: tuple[str, ...]) -> tuple[frozenset[int], frozenset[int]]:
-    """The rewrite's ``dated_keys`` and ``timed_keys``: the DATE keys and the TIMESTAMP ones."""
-    kinds = [t.upper() for t in key_types]
-    return (
-        frozenset(i for i, t in enumerate(kinds) if t == "DATE"),
-        frozenset(i for i, t in enumerate(kinds) if t.startswith("TIMESTAMP")),
-    )
+    @staticmethod
+    def of(key_types: tuple[str, ...]) -> KeyKinds:
+        kinds = [t.upper() for t in key_types]
+
+        def where(test: Callable[[str], bool]) -> frozenset[int]:
+            return frozenset(i for i, t in enumerate(kinds) if test(t))
+
+        return KeyKinds(
+            where(lambda t: t == "DATE"),
+            where(lambda t: t.startswith("TIMESTAMP")),
+            where(lambda t: t.startswith("DECIMAL")),
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -781,17 +791,19 @@ class Engine:
             else None
         )
         # Date and time keys are read within the years every later step can hold (their
-        # types stand): per_person.DATE_KEY_RANGE. Known from the catalog, the core is
-        # written once; learnt from the engine, again once they are known.
-        dated, timed = _dated_keys(plain) if plain is not None else (frozenset(), frozenset())
-        core = bounded(dated_keys=dated, timed_keys=timed)
+        # types stand): per_person.DATE_KEY_RANGE; DECIMAL keys as their text. Known
+        # from the catalog, the core is written once; learnt from the engine, again once
+        # they are known.
+        def bounded_with(kinds: KeyKinds) -> Core:
+            return bounded(dated_keys=kinds.dated, timed_keys=kinds.timed, text_keys=kinds.text)
+
+        core = bounded_with(KeyKinds.of(plain or ()))
         key_types = plain if plain is not None else self._key_types(core.sql, core.key_columns())
         check_key_types(shape.key_sqls, key_types)
         if plain is None:
-            dated, timed = _dated_keys(key_types)
-            texted = _text_keys(key_types)
-            if dated or timed or texted:
-                core = bounded(dated_keys=dated, timed_keys=timed, text_keys=texted)
+            kinds = KeyKinds.of(key_types)
+            if kinds != KeyKinds():
+                core = bounded_with(kinds)
         where = shape.select.args.get("where")
         domain = (
             domains.public_domain(

@@ -7,7 +7,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 
 from proxy import spellings
-from proxy.dropped_arguments import check_arguments, check_duckdb_arity
+from proxy.dropped_arguments import check_arguments
 from proxy.errors import DPSQLError
 
 DIALECTS = ("duckdb", "postgres", "bigquery", "trino", "snowflake")
@@ -66,9 +66,7 @@ def parse(sql: str, dialect: str = "duckdb", *, max_length: int, max_nodes: int)
             f"{len(statements)} statements were sent; dpsql answers exactly one",
             "send one SELECT per request",
         )
-    check_arguments(tokens, statements[0])
-    if dialect == "duckdb":
-        check_duckdb_arity(tokens, statements[0])
+    check_arguments(tokens, statements[0], dialect)
     tree = statements[0] if top is None else spellings.apply_top(statements[0], top)
     for nodes, _ in enumerate(tree.walk(), start=1):
         if nodes > max_nodes:

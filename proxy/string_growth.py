@@ -88,17 +88,19 @@ class _Walk:
     def __init__(self) -> None:
         self.work = ZERO
         self.longest = 0.0  # the longest constant string past MAX_CONSTANT, if any
-        self.counted: set[str] = set()
+        # sqlglot's nodes compare and hash by structure: a repeat is found without
+        # rendering its text.
+        self.counted: set[exp.Expr] = set()
 
     def growth(self, node: exp.Expr) -> Growth:
-        text = node.sql(dialect="duckdb") if isinstance(node, _COUNTED) else None
+        counted = isinstance(node, _COUNTED)
         before = self.work
         out = self._growth(node)
-        if text is not None and text in self.counted:
+        if counted and node in self.counted:
             self.work = before  # its work is counted where it first appeared
             return out
-        if text is not None:
-            self.counted.add(text)
+        if counted:
+            self.counted.add(node)
         # A builder's string is per-row work even when made of constants: a CASE on the
         # row can hand one person's rows a constant that other rows never see.
         if isinstance(node, BUILDERS):
