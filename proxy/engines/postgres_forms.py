@@ -103,9 +103,27 @@ def _int_range(bits: int) -> tuple[int, int]:
     return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
 
 
+def _pg_int(bits: int) -> exp.DataType:
+    """PostgreSQL's type for DuckDB's integer of ``bits`` (a HUGEINT: NUMERIC)."""
+    return exp.DataType.build("DECIMAL") if bits == 128 else exp.DataType.build(_PG_INT[bits])
+
+
 def _fits_int(value: exp.Expr, bits: int) -> exp.Expr:
-    """``value`` (NUMERIC, exact) as DuckDB's integer of ``bits``, NULL if it overflows."""
+    """``value`` (NUMERIC, exact) as DuckDB's integer of ``bits``, NULL if it overflows.
+
+    A HUGEINT stays an unconstrained NUMERIC, with its bounds NUMERIC constants: written
+    into the template they were read as DuckDB SQL, where NUMERIC means DECIMAL(18, 3)
+    (an error past 15 digits, on one person's rows: a probe, 2026-12-02) and a 39-digit
+    number a DOUBLE."""
     lo, hi = _int_range(bits)
+    if bits == 128:
+        return template(
+            "CASE WHEN __v BETWEEN __lo AND __hi THEN __c END",
+            v=value,
+            lo=_numeric_constant(str(lo)),
+            hi=_numeric_constant(str(hi)),
+            c=_numeric(value.copy()),
+        )
     return template(
         f"CASE WHEN __v BETWEEN {lo} AND {hi} THEN CAST(__v AS {_PG_INT[bits]}) END", v=value
     )
@@ -240,7 +258,8 @@ class PostgresForms:
 
     def double(self, text: str) -> exp.Expr:
         # PostgreSQL reads a bare 1e300 as a NUMERIC
-        return exp.Cast(this=exp.Literal.number(text), to=exp.DataType.build("DOUBLE"))
+        number = exp.Literal.string("Infinity") if text == "inf" else exp.Literal.number(text)
+        return exp.Cast(this=number, to=exp.DataType.build("DOUBLE"))
 
     # --- total forms -----------------------------------------------------------------
 
@@ -514,10 +533,11 @@ class _Total:
             return _fits_int(exp.Round(this=_numeric(inner)), bits)
         if source.family is Family.FLOAT:
             # float8 -> integer rounds with rint (half to even) on both engines
+            # (the type as a node: a template would read NUMERIC as DECIMAL(18, 3))
             return template(
-                f"CASE WHEN ROUND(__a) >= {lo} AND ROUND(__a) < {hi + 1} "
-                f"THEN CAST(__a AS {_PG_INT[bits]}) END",
+                f"CASE WHEN ROUND(__a) >= {lo} AND ROUND(__a) < {hi + 1} THEN __c END",
                 a=inner,
+                c=exp.Cast(this=inner.copy(), to=_pg_int(bits)),
             )
         if source.family is Family.TEXT:
             checked = template(

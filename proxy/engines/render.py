@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -80,7 +81,7 @@ class Forms(Protocol):
     def total(self, node: exp.Expr, typer: Typer) -> exp.Expr: ...
     def exact_sum(self, node: exp.Sum, argument: Kind) -> exp.Expr: ...
     def wide_integer(self) -> exp.DataType: ...
-    def double(self, text: str) -> exp.Expr: ...
+    def double(self, text: str) -> exp.Expr: ...  # text: a shortest repr, or "inf"
     def float_op(self, node: exp.Mul | exp.Div, typer: Typer) -> exp.Expr: ...
     def rows_by_person(self, rows: exp.Select) -> None: ...
     def per_person(self, tree: exp.Expr, typer: Typer) -> None: ...
@@ -133,6 +134,15 @@ def _outermost(tree: exp.Expr, kinds: tuple[type[exp.Expr], ...]) -> list[exp.Ex
 
 def _double_literal(text: str) -> bool:
     return "e" in text.lower() or ("." not in text and len(text.lstrip("-")) > 38)
+
+
+def _double_text(text: str) -> str:
+    """The DOUBLE DuckDB reads ``text`` as, written so that every engine reads it alike:
+    the shortest decimal of the double, or "inf" past its range (1e400 is +Infinity on
+    DuckDB, a planning error on PostgreSQL and Spark; 1e-400 is 0 on DuckDB, an error on
+    PostgreSQL). A literal has no sign (a minus is a negation around it)."""
+    value = float(text)
+    return "inf" if math.isinf(value) else repr(value).replace("e+", "e")
 
 
 def _ctes(tree: exp.Expr) -> dict[str, exp.CTE]:
@@ -327,7 +337,7 @@ def render(sql: str, forms: Forms, types: Mapping[tuple[str, str], Mapping[str, 
         if not literal.is_string and _double_literal(literal.this):
             # DuckDB reads 1e300 (and integers beyond 128 bits) as a DOUBLE; PostgreSQL
             # as NUMERIC, Spark as a DECIMAL that may not hold it
-            literal.replace(forms.double(literal.this))
+            literal.replace(forms.double(_double_text(literal.this)))
     for i, sub in enumerate(tree.find_all(exp.Subquery)):
         if not sub.alias and isinstance(sub.parent, (exp.From, exp.Join)):
             # DuckDB and Spark name a FROM subquery themselves; PostgreSQL 15 needs one

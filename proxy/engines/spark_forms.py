@@ -185,6 +185,8 @@ class SparkForms:
         return node
 
     def double(self, text: str) -> exp.Expr:
+        if text == "inf":
+            return exp.Cast(this=exp.Literal.string("Infinity"), to=exp.DataType.build("DOUBLE"))
         return exp.Var(this=f"{text}D")  # Spark reads a bare 1e300 as a DECIMAL
 
     def total(self, node: exp.Expr, typer: Typer) -> exp.Expr:

@@ -218,6 +218,11 @@ ENGINE_PROBES = {
         "SELECT COUNT(*) AS n FROM prompts WHERE (CASE WHEN user_id = {pid} THEN 1"
         + "0" * 310 + ".0 ELSE 0.0 END) / 2 > 0"
     ),
+    # A HUGEINT sum kept as PostgreSQL's DECIMAL(18, 3) overflowed on the person's rows.
+    "hugeint_past_15_digits": (
+        "SELECT COUNT(*) AS n FROM prompts WHERE CASE WHEN user_id = {pid} "
+        "THEN 9223372036854775808 ELSE 0 END + tokens_in > 5"
+    ),
     "trim_long_set": (
         "SELECT COUNT(*) AS n FROM prompts WHERE LENGTH(TRIM(CASE WHEN user_id = {pid} THEN "
         "model || '" + "a" * 9000 + "' ELSE model END, '" + "b" * 9000 + "a')) > 3"

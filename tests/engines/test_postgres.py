@@ -75,6 +75,11 @@ TOTALITY = (
     "SELECT COUNT(*) AS n FROM users WHERE CAST(signup_month AS TIMESTAMP) >= "
     "TIMESTAMP '2024-01-01'",
     "SELECT COUNT(*) AS n FROM prompts WHERE CAST(tokens_in AS SMALLINT) * 1000 > 0",
+    # Literals DuckDB reads as DOUBLE beyond its range (+Infinity, 0) or that PostgreSQL
+    # read as a DECIMAL(18, 3) HUGEINT: failed on PostgreSQL after the charge.
+    "SELECT COUNT(*) AS n FROM prompts WHERE tokens_in > 1e400",
+    "SELECT COUNT(*) AS n FROM prompts WHERE tokens_in > -1e400 AND tokens_in * 1e-400 = 0",
+    "SELECT COUNT(*) AS n FROM prompts WHERE tokens_in > -9223372036854775808",
     # squares and scaled sums of tiny DOUBLEs underflow to zero (an error on PostgreSQL)
     "SELECT VAR_POP(age * 1e-200) AS v, SUM(tokens_in * 5e-324) AS s FROM prompts "
     "JOIN users USING (user_id)",
