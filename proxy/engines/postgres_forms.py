@@ -43,7 +43,8 @@ IEEE_BY_ZERO = (
     "CASE WHEN __a = CAST('NaN' AS DOUBLE) OR __a = 0 THEN CAST('NaN' AS DOUBLE) "
     "WHEN __a > 0 THEN CAST('Infinity' AS DOUBLE) ELSE CAST('-Infinity' AS DOUBLE) END"
 )  # below it a product or quotient underflows to zero (an error on PG)
-_PG_INT = {8: "SMALLINT", 16: "SMALLINT", 32: "INTEGER", 64: "BIGINT", 128: "NUMERIC"}
+# (a HUGEINT is an unconstrained NUMERIC, built as a node: see _pg_int)
+_PG_INT = {8: "SMALLINT", 16: "SMALLINT", 32: "INTEGER", 64: "BIGINT"}
 _SAFE = (
     exp.Column,
     exp.Literal,
