@@ -17,6 +17,7 @@ from sqlglot.schema import MappingSchema
 
 from proxy import semijoins, typed_division
 from proxy.catalog import CATALOG_NAME, DEFAULT_DB, Catalog
+from proxy.cte_scope import cte_references
 from proxy.errors import DPSQLError, position_of, unsupported
 from proxy.literal_times import fold_literal_times
 from proxy.render import DUCKDB, duckdb_sql
@@ -26,8 +27,8 @@ from proxy.spellings import normalize
 def check_tables(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | None) -> None:
     """Refuse unknown, forbidden and table-function FROM items, and strip dpsql's own
     catalog name from three-part names (in place)."""
-    cte_names = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     visible = {(t.db, t.name) for t in catalog.visible_to(allowed)}
+    ctes = cte_references(tree, (name for db, name in visible if db == DEFAULT_DB))
     for table in tree.find_all(exp.Table):
         if not isinstance(table.this, exp.Identifier):
             raise unsupported(
@@ -37,7 +38,7 @@ def check_tables(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | Non
             )
         name = table.name.lower()
         db = (table.db or "").lower()
-        if not db and name in cte_names:
+        if id(table) in ctes:
             continue
         if table.catalog:
             # catalog.schema.table: the catalog can only be dpsql's own (one database).

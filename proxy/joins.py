@@ -16,7 +16,17 @@ def tables_of(select: exp.Select, catalog: Catalog) -> dict[str, TableInfo]:
         info = catalog.get(table.db or "main", table.name)
         if info is None:  # bind already refused unknown tables
             raise DPSQLError("not_found", f"unknown table {table.sql()}", "see the schema")
-        tables[table.alias_or_name.lower()] = info
+        alias = table.alias_or_name.lower()
+        if alias in tables:
+            # Two tables under one alias: every rule that reads a column's table by its
+            # alias would judge one of them by the other (a probe, 2026-12-02: a public
+            # table's alias hid a private join off the person id).
+            raise unsupported(
+                f"two tables are both named {alias} in this query",
+                "give every table its own alias",
+                position_of(table),
+            )
+        tables[alias] = info
     return tables
 
 

@@ -27,6 +27,7 @@ from sqlglot import exp
 from proxy import outer_functions, typed_division
 from proxy.bind import check_tables
 from proxy.catalog import DEFAULT_DB, Catalog, TableInfo
+from proxy.cte_scope import cte_references
 from proxy.engines.executor import Executor, public_table
 from proxy.errors import DPSQLError, position_of, query_timeout, unsupported
 from proxy.execute import WATCHDOG
@@ -74,10 +75,10 @@ class PublicQuery:
     tables: tuple[tuple[str, str], ...]  # (schema, table) of the public tables it reads
 
 
-def _table_names(tree: exp.Expr) -> tuple[list[exp.Table], set[str]]:
-    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
-    tables = [t for t in tree.find_all(exp.Table) if not (not t.db and t.name.lower() in ctes)]
-    return tables, ctes
+def _tables(tree: exp.Expr) -> list[exp.Table]:
+    """The tables ``tree`` reads (not its CTEs, by scope: proxy/cte_scope.py)."""
+    ctes = cte_references(tree)
+    return [t for t in tree.find_all(exp.Table) if id(t) not in ctes]
 
 
 def _check_nodes(tree: exp.Expr) -> None:
@@ -114,7 +115,7 @@ def classify(
     else None (then the private path plans it)."""
     if not isinstance(tree, exp.Query):
         return None
-    tables, _ = _table_names(tree)
+    tables = _tables(tree)
     for table in tables:
         if not isinstance(table.this, exp.Identifier):
             return None  # table functions: the private path refuses them

@@ -119,6 +119,41 @@ def test_semi_joins_filter_people_by_their_own_rows(env, sql: str, exact: str) -
             "SELECT COUNT(*) FROM prompts WHERE tokens_in IN (SELECT user_id FROM tickets)",
             "person id",
         ),
+        # Clauses that let other people's rows decide whether a person's rows are kept:
+        # QUALIFY and USING SAMPLE were answered (a probe, 2026-12-02).
+        (
+            "SELECT COUNT(*) FROM prompts p WHERE p.user_id IN "
+            "(SELECT s.user_id FROM tickets s QUALIFY COUNT(*) OVER () >= 34)",
+            "plain filter",
+        ),
+        (
+            "SELECT COUNT(*) FROM users u WHERE u.user_id NOT IN "
+            "(SELECT s.user_id FROM prompts s USING SAMPLE bernoulli(10%) REPEATABLE (7))",
+            "plain filter",
+        ),
+        (
+            "SELECT COUNT(*) FROM users u WHERE u.user_id IN "
+            "(SELECT s.user_id FROM prompts s WINDOW w AS (PARTITION BY s.model))",
+            "plain filter",
+        ),
+        (
+            "SELECT COUNT(*) FROM prompts p WHERE p.user_id IN (WITH tickets AS "
+            "(SELECT z.user_id FROM main.tickets z LIMIT 100000) SELECT tickets.user_id "
+            "FROM tickets)",
+            "start of the query",
+        ),
+        # EXISTS with a LIMIT or GROUP BY was answered as a plain EXISTS (the clause
+        # dropped): now refused as it stands.
+        (
+            "SELECT COUNT(*) FROM prompts p WHERE EXISTS "
+            "(SELECT 1 FROM tickets s WHERE s.user_id = p.user_id LIMIT 0)",
+            "EXISTS",
+        ),
+        (
+            "SELECT COUNT(*) FROM prompts p WHERE EXISTS (SELECT 1 FROM tickets s "
+            "WHERE s.user_id = p.user_id GROUP BY s.user_id HAVING COUNT(*) > 1000)",
+            "EXISTS",
+        ),
     ],
 )
 def test_other_subqueries_are_refused_before_any_charge(env, sql: str, fragment: str) -> None:

@@ -682,6 +682,37 @@ DEMO: tuple[Entry, ...] = (
         "THEN 'era' ELSE 'day' END, ts) IS NOT NULL",
         "a date unit from a CASE (refused before the charge now)",
     ),
+    # A probe of joins and subqueries (2026-12-02): a semi-join's subquery was checked
+    # against a list of refused clauses (QUALIFY and USING SAMPLE passed), a CTE inside
+    # it passed as the private table of its name, and the tables inside such a CTE
+    # overwrote the outer query's aliases (a public table's alias hid a private join off
+    # the person id). On D one query said whether the person was there (1,392 vs 0).
+    Entry(
+        "adv_semijoin_qualify",
+        "SELECT COUNT(*) AS n FROM prompts p WHERE p.user_id IN (SELECT s.user_id FROM "
+        "prompts s QUALIFY MAX(CASE WHEN s.user_id = {pid} THEN 1 ELSE 0 END) OVER () = 1)",
+        "a semi-join kept everyone's rows iff the person had rows (refused now)",
+    ),
+    Entry(
+        "adv_semijoin_sample",
+        "SELECT COUNT(*) AS n FROM users u WHERE u.user_id IN (SELECT s.user_id FROM "
+        "prompts s USING SAMPLE bernoulli(10%) REPEATABLE (7))",
+        "a sample over everyone's rows decided who was kept (refused now)",
+    ),
+    Entry(
+        "adv_semijoin_cte_shadow",
+        "SELECT COUNT(*) AS n FROM prompts p WHERE p.user_id IN (WITH users AS (SELECT "
+        "z.user_id FROM main.users z WHERE EXISTS (SELECT 1 FROM main.prompts y WHERE "
+        "y.user_id = {pid}) LIMIT 100000000) SELECT users.user_id FROM users)",
+        "a CTE named like a private table inside a semi-join (refused now)",
+    ),
+    Entry(
+        "adv_alias_from_inner_cte",
+        "SELECT COUNT(*) AS n FROM users u JOIN prompts p ON p.user_id = {pid} AND "
+        "p.tokens_in > 0 WHERE u.user_id IN (WITH x AS (SELECT 1 FROM main.regions t1) "
+        "SELECT s.user_id FROM users s)",
+        "an unused CTE's public alias hid a join off the person id (refused now)",
+    ),
     Entry(
         "adv_negative_zero_key",
         "SELECT CASE WHEN user_id >= {pid} THEN CASE WHEN user_id = {pid} THEN "
