@@ -70,9 +70,15 @@ _NAMED_TYPES = {
 POOL_SIZE = 4
 
 
+def _wide_numeric(name: str, precision: int | None) -> bool:
+    """A NUMERIC no DuckDB DECIMAL holds: unconstrained, or of more than 38 digits. Read
+    as DECIMAL(38, 9) (PostgresForms.source_values)."""
+    return name == "numeric" and (precision is None or precision > 38)
+
+
 def _catalog_type(name: str, precision: int | None, scale: int | None) -> str:
     if name == "numeric":
-        if precision is None:
+        if _wide_numeric(name, precision):
             return "DECIMAL(38, 9)"
         return f"DECIMAL({precision}, {scale or 0})"
     return _NAMED_TYPES.get(name, name.upper())
@@ -131,8 +137,8 @@ class PostgresExecutor:
         self._made = 0
         self._guard = threading.Lock()
         self._closed = False
-        self._types = self._introspect()
-        self._forms = PostgresForms(base_tables=self._base_tables())
+        self._types, wide = self._introspect()
+        self._forms = PostgresForms(base_tables=self._base_tables(), wide_numerics=wide)
         self._render = functools.lru_cache(maxsize=512)(self._render_uncached)
         refuse_postgres_collations(lambda sql: self._fetch(sql, ())[1])
         check_one_row_per_person(policy, self)
@@ -181,7 +187,8 @@ class PostgresExecutor:
 
     # --- the interface ------------------------------------------------------------------
 
-    def _introspect(self) -> ColumnTypes:
+    def _introspect(self) -> tuple[ColumnTypes, frozenset[tuple[str, str, str]]]:
+        """The catalog's column types, and the (db, table, column) of wide NUMERICs."""
         rows = self._fetch(
             "SELECT table_schema, table_name, column_name, data_type, numeric_precision, "
             "numeric_scale FROM information_schema.columns WHERE table_schema NOT IN "
@@ -190,12 +197,14 @@ class PostgresExecutor:
             (),
         )[1]
         out: ColumnTypes = {}
+        wide: set[tuple[str, str, str]] = set()
         for schema, table, column, dtype, precision, scale in rows:
             db = "main" if schema == "public" else str(schema).lower()
-            out.setdefault((db, str(table).lower()), {})[str(column).lower()] = _catalog_type(
-                str(dtype), precision, scale
-            )
-        return out
+            key = (db, str(table).lower(), str(column).lower())
+            out.setdefault(key[:2], {})[key[2]] = _catalog_type(str(dtype), precision, scale)
+            if _wide_numeric(str(dtype), precision):
+                wide.add(key)
+        return out, frozenset(wide)
 
     def _base_tables(self) -> frozenset[tuple[str, str]]:
         """(db, table) of the plain tables, in the catalog's naming: ordinary tables

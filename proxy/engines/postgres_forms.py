@@ -198,12 +198,16 @@ class PostgresForms:
         self,
         schema_of: dict[str, str] | None = None,
         base_tables: frozenset[tuple[str, str]] = frozenset(),
+        wide_numerics: frozenset[tuple[str, str, str]] = frozenset(),
     ):
         # catalog schema -> PostgreSQL schema ("main" is DuckDB's default, "public" PG's)
         self._schema_of = schema_of or {"main": "public"}
         # (db, table) of the base tables, in the catalog's naming: what the INTEGER sums
         # of postgres_per_person may read (a view's rows have no bound).
         self.base_tables = base_tables
+        # (db, table, column) of the NUMERIC columns without a precision of at most 38,
+        # typed DECIMAL(38, 9) in the catalog (see source_values).
+        self.wide_numerics = wide_numerics
 
     def parameter(self, index: int) -> str:
         return f"${index + 1}"
@@ -213,6 +217,35 @@ class PostgresForms:
             this=exp.to_identifier(name, quoted=True),
             db=exp.to_identifier(self._schema_of.get(db, db), quoted=True),
         )
+
+    def source_values(self, tree: exp.Expr, ctes: set[str]) -> None:
+        """Read each wide NUMERIC column as the DECIMAL(38, 9) its catalog type says:
+        rounded to 9 places, NULL at or beyond 1e29 (and for NaN and the infinities).
+
+        An unconstrained NUMERIC (or one of more than 38 digits) holds values no DuckDB
+        DECIMAL can, such as 1e-401 or 1e400; the forms' guards assume the catalog's
+        range, and PostgreSQL raised on converting such a value to a DOUBLE or a REAL,
+        after the charge and only when a person's row held one (a probe, 2026-12-02).
+        """
+        if not self.wide_numerics:
+            return
+        tables = {
+            t.alias_or_name.lower(): ((t.db or "main").lower(), t.name.lower())
+            for t in tree.find_all(exp.Table)
+            if t.db or t.name.lower() not in ctes
+        }
+        for column in list(tree.find_all(exp.Column)):
+            table = tables.get(column.table.lower())
+            if table is None or (*table, column.name.lower()) not in self.wide_numerics:
+                continue
+            value = template(
+                "CASE WHEN ABS(__c) < __b THEN ROUND(__c, 9) END",
+                c=column.copy(),
+                b=_numeric_constant("1e29"),
+            )
+            if isinstance(column.parent, exp.Select) and column.arg_key == "expressions":
+                value = exp.alias_(value, column.name)
+            column.replace(value)
 
     def keyed_hash(self, values: list[exp.Expr], seed: exp.Expr) -> exp.Expr:
         """PostgreSQL's seeded 64-bit hash of the (person, group) record

@@ -86,6 +86,7 @@ class Forms(Protocol):
     def rows_by_person(self, rows: exp.Select) -> None: ...
     def per_person(self, tree: exp.Expr, typer: Typer) -> None: ...
     def dates(self, tree: exp.Expr, typer: Typer) -> None: ...
+    def source_values(self, tree: exp.Expr, ctes: set[str]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -321,6 +322,8 @@ def render(sql: str, forms: Forms, types: Mapping[tuple[str, str], Mapping[str, 
     # Dates and timestamps the engine cannot convert to its own ranges (Spark).
     forms.dates(tree, typer)
     ctes = set(_ctes(tree))  # (after the forms, which may add one)
+    # Table columns holding values their catalog type cannot (PostgreSQL's NUMERIC).
+    forms.source_values(tree, ctes)
     for table in list(tree.find_all(exp.Table)):
         if not table.db and table.name.lower() in ctes:
             continue

@@ -184,6 +184,9 @@ class SparkForms:
             )
         return node
 
+    def source_values(self, tree: exp.Expr, ctes: set[str]) -> None:
+        """Nothing: a Parquet DECIMAL holds at most 38 digits, as its catalog type says."""
+
     def double(self, text: str) -> exp.Expr:
         if text == "inf":
             return exp.Cast(this=exp.Literal.string("Infinity"), to=exp.DataType.build("DOUBLE"))

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from proxy.policy import DatabaseSettings, EngineKind, Policy
+from proxy.policy import DatabaseSettings, EngineKind, Policy, parse_policy
 from proxy.request import QueryRequest
 from sample_data.export import source, to_parquet, to_postgres
 from tests.postgres_server import PgServer
@@ -107,14 +107,26 @@ def _moved(policy: Policy, database: DatabaseSettings, timeout_s: float) -> Poli
 
 
 def _pg_side(
-    cluster: PgServer, base: Policy, folder: Path, name: str, pums: bool
+    cluster: PgServer,
+    base: Policy,
+    folder: Path,
+    name: str,
+    pums: bool,
+    edits: tuple[str, ...] = (),
 ) -> Iterator[Side]:
+    """``edits``: statements run on both loaded databases ({pid}: the removed person)."""
     neighbours = build_neighbours(base, folder, Removal.HEAVIEST, timeout_s=10.0)
     policies = []
     for label, policy in (("d", neighbours.d), ("dp", neighbours.d_prime)):
         database = f"nb_{name}_{label}"
         with source(policy) as con:
             to_postgres(con, cluster.replace_database(database))
+        if edits:
+            import psycopg
+
+            with psycopg.connect(cluster.dsn(database), autocommit=True) as conn:
+                for statement in edits:
+                    conn.execute(statement.format(pid=int(neighbours.person)))  # type: ignore[arg-type]
         settings = DatabaseSettings(engine=EngineKind.POSTGRES, dsn=cluster.grant_reader(database))
         policies.append(_moved(policy, settings, 10.0))
     moved = dataclasses.replace(neighbours, d=policies[0], d_prime=policies[1])
@@ -156,6 +168,75 @@ def pg_infinite_side(
     with duckdb.connect(str(db)) as con:
         con.execute("UPDATE prompts SET ts = 'infinity'::TIMESTAMP WHERE prompt_id % 7 = 0")
     yield from _pg_side(pg_cluster, fz_demo_policy(folder, db), folder, "infinite", False)
+
+
+@pytest.fixture(scope="module")
+def pg_wide_numeric_side(
+    pg_cluster: PgServer, engine_demo_db: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Side]:
+    """The demo data with an unconstrained NUMERIC column on prompts (declared within
+    [-10, 10]), 0 to 9 for everyone but the removed person, whose value is 1e-401 on one
+    row, 1e400 on another and 1e40 on the rest: PostgreSQL holds them, the catalog's
+    DECIMAL(38, 9) not. And a DOUBLE and a REAL column (0 to 9) to meet them."""
+    import shutil
+
+    import duckdb
+
+    from tests.policies import fixed_caps
+    from tests.reliability.conftest import FZ_CAP, FZ_ROOT, _swap
+
+    folder = tmp_path_factory.mktemp("nb-pg-wide-numeric")
+    db = folder / "usage.duckdb"
+    shutil.copy(engine_demo_db, db)
+    with duckdb.connect(str(db)) as con:
+        con.execute(
+            "ALTER TABLE prompts ADD COLUMN amount DECIMAL(38, 9); "
+            "ALTER TABLE prompts ADD COLUMN score DOUBLE; "
+            "ALTER TABLE prompts ADD COLUMN r FLOAT; "
+            "UPDATE prompts SET amount = prompt_id % 10, score = prompt_id % 10, "
+            "r = prompt_id % 10"
+        )
+    text = fixed_caps((FZ_ROOT / "sample_data" / "policy.toml").read_text())
+    text = _swap(text, 'duckdb = "usage.duckdb"', f'duckdb = "{db}"')
+    text = _swap(text, 'path = "../state/ledger.sqlite"', f'path = "{folder / "ledger.sqlite"}"')
+    text = _swap(text, "epsilon_cap = 4.0", f"epsilon_cap = {FZ_CAP}")
+    text = _swap(text, "delta = 1e-6 ", "delta = 1e-4 ")
+    text = _swap(
+        text,
+        "columns.tokens_in  = {",
+        "columns.amount = { lower = -10, upper = 10 }\ncolumns.tokens_in  = {",
+    )
+    edits = (
+        "ALTER TABLE prompts ALTER COLUMN amount TYPE numeric",
+        "UPDATE prompts SET amount = 1e40 WHERE user_id = {pid}",
+        "UPDATE prompts SET amount = ('0.' || repeat('0', 400) || '1')::numeric "
+        "WHERE prompt_id = (SELECT MIN(prompt_id) FROM prompts WHERE user_id = {pid})",
+        "UPDATE prompts SET amount = ('1' || repeat('0', 400))::numeric "
+        "WHERE prompt_id = (SELECT MAX(prompt_id) FROM prompts WHERE user_id = {pid})",
+    )
+    policy = parse_policy(text, base_dir=folder)
+    yield from _pg_side(pg_cluster, policy, folder, "wide", False, edits)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT SUM(amount) AS s FROM prompts",
+        "SELECT AVG(amount) AS a FROM prompts",
+        "SELECT SUM(DISTINCT amount) AS s FROM prompts",
+        "SELECT COUNT(*) AS n FROM prompts WHERE amount = score",
+        "SELECT COUNT(*) AS n FROM prompts WHERE COALESCE(amount, r) > 4",
+        "SELECT COUNT(*) AS n FROM prompts WHERE CAST(amount AS DOUBLE) > 4",
+        "SELECT model, COUNT(*) AS n FROM prompts WHERE amount > 4 GROUP BY model",
+    ],
+    ids=["sum", "avg", "sum_distinct", "equals_double", "coalesce_real", "to_double", "key"],
+)
+def test_postgres_neighbours_wide_numeric(sql: str, pg_wide_numeric_side: Side) -> None:
+    """An unconstrained NUMERIC's 1e-401 and 1e400 failed the conversion to a DOUBLE or a
+    REAL (1e40 to a REAL), after the charge and on D only (a probe, 2026-12-02)."""
+    report = pg_wide_numeric_side.pair.check(sql)
+    assert report.ok, report.describe()
+    assert report.answered, report.outcome
 
 
 @pytest.mark.parametrize(
@@ -216,7 +297,8 @@ ENGINE_PROBES = {
     ),
     "pg_numeric_divided": (
         "SELECT COUNT(*) AS n FROM prompts WHERE (CASE WHEN user_id = {pid} THEN 1"
-        + "0" * 310 + ".0 ELSE 0.0 END) / 2 > 0"
+        + "0" * 310
+        + ".0 ELSE 0.0 END) / 2 > 0"
     ),
     # A HUGEINT sum kept as PostgreSQL's DECIMAL(18, 3) overflowed on the person's rows.
     "hugeint_past_15_digits": (
@@ -229,7 +311,8 @@ ENGINE_PROBES = {
     ),
     "spark_like_backtracking": (
         "SELECT COUNT(*) AS n FROM prompts WHERE (CASE WHEN user_id = {pid} THEN model || '"
-        + "a" * 200 + "' ELSE model END) LIKE '%a%a%a%a%b'"
+        + "a" * 200
+        + "' ELSE model END) LIKE '%a%a%a%a%b'"
     ),
     "spark_round_digits": (
         "SELECT COUNT(*) AS n FROM prompts WHERE ROUND(CASE WHEN user_id = {pid} THEN "
