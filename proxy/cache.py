@@ -10,6 +10,7 @@ store is PostgreSQL (cache_postgres.py), shared by every host.
 from __future__ import annotations
 
 import os
+import secrets
 import sqlite3
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Protocol
 
 import pyarrow as pa
 
+from proxy.data_version import KEY_BYTES
 from proxy.policy import Policy
 from proxy.sqlite_files import ThreadConnections
 
@@ -32,6 +34,10 @@ CREATE TABLE IF NOT EXISTS flights (
     key TEXT PRIMARY KEY,
     owner TEXT NOT NULL,
     started REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS secrets (
+    name TEXT PRIMARY KEY,
+    value BLOB NOT NULL
 );
 """
 
@@ -58,6 +64,11 @@ class ReleaseStore(Protocol):
 
     def put(self, key: str, charge_id: int, table: pa.Table) -> None:
         """Store a release (the first one stored under ``key`` stays) and end the flight."""
+        ...
+
+    def version_key(self) -> bytes:
+        """The store's key of released data versions (proxy/data_version.py): random,
+        made with the store, the same for every process and host using it."""
         ...
 
     def close(self) -> None: ...
@@ -114,6 +125,16 @@ class ReleaseCache:
 
     def _conn(self) -> sqlite3.Connection:
         return self._connections.get()
+
+    def version_key(self) -> bytes:
+        conn = self._conn()
+        with conn:  # the first process's key stays
+            conn.execute(
+                "INSERT OR IGNORE INTO secrets(name, value) VALUES ('data_version', ?)",
+                (secrets.token_bytes(KEY_BYTES),),
+            )
+        row = conn.execute("SELECT value FROM secrets WHERE name = 'data_version'").fetchone()
+        return bytes(row[0])
 
     def get(self, key: str) -> tuple[int, pa.Table] | None:
         row = (

@@ -11,6 +11,7 @@ collision between two keys only makes one wait for the other.
 from __future__ import annotations
 
 import hashlib
+import secrets
 import threading
 import time
 from typing import Any
@@ -19,6 +20,7 @@ import psycopg
 import pyarrow as pa
 
 from proxy.cache import from_ipc, to_ipc
+from proxy.data_version import KEY_BYTES
 from proxy.pg_connection import STATE_SCHEMA, SharedConnection
 
 S = STATE_SCHEMA
@@ -26,6 +28,8 @@ SCHEMA = (
     f"CREATE TABLE IF NOT EXISTS {S}.released (key text PRIMARY KEY, "
     "charge_id bigint NOT NULL, created double precision NOT NULL, rows bigint NOT NULL, "
     "ipc bytea NOT NULL)",
+    f"CREATE TABLE IF NOT EXISTS {S}.release_secrets (name text PRIMARY KEY, "
+    "value bytea NOT NULL)",
 )
 
 
@@ -42,6 +46,19 @@ class PostgresReleaseCache:
         # (a lock dies with its connection; a new one must not try to release it).
         self._held: dict[str, int] = {}
         self._guard = threading.Lock()
+
+    def version_key(self) -> bytes:
+        with self._db.session() as conn:  # the first host's key stays
+            conn.execute(
+                f"INSERT INTO {S}.release_secrets (name, value) VALUES ('data_version', %s) "
+                "ON CONFLICT (name) DO NOTHING",
+                (secrets.token_bytes(KEY_BYTES),),
+            )
+            row = conn.execute(
+                f"SELECT value FROM {S}.release_secrets WHERE name = 'data_version'"
+            ).fetchone()
+        assert row is not None
+        return bytes(row[0])
 
     def get(self, key: str) -> tuple[int, pa.Table] | None:
         with self._db.session() as conn:

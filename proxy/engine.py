@@ -56,6 +56,7 @@ from proxy.budgets import Budgets, ledger_error
 from proxy.cache import ReleaseStore, open_release_cache
 from proxy.catalog import Catalog, TableView
 from proxy.check import check_key_types, check_shape, check_statement, distinct_as_group_by
+from proxy.data_version import released_version
 from proxy.engines import open_executor
 from proxy.engines.executor import Executor
 from proxy.errors import DPSQLError
@@ -286,6 +287,7 @@ class Engine:
         executor: Executor | None = None,
         cache: ReleaseStore | None = None,
         post: PostProcessor | None = None,
+        version_key: bytes | None = None,
         _unsafe_disable_bounding_for_audit: bool = False,
     ):
         # The flag above skips per-person bounding while charging as if it ran: only the
@@ -298,6 +300,11 @@ class Engine:
         # Shared state: SQLite files beside the ledger, or PostgreSQL ([ledger] url).
         self.budgets = Budgets(policy, ledger)
         self.cache = cache or open_release_cache(policy)
+        # The data version as released: keyed (proxy/data_version.py). ``version_key``
+        # replaces the store's key (two engines that must name their data alike).
+        key = version_key if version_key is not None else self.cache.version_key()
+        policy = replace(policy, data_version=released_version(policy.data_version, key))
+        self.policy = policy
         # Row caps chosen from the data for "auto" tables (a stored, paid-once release).
         self.auto_bounds = AutoBounds(policy, self.executor, self.cache, self.budgets)
         self.auto_values = AutoValues(policy, self.executor, self.cache, self.budgets)

@@ -196,6 +196,9 @@ class Policy:
     tables: tuple[TablePolicy, ...]
     populations: tuple[PopulationPolicy, ...]
     analysts: tuple[AnalystPolicy, ...]
+    # The data's identity (the operator's label, then a hash of the files' paths, sizes
+    # and times): never released as it is. An Engine's copy holds the keyed version it
+    # releases instead (proxy/data_version.py).
     data_version: str
     # (schema-qualified lower-case table name, CSV file) the engine loads at start-up
     csv_tables: tuple[tuple[str, Path], ...] = field(default=())

@@ -67,6 +67,7 @@ from proxy.rewrite.l0 import takes_seed
 # what matters is that D and D' sample every other person's groups alike).
 DEFAULT_SEED = 0x2D5F_0C1E_9A37_4B21
 DATA_VERSION = "neighbour-harness"
+VERSION_KEY = b"neighbour-harness-version-key"
 # Float statistics: exact DECIMAL sums come back as float64, so each side carries up to
 # one ulp of its own value; 1e-6 covers DECIMAL(38, 9) rounding of a whole column.
 FLOAT_ABS_TOLERANCE = 1e-6
@@ -468,10 +469,17 @@ class NeighbourPair:
         # bounding=False only to show that the harness catches a violation (the engine's
         # audit flag: Linf and L0 skipped, sensitivities declared as if they ran).
         self.neighbours = neighbours
-        self.d = Engine(neighbours.d, _unsafe_disable_bounding_for_audit=not bounding)
+        # One key of the released data version for both sides (each has its own release
+        # store, hence its own key), so that their plans, cache keys included, compare.
+        key = VERSION_KEY
+        self.d = Engine(
+            neighbours.d, version_key=key, _unsafe_disable_bounding_for_audit=not bounding
+        )
         try:
             self.d_prime = Engine(
-                neighbours.d_prime, _unsafe_disable_bounding_for_audit=not bounding
+                neighbours.d_prime,
+                version_key=key,
+                _unsafe_disable_bounding_for_audit=not bounding,
             )
         except BaseException:
             self.d.close()
