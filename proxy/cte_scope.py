@@ -45,6 +45,14 @@ def cte_references(tree: exp.Expr, table_names: Iterable[str] = ()) -> set[int]:
     if not isinstance(top, exp.With):
         return set()
     with_: exp.With = top
+    if with_.args.get("recursive"):
+        # The one way to make rows without a table: unbounded work, no data.
+        raise unsupported(
+            "recursive CTEs are not answered",
+            "name the rows you need in a VALUES list, e.g. SELECT COUNT(*) FROM (VALUES "
+            "(1), (2), (3)) AS r(n), or in a public table",
+            position_of(with_),
+        )
     taken = {n.lower() for n in table_names}
     names: list[str] = []
     refs: set[int] = set()

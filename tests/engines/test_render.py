@@ -48,6 +48,9 @@ class _DuckDBWindow:
     engine = "duckdb-window"
     dialect = "duckdb"
 
+    def source_values(self, tree: exp.Expr, ctes: set[str]) -> None:
+        pass
+
     def __init__(self, hashed: str, cut: CutForm):
         self.hashed = hashed
         self.cut = cut
