@@ -42,6 +42,12 @@ MAX_CARRIED = 1_024
 MAX_REGEX_SIZE = 4_096
 #: a pattern of this estimated size costs about one pass over its text
 REGEX_UNIT = 64
+# Casts whose cost is the square of the text's length (DuckDB's arbitrary-size integer).
+QUADRATIC_TYPES = frozenset({"VARINT", "BIGNUM"})
+# Functions that scan their first (text) argument once per row.
+SEARCHES = (exp.StrPosition, exp.Contains, exp.StartsWith, exp.EndsWith)
+# Counted repetitions up to this count keep a regular expression on RE2's DFA (see _regexp).
+DFA_SAFE_COUNT = 8
 
 
 @dataclass(frozen=True)
@@ -156,9 +162,28 @@ class _Walk:
                 widest = widest.widest(self.growth(arg))
             return widest
         if isinstance(node, (exp.Cast, exp.TryCast)):
+            if node.to.sql("duckdb").upper() in QUADRATIC_TYPES:
+                # Text to an arbitrary-precision integer costs its length squared, and
+                # DuckDB cannot interrupt it within a row (a probe, 2026-12-02: 6.5 s on
+                # one person's 1.2-million-digit value against 4 ms without it).
+                raise unsupported(
+                    f"a cast to {node.to.sql('duckdb')} is not answered: its cost grows "
+                    "with the square of a value's length",
+                    "cast to BIGINT, HUGEINT, DECIMAL(38, s) or DOUBLE",
+                    position_of(node),
+                )
             # A cast to text is at most its input (a constant one too: a CASE can hand
             # it to one person's rows) plus a rendered value.
             return self.growth(node.this) + Growth(0.0, RENDERED)
+        if isinstance(node, SEARCHES):
+            # A search reads its text once (DuckDB's search stayed linear on adversarial
+            # needles): counted like a LIKE with a short pattern. Uncounted, 250 strpos
+            # terms on one person's 4-million-character value timed out (a probe).
+            text = self.growth(node.this)
+            for arg in _arguments(node)[1:]:
+                self.growth(arg)
+            self.work = self.work + text
+            return ZERO
         # Every other allowed node yields a number, a boolean or a date (whose text form
         # is at most RENDERED long when cast); its string arguments still do their work.
         for arg in _arguments(node):
@@ -212,7 +237,13 @@ class _Walk:
                 "use shorter patterns and small repetition counts ({1,5} rather than {1,1000})",
                 position_of(node),
             )
-        self.work = self.work + text.scaled(size / REGEX_UNIT)
+        # A counted repetition of more than a few steps can blow up RE2's DFA (``a[ab]{60}c``
+        # needs 2^60 states), which then matches with its NFA at about the program's size
+        # per character: 600 times a plain pass for that pattern (a probe, 2026-12-02:
+        # six of them timed out on one person's 3-million-character value). Such a
+        # pattern is counted at its full size per character.
+        unit = 1.0 if _largest_count(pattern.this) > DFA_SAFE_COUNT else REGEX_UNIT
+        self.work = self.work + text.scaled(size / unit)
         return ZERO
 
 
@@ -258,6 +289,11 @@ class _Walk:
 
 
 _REPEAT = re.compile(r"\{\s*(\d+)\s*(?:,\s*(\d*)\s*)?\}")
+
+
+def _largest_count(pattern: str) -> int:
+    """The largest count of the pattern's counted repetitions (0 without any)."""
+    return max((int(high or low or 0) for low, high in _REPEAT.findall(pattern)), default=0)
 
 
 def regex_size(pattern: str) -> float:

@@ -105,6 +105,15 @@ def test_a_longer_pattern_divides_the_growth() -> None:
             "characters per row",
         ),
         ("trim(model, model) = ''", "TRIM with characters"),
+        # a probe of non-string costs, 2026-12-02: searches went uncounted (250 strpos
+        # terms timed out on one person's 4-million-character value), a cast to VARINT
+        # costs the text's length squared, and a counted repetition of a class blows up
+        # RE2's DFA (six such patterns timed out on a 3-million-character value)
+        (" OR ".join(f"strpos(model, '7x{k}') > 0" for k in range(250)), "characters per row"),
+        (" OR ".join(f"contains(model, '7x{k}')" for k in range(250)), "characters per row"),
+        ("CAST(model AS VARINT) = 5", "square"),
+        ("TRY_CAST(model AS BIGNUM) = 5", "square"),
+        ("regexp_matches(model, 'a[ab]{60}c')", "characters per row"),
     ],
     ids=[
         "constant-under-case",
@@ -119,6 +128,11 @@ def test_a_longer_pattern_divides_the_growth() -> None:
         "strftime-hides-constant",
         "trim-long-set",
         "trim-set-from-data",
+        "strpos-uncounted",
+        "contains-uncounted",
+        "varint-cast",
+        "bignum-cast",
+        "regex-dfa-blowup",
     ],
 )
 def test_blowups_refused(sql: str, says: str) -> None:
@@ -128,10 +142,19 @@ def test_blowups_refused(sql: str, says: str) -> None:
 
 
 def test_ordinary_regexes_pass() -> None:
-    for pattern in ("^gpt-4", "[0-9]{4}-[0-9]{2}-[0-9]{2}", "(small|large|x{1,3})$"):
+    for pattern in ("^gpt-4", "[0-9]{4}-[0-9]{2}-[0-9]{2}", "(small|large|x{1,3})$", "[0-9]{10}"):
         check_string_growth(
             sqlglot.parse_one(f"regexp_matches(lower(model), '{pattern}')"), "WHERE"
         )
+
+
+def test_a_few_searches_pass() -> None:
+    check_string_growth(
+        sqlglot.parse_one(
+            "contains(model, 'mini') OR starts_with(model, 'gpt') OR strpos(model, '-') > 3"
+        ),
+        "WHERE",
+    )
 
 
 def test_concat_ws_counts_its_separator_between_every_part() -> None:
