@@ -23,8 +23,12 @@ region``, ``replace(phone, '-', '')``) never approach.
 
 from __future__ import annotations
 
+import math
 import re
+import re._parser as _re_parser  # Python 3.11+: the parser behind re.compile
+import warnings
 from dataclasses import dataclass
+from typing import Any
 
 from sqlglot import exp
 
@@ -46,8 +50,9 @@ REGEX_UNIT = 64
 QUADRATIC_TYPES = frozenset({"VARINT", "BIGNUM"})
 # Functions that scan their first (text) argument once per row.
 SEARCHES = (exp.StrPosition, exp.Contains, exp.StartsWith, exp.EndsWith)
-# Counted repetitions up to this count keep a regular expression on RE2's DFA (see _regexp).
-DFA_SAFE_COUNT = 8
+# Ambiguous positions up to this many keep a regular expression on RE2's DFA (measured
+# here: 12 repeated classes matched at 58 plain passes, 16 at 670; see _regexp).
+DFA_SAFE_POSITIONS = 12
 
 
 @dataclass(frozen=True)
@@ -237,13 +242,26 @@ class _Walk:
                 "use shorter patterns and small repetition counts ({1,5} rather than {1,1000})",
                 position_of(node),
             )
-        # A counted repetition of more than a few steps can blow up RE2's DFA (``a[ab]{60}c``
-        # needs 2^60 states), which then matches with its NFA at about the program's size
-        # per character: 600 times a plain pass for that pattern (a probe, 2026-12-02:
-        # six of them timed out on one person's 3-million-character value). Such a
-        # pattern is counted at its full size per character.
-        unit = 1.0 if _largest_count(pattern.this) > DFA_SAFE_COUNT else REGEX_UNIT
-        self.work = self.work + text.scaled(size / unit)
+        # Many ambiguous positions blow up RE2's DFA (``a[ab]{16}c`` needs 2^16 states),
+        # which then matches with its NFA: measured here at 670 to 1,000 times a plain
+        # pass over the text, against about 20 for ordinary patterns (a probe,
+        # 2026-12-02: six such patterns timed out on one person's 3-million-character
+        # value, 0.15 s without it). Such a pattern is refused.
+        positions = ambiguous_positions(pattern.this)
+        if positions > DFA_SAFE_POSITIONS:
+            found = (
+                "a syntax dpsql cannot analyse"
+                if math.isinf(positions)
+                else f"{positions:,.0f} repeated character classes or alternatives in a row"
+            )
+            raise unsupported(
+                f"the regular expression has {found}; the limit is {DFA_SAFE_POSITIONS} "
+                "(beyond it, matching can fall back to a matcher hundreds of times slower)",
+                "match fewer repeated classes, e.g. [0-9]{4} rather than [0-9]{16}, or "
+                "compare a substring",
+                position_of(node),
+            )
+        self.work = self.work + text.scaled(size / REGEX_UNIT)
         return ZERO
 
 
@@ -291,9 +309,38 @@ class _Walk:
 _REPEAT = re.compile(r"\{\s*(\d+)\s*(?:,\s*(\d*)\s*)?\}")
 
 
-def _largest_count(pattern: str) -> int:
-    """The largest count of the pattern's counted repetitions (0 without any)."""
-    return max((int(high or low or 0) for low, high in _REPEAT.findall(pattern)), default=0)
+def _positions(items: Any) -> float:
+    """The ambiguous positions of parsed regex items: character classes, ``.`` and
+    alternatives, each repeated as often as its counted repetition allows (a loop such
+    as ``*`` counts its body once: it adds no positions to remember)."""
+    total = 0.0
+    for op, arg in items:
+        name = str(op)
+        if name in ("IN", "ANY", "NOT_LITERAL", "CATEGORY"):
+            total += 1
+        elif name == "BRANCH":
+            total += 1 + max((_positions(b) for b in arg[1]), default=0.0)
+        elif name in ("SUBPATTERN", "ATOMIC_GROUP"):
+            total += _positions(arg[-1])
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            low, high, body = arg
+            count = low if high == _re_parser.MAXREPEAT else high
+            total += _positions(body) * max(int(count), 1)
+        if total > 1e9:
+            break
+    return total
+
+
+def ambiguous_positions(pattern: str) -> float:
+    """How many positions of ``pattern`` a DFA must track at once, at most (parsed with
+    Python's parser, which reads RE2's common syntax; a pattern it cannot read counts
+    as unbounded, so that it is refused rather than guessed at)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "possible nested set": RE2's [[:alpha:]]
+            return _positions(_re_parser.parse(pattern))
+    except (re.error, RecursionError, OverflowError, ValueError, TypeError):
+        return math.inf
 
 
 def regex_size(pattern: str) -> float:
