@@ -9,6 +9,7 @@ memory limit from the policy, and a time limit that interrupts the query. It imp
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import math
 import threading
@@ -25,6 +26,7 @@ from proxy.csv_copies import CsvCopy, csv_copy
 from proxy.engines.collations import refuse_duckdb_collations
 from proxy.engines.executor import check_one_row_per_person
 from proxy.errors import DPSQLError, query_timeout
+from proxy.guarded_arithmetic import guarded_sql
 from proxy.policy import Policy
 
 
@@ -136,6 +138,11 @@ class DuckDBExecutor:
             )
         refuse_duckdb_collations(self.evaluate)
         check_one_row_per_person(policy, self)
+        # The core as it runs: what raises under TRY in a form that cannot (one raising
+        # row made DuckDB redo its whole vector row by row: proxy/guarded_arithmetic.py).
+        self._guarded = functools.lru_cache(maxsize=512)(
+            functools.partial(guarded_sql, types=self.column_types())
+        )
 
     def column_types(self) -> dict[tuple[str, str], dict[str, str]]:
         # duckdb_columns() of the opened database: what information_schema.columns
@@ -157,7 +164,7 @@ class DuckDBExecutor:
         cursor = self._db.cursor()
         token = WATCHDOG.arm(self.timeout_s, cursor.interrupt)
         try:
-            result = cursor.execute(sql, list(params)).fetchnumpy()
+            result = cursor.execute(self._guarded(sql), list(params)).fetchnumpy()
         except duckdb.InterruptException:
             raise query_timeout(self.timeout_s) from None
         except duckdb.Error as error:
@@ -220,7 +227,7 @@ class DuckDBExecutor:
         data, so its errors depend only on the query text and the schema."""
         cursor = self._db.cursor()
         try:
-            rows = cursor.execute("DESCRIBE " + sql, list(params)).fetchall()
+            rows = cursor.execute("DESCRIBE " + self._guarded(sql), list(params)).fetchall()
         except duckdb.Error as error:
             first = str(error).splitlines()[0][:300] if str(error) else type(error).__name__
             raise DPSQLError(

@@ -713,6 +713,16 @@ DEMO: tuple[Entry, ...] = (
         "SELECT s.user_id FROM users s)",
         "an unused CTE's public alias hid a join off the person id (refused now)",
     ),
+    # A probe of non-string costs (2026-12-02): one raising row under TRY made DuckDB
+    # evaluate its whole 2,048-row vector again row by row (0.44 s against 0.008 s on
+    # a time-ordered table, no planted data); the executor now runs integer arithmetic
+    # and date moves in forms that cannot raise (proxy/guarded_arithmetic.py).
+    Entry(
+        "adv_try_fallback_targeted",
+        "SELECT COUNT(*) AS n FROM prompts WHERE CAST(tokens_in AS BIGINT) * CASE WHEN "
+        "user_id = {pid} THEN 9223372036854775807 ELSE 1 END > latency_ms",
+        "an overflow on one person's rows only (answered alike; timed by the bench)",
+    ),
     Entry(
         "adv_negative_zero_key",
         "SELECT CASE WHEN user_id >= {pid} THEN CASE WHEN user_id = {pid} THEN "

@@ -1,0 +1,247 @@
+"""DuckDB forms of a core's row-level arithmetic that never raise, for what runs under TRY.
+
+The rewrite makes every row-level expression total with ``TRY(...)`` (rewrite/
+total_forms.py), and DuckDB keeps that promise: an error becomes NULL. But it keeps it
+by evaluating the whole 2,048-row vector again, row by row, whenever one row raises. One
+person's rows can then make everyone's rows in their vectors slow: a probe (2026-12-02)
+multiplied by ``CASE WHEN user_id = 43 THEN 9223372036854775807 ELSE 1 END`` and took
+0.44 s with that person against 0.008 s without (a timeout with 40 such terms), with no
+planted data at all. What nobody can make raise cannot take that path, so the operations
+one row can most easily make raise get a form that gives the same NULL without raising:
+
+* integer ``+ - *``, negation and ``abs``: computed one width up (BIGINT for up to 32
+  bits, HUGEINT for 64, where no product of two operands overflows) and narrowed with
+  ``TRY_CAST``, which yields NULL without raising;
+* integer ``//`` and ``%``: the divisor's zero becomes NULL (``NULLIF``), and ``//`` runs
+  one width up (the minimum divided by -1);
+* 128-bit ``+ - *``: computed only where the DOUBLE result is within 1.7e38 (operands
+  that are columns, literals or casts of them; anything deeper stays with TRY);
+* a date or timestamp plus an interval (or a number of days) read from the data: the
+  amount within 10,000 years and the date within the years 1 to 9999, so the sum stays
+  within DuckDB's range.
+
+Anything else that raises still falls back under TRY; what remains is listed in
+RELIABILITY.md ("Timing: TRY's fallback"). The forms change no answer: each gives
+DuckDB's value where DuckDB gives one and NULL where TRY would, except a 128-bit result
+within 1.4e34 of HUGEINT's limits, and a date moved by an interval read from the data
+when the date is infinite or within 10,000 years of DuckDB's limits, which are NULL.
+Types come from the
+catalog through :class:`proxy.engines.kinds.Typer`; an operation it cannot type is left
+as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from proxy.engines.kinds import Family, Kind, Typer, table_aliases
+
+_WIDER = {8: "BIGINT", 16: "BIGINT", 32: "BIGINT", 64: "HUGEINT"}
+_NAME = {8: "TINYINT", 16: "SMALLINT", 32: "INTEGER", 64: "BIGINT"}
+# |x| below this is within HUGEINT (2^127 ≈ 1.70141e38) whatever a DOUBLE's rounding.
+_HUGE_DOUBLE = "1.7e38"
+# The most of each unit a date may move by: 10,000 years (the probe's `INTERVAL (x) YEAR`
+# with x near 2^63 raised while converting the amount).
+_INTERVAL_LIMIT = {
+    "MILLENNIUM": 10,
+    "MILLENNIA": 10,
+    "CENTURY": 100,
+    "CENTURIES": 100,
+    "DECADE": 1_000,
+    "DECADES": 1_000,
+    "YEAR": 10_000,
+    "YEARS": 10_000,
+    "QUARTER": 40_000,
+    "QUARTERS": 40_000,
+    "MONTH": 120_000,
+    "MONTHS": 120_000,
+    "WEEK": 521_800,
+    "WEEKS": 521_800,
+    "DAY": 3_652_500,
+    "DAYS": 3_652_500,
+    "HOUR": 87_660_000,
+    "HOURS": 87_660_000,
+    "MINUTE": 5_259_600_000,
+    "MINUTES": 5_259_600_000,
+    "SECOND": 315_576_000_000,
+    "SECONDS": 315_576_000_000,
+    "MILLISECOND": 315_576_000_000_000,
+    "MILLISECONDS": 315_576_000_000_000,
+    "MICROSECOND": 315_576_000_000_000_000,
+    "MICROSECONDS": 315_576_000_000_000_000,
+}
+_DAYS_LIMIT = _INTERVAL_LIMIT["DAY"]
+# Dates from which 10,000 years either way stay within DuckDB's TIMESTAMP range (290309 BC
+# to 294247 AD) and its DATE range (5877642 BC to 5881580 AD).
+_TIMESTAMP_RANGE = ("280000-01-01 (BC)", "284000-12-31")
+_DAY_RANGE = ("5867000-01-01 (BC)", "5871000-12-31")
+_DATES = (Family.DATE, Family.TIMESTAMP)
+
+
+def _parse(text: str) -> exp.Expr:
+    return sqlglot.parse_one(text, read="duckdb")
+
+
+def _template(text: str, **parts: exp.Expr) -> exp.Expr:
+    """``text`` (DuckDB SQL) with each ``__name`` column replaced by a copy of a part."""
+    tree = _parse(text)
+    for column in list(tree.find_all(exp.Column)):
+        name = column.name
+        if name.startswith("__") and name[2:] in parts:
+            column.replace(parts[name[2:]].copy())
+    return tree
+
+
+def _int_kind(kind: Kind) -> int:
+    """The width of an integer kind this module guards (0: not one)."""
+    return kind.bits if kind.family is Family.INT and kind.bits in (8, 16, 32, 64, 128) else 0
+
+
+def _simple(node: exp.Expr) -> bool:
+    """An operand small enough to evaluate twice (the 128-bit guard repeats it)."""
+    while isinstance(node, (exp.Paren, exp.Cast, exp.TryCast, exp.Neg)):
+        node = node.this
+    return isinstance(node, (exp.Column, exp.Literal))
+
+
+class _Guard:
+    def __init__(self, typer: Typer):
+        self.typer = typer
+
+    def form(self, node: exp.Expr) -> exp.Expr:
+        """``node`` with its children guarded first, then itself."""
+        kind = self.typer.kind(node)  # typed before its children change
+        for key, value in list(node.args.items()):
+            if isinstance(value, exp.Expr):
+                node.set(key, self.form(value))
+            elif isinstance(value, list):
+                node.set(key, [self.form(v) if isinstance(v, exp.Expr) else v for v in value])
+        return self.own(node, kind)
+
+    def own(self, node: exp.Expr, kind: Kind) -> exp.Expr:
+        bits = _int_kind(kind)
+        if isinstance(node, (exp.Add, exp.Sub)) and (
+            isinstance(node.expression, exp.Interval) or isinstance(node.this, exp.Interval)
+        ):
+            return self.moved_date(node)
+        if isinstance(node, (exp.Add, exp.Sub)) and Family.DATE in (
+            self.typer.kind(node.this).family,
+            self.typer.kind(node.expression).family,
+        ):
+            return self.moved_by_days(node)
+        if not bits:
+            return node
+        if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
+            op = "+" if isinstance(node, exp.Add) else "-" if isinstance(node, exp.Sub) else "*"
+            if bits == 128:
+                return self.huge(node, op)
+            return _template(
+                f"TRY_CAST(CAST(__a AS {_WIDER[bits]}) {op} CAST(__b AS {_WIDER[bits]}) "
+                f"AS {_NAME[bits]})",
+                a=node.this,
+                b=node.expression,
+            )
+        if bits == 128:
+            return node
+        if isinstance(node, exp.Neg):
+            return _template(
+                f"TRY_CAST(-CAST(__a AS {_WIDER[bits]}) AS {_NAME[bits]})", a=node.this
+            )
+        if isinstance(node, exp.Abs):
+            return _template(
+                f"TRY_CAST(ABS(CAST(__a AS {_WIDER[bits]})) AS {_NAME[bits]})", a=node.this
+            )
+        if isinstance(node, exp.IntDiv):
+            return _template(
+                f"TRY_CAST(CAST(__a AS {_WIDER[bits]}) // NULLIF(CAST(__b AS "
+                f"{_WIDER[bits]}), 0) AS {_NAME[bits]})",
+                a=node.this,
+                b=node.expression,
+            )
+        if isinstance(node, exp.Mod):
+            return _template("__a % NULLIF(__b, 0)", a=node.this, b=node.expression)
+        return node
+
+    def huge(self, node: exp.Binary, op: str) -> exp.Expr:
+        if not (_simple(node.this) and _simple(node.expression)):
+            return node  # TRY's fallback, as before
+        return _template(
+            f"CASE WHEN ABS(CAST(__a AS DOUBLE) {op} CAST(__b AS DOUBLE)) < {_HUGE_DOUBLE} "
+            f"THEN __a {op} __b END",
+            a=node.this,
+            b=node.expression,
+        )
+
+    def moved_date(self, node: exp.Binary) -> exp.Expr:
+        interval, date = (
+            (node.expression, node.this)
+            if isinstance(node.expression, exp.Interval)
+            else (node.this, node.expression)
+        )
+        assert isinstance(interval, exp.Interval)
+        amount = interval.this
+        unit = interval.args.get("unit")
+        limit = _INTERVAL_LIMIT.get(unit.name.upper()) if unit is not None else None
+        if amount is None or isinstance(amount, exp.Literal) or limit is None:
+            return node  # a constant amount raises for every row alike, or nobody's
+        interval.set(
+            "this",
+            _template(
+                f"CASE WHEN __a BETWEEN -{limit} AND {limit} THEN __a END",
+                a=amount.unnest(),
+            ),
+        )
+        date.replace(self.within_years(date))
+        return node
+
+    def moved_by_days(self, node: exp.Binary) -> exp.Expr:
+        days, date = node.expression, node.this
+        if self.typer.kind(date).family is not Family.DATE:
+            days, date = node.this, node.expression
+        if self.typer.kind(date).family is not Family.DATE or not _int_kind(
+            self.typer.kind(days)
+        ):
+            return node
+        days.replace(
+            _template(
+                f"CASE WHEN __a BETWEEN -{_DAYS_LIMIT} AND {_DAYS_LIMIT} THEN __a END", a=days
+            )
+        )
+        date.replace(self.within_years(date, days=True))
+        return node
+
+    def within_years(self, date: exp.Expr, days: bool = False) -> exp.Expr:
+        """``date`` where 10,000 years either way stay within DuckDB's range (a DATE moved
+        by an interval becomes a TIMESTAMP, whose range is narrower), or infinite (which
+        an interval leaves as it is); else NULL, as TRY would give."""
+        lo, hi = _DAY_RANGE if days else _TIMESTAMP_RANGE
+        return _template(
+            f"CASE WHEN __d BETWEEN DATE '{lo}' AND DATE '{hi}' OR NOT ISFINITE(__d) "
+            "THEN __d END",
+            d=date,
+        )
+
+
+def guarded_sql(sql: str, types: Mapping[tuple[str, str], Mapping[str, str]]) -> str:
+    """``sql`` (a core, in DuckDB's dialect) with the operations under each TRY in the
+    forms above. Precondition: ``types`` are the catalog's column types. Claim: the
+    same answer on every row, and none of these operations raises."""
+    if "TRY(" not in sql.upper():
+        return sql
+    try:
+        tree = _parse(sql)
+    except SqlglotError:
+        return sql
+    guard = _Guard(Typer(table_aliases(tree, types)))
+    changed = False
+    for node in list(tree.find_all(exp.Try)):
+        if node.find_ancestor(exp.Try) is not None:
+            continue  # guarded with its outermost TRY
+        before = node.this.sql(dialect="duckdb")
+        node.set("this", guard.form(node.this))
+        changed = changed or node.this.sql(dialect="duckdb") != before
+    return tree.sql(dialect="duckdb") if changed else sql
