@@ -25,6 +25,7 @@ from sqlglot import exp
 from accounting.mechanisms import Z_975, simulation_draws
 from proxy import outer_functions
 from proxy.errors import position_of, unsupported
+from proxy.outer import ROW as ROW_NAME
 
 INNER = "released"  # the table name the outer query reads (the post-processor's)
 REPLICATES = 400
@@ -150,8 +151,16 @@ _STRUCTURE = (
 def check_outer(outer: exp.Select) -> None:
     """The outer query is post-processing, but still an allowlist: deterministic
     functions and aggregates over the released rows, windows, no settings, files or
-    environment (e.g. getenv) — anything else is refused before any charge."""
+    environment (e.g. getenv) — anything else is refused before any charge. The name
+    ``__row`` is dpsql's own (each released row's index, read by the intervals): read
+    or written by the outer query, it showed that index and dropped a column."""
     for node in outer.walk():
+        if isinstance(node, exp.Identifier) and node.name.lower() == ROW_NAME:
+            raise unsupported(
+                f"the name {ROW_NAME} is dpsql's own (each released row's index)",
+                "name the column something else",
+                position_of(node),
+            )
         if isinstance(node, _STRUCTURE) or outer_functions.allowed(node):
             continue
         if isinstance(
@@ -169,7 +178,7 @@ def check_outer(outer: exp.Select) -> None:
 def table_of(columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> pa.Table:
     """The released inner answer as the outer query's table, with each row's index."""
     data: dict[str, list[Any]] = {c: [r[i] for r in rows] for i, c in enumerate(columns)}
-    data["__row"] = list(range(len(rows)))
+    data[ROW_NAME] = list(range(len(rows)))
     arrays = {}
     for name, values in data.items():
         try:

@@ -97,6 +97,23 @@ def test_select_star_over_the_answer_shows_every_column(engine: Engine) -> None:
     assert chain.rows == [(k, by_region[k][1] * 2) for k in sorted(by_region)]
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        f"SELECT __row, * FROM ({INNER}) AS x",
+        f"SELECT region, n AS __row FROM ({INNER}) AS x",
+    ],
+)
+def test_dpsqls_row_index_is_not_a_name_of_the_outer_query(engine: Engine, sql: str) -> None:
+    """Reading ``__row`` showed each released row's index and dropped a column; naming a
+    column so dropped it (a probe, 2026-12-02). Both are refused before any charge."""
+    before = engine.ledger.history(limit=10**6)
+    with pytest.raises(DPSQLError) as refused:
+        engine.run(QueryRequest(sql, epsilon=0.8))
+    assert refused.value.code == "unsupported_sql" and "__row" in refused.value.message
+    assert engine.ledger.history(limit=10**6) == before
+
+
 def test_a_per_person_inner_query_is_not_a_release(engine: Engine) -> None:
     """Grouped by the person id, the inner query is never released: the whole query is
     a per-person aggregate (proxy/per_person_values.py), charged as one release."""
