@@ -15,6 +15,7 @@ from proxy import shape as S
 from proxy.allowlist import AGGREGATES, SCALAR_NODES
 from proxy.catalog import Catalog, TableInfo, column_type, split_name
 from proxy.errors import DPSQLError, position_of, unsupported
+from proxy.guarded_arithmetic import INTERVAL_UNITS
 from proxy.joins import check_from, tables_of, unit_columns
 from proxy.pins import pinned_values
 from proxy.quantile_sql import aggregate_call as quantile_call
@@ -127,6 +128,27 @@ def _check_scalar(node: exp.Expr, where: str) -> None:
             raise unsupported("* is only allowed in COUNT(*)", "name the columns", position_of(sub))
         if isinstance(sub, _DATE_PARTS):
             _check_date_part(sub)
+        if isinstance(sub, exp.Interval):
+            _check_interval(sub)
+        if isinstance(sub, (exp.Mul, exp.Div)) and any(
+            isinstance(arg.unnest(), exp.Interval) for arg in (sub.this, sub.expression)
+        ):
+            # An interval times a number from the data overflows on that row only, and
+            # one raising row makes DuckDB redo its whole vector (a probe, 2026-12-02).
+            raise unsupported(
+                "an interval multiplied or divided is not answered",
+                "write the amount into the interval: ts + INTERVAL (n * 7) DAY",
+                position_of(sub),
+            )
+        if isinstance(sub, (exp.Cast, exp.TryCast)) and sub.to.sql("duckdb").upper() in (
+            _UNSIGNED
+        ):
+            raise unsupported(
+                f"a cast to {sub.to.sql('duckdb')} is not answered: unsigned arithmetic "
+                "fails below zero on the rows that reach it",
+                "cast to a signed type: BIGINT or HUGEINT",
+                position_of(sub),
+            )
         if isinstance(sub, (exp.TimestampTrunc, exp.DateTrunc)) and sub.args.get("zone"):
             # Rendered as AT TIME ZONE: an unknown zone (a column's value, say) raises a
             # NotImplementedException on each row that reaches it, which TRY does not
@@ -154,6 +176,43 @@ _DATE_PARTS = (
 )
 _NO_ROW_UNITS = frozenset({"ERA", "TIMEZONE", "TIMEZONE_HOUR", "TIMEZONE_MINUTE"})
 _TIME_TYPES = (exp.DataType.Type.TIME, exp.DataType.Type.TIMETZ)
+
+
+_UNSIGNED = frozenset({"UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT", "UINT128"})
+
+
+def _check_interval(node: exp.Interval) -> None:
+    """An interval's amount from the data needs a unit (proxy/guarded_arithmetic.py bounds
+    it by that unit); a text read as an interval can be any size, and adding it to a
+    date overflowed on one person's rows only (a probe, 2026-12-02)."""
+    amount = node.this.unnest() if node.this is not None else None
+    unit = node.args.get("unit")
+    if amount is None:
+        return
+    if isinstance(amount, exp.Literal):
+        # A constant past 10,000 years overflowed when added to a bounded amount from
+        # the data (months are 32 bits): INTERVAL 2147483647 MONTH plus one.
+        name = unit.name.upper() if unit is not None else ""
+        limit = INTERVAL_UNITS.get(name)
+        try:
+            value = abs(float(amount.this))
+        except ValueError:
+            return  # a text interval ('1 day'): DuckDB reads it once, while binding
+        if limit is not None and value > limit:
+            raise unsupported(
+                f"an interval of more than {limit:,} {name.lower()} (10,000 years) "
+                "is not answered",
+                "use a shorter interval",
+                position_of(node),
+            )
+        return
+    if unit is None or unit.name.upper() not in INTERVAL_UNITS:
+        raise unsupported(
+            "an interval read from the data needs one of the units "
+            + ", ".join(sorted(u for u in INTERVAL_UNITS if not u.endswith("S"))).lower(),
+            "write INTERVAL (n) DAY, with n a number",
+            position_of(node),
+        )
 
 
 def _check_date_part(node: exp.Expr) -> None:

@@ -33,6 +33,7 @@ as it was.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 
 import sqlglot
 from sqlglot import exp
@@ -74,7 +75,32 @@ _INTERVAL_LIMIT = {
     "MICROSECOND": 315_576_000_000_000_000,
     "MICROSECONDS": 315_576_000_000_000_000,
 }
+# The units an amount from the data may take, and the most of each (10,000 years).
+INTERVAL_UNITS: Mapping[str, int] = MappingProxyType(_INTERVAL_LIMIT)
 _DAYS_LIMIT = _INTERVAL_LIMIT["DAY"]
+# DuckDB refuses a substring offset or length beyond 2^32 - 1 (an error on that row).
+_SUBSTRING_LIMIT = 4_294_967_295
+# An operand repeated by a guard (the 128-bit ones) may have at most this many nodes:
+# nested guards repeat their operands again, so deeper ones keep TRY.
+_REPEATABLE_NODES = 64
+# Unsigned types read as the signed type one width up (what Typer assumes), so that
+# their arithmetic cannot fail below zero.
+_SIGNED = {
+    "UTINYINT": "SMALLINT",
+    "USMALLINT": "INTEGER",
+    "UINTEGER": "BIGINT",
+    "UBIGINT": "HUGEINT",
+    "UHUGEINT": "HUGEINT",
+    "UINT128": "HUGEINT",
+}
+_FAMILY_TYPE = {
+    Family.FLOAT: "DOUBLE",
+    Family.DECIMAL: "DOUBLE",
+    Family.DATE: "DATE",
+    Family.TIMESTAMP: "TIMESTAMP",
+    Family.BOOL: "BOOLEAN",
+}
+_COMPARED = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
 # Dates from which 10,000 years either way stay within DuckDB's TIMESTAMP range (290309 BC
 # to 294247 AD) and its DATE range (5877642 BC to 5881580 AD).
 _TIMESTAMP_RANGE = ("280000-01-01 (BC)", "284000-12-31")
@@ -102,10 +128,15 @@ def _int_kind(kind: Kind) -> int:
 
 
 def _simple(node: exp.Expr) -> bool:
-    """An operand small enough to evaluate twice (the 128-bit guard repeats it)."""
-    while isinstance(node, (exp.Paren, exp.Cast, exp.TryCast, exp.Neg)):
-        node = node.this
-    return isinstance(node, (exp.Column, exp.Literal))
+    """An operand small enough to evaluate twice (the 128-bit guards repeat it)."""
+    return sum(1 for _ in node.walk()) <= _REPEATABLE_NODES
+
+
+def _type_name(kind: Kind) -> str | None:
+    """DuckDB's name for a value of ``kind`` that a text is compared with."""
+    if kind.family is Family.INT:
+        return {**_NAME, 128: "HUGEINT"}.get(kind.bits)
+    return _FAMILY_TYPE.get(kind.family)
 
 
 class _Guard:
@@ -123,6 +154,15 @@ class _Guard:
         return self.own(node, kind)
 
     def own(self, node: exp.Expr, kind: Kind) -> exp.Expr:
+        if isinstance(node, exp.Cast) and not isinstance(node, exp.TryCast):
+            # the rewrite's own casts (a predicate's to BOOLEAN): NULL rather than raise
+            return exp.TryCast(this=node.this, to=node.to)
+        if isinstance(node, (*_COMPARED, exp.In, exp.Between)):
+            return self.compared(node)
+        if isinstance(node, exp.Interval):
+            return self.bounded_interval(node)
+        if isinstance(node, exp.Substring):
+            return self.substring(node)
         bits = _int_kind(kind)
         if isinstance(node, (exp.Add, exp.Sub)) and (
             isinstance(node.expression, exp.Interval) or isinstance(node.this, exp.Interval)
@@ -146,7 +186,7 @@ class _Guard:
                 b=node.expression,
             )
         if bits == 128:
-            return node
+            return self.huge_unary(node)
         if isinstance(node, exp.Neg):
             return _template(
                 f"TRY_CAST(-CAST(__a AS {_WIDER[bits]}) AS {_NAME[bits]})", a=node.this
@@ -166,6 +206,80 @@ class _Guard:
             return _template("__a % NULLIF(__b, 0)", a=node.this, b=node.expression)
         return node
 
+    def huge_unary(self, node: exp.Expr) -> exp.Expr:
+        """128-bit negation, abs, // and %: NULL at HUGEINT's minimum, by zero, and for
+        the minimum divided by -1."""
+        low = "-170141183460469231731687303715884105727 - 1"
+        if isinstance(node, (exp.Neg, exp.Abs)) and _simple(node.this):
+            call = "-__a" if isinstance(node, exp.Neg) else "ABS(__a)"
+            return _template(f"CASE WHEN __a <> {low} THEN {call} END", a=node.this)
+        if isinstance(node, exp.IntDiv) and _simple(node.this):
+            return _template(
+                f"CASE WHEN __a <> {low} OR __b <> -1 THEN __a // NULLIF(__b, 0) END",
+                a=node.this,
+                b=node.expression,
+            )
+        if isinstance(node, exp.Mod):
+            return _template("__a % NULLIF(__b, 0)", a=node.this, b=node.expression)
+        return node
+
+    def compared(self, node: exp.Expr) -> exp.Expr:
+        """A text compared with a number or a date is cast per row (and raises on a text
+        that is neither): cast with TRY_CAST, which gives TRY's NULL without raising."""
+        if isinstance(node, exp.In):
+            sides = [node.this, *node.expressions]
+        elif isinstance(node, exp.Between):
+            sides = [node.this, node.args.get("low"), node.args.get("high")]
+        else:
+            sides = [node.this, node.expression]
+        kinds = [self.typer.kind(side) if side is not None else None for side in sides]
+        others = [k for k in kinds if k is not None and k.family not in (Family.TEXT, Family.NULL)]
+        if not others or all(k is None or k.family is not Family.TEXT for k in kinds):
+            return node
+        target = _type_name(others[0])
+        if target is None:
+            return node
+        for side, kind in zip(sides, kinds, strict=True):
+            if side is None or kind is None or kind.family is not Family.TEXT:
+                continue
+            if isinstance(side.unnest(), exp.Literal):
+                # a constant is cast once, while DuckDB binds: a bad one ('2024-13-45')
+                # stays an error before any charge, not a silent NULL
+                continue
+            side.replace(exp.TryCast(this=side.copy(), to=exp.DataType.build(target)))
+        return node
+
+    def bounded_interval(self, node: exp.Interval) -> exp.Expr:
+        """An amount from the data within 10,000 years of its unit (the checker refuses
+        an amount without a unit)."""
+        amount = node.this
+        unit = node.args.get("unit")
+        limit = _INTERVAL_LIMIT.get(unit.name.upper()) if unit is not None else None
+        if amount is None or isinstance(amount.unnest(), exp.Literal) or limit is None:
+            return node
+        node.set(
+            "this",
+            _template(
+                f"CASE WHEN __a BETWEEN -{limit} AND {limit} THEN __a END", a=amount.unnest()
+            ),
+        )
+        return node
+
+    def substring(self, node: exp.Substring) -> exp.Expr:
+        for key in ("start", "length"):
+            value = node.args.get(key)
+            if value is None or isinstance(value.unnest(), exp.Literal):
+                continue
+            node.set(
+                key,
+                _template(
+                    f"CASE WHEN __a BETWEEN -{_SUBSTRING_LIMIT} AND {_SUBSTRING_LIMIT} "
+                    "THEN __a END",
+                    a=value,
+                ),
+            )
+        return node
+
     def huge(self, node: exp.Binary, op: str) -> exp.Expr:
         if not (_simple(node.this) and _simple(node.expression)):
             return node  # TRY's fallback, as before
@@ -182,29 +296,19 @@ class _Guard:
             if isinstance(node.expression, exp.Interval)
             else (node.this, node.expression)
         )
-        assert isinstance(interval, exp.Interval)
-        amount = interval.this
-        unit = interval.args.get("unit")
-        limit = _INTERVAL_LIMIT.get(unit.name.upper()) if unit is not None else None
-        if amount is None or isinstance(amount, exp.Literal) or limit is None:
-            return node  # a constant amount raises for every row alike, or nobody's
-        interval.set(
-            "this",
-            _template(
-                f"CASE WHEN __a BETWEEN -{limit} AND {limit} THEN __a END",
-                a=amount.unnest(),
-            ),
-        )
-        date.replace(self.within_years(date))
+        assert isinstance(interval, exp.Interval)  # its amount bounded (bounded_interval)
+        if isinstance(date.unnest(), exp.Interval):
+            return node  # two intervals, each within 10,000 years
+        if not isinstance(date.unnest(), exp.Literal):
+            # a date from the data near DuckDB's limits overflows, even by 1 year
+            date.replace(self.within_years(date))
         return node
 
     def moved_by_days(self, node: exp.Binary) -> exp.Expr:
         days, date = node.expression, node.this
         if self.typer.kind(date).family is not Family.DATE:
             days, date = node.this, node.expression
-        if self.typer.kind(date).family is not Family.DATE or not _int_kind(
-            self.typer.kind(days)
-        ):
+        if self.typer.kind(date).family is not Family.DATE or not _int_kind(self.typer.kind(days)):
             return node
         days.replace(
             _template(
@@ -220,8 +324,7 @@ class _Guard:
         an interval leaves as it is); else NULL, as TRY would give."""
         lo, hi = _DAY_RANGE if days else _TIMESTAMP_RANGE
         return _template(
-            f"CASE WHEN __d BETWEEN DATE '{lo}' AND DATE '{hi}' OR NOT ISFINITE(__d) "
-            "THEN __d END",
+            f"CASE WHEN __d BETWEEN DATE '{lo}' AND DATE '{hi}' OR NOT ISFINITE(__d) THEN __d END",
             d=date,
         )
 
@@ -236,12 +339,24 @@ def guarded_sql(sql: str, types: Mapping[tuple[str, str], Mapping[str, str]]) ->
         tree = _parse(sql)
     except SqlglotError:
         return sql
-    guard = _Guard(Typer(table_aliases(tree, types)))
+    aliases = table_aliases(tree, types)
+    guard = _Guard(Typer(aliases))
     changed = False
     for node in list(tree.find_all(exp.Try)):
         if node.find_ancestor(exp.Try) is not None:
             continue  # guarded with its outermost TRY
         before = node.this.sql(dialect="duckdb")
+        _signed_columns(node, aliases)
         node.set("this", guard.form(node.this))
         changed = changed or node.this.sql(dialect="duckdb") != before
     return tree.sql(dialect="duckdb") if changed else sql
+
+
+def _signed_columns(root: exp.Expr, aliases: Mapping[str, Mapping[str, str]]) -> None:
+    """Unsigned columns under ``root`` read as the signed type one width up."""
+    for column in list(root.find_all(exp.Column)):
+        found = aliases.get(column.table.lower(), {}).get(column.name.lower(), "").upper()
+        signed = _SIGNED.get(found)
+        if signed is not None:
+            cast = exp.TryCast if found in ("UHUGEINT", "UINT128") else exp.Cast
+            column.replace(cast(this=column.copy(), to=exp.DataType.build(signed)))

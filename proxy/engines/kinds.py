@@ -59,6 +59,9 @@ _INT_BITS = {
     "UBIGINT": 128,
     "HUGEINT": 128,
     "UHUGEINT": 128,
+    # sqlglot writes DuckDB's HUGEINT and UHUGEINT so
+    "INT128": 128,
+    "UINT128": 128,
 }
 
 
@@ -139,6 +142,22 @@ _BOOLEANS = (
     exp.RegexpLike,
     exp.StartsWith,
 )
+# DuckDB's calendar parts, positions and date differences: BIGINT.
+_BIGINT_CALLS = (
+    exp.Year,
+    exp.Month,
+    exp.Day,
+    exp.Quarter,
+    exp.DayOfYear,
+    exp.DayOfWeek,
+    exp.Week,
+    exp.WeekOfYear,
+    exp.Hour,
+    exp.Minute,
+    exp.Second,
+    exp.StrPosition,
+    exp.DateDiff,
+)
 _TEXTS = (exp.Lower, exp.Upper, exp.Trim, exp.Substring, exp.Concat, exp.DPipe, exp.Left, exp.Right)
 
 
@@ -179,7 +198,7 @@ class Typer:
             return self._branches(node)
         if isinstance(node, _TEXTS):
             return TEXT
-        if isinstance(node, exp.Length):
+        if isinstance(node, (exp.Length, *_BIGINT_CALLS)):
             return BIGINT
         if isinstance(node, exp.Extract):
             return BIGINT
