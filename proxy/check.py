@@ -14,6 +14,7 @@ from proxy import outer_functions, semijoins
 from proxy import shape as S
 from proxy.allowlist import AGGREGATES, SCALAR_NODES
 from proxy.catalog import Catalog, TableInfo, column_type, split_name
+from proxy.constants import converts
 from proxy.errors import DPSQLError, position_of, unsupported
 from proxy.guarded_arithmetic import INTERVAL_UNITS
 from proxy.joins import check_from, tables_of, unit_columns
@@ -243,6 +244,45 @@ def _check_date_part(node: exp.Expr) -> None:
         )
 
 
+_CONVERTED = ("DATE", "TIMESTAMP", "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT",
+              "HUGEINT", "DECIMAL", "DOUBLE", "FLOAT", "REAL", "UTINYINT", "USMALLINT",
+              "UINTEGER", "UBIGINT")  # fmt: skip
+
+
+def check_constants(select: exp.Select, tables: Mapping[str, TableInfo]) -> None:
+    """Refuse a text constant compared with a typed column that it does not convert to
+    (``ts > '2024-13-45'`` was answered, and charged, as 0 rows: proxy/constants.py)."""
+    for node in select.find_all(exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.In,
+                                exp.Between):  # fmt: skip
+        if isinstance(node, exp.In):
+            column, constants = node.this, list(node.expressions)
+        elif isinstance(node, exp.Between):
+            column, constants = node.this, [node.args.get("low"), node.args.get("high")]
+        elif isinstance(node.this, exp.Column):
+            column, constants = node.this, [node.expression]
+        else:
+            column, constants = node.expression, [node.this]
+        if not isinstance(column, exp.Column):
+            continue
+        kind = column_type(tables, column.table, column.name)
+        if not kind.startswith(_CONVERTED):
+            continue
+        for constant in constants:
+            if (
+                isinstance(constant, exp.Literal)
+                and constant.is_string
+                and not converts(constant.this, kind)
+            ):
+                raise DPSQLError(
+                    "bad_request",
+                    f"the constant '{constant.this}' is not of type {kind} (it is compared "
+                    f"with {column.name})",
+                    "write a value of the column's type, e.g. '2024-01-31' for a DATE or "
+                    "42 for an integer",
+                    position_of(constant),
+                )
+
+
 def check_date_diff_columns(select: exp.Select, tables: Mapping[str, TableInfo]) -> None:
     """Refuse DATE_DIFF of a TIME column (the catalog's type), as of a TIME cast above."""
     for node in select.find_all(exp.DateDiff):
@@ -468,6 +508,7 @@ def check_shape(select: exp.Select, catalog: Catalog) -> S.Shape:
     _check_clauses(select)
     tables = tables_of(select, catalog)
     check_date_diff_columns(select, tables)
+    check_constants(select, tables)
     anchor, population = check_from(select, tables)
     unit_cols = unit_columns(tables)
     # COUNT(DISTINCT unit) counts people only for units that are never NULL on a row:
