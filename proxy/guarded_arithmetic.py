@@ -175,6 +175,8 @@ class _Guard:
             return self.moved_by_days(node)
         if not bits:
             return node
+        if isinstance(node, exp.Mod):  # any width: by zero is NULL, as under TRY
+            return _template("__a % NULLIF(__b, 0)", a=node.this, b=node.expression)
         if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
             op = "+" if isinstance(node, exp.Add) else "-" if isinstance(node, exp.Sub) else "*"
             if bits == 128:
@@ -202,13 +204,11 @@ class _Guard:
                 a=node.this,
                 b=node.expression,
             )
-        if isinstance(node, exp.Mod):
-            return _template("__a % NULLIF(__b, 0)", a=node.this, b=node.expression)
         return node
 
     def huge_unary(self, node: exp.Expr) -> exp.Expr:
-        """128-bit negation, abs, // and %: NULL at HUGEINT's minimum, by zero, and for
-        the minimum divided by -1."""
+        """128-bit negation, abs and //: NULL at HUGEINT's minimum, by zero, and for the
+        minimum divided by -1."""
         low = "-170141183460469231731687303715884105727 - 1"
         if isinstance(node, (exp.Neg, exp.Abs)) and _simple(node.this):
             call = "-__a" if isinstance(node, exp.Neg) else "ABS(__a)"
@@ -219,8 +219,6 @@ class _Guard:
                 a=node.this,
                 b=node.expression,
             )
-        if isinstance(node, exp.Mod):
-            return _template("__a % NULLIF(__b, 0)", a=node.this, b=node.expression)
         return node
 
     def compared(self, node: exp.Expr) -> exp.Expr:
