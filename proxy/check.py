@@ -15,6 +15,7 @@ from proxy import shape as S
 from proxy.allowlist import AGGREGATES, SCALAR_NODES
 from proxy.catalog import Catalog, TableInfo, column_type, split_name
 from proxy.constants import converts
+from proxy.engines.kinds import Family, Typer, of_type_name
 from proxy.errors import DPSQLError, position_of, unsupported
 from proxy.guarded_arithmetic import INTERVAL_UNITS
 from proxy.joins import check_from, tables_of, unit_columns
@@ -244,43 +245,99 @@ def _check_date_part(node: exp.Expr) -> None:
         )
 
 
-_CONVERTED = ("DATE", "TIMESTAMP", "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT",
-              "HUGEINT", "DECIMAL", "DOUBLE", "FLOAT", "REAL", "UTINYINT", "USMALLINT",
-              "UINTEGER", "UBIGINT")  # fmt: skip
+_TYPE_OF_FAMILY = {
+    Family.DECIMAL: "DOUBLE",
+    Family.FLOAT: "DOUBLE",
+    Family.DATE: "DATE",
+    Family.TIMESTAMP: "TIMESTAMP",
+    Family.BOOL: "BOOLEAN",
+}
+_COMPARISONS = (
+    exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ,
+    exp.In, exp.Between,
+)  # fmt: skip
+
+
+def _target_type(node: exp.Expr, typer: Typer, tables: Mapping[str, TableInfo]) -> str | None:
+    """The type a text constant compared with ``node`` is cast to (None: text or unknown)."""
+    if isinstance(node, exp.Column):
+        kind = column_type(tables, node.table, node.name)
+        if kind and of_type_name(kind).family not in (Family.TEXT, Family.UNKNOWN):
+            return kind
+        if kind:
+            return None
+    if isinstance(node, (exp.Add, exp.Sub)) and any(
+        isinstance(arg.unnest(), exp.Interval) for arg in (node.this, node.expression)
+    ):
+        return "TIMESTAMP"  # a date moved by an interval
+    found = typer.kind(node)
+    if found.family is Family.INT:
+        return {8: "TINYINT", 16: "SMALLINT", 32: "INTEGER", 64: "BIGINT"}.get(
+            found.bits, "HUGEINT"
+        )
+    return _TYPE_OF_FAMILY.get(found.family)
+
+
+def _constant_error(text: str, kind: str, node: exp.Expr) -> DPSQLError:
+    return DPSQLError(
+        "bad_request",
+        f"the constant '{text}' is not of type {kind}",
+        "write a value of the type it is compared with or cast to, e.g. '2024-01-31' for a "
+        "DATE or 42 for an integer",
+        position_of(node),
+    )
 
 
 def check_constants(select: exp.Select, tables: Mapping[str, TableInfo]) -> None:
-    """Refuse a text constant compared with a typed column that it does not convert to
-    (``ts > '2024-13-45'`` was answered, and charged, as 0 rows: proxy/constants.py)."""
-    for node in select.find_all(exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.In,
-                                exp.Between):  # fmt: skip
+    """Refuse a text constant that does not convert to the type it is compared with or
+    cast to (``ts > '2024-13-45'``, ``age + 0 > 'abc'``, ``DATE '2024-13-45'`` were
+    answered, and charged, as 0 rows under the rewrite's TRY: proxy/constants.py), and a
+    number compared with a text column (each row's text would be cast to a number)."""
+    typer = Typer({alias: info.column_types for alias, info in tables.items()})
+    for cast in select.find_all(exp.Cast):
+        value = cast.this.unnest()
+        if isinstance(cast, exp.TryCast) or not (isinstance(value, exp.Literal) and value.is_string):
+            continue
+        target = cast.to.sql(dialect="duckdb")
+        if of_type_name(target).family not in (Family.TEXT, Family.UNKNOWN) and not converts(
+            value.this, target
+        ):
+            raise _constant_error(value.this, target, value)
+    for node in select.find_all(*_COMPARISONS):
         if isinstance(node, exp.In):
-            column, constants = node.this, list(node.expressions)
+            sides = [node.this, *node.expressions]
         elif isinstance(node, exp.Between):
-            column, constants = node.this, [node.args.get("low"), node.args.get("high")]
-        elif isinstance(node.this, exp.Column):
-            column, constants = node.this, [node.expression]
+            sides = [node.this, node.args.get("low"), node.args.get("high")]
         else:
-            column, constants = node.expression, [node.this]
-        if not isinstance(column, exp.Column):
+            sides = [node.this, node.expression]
+        values = [s.unnest() for s in sides if s is not None]
+        texts = [v for v in values if isinstance(v, exp.Literal) and v.is_string]
+        others = [v for v in values if not (isinstance(v, exp.Literal) and v.is_string)]
+        if not texts or not others:
+            if others and any(isinstance(v, exp.Literal) for v in values):
+                _check_text_against_number(values, typer, tables)
             continue
-        kind = column_type(tables, column.table, column.name)
-        if not kind.startswith(_CONVERTED):
+        wanted = _target_type(others[0], typer, tables)
+        if wanted is None:
             continue
-        for constant in constants:
-            if (
-                isinstance(constant, exp.Literal)
-                and constant.is_string
-                and not converts(constant.this, kind)
-            ):
-                raise DPSQLError(
-                    "bad_request",
-                    f"the constant '{constant.this}' is not of type {kind} (it is compared "
-                    f"with {column.name})",
-                    "write a value of the column's type, e.g. '2024-01-31' for a DATE or "
-                    "42 for an integer",
-                    position_of(constant),
-                )
+        for text in texts:
+            if not converts(text.this, wanted):
+                raise _constant_error(text.this, wanted, text)
+
+
+def _check_text_against_number(
+    values: list[exp.Expr], typer: Typer, tables: Mapping[str, TableInfo]
+) -> None:
+    """``region = 1``: each row's text would be cast to a number (NULL for 'north')."""
+    numbers = [v for v in values if isinstance(v, exp.Literal) and not v.is_string]
+    rest = [v for v in values if not isinstance(v, exp.Literal)]
+    if numbers and rest and typer.kind(rest[0]).family is Family.TEXT:
+        raise DPSQLError(
+            "bad_request",
+            f"a number ({numbers[0].this}) is compared with text",
+            f"quote it to compare text with text: '{numbers[0].this}'",
+            position_of(numbers[0]),
+        )
 
 
 def check_date_diff_columns(select: exp.Select, tables: Mapping[str, TableInfo]) -> None:

@@ -25,7 +25,10 @@ RELIABILITY.md ("Timing: TRY's fallback"). The forms change no answer: each give
 DuckDB's value where DuckDB gives one and NULL where TRY would, except a 128-bit result
 within 1.4e34 of HUGEINT's limits, and a date moved by an interval read from the data
 when the date is infinite or within 10,000 years of DuckDB's limits, which are NULL.
-Types come from the
+An integer literal counts as an INTEGER: DuckDB gives one that fits the other operand's
+type that type (a SMALLINT times 1000 overflows at 32,767), unless its optimizer moves
+the constant across a comparison, so where DuckDB's TRY gives NULL the guard may give
+the exact value, as PostgreSQL does. Types come from the
 catalog through :class:`proxy.engines.kinds.Typer`; an operation it cannot type is left
 as it was.
 """
@@ -144,14 +147,15 @@ class _Guard:
         self.typer = typer
 
     def form(self, node: exp.Expr) -> exp.Expr:
-        """``node`` with its children guarded first, then itself."""
-        kind = self.typer.kind(node)  # typed before its children change
+        """``node`` with its children guarded first, then itself (typed over its guarded
+        children, whose narrowed casts carry DuckDB's widths up: a TINYINT product
+        stays a TINYINT, as DuckDB types it)."""
         for key, value in list(node.args.items()):
             if isinstance(value, exp.Expr):
                 node.set(key, self.form(value))
             elif isinstance(value, list):
                 node.set(key, [self.form(v) if isinstance(v, exp.Expr) else v for v in value])
-        return self.own(node, kind)
+        return self.own(node, self.typer.kind(node))
 
     def own(self, node: exp.Expr, kind: Kind) -> exp.Expr:
         if isinstance(node, exp.Cast) and not isinstance(node, exp.TryCast):
@@ -337,7 +341,10 @@ def guarded_sql(sql: str, types: Mapping[tuple[str, str], Mapping[str, str]]) ->
         tree = _parse(sql)
     except SqlglotError:
         return sql
-    aliases = table_aliases(tree, types)
+    # An alias that also names a derived table (a per-person subquery reuses its table's
+    # t0) is not typed from the catalog: its columns are aggregates of other types.
+    derived = {q.alias_or_name.lower() for q in tree.find_all(exp.Subquery) if q.alias}
+    aliases = {a: c for a, c in table_aliases(tree, types).items() if a not in derived}
     guard = _Guard(Typer(aliases))
     changed = False
     for node in list(tree.find_all(exp.Try)):

@@ -205,6 +205,10 @@ def check(
                 hint,
                 position_of(found),
             )
+        if len(inner.expressions) != 1:
+            raise unsupported(
+                "the subquery must select the person id alone", hint, position_of(found)
+            )
         [item] = inner.expressions
         item = item.this if isinstance(item, exp.Alias) else item
         alias = target.alias_or_name.lower()

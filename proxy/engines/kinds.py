@@ -217,9 +217,17 @@ class Typer:
             return Kind(Family.INT, 128) if inner.family is Family.INT else inner
         if isinstance(node, (exp.Min, exp.Max)):
             return self.kind(node.this)
-        if isinstance(node, (exp.Floor, exp.Ceil, exp.Round)):
+        if isinstance(node, (exp.Floor, exp.Ceil)):
+            # DuckDB: FLOOR and CEIL of an integer are DOUBLE (of a DECIMAL, a DECIMAL)
+            inner = self.kind(node.this)
+            if inner.family is Family.INT:
+                return FLOAT
+            return inner if inner.numeric else UNKNOWN
+        if isinstance(node, exp.Round):
             inner = self.kind(node.this)
             return inner if inner.numeric else UNKNOWN
+        if isinstance(node, exp.Sign):
+            return Kind(Family.INT, 8)  # DuckDB's SIGN is a TINYINT, whatever its argument
         return UNKNOWN
 
     def _branches(self, node: exp.Expr) -> Kind:

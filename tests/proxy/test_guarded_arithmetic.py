@@ -61,6 +61,7 @@ EXPRESSIONS = [
     "dt + i",
     "dt - s",
     "CAST(i AS BIGINT) * b + s",
+    "SIGN(i) * SIGN(b) + s",  # SIGN is a TINYINT (a probe: untyped, so unguarded)
 ]
 
 
@@ -120,3 +121,25 @@ def test_text_constants_are_left_to_duckdb() -> None:
     while binding (the same answer as before the guard)."""
     sql = "SELECT TRY(t.ts > '2024-01-01') AS v FROM main.t AS t"
     assert "TRY_CAST('2024-01-01'" not in guarded_sql(sql, TYPES)
+
+
+def test_floor_and_ceil_of_integers_are_doubles(db: duckdb.DuckDBPyConnection) -> None:
+    """FLOOR and CEIL of an integer are DOUBLE in DuckDB: typed as integers, the guard
+    narrowed FLOOR(i) * 1000000 to an INTEGER and answered NULL (a probe, 2026-12-02)."""
+    for expression in ("FLOOR(i) * 1000000", "CEIL(b) * 2"):
+        plain = _query(expression)
+        assert db.execute(guarded_sql(plain, TYPES)).fetchall() == db.execute(plain).fetchall()
+
+
+def test_a_derived_tables_columns_are_not_typed_as_its_tables(
+    db: duckdb.DuckDBPyConnection,
+) -> None:
+    """A per-person subquery reuses its table's alias: its SUM column, named like the
+    table's INTEGER column, was narrowed to INTEGER (NULL past 2^31) by the guard."""
+    sql = (
+        "SELECT TRY(t.i * 2) AS v FROM (SELECT SUM(t.i) * 1000000 AS i FROM main.t AS t) "
+        "AS t"
+    )
+    guarded = guarded_sql(sql, TYPES)
+    assert "AS INT)" not in guarded
+    assert db.execute(guarded).fetchall() == db.execute(sql).fetchall()

@@ -142,6 +142,12 @@ def test_semi_joins_filter_people_by_their_own_rows(env, sql: str, exact: str) -
             "FROM tickets)",
             "start of the query",
         ),
+        # two columns in the subquery: a 500 (an unpacking error) before
+        (
+            "SELECT COUNT(*) FROM users u WHERE u.user_id IN "
+            "(SELECT s.user_id, s.model FROM prompts s)",
+            "person id alone",
+        ),
         # EXISTS with a LIMIT or GROUP BY was answered as a plain EXISTS (the clause
         # dropped): now refused as it stands.
         (

@@ -83,6 +83,7 @@ CONSTRUCTS = [
     ("date_plus_days", f"CAST(ts AS DATE) + {x('2147483647', '1')} > CAST(ts AS DATE)"),
     ("bigint_intdiv", f"CAST(tokens_in AS BIGINT) // {x('0', '1')} > 0"),
     ("int_mod", f"tokens_in % {x('0', '7')} > 0"),
+    ("sign_tinyint", f"SIGN({x('1', '0')}) * 127 + SIGN({x('1', '0')}) >= 0"),
     ("neg_bigint_min", f"-{x('-9223372036854775807 - 1', 'CAST(tokens_in AS BIGINT)')} > 0"),
 ]
 # Open: DECIMAL arithmetic that overflows its width still raises under TRY.
