@@ -15,7 +15,7 @@ from proxy import shape as S
 from proxy.allowlist import AGGREGATES, SCALAR_NODES
 from proxy.catalog import Catalog, TableInfo, column_type, split_name
 from proxy.constants import converts
-from proxy.engines.kinds import Family, Typer, of_type_name
+from proxy.engines.kinds import Family, Typer, compared_sides, of_type_name
 from proxy.errors import DPSQLError, position_of, unsupported
 from proxy.guarded_arithmetic import INTERVAL_UNITS
 from proxy.joins import check_from, tables_of, unit_columns
@@ -304,13 +304,7 @@ def check_constants(select: exp.Select, tables: Mapping[str, TableInfo]) -> None
         ):
             raise _constant_error(value.this, target, value)
     for node in select.find_all(*_COMPARISONS):
-        if isinstance(node, exp.In):
-            sides = [node.this, *node.expressions]
-        elif isinstance(node, exp.Between):
-            sides = [node.this, node.args.get("low"), node.args.get("high")]
-        else:
-            sides = [node.this, node.expression]
-        values = [s.unnest() for s in sides if s is not None]
+        values = [s.unnest() for s in compared_sides(node) if s is not None]
         texts = [v for v in values if isinstance(v, exp.Literal) and v.is_string]
         others = [v for v in values if not (isinstance(v, exp.Literal) and v.is_string)]
         if not texts or not others:

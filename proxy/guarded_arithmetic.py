@@ -42,7 +42,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from proxy.engines.kinds import Family, Kind, Typer, table_aliases
+from proxy.engines.kinds import Family, Kind, Typer, compared_sides, table_aliases
 
 _WIDER = {8: "BIGINT", 16: "BIGINT", 32: "BIGINT", 64: "HUGEINT"}
 _NAME = {8: "TINYINT", 16: "SMALLINT", 32: "INTEGER", 64: "BIGINT"}
@@ -228,12 +228,7 @@ class _Guard:
     def compared(self, node: exp.Expr) -> exp.Expr:
         """A text compared with a number or a date is cast per row (and raises on a text
         that is neither): cast with TRY_CAST, which gives TRY's NULL without raising."""
-        if isinstance(node, exp.In):
-            sides = [node.this, *node.expressions]
-        elif isinstance(node, exp.Between):
-            sides = [node.this, node.args.get("low"), node.args.get("high")]
-        else:
-            sides = [node.this, node.expression]
+        sides = compared_sides(node)
         kinds = [self.typer.kind(side) if side is not None else None for side in sides]
         others = [k for k in kinds if k is not None and k.family not in (Family.TEXT, Family.NULL)]
         if not others or all(k is None or k.family is not Family.TEXT for k in kinds):

@@ -266,3 +266,12 @@ def table_aliases(
         if found is not None:
             out[table.alias_or_name.lower()] = found
     return out
+
+
+def compared_sides(node: exp.Expr) -> list[exp.Expr | None]:
+    """The operands a comparison, ``IN`` list or ``BETWEEN`` compares with each other."""
+    if isinstance(node, exp.In):
+        return [node.this, *node.expressions]
+    if isinstance(node, exp.Between):
+        return [node.this, node.args.get("low"), node.args.get("high")]
+    return [node.this, node.expression]
