@@ -128,12 +128,15 @@ class ReleaseCache:
 
     def version_key(self) -> bytes:
         conn = self._conn()
-        with conn:  # the first process's key stays
-            conn.execute(
-                "INSERT OR IGNORE INTO secrets(name, value) VALUES ('data_version', ?)",
-                (secrets.token_bytes(KEY_BYTES),),
-            )
-        row = conn.execute("SELECT value FROM secrets WHERE name = 'data_version'").fetchone()
+        read = "SELECT value FROM secrets WHERE name = 'data_version'"
+        row = conn.execute(read).fetchone()
+        if row is None:  # made once, by the first process (its key stays)
+            with conn:
+                conn.execute(
+                    "INSERT OR IGNORE INTO secrets(name, value) VALUES ('data_version', ?)",
+                    (secrets.token_bytes(KEY_BYTES),),
+                )
+            row = conn.execute(read).fetchone()
         return bytes(row[0])
 
     def get(self, key: str) -> tuple[int, pa.Table] | None:

@@ -48,15 +48,16 @@ class PostgresReleaseCache:
         self._guard = threading.Lock()
 
     def version_key(self) -> bytes:
-        with self._db.session() as conn:  # the first host's key stays
-            conn.execute(
-                f"INSERT INTO {S}.release_secrets (name, value) VALUES ('data_version', %s) "
-                "ON CONFLICT (name) DO NOTHING",
-                (secrets.token_bytes(KEY_BYTES),),
-            )
-            row = conn.execute(
-                f"SELECT value FROM {S}.release_secrets WHERE name = 'data_version'"
-            ).fetchone()
+        read = f"SELECT value FROM {S}.release_secrets WHERE name = 'data_version'"
+        with self._db.session() as conn:
+            row = conn.execute(read).fetchone()
+            if row is None:  # made once, by the first host (its key stays)
+                conn.execute(
+                    f"INSERT INTO {S}.release_secrets (name, value) VALUES "
+                    "('data_version', %s) ON CONFLICT (name) DO NOTHING",
+                    (secrets.token_bytes(KEY_BYTES),),
+                )
+                row = conn.execute(read).fetchone()
         assert row is not None
         return bytes(row[0])
 

@@ -15,9 +15,9 @@ from proxy import shape as S
 from proxy.allowlist import AGGREGATES, SCALAR_NODES
 from proxy.catalog import Catalog, TableInfo, column_type, split_name
 from proxy.constants import converts
-from proxy.engines.kinds import Family, Typer, compared_sides, of_type_name
+from proxy.engines.kinds import Family, Typer, compared_sides, duckdb_type, of_type_name
 from proxy.errors import DPSQLError, position_of, unsupported
-from proxy.guarded_arithmetic import INTERVAL_UNITS
+from proxy.guarded_arithmetic import INTERVAL_UNITS, UNSIGNED_TYPES
 from proxy.joins import check_from, tables_of, unit_columns
 from proxy.pins import pinned_values
 from proxy.quantile_sql import aggregate_call as quantile_call
@@ -143,7 +143,7 @@ def _check_scalar(node: exp.Expr, where: str) -> None:
                 position_of(sub),
             )
         if isinstance(sub, (exp.Cast, exp.TryCast)) and sub.to.sql("duckdb").upper() in (
-            _UNSIGNED
+            UNSIGNED_TYPES
         ):
             raise unsupported(
                 f"a cast to {sub.to.sql('duckdb')} is not answered: unsigned arithmetic "
@@ -178,9 +178,6 @@ _DATE_PARTS = (
 )
 _NO_ROW_UNITS = frozenset({"ERA", "TIMEZONE", "TIMEZONE_HOUR", "TIMEZONE_MINUTE"})
 _TIME_TYPES = (exp.DataType.Type.TIME, exp.DataType.Type.TIMETZ)
-
-
-_UNSIGNED = frozenset({"UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT", "UINT128"})
 
 
 def _check_interval(node: exp.Interval) -> None:
@@ -245,13 +242,6 @@ def _check_date_part(node: exp.Expr) -> None:
         )
 
 
-_TYPE_OF_FAMILY = {
-    Family.DECIMAL: "DOUBLE",
-    Family.FLOAT: "DOUBLE",
-    Family.DATE: "DATE",
-    Family.TIMESTAMP: "TIMESTAMP",
-    Family.BOOL: "BOOLEAN",
-}
 _COMPARISONS = (
     exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ,
     exp.In, exp.Between,
@@ -270,12 +260,7 @@ def _target_type(node: exp.Expr, typer: Typer, tables: Mapping[str, TableInfo]) 
         isinstance(arg.unnest(), exp.Interval) for arg in (node.this, node.expression)
     ):
         return "TIMESTAMP"  # a date moved by an interval
-    found = typer.kind(node)
-    if found.family is Family.INT:
-        return {8: "TINYINT", 16: "SMALLINT", 32: "INTEGER", 64: "BIGINT"}.get(
-            found.bits, "HUGEINT"
-        )
-    return _TYPE_OF_FAMILY.get(found.family)
+    return duckdb_type(typer.kind(node))
 
 
 def _constant_error(text: str, kind: str, node: exp.Expr) -> DPSQLError:

@@ -26,7 +26,7 @@ from proxy.csv_copies import CsvCopy, csv_copy
 from proxy.engines.collations import refuse_duckdb_collations
 from proxy.engines.executor import check_one_row_per_person
 from proxy.errors import DPSQLError, query_timeout
-from proxy.guarded_arithmetic import guarded_sql
+from proxy.guarded_arithmetic import guarded_sql, under_try
 from proxy.policy import Policy
 
 
@@ -140,9 +140,17 @@ class DuckDBExecutor:
         check_one_row_per_person(policy, self)
         # The core as it runs: what raises under TRY in a form that cannot (one raising
         # row made DuckDB redo its whole vector row by row: proxy/guarded_arithmetic.py).
-        self._guarded = functools.lru_cache(maxsize=512)(
-            functools.partial(guarded_sql, types=self.column_types())
-        )
+        self._guarded = functools.lru_cache(maxsize=512)(self._guard)
+        self._guard_types: dict[tuple[str, str], dict[str, str]] | None = None
+
+    def _guard(self, sql: str) -> str:
+        """``sql`` as it runs (the catalog's types read once, by the first core that has
+        a TRY: start-up reads none)."""
+        if not under_try(sql):
+            return sql
+        if self._guard_types is None:
+            self._guard_types = self.column_types()
+        return guarded_sql(sql, self._guard_types)
 
     def column_types(self) -> dict[tuple[str, str], dict[str, str]]:
         # duckdb_columns() of the opened database: what information_schema.columns

@@ -42,10 +42,17 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from proxy.engines.kinds import Family, Kind, Typer, compared_sides, table_aliases
+from proxy.engines.kinds import (
+    INT_TYPE_NAMES,
+    Family,
+    Kind,
+    Typer,
+    compared_sides,
+    duckdb_type,
+    table_aliases,
+)
 
 _WIDER = {8: "BIGINT", 16: "BIGINT", 32: "BIGINT", 64: "HUGEINT"}
-_NAME = {8: "TINYINT", 16: "SMALLINT", 32: "INTEGER", 64: "BIGINT"}
 # |x| below this is within HUGEINT (2^127 ≈ 1.70141e38) whatever a DOUBLE's rounding.
 _HUGE_DOUBLE = "1.7e38"
 # The most of each unit a date may move by: 10,000 years (the probe's `INTERVAL (x) YEAR`
@@ -96,13 +103,7 @@ _SIGNED = {
     "UHUGEINT": "HUGEINT",
     "UINT128": "HUGEINT",
 }
-_FAMILY_TYPE = {
-    Family.FLOAT: "DOUBLE",
-    Family.DECIMAL: "DOUBLE",
-    Family.DATE: "DATE",
-    Family.TIMESTAMP: "TIMESTAMP",
-    Family.BOOL: "BOOLEAN",
-}
+UNSIGNED_TYPES = frozenset(_SIGNED)  # the checker refuses casts to them
 _COMPARED = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
 # Dates from which 10,000 years either way stay within DuckDB's TIMESTAMP range (290309 BC
 # to 294247 AD) and its DATE range (5877642 BC to 5881580 AD).
@@ -133,13 +134,6 @@ def _int_kind(kind: Kind) -> int:
 def _simple(node: exp.Expr) -> bool:
     """An operand small enough to evaluate twice (the 128-bit guards repeat it)."""
     return sum(1 for _ in node.walk()) <= _REPEATABLE_NODES
-
-
-def _type_name(kind: Kind) -> str | None:
-    """DuckDB's name for a value of ``kind`` that a text is compared with."""
-    if kind.family is Family.INT:
-        return {**_NAME, 128: "HUGEINT"}.get(kind.bits)
-    return _FAMILY_TYPE.get(kind.family)
 
 
 class _Guard:
@@ -187,7 +181,7 @@ class _Guard:
                 return self.huge(node, op)
             return _template(
                 f"TRY_CAST(CAST(__a AS {_WIDER[bits]}) {op} CAST(__b AS {_WIDER[bits]}) "
-                f"AS {_NAME[bits]})",
+                f"AS {INT_TYPE_NAMES[bits]})",
                 a=node.this,
                 b=node.expression,
             )
@@ -195,16 +189,16 @@ class _Guard:
             return self.huge_unary(node)
         if isinstance(node, exp.Neg):
             return _template(
-                f"TRY_CAST(-CAST(__a AS {_WIDER[bits]}) AS {_NAME[bits]})", a=node.this
+                f"TRY_CAST(-CAST(__a AS {_WIDER[bits]}) AS {INT_TYPE_NAMES[bits]})", a=node.this
             )
         if isinstance(node, exp.Abs):
             return _template(
-                f"TRY_CAST(ABS(CAST(__a AS {_WIDER[bits]})) AS {_NAME[bits]})", a=node.this
+                f"TRY_CAST(ABS(CAST(__a AS {_WIDER[bits]})) AS {INT_TYPE_NAMES[bits]})", a=node.this
             )
         if isinstance(node, exp.IntDiv):
             return _template(
                 f"TRY_CAST(CAST(__a AS {_WIDER[bits]}) // NULLIF(CAST(__b AS "
-                f"{_WIDER[bits]}), 0) AS {_NAME[bits]})",
+                f"{_WIDER[bits]}), 0) AS {INT_TYPE_NAMES[bits]})",
                 a=node.this,
                 b=node.expression,
             )
@@ -233,7 +227,7 @@ class _Guard:
         others = [k for k in kinds if k is not None and k.family not in (Family.TEXT, Family.NULL)]
         if not others or all(k is None or k.family is not Family.TEXT for k in kinds):
             return node
-        target = _type_name(others[0])
+        target = duckdb_type(others[0])
         if target is None:
             return node
         for side, kind in zip(sides, kinds, strict=True):
@@ -326,11 +320,16 @@ class _Guard:
         )
 
 
+def under_try(sql: str) -> bool:
+    """Whether ``sql`` has a TRY for the guards to look into (most cores have none)."""
+    return "TRY(" in sql.upper()
+
+
 def guarded_sql(sql: str, types: Mapping[tuple[str, str], Mapping[str, str]]) -> str:
     """``sql`` (a core, in DuckDB's dialect) with the operations under each TRY in the
     forms above. Precondition: ``types`` are the catalog's column types. Claim: the
     same answer on every row, and none of these operations raises."""
-    if "TRY(" not in sql.upper():
+    if not under_try(sql):
         return sql
     try:
         tree = _parse(sql)

@@ -275,3 +275,20 @@ def compared_sides(node: exp.Expr) -> list[exp.Expr | None]:
     if isinstance(node, exp.Between):
         return [node.this, node.args.get("low"), node.args.get("high")]
     return [node.this, node.expression]
+
+
+INT_TYPE_NAMES = {8: "TINYINT", 16: "SMALLINT", 32: "INTEGER", 64: "BIGINT", 128: "HUGEINT"}
+_FAMILY_NAMES = {
+    Family.FLOAT: "DOUBLE",
+    Family.DECIMAL: "DOUBLE",  # its precision is not carried: the widest reading
+    Family.DATE: "DATE",
+    Family.TIMESTAMP: "TIMESTAMP",
+    Family.BOOL: "BOOLEAN",
+}
+
+
+def duckdb_type(kind: Kind) -> str | None:
+    """DuckDB's name for a value of ``kind`` (None for text, NULL and unknown kinds)."""
+    if kind.family is Family.INT:
+        return INT_TYPE_NAMES.get(kind.bits)
+    return _FAMILY_NAMES.get(kind.family)
