@@ -61,7 +61,7 @@ from bench import engine as eb  # noqa: E402
 from proxy.engine import Engine, Explanation  # noqa: E402
 from proxy.policy import parse_policy  # noqa: E402
 from proxy.request import QueryRequest  # noqa: E402
-from proxy.rewrite import RULES, initial_core, key_join  # noqa: E402
+from proxy.rewrite import RULES, initial_core, key_join, keyed_groups  # noqa: E402
 from proxy.rewrite.l0 import takes_seed  # noqa: E402
 
 SEED = 12345  # any seed: the cut's cost does not depend on it
@@ -154,6 +154,13 @@ def rows_first(core_sql: str, k: int, heap: int) -> str | None:
     text = tree.sql(dialect="duckdb")
     head, tail = text.split("), pp AS (", 1)
     return f"{head}), cut AS ({extra['cut']}), rk AS ({extra['rk']}), pp AS ({tail}"
+
+
+def plain_core(sql: str) -> str:
+    """The core without the keyed first column of its groupings (proxy/rewrite/
+    keyed_groups.py), its seed a ``?`` again: the forms below were written for the plain
+    groupings, which group the same rows, and each writes its own ``?``."""
+    return keyed_groups.plain(sqlglot.parse_one(sql, read="duckdb")).sql(dialect="duckdb")
 
 
 def min_key_core(engine: Engine, sql: str) -> str | None:
@@ -518,6 +525,7 @@ def _plans(engine: Engine, repeat: int) -> list[Timing]:
         core, k = explanation.plan.core_sql, int(explanation.plan.max_groups)
         plans[(name, "floor")] = floor
         plans[(name, "core")] = core
+        core = plain_core(core)  # what the forms below start from
         # person-constant keys: the forms below start from MIN over every row
         keyed = min_key_core(engine, sql)
         if keyed is not None:

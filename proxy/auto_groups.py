@@ -35,6 +35,7 @@ from proxy.cache import ReleaseStore
 from proxy.engines.executor import Executor
 from proxy.policy import Policy
 from proxy.released_once import StoredHistograms, person_bins
+from proxy.rewrite import keyed_groups
 from proxy.rewrite.total_forms import total_predicate, total_value
 from proxy.shape import Shape
 
@@ -50,6 +51,9 @@ class Grouping:
     pairs_sql: str
     key_sqls: tuple[str, ...]
     limit: int
+    # The same pairs as DuckDB runs them: grouped first by their keyed hash, as in the
+    # core (proxy/rewrite/keyed_groups.py); ``pairs_sql`` stays the grouping's identity.
+    keyed_pairs_sql: str | None = None
 
 
 @dataclass(frozen=True)
@@ -86,16 +90,32 @@ def grouping(shape: Shape, dialect: str) -> Grouping | None:
             *(exp.alias_(total_value(k), f"__k{i}") for i, k in enumerate(shape.keys)),
         ],
     )
-    select.set("distinct", exp.Distinct())
     select.set(
         "where", exp.Where(this=exp.Not(this=exp.Is(this=shape.unit.copy(), expression=exp.Null())))
     )
+    keyed = None
+    if dialect == "duckdb":
+        kinds = keyed_groups.typer(shape)
+        by_bytes = [kinds.kind(e.this) for e in select.expressions]
+        grouped = select.copy()
+        grouped.set(
+            "group",
+            exp.Group(
+                expressions=keyed_groups.keyed_first(
+                    [e.this.copy() for e in select.expressions],
+                    [keyed_groups.hashed_by_bytes(k) for k in by_bytes],
+                )
+            ),
+        )
+        keyed = grouped.sql(dialect="duckdb")
+    select.set("distinct", exp.Distinct())
     return Grouping(
         population=shape.population,
         tables=tuple(sorted(t.policy.name for t in tables)),
         pairs_sql=select.sql(dialect="duckdb"),
         key_sqls=tuple(k.sql(dialect=dialect) for k in shape.keys),
         limit=max(limits),
+        keyed_pairs_sql=keyed,
     )
 
 
@@ -155,7 +175,8 @@ class AutoGroups:
         checker's person-id joins keep every row within its person)."""
         return person_bins(
             self._executor,
-            f"SELECT __u, COUNT(*) AS n FROM ({g.pairs_sql}) AS __g GROUP BY __u",
+            f"SELECT __u, COUNT(*) AS n FROM ({g.keyed_pairs_sql or g.pairs_sql}) AS __g "
+            "GROUP BY __u",
         )
 
 

@@ -34,6 +34,7 @@ from proxy.cache import ReleaseStore
 from proxy.engines.executor import Executor
 from proxy.errors import DPSQLError
 from proxy.policy import Policy
+from proxy.rewrite.l0 import takes_seed
 
 POLL_S = 0.05  # between looks at a release another caller is drawing
 
@@ -205,7 +206,8 @@ def person_bins(executor: Executor, per_person_sql: str) -> list[int]:
         f"SELECT LEAST(CAST(FLOOR(LOG2(n)) AS INTEGER), {last}) AS b, COUNT(*) AS c "
         f"FROM ({per_person_sql}) AS __n GROUP BY b"
     )
-    out = executor.run(sql)
+    # (a keyed grouping reads the secret seed: proxy/rewrite/keyed_groups.py)
+    out = executor.run(sql, [mechanisms.secret_seed()] if takes_seed(sql) else [])
     counts = [0] * BINS
     for b, c in zip(out["b"], out["c"], strict=True):
         counts[int(b)] = int(c)

@@ -38,6 +38,7 @@ from sqlglot.errors import ErrorLevel, SqlglotError
 
 from proxy.engines.kinds import Family, Kind, Typer, table_aliases
 from proxy.errors import DPSQLError
+from proxy.rewrite import keyed_groups
 
 # A rendered core longer than this is refused: the guarded forms repeat operands, so a
 # pathologically nested expression could otherwise grow without bound.
@@ -294,6 +295,10 @@ def render(sql: str, forms: Forms, types: Mapping[tuple[str, str], Mapping[str, 
         tree = sqlglot.parse_one(sql, read="duckdb")
     except SqlglotError:
         raise refuse(forms.engine, "this SQL text") from None
+    # DuckDB's keyed groupings (proxy/rewrite/keyed_groups.py) as the plain rules write
+    # them: this engine's own hash tables are the subject of RELIABILITY.md ("Hash
+    # flooding"), and a core prepared for DuckDB renders like one prepared here.
+    keyed_groups.plain(tree)
     aliases = table_aliases(tree, types)
     typer = Typer(aliases)
     _window_cut(tree, forms)

@@ -120,17 +120,25 @@ def rewrite(
     dated_keys: frozenset[int] = frozenset(),
     timed_keys: frozenset[int] = frozenset(),
     text_keys: frozenset[int] = frozenset(),
+    keyed_grouping: bool = False,
 ) -> Core:
     """The bounded core of a checked query. ``bounding=False`` skips the Linf and L0
     rules while the sensitivities stay as if they ran: it breaks the privacy promise and
     exists only so that empirical audits can show they detect a violation.
     ``dated_keys``, ``timed_keys``: the indexes of the keys whose type is DATE, or a
-    TIMESTAMP type (Core.dated_keys); ``text_keys``: of a DECIMAL type (Core.text_keys)."""
+    TIMESTAMP type (Core.dated_keys); ``text_keys``: of a DECIMAL type (Core.text_keys).
+    ``keyed_grouping``: group first by a keyed hash (DuckDB only, rewrite/keyed_groups.py)."""
     core = initial_core(
         shape, max_rows=max_rows, max_groups=max_groups, bounding=bounding, clipping=clipping
     )
-    if dated_keys or timed_keys or text_keys:
-        core = replace(core, dated_keys=dated_keys, timed_keys=timed_keys, text_keys=text_keys)
+    if dated_keys or timed_keys or text_keys or keyed_grouping:
+        core = replace(
+            core,
+            dated_keys=dated_keys,
+            timed_keys=timed_keys,
+            text_keys=text_keys,
+            keyed_grouping=keyed_grouping,
+        )
     for rule in RULES:
         core = rule(core)
     return core

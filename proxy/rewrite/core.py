@@ -104,6 +104,9 @@ class Core:
     text_keys: frozenset[int] = frozenset()
     # MEDIAN, quantiles, MIN and MAX: drawn from per-group histograms the core returns.
     quantiles: tuple[QuantileStatistic, ...] = ()
+    # Group first by a keyed hash of the grouped values (DuckDB only: rewrite/
+    # keyed_groups.py), so that planted values cannot all meet in one hash bucket.
+    keyed_grouping: bool = False
 
     def statistic(self, kind: str, arg_sql: str | None) -> Statistic:
         for s in self.statistics:
@@ -113,6 +116,11 @@ class Core:
 
     def key_columns(self) -> tuple[str, ...]:
         return tuple(f"__k{i}" for i in range(len(self.keys)))
+
+    def seed(self) -> exp.Placeholder:
+        """The secret seed's placeholder: ``$1`` in a keyed core, which reads it in many
+        places, else ``?`` (read once, by the L0 hash)."""
+        return exp.Placeholder(this="1") if self.keyed_grouping else exp.Placeholder()
 
 
 def from_table(name: str) -> exp.From:

@@ -32,6 +32,7 @@ import sqlglot
 from sqlglot import exp
 
 from proxy.rewrite import core as C
+from proxy.rewrite import keyed_groups
 from proxy.rewrite.per_person import argument_columns
 
 _KINDS = C.DISTINCT_KINDS
@@ -72,14 +73,28 @@ def _aggregate(stat: C.Statistic, value: str) -> str:
     return f"COALESCE(SUM(DISTINCT CAST({value} AS DOUBLE)), 0)"
 
 
-def _ctes(core: C.Core, stats: list[C.Statistic], index: int, column: str) -> dict[str, str]:
+def _ctes(
+    core: C.Core, stats: list[C.Statistic], index: int, column: str, arg: str
+) -> dict[str, str]:
     one = core.one_group_per_person or not core.keys
     keys = [] if one else list(core.key_columns())
     g = "".join(f", {k}" for k in keys)
+    # A person's values all go through this grouping: first by their keyed hash.
+    first = ""
+    if core.keyed_grouping:
+        by_bytes = keyed_groups.key_by_bytes(core)
+        first = keyed_groups.keyed_sql(
+            core,
+            [
+                ("__u", keyed_groups.unit_by_bytes(core.shape)),
+                *((k, by_bytes[int(k[3:])]) for k in keys),
+                (column, keyed_groups.argument_by_bytes(core, arg)),
+            ],
+        ) + ", "
     ctes = {
         f"dv{index}": (
             f"SELECT __u{g}, {column} AS __v FROM r WHERE NOT {column} IS NULL "
-            f"GROUP BY __u{g}, {column}"
+            f"GROUP BY {first}__u{g}, {column}"
         )
     }
     if core.bounding:
@@ -125,7 +140,7 @@ def apply(core: C.Core) -> C.Core:
     columns = argument_columns(core)
     ctes = dict(core.ctes)
     for index, (arg, stats) in enumerate(groups.items()):
-        for name, sql in _ctes(core, stats, index, columns[arg]).items():
+        for name, sql in _ctes(core, stats, index, columns[arg], arg).items():
             ctes[name] = sqlglot.parse_one(sql, read="duckdb")
     return replace(core, ctes=tuple(ctes.items()))
 

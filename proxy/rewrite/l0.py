@@ -27,17 +27,22 @@ import sqlglot
 from sqlglot import exp
 
 from proxy.rewrite import core as C
+from proxy.rewrite import keyed_groups
 
 # A quoted string or identifier of DuckDB SQL as sqlglot writes it (a quote doubled).
 _QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
 
 
 def takes_seed(sql: str) -> bool:
-    """Whether the core ``sql`` has the seed's placeholder: a ``?`` outside quotes (a
-    ``?`` in a literal, ``model = 'a?b'``, made planning pass a parameter the statement
-    did not take, refused as a binder error, or, when the catalog typed the keys and no
-    DESCRIBE ran first, failed after the charge)."""
-    return "?" in sql and "?" in _QUOTED.sub("", sql)
+    """Whether the core ``sql`` has the seed's placeholder: a ``?`` or a ``$1`` (a keyed
+    core's, rewrite/keyed_groups.py) outside quotes (a ``?`` in a literal, ``model =
+    'a?b'``, made planning pass a parameter the statement did not take, refused as a
+    binder error, or, when the catalog typed the keys and no DESCRIBE ran first, failed
+    after the charge). Analysts' placeholders are refused by the checker."""
+    if "?" not in sql and "$1" not in sql:
+        return False
+    bare = _QUOTED.sub("", sql)
+    return "?" in bare or "$1" in bare
 
 
 # DuckDB sizes the MIN(h, n) heap of every person up front: above this K the persons
@@ -56,11 +61,21 @@ _CUT = sqlglot.parse_one(
 )
 
 
-def _heavy_rows(k: int) -> str:
+def _by_person(column: str, keyed: bool, unit_by_bytes: bool) -> str:
+    """GROUP BY the person ``column``, after its keyed hash in a keyed core."""
+    if not keyed:
+        return column
+    first = keyed_groups.companion(
+        [keyed_groups.part(sqlglot.parse_one(column, read="duckdb"), unit_by_bytes)]
+    )
+    return f"{first.sql(dialect='duckdb')}, {column}"
+
+
+def _heavy_rows(k: int, keyed: bool, unit_by_bytes: bool) -> str:
     if k <= HEAP_K:
         return "pph"
     return (
-        "pph SEMI JOIN (SELECT __u FROM pph GROUP BY __u "
+        f"pph SEMI JOIN (SELECT __u FROM pph GROUP BY {_by_person('__u', keyed, unit_by_bytes)} "
         f"HAVING COUNT(*) > {k}) AS hu ON pph.__u = hu.__u"
     )
 
@@ -68,21 +83,24 @@ def _heavy_rows(k: int) -> str:
 # K and the number of keys come from the policy and the query's shape, so a handful of
 # parsed variants serve every query; callers copy before inserting.
 @lru_cache(maxsize=64)
-def _hashed(n_keys: int) -> exp.Expr:
+def _hashed(n_keys: int, keyed: bool) -> exp.Expr:
     keys = ", ".join(f"pp.__k{i}" for i in range(n_keys))
+    seed = "$1" if keyed else "?"
     # 63 bits of the hash as a BIGINT: DuckDB's MIN(h, n) heap runs about twice as fast
     # on signed integers as on UBIGINT, and the order of the hashes is kept.
     return sqlglot.parse_one(
-        f"SELECT *, CAST(HASH(pp.__u, {keys}, ?) >> 1 AS BIGINT) AS __h FROM pp", read="duckdb"
+        f"SELECT *, CAST(HASH(pp.__u, {keys}, {seed}) >> 1 AS BIGINT) AS __h FROM pp",
+        read="duckdb",
     )
 
 
 @lru_cache(maxsize=64)
-def _heavy(k: int) -> exp.Expr:
+def _heavy(k: int, keyed: bool, unit_by_bytes: bool) -> exp.Expr:
     return sqlglot.parse_one(
         f"SELECT __u, __l[{k}] AS __t, __l[{k}] = __l[{k + 1}] AS __tie FROM "
-        f"(SELECT pph.__u, MIN(pph.__h, {k + 1}) AS __l FROM {_heavy_rows(k)} "
-        f"GROUP BY pph.__u HAVING COUNT(*) > {k})",
+        f"(SELECT pph.__u, MIN(pph.__h, {k + 1}) AS __l FROM "
+        f"{_heavy_rows(k, keyed, unit_by_bytes)} "
+        f"GROUP BY {_by_person('pph.__u', keyed, unit_by_bytes)} HAVING COUNT(*) > {k})",
         read="duckdb",
     )
 
@@ -93,7 +111,9 @@ def apply(core: C.Core) -> C.Core:
         ctes["bounded"] = exp.Select(expressions=[exp.Star()], from_=C.from_table("pp"))
         return replace(core, ctes=tuple(ctes.items()))
     k = int(core.max_groups)
-    ctes["pph"] = _hashed(len(core.keys)).copy()
-    ctes["heavy"] = _heavy(k).copy()
+    keyed = core.keyed_grouping
+    unit = keyed_groups.unit_by_bytes(core.shape) if keyed else False
+    ctes["pph"] = _hashed(len(core.keys), keyed).copy()
+    ctes["heavy"] = _heavy(k, keyed, unit).copy()
     ctes["bounded"] = _CUT.copy()
     return replace(core, ctes=tuple(ctes.items()))

@@ -13,6 +13,7 @@ from dataclasses import replace
 from sqlglot import exp
 
 from proxy.rewrite import core as C
+from proxy.rewrite import keyed_groups
 
 
 def argument_columns(core: C.Core) -> dict[str, str]:
@@ -184,7 +185,7 @@ def apply(core: C.Core) -> C.Core:
         # each person (see rewrite.person_constant), and grouping by the person alone
         # enforces L0 = 1 even if they were not — each person's rows then all count in
         # the group of their smallest key.
-        group = [exp.column("__u")]
+        group: list[exp.Expr] = [exp.column("__u")]
         keys: list[exp.Expr] = [
             exp.alias_(exp.Min(this=exp.column(k)), k, copy=False) for k in core.key_columns()
         ]
@@ -200,6 +201,10 @@ def apply(core: C.Core) -> C.Core:
         )
         if raw is not None:
             pp_cols.append(exp.alias_(raw, stat.column, copy=False))
+    unit = keyed_groups.unit_by_bytes(core.shape) if core.keyed_grouping else False
+    keys_by_bytes = keyed_groups.key_by_bytes(core) if core.keyed_grouping else ()
+    by_bytes = [unit] if core.one_group_per_person else [unit, *keys_by_bytes]
+    group = keyed_groups.keyed(core, group, by_bytes)
     pp = exp.Select(
         expressions=pp_cols, from_=C.from_table("r"), group=exp.Group(expressions=group)
     )

@@ -51,6 +51,7 @@ from proxy import shape as S
 from proxy.errors import DPSQLError, unsupported
 from proxy.render import duckdb_sql
 from proxy.rewrite import core as C
+from proxy.rewrite import keyed_groups
 from proxy.rewrite.clamp_inputs import clamped_argument
 from proxy.rewrite.total_forms import total_value
 
@@ -178,12 +179,30 @@ def _ctes(core: C.Core, grids: dict[str, Grid]) -> list[tuple[str, exp.Expr]]:
             "WHERE NOT __f IS NULL"
         )
     on = "".join(f" AND qd.{k} IS NOT DISTINCT FROM qp.{k}" for k in keys)
+    # Every (person, group) of a person's rows meets here: grouped and joined first by
+    # their keyed hash (rewrite/keyed_groups.py), in a keyed core.
+    first, hashed, joined = "", "", ""
+    if core.keyed_grouping:
+        by_bytes = keyed_groups.key_by_bytes(core)
+        unit = keyed_groups.unit_by_bytes(core.shape)
+        columns = [("__u", unit), *((k, by_bytes[int(k[3:])]) for k in keys), ("__a", False)]
+        first = "__gh, "
+        hashed = f"{keyed_groups.keyed_sql(core, columns)} AS __gh, "
+        joined = "qd.__gh = qp.__gh AND "
     ctes = {
         "qv": " UNION ALL ".join(arms),
         # Per person, group and argument: the values there (t); per bin: c.
-        "qp": f"SELECT __u{g}, __a, COUNT(*) AS __t FROM qv GROUP BY __u{g}, __a",
-        "qd": f"SELECT __u{g}, __a, __b, COUNT(*) AS __c FROM qv GROUP BY __u{g}, __a, __b",
-        "qc": f"SELECT qd.*, qp.__t FROM qd JOIN qp ON qd.__u = qp.__u AND qd.__a = qp.__a{on}",
+        "qp": f"SELECT {hashed}__u{g}, __a, COUNT(*) AS __t FROM qv GROUP BY {first}__u{g}, __a",
+        "qd": (
+            f"SELECT {hashed}__u{g}, __a, __b, COUNT(*) AS __c FROM qv "
+            f"GROUP BY {first}__u{g}, __a, __b"
+        ),
+        "qc": (
+            f"SELECT qd.* EXCLUDE (__gh), qp.__t FROM qd JOIN qp ON {joined}qd.__u = qp.__u "
+            f"AND qd.__a = qp.__a{on}"
+            if core.keyed_grouping
+            else f"SELECT qd.*, qp.__t FROM qd JOIN qp ON qd.__u = qp.__u AND qd.__a = qp.__a{on}"
+        ),
     }
     if core.bounding:
         c = int(core.max_rows)

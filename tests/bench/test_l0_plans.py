@@ -25,6 +25,7 @@ from bench.l0_plans import (
     KEY_FORMS,
     any_value_keys,
     min_key_core,
+    plain_core,
     rows_first,
     without_l0,
 )
@@ -89,7 +90,7 @@ def test_any_value_keys_gives_the_cores_rows_for_a_person_constant_key(engine: E
 @pytest.mark.parametrize("sql", [eb.PRIVATE_KEY, eb.PRIVATE_MONTH])
 def test_each_cut_form_gives_the_cores_rows(engine: Engine, label: str, sql: str) -> None:
     core, k = _core(engine, sql)
-    form = dict(CUT_FORMS)[label](core, k)
+    form = dict(CUT_FORMS)[label](plain_core(core), k)
     assert form is not None and form.count("?") == 1
     assert _rows(engine, form, 1) == _rows(engine, core, 1)
 

@@ -24,6 +24,7 @@ from proxy.engines.render import _cte_columns
 from proxy.errors import DPSQLError
 from proxy.policy import parse_policy
 from proxy.request import QueryRequest
+from proxy.rewrite.l0 import takes_seed
 from tests.engines.conftest import demo_text
 from tests.reliability import neighbour_corpus as corpus
 
@@ -290,7 +291,7 @@ def test_the_forms_give_the_same_rows_on_every_corpus_core(engine: Engine) -> No
         if text == sqlglot.parse_one(plan.core_sql, read="duckdb").sql(dialect="duckdb"):
             continue
         rewritten += 1
-        params = [42] * plan.core_sql.count("?")
+        params = [42] if takes_seed(plan.core_sql) else []
         before = sorted(map(repr, engine.executor.evaluate(plan.core_sql, params)))
         after = sorted(map(repr, engine.executor.evaluate(text, params)))
         assert after == before, entry.name

@@ -1,0 +1,199 @@
+"""A secret-keyed first grouping column for the core's hash tables on DuckDB.
+
+DuckDB's hash tables hash group values with a fixed, unkeyed hash: an invertible mix for
+integers, dates and floats, a few multiply-xor steps for text, and the two halves of a
+128-bit value combined. Someone who can plant rows can choose values that all land in
+one bucket, so that grouping them costs time quadratic in their number. A probe
+(2026-12-02) planted 32,768 such ``prompt_id`` values for one person:
+``COUNT(DISTINCT prompt_id)`` took 4.9 s with that person against 0.35 s without, and
+65,536 of them, or crafted 16-character texts, ran into the time limit. Whether one
+person is present must not change the time that much.
+
+Each grouping of the core that a person's own values fill (the per-person aggregation,
+the persons over K and the distinct values) and the cross-person grouping by key
+therefore group first by ``HASH(HASH(v1, v2, ..., $1), $1)``, a hash of the grouped values
+under the per-query secret seed ``$1``. It is a function of the other grouping values,
+so the groups are the same; DuckDB combines the hashes of all grouping columns, so the
+table's hash becomes keyed. It must come first: a column that is a function of the
+grouping columns before it can be dropped by DuckDB's optimizer, and then the table is
+hashed on the plain values again.
+
+The secret stops a set of values chosen in advance from colliding only where DuckDB's
+hash of a value does not collide by itself. Integers up to 64 bits, dates, timestamps,
+floats and booleans are hashed by a bijection, so they never do. Texts, DECIMALs,
+128-bit integers and anything the catalog does not type can collide whatever the seed,
+so their part of the keyed hash is their text behind a secret prefix of 8 to 15
+characters: the prefix hides the hash's starting state and where its 8-byte blocks
+begin, which the known collisions need. With the prefix the 32,768 crafted texts
+grouped in 0.006 s; without it, in 2.4 s.
+
+Only the DuckDB executor runs keyed cores (``Core.keyed_grouping``); the renderers for
+PostgreSQL and Spark see the rule's plain groupings (their hash tables are the subject
+of RELIABILITY.md, "Hash flooding").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlglot import exp
+
+from proxy.engines.kinds import Family, Kind, Typer
+from proxy.rewrite import core as C
+from proxy.shape import Shape
+
+# The core's seed as DuckDB's numbered parameter: every use in a keyed core reads the
+# same one secret value (a ``?`` would be a new parameter each time).
+SEED = "1"
+def seed() -> exp.Placeholder:
+    return exp.Placeholder(this=SEED)
+
+
+def _prefix() -> exp.Expr:
+    """Secret text 8 to 15 characters long, drawn from the seed: the digits of a keyed
+    hash of it, cut at a length its low bits choose (SUBSTR(CAST(HASH($1, 1) AS
+    VARCHAR), 1, 8 + CAST($1 % 8 AS INTEGER)))."""
+    digits = exp.Cast(
+        this=exp.Anonymous(this="HASH", expressions=[seed(), exp.Literal.number(1)]),
+        to=exp.DataType.build("VARCHAR"),
+    )
+    length = exp.Add(
+        this=exp.Literal.number(8),
+        expression=exp.Cast(
+            this=exp.Mod(this=seed(), expression=exp.Literal.number(8)),
+            to=exp.DataType.build("INTEGER"),
+        ),
+    )
+    return exp.Substring(this=digits, start=exp.Literal.number(1), length=length)
+
+
+def hashed_by_bytes(kind: Kind) -> bool:
+    """Whether DuckDB's hash of values of ``kind`` can collide for distinct values
+    (and so needs the secret prefix): anything but an integer of at most 64 bits, a
+    float, a date, a timestamp or a boolean."""
+    if kind.family is Family.INT:
+        return kind.bits > 64 or kind.bits == 0
+    return kind.family not in (Family.FLOAT, Family.DATE, Family.TIMESTAMP, Family.BOOL)
+
+
+def part(value: exp.Expr, by_bytes: bool) -> exp.Expr:
+    """``value`` as the keyed hash reads it: behind the secret prefix when DuckDB hashes
+    its type by bytes, else as it is."""
+    if not by_bytes:
+        return value
+    return exp.DPipe(
+        this=_prefix(),
+        expression=exp.Cast(this=value, to=exp.DataType.build("VARCHAR")),
+        safe=True,
+    )
+
+
+def companion(parts: Sequence[exp.Expr]) -> exp.Expr:
+    """``HASH(HASH(parts..., $1), $1)``: the first grouping column of a keyed grouping
+    (its parts from :func:`part`)."""
+    inner = exp.Anonymous(this="HASH", expressions=[*parts, seed()])
+    return exp.Anonymous(this="HASH", expressions=[inner, seed()])
+
+
+def typer(shape: Shape) -> Typer:
+    """Kinds of expressions over the query's tables, from the catalog's types."""
+    return Typer({alias: info.column_types for alias, info in shape.tables.items()})
+
+
+def unit_by_bytes(shape: Shape) -> bool:
+    """Whether the person id is hashed by bytes (a text id, say)."""
+    return hashed_by_bytes(typer(shape).kind(shape.unit))
+
+
+def key_by_bytes(core: C.Core) -> tuple[bool, ...]:
+    """Per key: whether the core's key column is hashed by bytes (DECIMAL keys are
+    grouped as their text; date and time keys stay dates)."""
+    kinds = typer(core.shape)
+    return tuple(
+        i in core.text_keys
+        or (
+            i not in core.dated_keys
+            and i not in core.timed_keys
+            and hashed_by_bytes(kinds.kind(key))
+        )
+        for i, key in enumerate(core.shape.keys)
+    )
+
+
+def keyed_first(group: list[exp.Expr], by_bytes: Sequence[bool]) -> list[exp.Expr]:
+    """``group`` (column references) with the keyed hash of its values first."""
+    if not group:
+        return group
+    parts = [part(g.copy(), b) for g, b in zip(group, by_bytes, strict=True)]
+    return [companion(parts), *group]
+
+
+def keyed(core: C.Core, group: list[exp.Expr], by_bytes: Sequence[bool]) -> list[exp.Expr]:
+    """``group`` with the keyed hash of its values first in a keyed core; as it was
+    otherwise."""
+    return keyed_first(group, by_bytes) if core.keyed_grouping else group
+
+
+def keyed_sql(core: C.Core, columns: Sequence[tuple[str, bool]]) -> str:
+    """The text of ``keyed``'s first column for SQL-text rules: ``columns`` are (column
+    text, hashed by bytes); "" outside a keyed core."""
+    if not core.keyed_grouping or not columns:
+        return ""
+    parts = [part(exp.column(name), by_bytes) for name, by_bytes in columns]
+    return companion(parts).sql(dialect="duckdb")
+
+
+def argument_by_bytes(core: C.Core, arg_sql: str) -> bool:
+    """Whether the aggregate argument of canonical text ``arg_sql`` is hashed by bytes."""
+    kinds = typer(core.shape)
+    for call, arg in core.arguments.items():
+        if core.argument_sql.get(call) == arg_sql:
+            return hashed_by_bytes(kinds.kind(arg))
+    return True
+
+
+# The name of a keyed hash a rule selects, groups by and joins on (the quantile
+# histograms' per-person counts).
+HASHED = "__gh"
+
+
+def is_companion(node: exp.Expr) -> bool:
+    """Whether ``node`` is a keyed first grouping column (or its selected name)."""
+    if isinstance(node, exp.Column) and node.name == HASHED:
+        return True
+    if not (isinstance(node, exp.Anonymous) and str(node.this).upper() == "HASH"):
+        return False
+    args = node.expressions
+    return (
+        len(args) == 2
+        and isinstance(args[1], exp.Placeholder)
+        and args[1].this == SEED
+        and isinstance(args[0], exp.Anonymous)
+        and str(args[0].this).upper() == "HASH"
+    )
+
+
+def plain(tree: exp.Expr) -> exp.Expr:
+    """A keyed core (parsed) as the plain rules write it, in place: no keyed first
+    grouping column, no ``__gh``, the seed a ``?`` read once (the L0 hash's). For the
+    engines whose cores are plain (proxy/engines/render.py) and for the measurements of
+    what the keys cost."""
+    for group in list(tree.find_all(exp.Group)):
+        if group.expressions and is_companion(group.expressions[0]):
+            group.set("expressions", group.expressions[1:])
+    for alias in list(tree.find_all(exp.Alias)):
+        if alias.alias == HASHED:
+            alias.pop()
+    for star in list(tree.find_all(exp.Star)):
+        kept = [c for c in star.args.get("except_") or [] if c.name != HASHED]
+        star.set("except_", kept or None)
+    for eq in list(tree.find_all(exp.EQ)):
+        if all(isinstance(s, exp.Column) and s.name == HASHED for s in (eq.this, eq.expression)):
+            parent = eq.parent
+            if isinstance(parent, exp.And):
+                other = parent.expression if parent.this is eq else parent.this
+                parent.replace(other)
+    for node in list(tree.find_all(exp.Placeholder)):
+        if node.this == SEED:
+            node.replace(exp.Placeholder())
+    return tree

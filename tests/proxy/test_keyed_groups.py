@@ -1,0 +1,239 @@
+"""The keyed first grouping column (proxy/rewrite/keyed_groups.py): where the core has it,
+and that it spreads values DuckDB's own hash puts in one bucket.
+
+DuckDB's aggregate hash table hashes a row's grouping columns as ``hash(c0, c1, ...)``
+does (the first column's hash mixed, then combined with the next). The collision sets
+below are built by inverting DuckDB's hash: the integers share every bit of it that
+picks a bucket and its salt, the texts share the whole hash.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import duckdb
+import numpy as np
+import pytest
+import sqlglot
+from sqlglot import exp
+
+from proxy.engine import Engine
+from proxy.request import QueryRequest
+from proxy.rewrite import keyed_groups
+
+_M = 0xD6E8FEB86659FD93
+_MASK = (1 << 64) - 1
+_MINV = pow(_M, -1, 1 << 64)
+
+
+def _unmix(x: int) -> int:
+    return x ^ (x >> 32)
+
+
+def _int_preimage(h: int) -> int:
+    """The BIGINT whose DuckDB hash is ``h`` (DuckDB's integer hash is invertible)."""
+    x = _unmix(h)
+    x = (x * _MINV) & _MASK
+    x = _unmix(x)
+    x = (x * _MINV) & _MASK
+    x = _unmix(x)
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+def colliding_integers(n: int) -> list[int]:
+    """``n`` BIGINTs whose hashes agree on the top 16 and the low 24 bits."""
+    return [_int_preimage((0xBEEF << 48) | (i << 24) | 0x5A5A5A) for i in range(1, n + 1)]
+
+
+def colliding_texts(n: int) -> list[str]:
+    """``n`` printable 16-character texts with one and the same DuckDB hash: DuckDB hashes
+    a text 8 bytes at a time (xor, multiply) before a final mix, so a second block can
+    cancel whatever the first did."""
+    m, minv = np.uint64(_M), np.uint64(_MINV)
+    shift = np.uint64(32)
+    seed = np.uint64((0xE17A1465 ^ ((16 * 0xC6A4A7935BD1E995) & _MASK)) & _MASK)
+    rng = np.random.default_rng(1)
+    target = np.uint64(0x0123456789ABCDEF)
+    with np.errstate(over="ignore"):
+        x = target ^ (target >> shift)
+        x = x * minv
+        x = x ^ (x >> shift)
+        x = x * minv
+        state = (x ^ (x >> shift)) * minv  # the state before the last multiply
+        found: set[bytes] = set()
+        while len(found) < n:
+            first = rng.integers(0x20, 0x7F, size=(400_000, 8), dtype=np.uint8)
+            blocks = first.view("<u8").ravel()
+            second = ((seed ^ blocks) * m) ^ state
+            chars = second.view(np.uint8).reshape(-1, 8)
+            ok = np.all((chars >= 0x20) & (chars < 0x7F), axis=1)
+            for a, b in zip(blocks[ok], second[ok], strict=True):
+                found.add(a.tobytes() + b.tobytes())
+    return sorted(s.decode() for s in found)[:n]
+
+
+@pytest.fixture(scope="module")
+def con() -> duckdb.DuckDBPyConnection:
+    return duckdb.connect()
+
+
+def _buckets(con: duckdb.DuckDBPyConnection, table_hash: str, values: list, seed: int) -> int:
+    """How many of 65,536 buckets (and salts) ``values`` fill under ``table_hash``."""
+    row = con.execute(
+        f"SELECT COUNT(DISTINCT ({table_hash}) & 65535), COUNT(DISTINCT ({table_hash}) >> 48) "
+        "FROM (SELECT unnest($2) AS v) WHERE $1 IS NOT NULL",
+        [seed, values],
+    ).fetchone()
+    assert row is not None
+    return min(int(row[0]), int(row[1]))
+
+
+def _keyed(by_bytes: bool) -> str:
+    part = keyed_groups.part(exp.column("v"), by_bytes)
+    return keyed_groups.companion([part]).sql(dialect="duckdb")
+
+
+def test_colliding_integers_collide_in_duckdb(con: duckdb.DuckDBPyConnection) -> None:
+    values = colliding_integers(2048)
+    assert len(set(values)) == 2048
+    assert _buckets(con, "hash(CAST(v AS BIGINT))", values, 1) == 1
+
+
+def test_the_keyed_hash_spreads_colliding_integers(con: duckdb.DuckDBPyConnection) -> None:
+    values = colliding_integers(2048)
+    for _ in range(3):
+        seed = secrets.randbits(63)
+        # the table's hash of (keyed hash, value), as DuckDB groups by them
+        spread = _buckets(con, f"hash({_keyed(False)}, v)", values, seed)
+        # 2,048 values in 65,536 buckets: about 2,017 distinct when spread at random
+        assert spread > 1900, spread
+
+
+def test_colliding_texts_defeat_a_seed_without_the_prefix(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    values = colliding_texts(512)
+    assert len(set(values)) == 512
+    assert _buckets(con, "hash(v)", values, 1) == 1
+    # a seed alone combines with a hash that already collides: no spread
+    assert _buckets(con, f"hash({_keyed(False)}, v)", values, secrets.randbits(63)) == 1
+
+
+def test_the_secret_prefix_spreads_colliding_texts(con: duckdb.DuckDBPyConnection) -> None:
+    values = colliding_texts(512)
+    for _ in range(3):
+        spread = _buckets(con, f"hash({_keyed(True)}, v)", values, secrets.randbits(63))
+        assert spread > 490, spread  # about 510 at random
+
+
+def test_the_prefix_is_secret_text_of_8_to_15_characters(con: duckdb.DuckDBPyConnection) -> None:
+    prefix = keyed_groups.part(exp.Literal.string(""), True).sql(dialect="duckdb")
+    lengths = set()
+    for _ in range(64):
+        seed = secrets.randbits(63)
+        (text,) = con.execute(f"SELECT {prefix}", [seed]).fetchone() or ("",)
+        lengths.add(len(text))
+        assert text.isdigit()
+    assert lengths <= set(range(8, 16)) and len(lengths) >= 5
+
+
+QUERIES = {
+    "private key": "SELECT model, COUNT(*) FROM prompts GROUP BY model",
+    "date key": "SELECT date_trunc('day', ts) AS d, COUNT(*) FROM prompts GROUP BY d",
+    "distinct": "SELECT COUNT(DISTINCT prompt_id) FROM prompts",
+    "distinct text by key": "SELECT model, COUNT(DISTINCT latency_ms) FROM prompts GROUP BY model",
+    "quantiles": "SELECT model, MEDIAN(tokens_in) FROM prompts GROUP BY model",
+    "no key": "SELECT COUNT(*) FROM prompts",
+    "person key": "SELECT region, COUNT(*) FROM prompts JOIN users USING (user_id) GROUP BY region",
+}
+
+# The groupings a person's own values fill, and the cross-person one.
+_KEYED_CTES = ("pp", "heavy", "hu", "dv0", "qp", "qd", "pk")
+
+
+def _groups(core_sql: str) -> list[tuple[str, exp.Group]]:
+    tree = sqlglot.parse_one(core_sql, read="duckdb")
+    out = []
+    for group in tree.find_all(exp.Group):
+        cte = group.find_ancestor(exp.CTE)
+        out.append((cte.alias if cte is not None else "final", group))
+    return out
+
+
+def _is_keyed(first: exp.Expr) -> bool:
+    if isinstance(first, exp.Column) and first.name == "__gh":
+        # grouped by its alias (the quantile histograms join on it too)
+        select = first.find_ancestor(exp.Select)
+        assert select is not None
+        (first,) = [e.this for e in select.expressions if e.alias_or_name == "__gh"]
+    sql = first.sql(dialect="duckdb")
+    return sql.startswith("HASH(HASH(") and sql.endswith(", $1), $1)")
+
+
+@pytest.mark.parametrize("sql", QUERIES.values(), ids=QUERIES.keys())
+def test_every_grouping_of_a_persons_values_is_keyed_first(demo_engine: Engine, sql: str) -> None:
+    _, plan = demo_engine.prepare(QueryRequest(sql, epsilon=1.0))
+    groups = _groups(plan.core_sql)
+    checked = [(name, g) for name, g in groups if name in _KEYED_CTES or name == "final"]
+    assert any(name == "pp" for name, _ in checked), plan.core_sql
+    for name, group in checked:
+        if name == "final" and not any(
+            c.name.startswith("__k") for c in group.find_all(exp.Column)
+        ):
+            continue
+        first = group.expressions[0]
+        assert _is_keyed(first), (name, group.sql(dialect="duckdb"))
+        if first.name == "__gh":
+            select = first.find_ancestor(exp.Select)
+            assert select is not None
+            (first,) = [e.this for e in select.expressions if e.alias_or_name == "__gh"]
+        hashed = {c.name for c in first.find_all(exp.Column)}
+        rest = {c.name for g in group.expressions[1:] for c in g.find_all(exp.Column)}
+        # (a quantile bin is a public grid position, not a person's value)
+        assert rest - {"__b"} <= hashed, (name, rest - hashed)
+
+
+def test_text_values_are_hashed_behind_the_prefix(demo_engine: Engine) -> None:
+    _, plan = demo_engine.prepare(QueryRequest(QUERIES["private key"], epsilon=1.0))
+    (pp,) = [g for name, g in _groups(plan.core_sql) if name == "pp"]
+    first = pp.expressions[0].sql(dialect="duckdb")
+    assert "|| CAST(__k0 AS TEXT)" in first  # model, a VARCHAR
+    assert "|| CAST(__u AS TEXT)" not in first  # user_id, an integer
+    _, plan = demo_engine.prepare(QueryRequest(QUERIES["date key"], epsilon=1.0))
+    (pp,) = [g for name, g in _groups(plan.core_sql) if name == "pp"]
+    assert "||" not in pp.expressions[0].sql(dialect="duckdb")  # a date is hashed one-to-one
+
+
+@pytest.mark.parametrize("sql", QUERIES.values(), ids=QUERIES.keys())
+def test_the_keyed_core_gives_the_plain_cores_rows(demo_engine: Engine, sql: str) -> None:
+    """Grouping first by a function of the grouped values changes no group: the keyed
+    core and the plain one (as the other engines get it) return the same rows."""
+    from proxy.rewrite.l0 import takes_seed
+
+    _, plan = demo_engine.prepare(QueryRequest(sql, epsilon=1.0))
+    plain = _plain(plan.core_sql)
+    run = demo_engine.executor.run
+    keyed = run(plan.core_sql, [12345] if takes_seed(plan.core_sql) else [])
+    other = run(plain, [12345] if takes_seed(plain) else [])
+    assert _rows(keyed) == _rows(other)
+
+
+def _plain(core_sql: str) -> str:
+    """The core without its keyed first grouping columns (the L0 seed as ``?``)."""
+    return keyed_groups.plain(sqlglot.parse_one(core_sql, read="duckdb")).sql("duckdb")
+
+
+def _rows(result: dict) -> list[tuple]:
+    """The rows, each histogram as its sorted (bin, count) pairs (ARRAY_AGG's order is
+    the engine's)."""
+    names = sorted(n for n in result if not n.endswith(("_b", "_n")))
+    histograms = sorted(n[:-2] for n in result if n.endswith("_b"))
+    rows = []
+    for i in range(len(result[names[0]])):
+        row = [repr(result[n][i]) for n in names]
+        for h in histograms:
+            bins, counts = result[h + "_b"][i], result[h + "_n"][i]
+            pairs = [] if bins is None else zip(bins.tolist(), counts.tolist(), strict=True)
+            row.append(repr(sorted(pairs)))
+        rows.append(tuple(row))
+    return sorted(rows)
