@@ -45,8 +45,9 @@ from proxy.engines.executor import Executor
 from proxy.errors import DPSQLError, position_of, unsupported
 from proxy.policy import ColumnPolicy, TablePolicy
 from proxy.quantile_sql import is_quantile
-from proxy.rewrite import person_constant
+from proxy.rewrite import keyed_groups, person_constant
 from proxy.rewrite.clamp_inputs import as_double, clamp
+from proxy.rewrite.l0 import takes_seed
 from proxy.rewrite.ranges import derive
 from proxy.rewrite.total_forms import total_predicate, total_value
 
@@ -394,6 +395,8 @@ def _build(
     )
     a.set("where", exp.Where(this=condition))
     a.set("group", exp.Group(expressions=[unit.copy()]))
+    if executor.dialect == "duckdb":
+        a = _distinct_layers(a, shape)
 
     def substitute(node: exp.Expr) -> exp.Expr:
         text = node.sql(dialect="duckdb")
@@ -453,8 +456,9 @@ def _build(
         filtered = substitute(having.this.copy())
         _check_private_scalar(filtered, "a per-person subquery's HAVING")
         b.set("where", exp.Where(this=total_predicate(filtered, {})))
-    types = dict(executor.describe(b.sql(dialect="duckdb")))
-    a_types = dict(executor.describe(a.sql(dialect="duckdb")))
+    b_sql, a_sql = b.sql(dialect="duckdb"), a.sql(dialect="duckdb")
+    types = dict(executor.describe(b_sql, [0] if takes_seed(b_sql) else []))
+    a_types = dict(executor.describe(a_sql, [0] if takes_seed(a_sql) else []))
     table = _derived_table(b, names, unit_name, types, a_types, shape)
     outer = tree.copy()
     assert isinstance(outer, exp.Select)  # _inner_source found its FROM
@@ -467,6 +471,81 @@ def _build(
         catalog=catalog.with_derived(table),
         max_rows=max_rows,
     )
+
+
+def _distinct_layers(a: exp.Select, shape: S.Shape) -> exp.Select:
+    """Layer A with each ``AGG(DISTINCT x)`` read from its own layer: the person's rows
+    grouped by (person, x) — first by their keyed hash (proxy/rewrite/keyed_groups.py) —
+    and aggregated without DISTINCT per person, joined on the person. The same values:
+    every person of layer A has rows there (the same FROM and WHERE), and AGG over the
+    distinct (person, x) groups is AGG(DISTINCT x), NULL groups read as NULL. DuckDB's own
+    DISTINCT would hash the person's x values with its unkeyed hash: a person's 32,768
+    crafted ``prompt_id`` values took 3.9 s there against 0.07 s without them."""
+    kinds = keyed_groups.typer(shape)
+    unit = shape.unit
+    layers: list[tuple[str, exp.Select]] = []
+    kept: list[exp.Expr] = []
+    for item in a.expressions:
+        target = item.this.this if isinstance(item.this, exp.Bracket) else item.this
+        distinct = target.args.get("this") if isinstance(item, exp.Alias) else None
+        if not (isinstance(distinct, exp.Distinct) and len(distinct.expressions) == 1):
+            kept.append(item)
+            continue
+        value = distinct.expressions[0]
+        by_bytes = [
+            keyed_groups.hashed_by_bytes(kinds.kind(unit)),
+            keyed_groups.hashed_by_bytes(kinds.kind(value)),
+        ]
+        pairs = a.copy()
+        pairs.set(
+            "expressions",
+            [exp.alias_(unit.copy(), "__u", copy=False), exp.alias_(value.copy(), "__v", copy=False)],
+        )
+        pairs.set(
+            "group",
+            exp.Group(expressions=keyed_groups.keyed_first([unit.copy(), value.copy()], by_bytes)),
+        )
+        plain = item.this.copy()
+        plain_target = plain.this if isinstance(plain, exp.Bracket) else plain
+        plain_target.set("this", exp.column("__v"))
+        layers.append(
+            (
+                item.alias,
+                exp.Select(
+                    expressions=[exp.column("__u"), exp.alias_(plain, "__d", copy=False)],
+                    from_=exp.From(
+                        this=exp.Subquery(
+                            this=pairs, alias=exp.TableAlias(this=exp.to_identifier("__p"))
+                        )
+                    ),
+                    group=exp.Group(expressions=[exp.column("__u")]),
+                ),
+            )
+        )
+    if not layers:
+        return a
+    rest = a.copy()
+    rest.set("expressions", kept)
+    out = exp.Select(
+        expressions=[exp.Column(this=exp.Star(), table=exp.to_identifier("__r"))],
+        from_=exp.From(
+            this=exp.Subquery(this=rest, alias=exp.TableAlias(this=exp.to_identifier("__r")))
+        ),
+    )
+    for i, (alias, layer) in enumerate(layers):
+        d = f"__d{i}"
+        out.append(
+            "expressions", exp.alias_(exp.column("__d", table=d), alias, copy=False)
+        )
+        out = out.join(
+            exp.Subquery(this=layer, alias=exp.TableAlias(this=exp.to_identifier(d))),
+            on=exp.EQ(
+                this=exp.column("__u", table=d), expression=exp.column(PERSON, table="__r")
+            ),
+            join_type="LEFT",
+            copy=False,
+        )
+    return out
 
 
 def _check_private_scalar(node: exp.Expr, where: str) -> None:

@@ -237,3 +237,52 @@ def _rows(result: dict) -> list[tuple]:
             row.append(repr(sorted(pairs)))
         rows.append(tuple(row))
     return sorted(rows)
+
+
+PER_PERSON_DISTINCT = [
+    "SELECT AVG(n) FROM (SELECT user_id, COUNT(DISTINCT prompt_id) AS n FROM prompts "
+    "GROUP BY user_id) t",
+    "SELECT AVG(n) FROM (SELECT user_id, COUNT(DISTINCT model) AS n FROM prompts "
+    "GROUP BY user_id) t",
+    "SELECT AVG(s), AVG(c) FROM (SELECT user_id, SUM(DISTINCT tokens_in) AS s, "
+    "COUNT(*) AS c, AVG(DISTINCT latency_ms) AS a FROM prompts WHERE NOT flagged "
+    "GROUP BY user_id) t",
+    "SELECT COUNT(*) FROM (SELECT user_id FROM prompts GROUP BY user_id "
+    "HAVING COUNT(DISTINCT model) > 1) t",
+]
+
+
+@pytest.mark.parametrize("sql", PER_PERSON_DISTINCT)
+def test_a_per_person_distinct_is_read_from_a_keyed_layer_with_the_same_values(
+    sql: str, demo_db: object, tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A per-person subquery's AGG(DISTINCT x) comes from (person, x) groups keyed first
+    (proxy/per_person_values._distinct_layers); the exact core gives what DuckDB's own
+    DISTINCT gives."""
+    from pathlib import Path
+
+    from proxy import per_person_values
+    from proxy.rewrite.l0 import takes_seed
+    from tests.proxy.conftest import demo_policy
+
+    def exact(engine: Engine) -> list[tuple]:
+        _, plan = engine.prepare(QueryRequest(sql, epsilon=1.0))
+        return _rows(engine.executor.run(plan.core_sql, [5] if takes_seed(plan.core_sql) else []))
+
+    tmp = Path(str(tmp_path))
+    keyed_engine = Engine(demo_policy(tmp / "a", Path(str(demo_db))))
+    try:
+        _, plan = keyed_engine.prepare(QueryRequest(sql, epsilon=1.0))
+        assert "DISTINCT" not in plan.core_sql.upper()
+        assert "HASH(HASH(" in plan.core_sql
+        keyed = exact(keyed_engine)
+    finally:
+        keyed_engine.close()
+    monkeypatch.setattr(per_person_values, "_distinct_layers", lambda a, shape: a)
+    plain_engine = Engine(demo_policy(tmp / "b", Path(str(demo_db))))
+    try:
+        _, plan = plain_engine.prepare(QueryRequest(sql, epsilon=1.0))
+        assert "DISTINCT" in plan.core_sql.upper()
+        assert exact(plain_engine) == keyed
+    finally:
+        plain_engine.close()
