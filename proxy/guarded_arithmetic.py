@@ -48,6 +48,7 @@ from proxy.engines.kinds import (
     Kind,
     Typer,
     compared_sides,
+    decimal_digits,
     duckdb_type,
     table_aliases,
 )
@@ -171,6 +172,8 @@ class _Guard:
             self.typer.kind(node.expression).family,
         ):
             return self.moved_by_days(node)
+        if kind.family is Family.DECIMAL and isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Mod)):
+            return self.decimal(node, kind)
         if not bits:
             return node
         if isinstance(node, exp.Mod):  # any width: by zero is NULL, as under TRY
@@ -270,6 +273,44 @@ class _Guard:
                 ),
             )
         return node
+
+    def decimal(self, node: exp.Binary, kind: Kind) -> exp.Expr:
+        """DECIMAL ``+ - * %`` (kinds.decimal_result): ``%`` by zero is NULL; a result
+        DuckDB caps at 18 digits is computed in 38 and narrowed with TRY_CAST; one capped
+        at 38 is computed only where its DOUBLE is within 10^(38 - scale). Others cannot
+        overflow and stay as they are."""
+        if isinstance(node, exp.Mod):
+            return _template("__a % NULLIF(__b, 0)", a=node.this, b=node.expression)
+        a = decimal_digits(self.typer.kind(node.this))
+        b = decimal_digits(self.typer.kind(node.expression))
+        if a is None or b is None or not kind.precision:
+            return node  # TRY's fallback, as before
+        (p1, s1), (p2, s2) = a, b
+        if isinstance(node, exp.Mul):
+            natural = p1 + p2
+            if kind.precision == 18 and natural > 18:
+                # both operands within 18 digits: the product has at most 36
+                return _template(
+                    f"TRY_CAST(CAST(__a AS DECIMAL(38, {s1})) * CAST(__b AS DECIMAL(38, {s2})) "
+                    f"AS DECIMAL(18, {kind.scale}))",
+                    a=node.this,
+                    b=node.expression,
+                )
+        else:
+            natural = max(p1 - s1, p2 - s2) + max(s1, s2) + 1
+        if natural <= kind.precision:
+            return node  # the result always fits
+        if not (_simple(node.this) and _simple(node.expression)):
+            return node
+        op = "+" if isinstance(node, exp.Add) else "-" if isinstance(node, exp.Sub) else "*"
+        # 38 digits at this scale, less a DOUBLE's rounding of the operands and result
+        limit = f"{10.0 ** (38 - kind.scale) * (1 - 1e-12):.17g}"
+        return _template(
+            f"CASE WHEN ABS(CAST(__a AS DOUBLE) {op} CAST(__b AS DOUBLE)) < {limit} "
+            f"THEN __a {op} __b END",
+            a=node.this,
+            b=node.expression,
+        )
 
     def huge(self, node: exp.Binary, op: str) -> exp.Expr:
         if not (_simple(node.this) and _simple(node.expression)):

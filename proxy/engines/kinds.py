@@ -10,6 +10,7 @@ Anything it cannot type is UNKNOWN, and renderers refuse to guess about it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -33,6 +34,9 @@ class Family(StrEnum):
 class Kind:
     family: Family
     bits: int = 0  # integer width (8, 16, 32, 64, 128); 0 for other families
+    # A DECIMAL's precision and scale as DuckDB types it (precision 0: not known).
+    precision: int = 0
+    scale: int = 0
 
     @property
     def numeric(self) -> bool:
@@ -65,13 +69,41 @@ _INT_BITS = {
 }
 
 
+# The digits DuckDB gives an integer type in DECIMAL arithmetic (INTEGER: DECIMAL(10, 0)).
+_INT_DIGITS = {8: 3, 16: 5, 32: 10, 64: 19, 128: 38}
+_DECIMAL_ARGS = re.compile(r"^(?:DECIMAL|NUMERIC)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?$")
+
+
+def decimal_kind(precision: int, scale: int) -> Kind:
+    """DECIMAL(precision, scale), or a DECIMAL of unknown width beyond DuckDB's 38."""
+    if not 0 < precision <= 38 or not 0 <= scale <= precision:
+        return DECIMAL
+    return Kind(Family.DECIMAL, precision=precision, scale=scale)
+
+
+def decimal_digits(kind: Kind) -> tuple[int, int] | None:
+    """(precision, scale) of ``kind`` in DuckDB's DECIMAL arithmetic: a DECIMAL's own, an
+    integer's digits with scale 0; None if not known."""
+    if kind.family is Family.DECIMAL and kind.precision:
+        return kind.precision, kind.scale
+    if kind.family is Family.INT and kind.bits in _INT_DIGITS:
+        return _INT_DIGITS[kind.bits], 0
+    return None
+
+
 def of_type_name(name: str) -> Kind:
     """A catalog (DuckDB) type name as a kind."""
     upper = name.upper().strip()
     if upper in _INT_BITS:
         return Kind(Family.INT, _INT_BITS[upper])
     if upper.startswith(("DECIMAL", "NUMERIC")):
-        return DECIMAL
+        # DuckDB's defaults: DECIMAL is DECIMAL(18, 3), DECIMAL(p) is DECIMAL(p, 0)
+        found = _DECIMAL_ARGS.match(upper)
+        if found is None:
+            return DECIMAL
+        if found.group(1) is None:
+            return decimal_kind(18, 3)
+        return decimal_kind(int(found.group(1)), int(found.group(2) or 0))
     if upper in ("DOUBLE", "FLOAT", "REAL", "DOUBLE PRECISION", "FLOAT8", "FLOAT4"):
         return FLOAT
     if upper in ("VARCHAR", "TEXT", "STRING") or upper.startswith(("VARCHAR", "CHAR")):
@@ -98,13 +130,55 @@ def _literal(node: exp.Literal) -> Kind:
     if "e" in text.lower():
         return FLOAT
     if "." in text:
-        return DECIMAL
+        # DuckDB: as many digits as written (leading zeros too), the scale those after
+        # the point (beyond 38 digits DuckDB reads a DOUBLE; its width is left unknown,
+        # as the other engines' forms read such a literal as their exact NUMERIC)
+        digits = sum(c.isdigit() for c in text)
+        scale = sum(c.isdigit() for c in text.split(".", 1)[1])
+        return decimal_kind(max(digits, 1), scale)
     value = int(text)
     # DuckDB types an integer literal by the smallest width that holds it.
     for bits in (32, 64, 128):
         if -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
             return Kind(Family.INT, bits)
     return FLOAT
+
+
+def common(a: Kind, b: Kind) -> Kind:
+    """The type DuckDB gives CASE branches, COALESCE, LEAST or GREATEST of ``a`` and ``b``
+    (for DECIMALs: the wider integer part and the larger scale)."""
+    base = _arithmetic(a, b)
+    if base.family is not Family.DECIMAL:
+        return base
+    da, db = decimal_digits(a), decimal_digits(b)
+    if da is None or db is None:
+        return DECIMAL
+    scale = max(da[1], db[1])
+    return decimal_kind(min(max(da[0] - da[1], db[0] - db[1]) + scale, 38), scale)
+
+
+def decimal_result(node: exp.Expr, a: Kind, b: Kind) -> Kind:
+    """DuckDB's type of ``a + b``, ``a - b``, ``a * b`` or ``a % b`` (``node`` says which).
+    For DECIMALs (measured on DuckDB 2.0): a sum's precision is the wider integer part
+    plus the larger scale plus one; a product's scale is the sum of the scales and its
+    precision the sum of the precisions, at most 18 when both are at most 18 and the
+    scale below 18, else at most 38. A result past that precision raises (under TRY:
+    NULL)."""
+    base = _arithmetic(a, b)
+    if base.family is not Family.DECIMAL:
+        return base
+    da, db = decimal_digits(a), decimal_digits(b)
+    if da is None or db is None:
+        return DECIMAL
+    (p1, s1), (p2, s2) = da, db
+    if isinstance(node, exp.Mul):
+        scale = s1 + s2
+        narrow = p1 <= 18 and p2 <= 18 and scale < 18
+        return decimal_kind(min(p1 + p2, 18 if narrow else 38), scale)
+    if isinstance(node, exp.Mod):
+        return common(a, b)
+    scale = max(s1, s2)
+    return decimal_kind(min(max(p1 - s1, p2 - s2) + scale + 1, 38), scale)
 
 
 def _arithmetic(a: Kind, b: Kind) -> Kind:
@@ -184,7 +258,7 @@ class Typer:
         if isinstance(node, exp.Try):
             return self.kind(node.this)
         if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Mod)):
-            return _arithmetic(self.kind(node.left), self.kind(node.right))
+            return decimal_result(node, self.kind(node.left), self.kind(node.right))
         if isinstance(node, exp.Div):
             both = _arithmetic(self.kind(node.left), self.kind(node.right))
             return FLOAT if both.numeric else UNKNOWN
@@ -207,7 +281,7 @@ class Typer:
         if isinstance(node, (exp.Least, exp.Greatest)):
             out = self.kind(node.this)
             for other in node.expressions:
-                out = _arithmetic(out, self.kind(other))
+                out = common(out, self.kind(other))
             return out
         if isinstance(node, exp.Count):
             return BIGINT
@@ -250,7 +324,7 @@ class Typer:
         if all(k.numeric for k in known):
             out = known[0]
             for k in known[1:]:
-                out = _arithmetic(out, k)
+                out = common(out, k)
             return out
         return UNKNOWN
 

@@ -4,6 +4,8 @@ again row by row: 0.44 s with one person against 0.008 s without, a probe, 2026-
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import duckdb
 import pytest
 import sqlglot
@@ -20,19 +22,24 @@ TYPES = {
         "ts": "TIMESTAMP",
         "dt": "DATE",
         "d": "DOUBLE",
+        "m": "DECIMAL(18,2)",
+        "w": "DECIMAL(38,0)",
+        "n": "DECIMAL(9,4)",
     }
 }
 ROWS = (
-    "(0, 0, 0, 0, TIMESTAMP '2024-01-01', DATE '2024-01-01', 0.5), "
-    "(1, 1, 1, 1, TIMESTAMP '9999-12-31', DATE '9999-12-31', -1.5), "
-    "(-1, -1, -1, -1, TIMESTAMP '0001-01-01', DATE '0001-01-01', 1e300), "
+    "(0, 0, 0, 0, TIMESTAMP '2024-01-01', DATE '2024-01-01', 0.5, 0, 0, 0), "
+    "(1, 1, 1, 1, TIMESTAMP '9999-12-31', DATE '9999-12-31', -1.5, 1, 1, 1.5), "
+    "(-1, -1, -1, -1, TIMESTAMP '0001-01-01', DATE '0001-01-01', 1e300, -1, -1, -1.5), "
     "(2147483647, 9223372036854775807, 32767, 170141183460469231731687303715884105727, "
-    "'infinity'::TIMESTAMP, 'infinity'::DATE, 'nan'::DOUBLE), "
+    "'infinity'::TIMESTAMP, 'infinity'::DATE, 'nan'::DOUBLE, 9999999999999999.99, "
+    "99999999999999999999999999999999999999, 99999.9999), "
     "(-2147483648, -9223372036854775808, -32768, -170141183460469231731687303715884105727, "
-    "'-infinity'::TIMESTAMP, '-infinity'::DATE, -0.0), "
+    "'-infinity'::TIMESTAMP, '-infinity'::DATE, -0.0, -9999999999999999.99, "
+    "-99999999999999999999999999999999999999, -99999.9999), "
     "(46341, 3037000500, 182, 13043817825332782212, TIMESTAMP '294000-01-01', "
-    "DATE '5000000-01-01', 2.0), "
-    "(NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
+    "DATE '5000000-01-01', 2.0, 999999999.99, 10000000000000000000000000000000000000, 0.0001), "
+    "(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
 )
 EXPRESSIONS = [
     "i + i",
@@ -62,6 +69,16 @@ EXPRESSIONS = [
     "dt - s",
     "CAST(i AS BIGINT) * b + s",
     "SIGN(i) * SIGN(b) + s",  # SIGN is a TINYINT (a probe: untyped, so unguarded)
+    # DECIMALs: a product DuckDB caps at 18 digits, one capped at 38, a sum past 38
+    "m * m",
+    "m * 100",
+    "n * n * n",
+    "m * CASE WHEN i = 1 THEN 9999999999999999.99 ELSE 1 END",
+    "w * 2",
+    "w + w",
+    "w - m",
+    "m % (m - m)",
+    "w * w",
 ]
 
 
@@ -70,7 +87,8 @@ def db() -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     con.execute(
         "CREATE TABLE t (i INTEGER, b BIGINT, s SMALLINT, h HUGEINT, ts TIMESTAMP, dt DATE, "
-        f"d DOUBLE); INSERT INTO t VALUES {ROWS}"
+        f"d DOUBLE, m DECIMAL(18, 2), w DECIMAL(38, 0), n DECIMAL(9, 4)); "
+        f"INSERT INTO t VALUES {ROWS}"
     )
     return con
 
@@ -97,6 +115,8 @@ def test_the_guarded_form_gives_trys_values_without_raising(
         # margin), and so is a date moved by an interval that is infinite (rows 3, 4) or
         # within 10,000 years of DuckDB's limits (row 5); every other value is TRY's.
         near_limit = isinstance(w, int) and abs(w) >= 1.7e38
+        # (a DECIMAL of 38 digits within a DOUBLE's rounding of 10^38, the same margin)
+        near_limit = near_limit or (isinstance(w, Decimal) and abs(w) >= Decimal("9.9999999999e37"))
         far_date = row in (3, 4, 5) and ("ts" in expression or "dt" in expression)
         assert g == w or ((near_limit or far_date) and g is None), (w, g)
     # Without its TRY, the guarded expression raises on no row: nothing falls back.
