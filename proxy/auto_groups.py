@@ -98,6 +98,8 @@ def grouping(shape: Shape, dialect: str) -> Grouping | None:
         kinds = keyed_groups.typer(shape)
         by_bytes = [kinds.kind(e.this) for e in select.expressions]
         grouped = select.copy()
+        if grouped.args.get("joins"):
+            grouped.set("joins", keyed_groups.keyed_joins(grouped.args["joins"], shape))
         grouped.set(
             "group",
             exp.Group(

@@ -385,7 +385,8 @@ def _build(
         if join.args.get("on") is not None:
             join.set("on", total_predicate(join.args["on"], tables))
     if joins:
-        a.set("joins", joins)
+        # (on DuckDB each column equality also on its keyed hash: keyed_groups.keyed_joins)
+        a.set("joins", keyed_groups.keyed_joins(joins, shape) if executor.dialect == "duckdb" else joins)
     not_null = exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null()))
     where = bound.args.get("where")
     condition: exp.Expr = (

@@ -169,7 +169,13 @@ def apply(core: C.Core) -> C.Core:
     r = exp.Select(expressions=projection)
     r.set("from_", core.from_.copy() if core.from_ is not None else None)
     if core.joins:
-        r.set("joins", [j.copy() for j in core.joins])
+        # (on DuckDB each column equality also on its keyed hash: keyed_groups.keyed_joins)
+        joins = (
+            keyed_groups.keyed_joins(core.joins, core.shape)
+            if core.keyed_grouping
+            else [j.copy() for j in core.joins]
+        )
+        r.set("joins", joins)
     not_null = exp.Not(this=exp.Is(this=core.shape.unit.copy(), expression=exp.Null()))
     condition = (
         not_null

@@ -1,0 +1,134 @@
+"""Hash flooding, measured: one planted person whose values collide in DuckDB's own hash,
+and the bounded core's time on D against D′ = D minus that person.
+
+Run: `python -m bench.hash_flooding` (demo data of 2,000 people and 100,000 prompts, one
+more person with 32,768 prompts whose `prompt_id`s and `model` texts are built to collide:
+tests/hash_collisions.py; about a minute) or `--quick` (8,192). For each query the core
+dpsql runs (its groupings keyed, proxy/rewrite/keyed_groups.py) and the same core with
+the keys taken out (`keyed_groups.plain`, what ran before) run on D and D′ alternately,
+`--repeats` times after a warm-up, and the medians are printed side by side: the plain
+core's D/D′ ratio is the signal the keys remove. A plain core past `--limit` seconds is
+stopped and shown as a timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import duckdb  # noqa: E402
+import sqlglot  # noqa: E402
+
+from proxy.errors import DPSQLError  # noqa: E402
+from proxy.request import QueryRequest  # noqa: E402
+from proxy.rewrite import keyed_groups  # noqa: E402
+from proxy.rewrite.l0 import takes_seed  # noqa: E402
+from sample_data.generate import generate  # noqa: E402
+from tests.hash_collisions import colliding_integers, colliding_texts  # noqa: E402
+from tests.reliability.conftest import fz_demo_policy  # noqa: E402
+from tests.reliability.neighbours import NeighbourPair, Removal, build_neighbours  # noqa: E402
+
+PLANTED = 99_999_999  # the planted person's id
+QUERIES = (
+    "SELECT COUNT(DISTINCT prompt_id) FROM prompts",
+    "SELECT COUNT(*) FROM prompts GROUP BY prompt_id",
+    "SELECT model, COUNT(*) FROM prompts GROUP BY model",
+    "SELECT COUNT(DISTINCT model) FROM prompts",
+    "SELECT AVG(n) FROM (SELECT user_id, COUNT(DISTINCT prompt_id) AS n FROM prompts "
+    "GROUP BY user_id) t",
+    "SELECT AVG(n) FROM (SELECT user_id, COUNT(DISTINCT model) AS n FROM prompts "
+    "GROUP BY user_id) t",
+    "SELECT model, MEDIAN(tokens_in) FROM prompts GROUP BY model",
+    "SELECT MEDIAN(tokens_in) FROM prompts GROUP BY prompt_id",
+    # a filter on the planted rows makes DuckDB build the join's table on them
+    f"SELECT COUNT(*) FROM prompts p JOIN regions r ON r.region = p.model "
+    f"WHERE p.user_id = {PLANTED}",
+)
+
+
+def _plant(db: Path, n: int) -> None:
+    ids, texts = colliding_integers(n), colliding_texts(n)
+    con = duckdb.connect(str(db))
+    try:
+        con.execute(
+            f"INSERT INTO users SELECT {PLANTED}, region, plan, age, signup_month "
+            "FROM users LIMIT 1"
+        )
+        con.execute(
+            f"INSERT INTO prompts SELECT unnest($1), {PLANTED}, TIMESTAMP '2024-06-01', "
+            "unnest($2), 100, 100, 100, false",
+            [ids, texts],
+        )
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+
+
+def _time(pair: NeighbourPair, sql: str, repeats: int, limit: float) -> list[float | None]:
+    """Medians in seconds: keyed core on D, on D′, plain core on D, on D′ (None: timeout)."""
+    _, plan = pair.d.prepare(QueryRequest(sql, epsilon=1.0))
+    keyed = plan.core_sql
+    plain = keyed_groups.plain(sqlglot.parse_one(keyed, read="duckdb")).sql("duckdb")
+    out: list[float | None] = []
+    for core in (keyed, plain):
+        params = [12345] if takes_seed(core) else []
+        runs: tuple[list[float], list[float]] = ([], [])
+        stopped = [False, False]
+        for i in range(repeats + 1):
+            for side, engine in enumerate(pair.engines):
+                if stopped[side]:
+                    continue
+                start = time.perf_counter()
+                try:
+                    engine.executor.run(core, params)
+                except DPSQLError:
+                    stopped[side] = True
+                    continue
+                if i:
+                    runs[side].append(time.perf_counter() - start)
+        out += [None if stopped[s] else statistics.median(runs[s]) for s in (0, 1)]
+    return out
+
+
+def _cell(seconds: float | None, limit: float) -> str:
+    return f"> {limit:.0f} (timeout)" if seconds is None else f"{seconds:.3f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="8,192 planted values")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--limit", type=float, default=10.0, help="seconds per core run")
+    args = parser.parse_args()
+    n = 8192 if args.quick else 32768
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        db = generate(folder / "usage.duckdb", people=2000, prompts=100_000, seed=7)
+        _plant(db, n)
+        policy = fz_demo_policy(folder, db)
+        neighbours = build_neighbours(
+            policy, folder / "nb", Removal.CHOSEN, person=PLANTED, timeout_s=args.limit
+        )
+        rows = []
+        with NeighbourPair(neighbours) as pair:
+            for sql in QUERIES:
+                rows.append((sql, _time(pair, sql, args.repeats, args.limit)))
+    print(f"{n:,} planted values, median of {args.repeats} runs, seconds")
+    print("| query | keyed: D | keyed: D′ | plain: D | plain: D′ |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for sql, (kd, kp, pd, pp) in rows:
+        cells = " | ".join(_cell(v, args.limit) for v in (kd, kp, pd, pp))
+        print(f"| `{sql}` | {cells} |")
+    print(f"took {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
