@@ -50,6 +50,8 @@ QUERIES = (
     # a filter on the planted rows makes DuckDB build the join's table on them
     f"SELECT COUNT(*) FROM prompts p JOIN regions r ON r.region = p.model "
     f"WHERE p.user_id = {PLANTED}",
+    f"SELECT COUNT(*) FROM prompts p, regions r WHERE p.model = r.region "
+    f"AND p.user_id = {PLANTED}",
 )
 
 

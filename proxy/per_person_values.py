@@ -389,10 +389,11 @@ def _build(
         a.set("joins", keyed_groups.keyed_joins(joins, shape) if executor.dialect == "duckdb" else joins)
     not_null = exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null()))
     where = bound.args.get("where")
+    total = None if where is None else total_predicate(where.this, tables)
+    if total is not None and executor.dialect == "duckdb" and len(tables) > 1:
+        total = keyed_groups.keyed_where(total, shape)
     condition: exp.Expr = (
-        not_null
-        if where is None
-        else exp.and_(exp.Paren(this=total_predicate(where.this, tables)), not_null, copy=False)
+        not_null if total is None else exp.and_(exp.Paren(this=total), not_null, copy=False)
     )
     a.set("where", exp.Where(this=condition))
     a.set("group", exp.Group(expressions=[unit.copy()]))

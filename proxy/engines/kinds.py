@@ -176,9 +176,37 @@ def decimal_result(node: exp.Expr, a: Kind, b: Kind) -> Kind:
         narrow = p1 <= 18 and p2 <= 18 and scale < 18
         return decimal_kind(min(p1 + p2, 18 if narrow else 38), scale)
     if isinstance(node, exp.Mod):
+        if Kind(Family.INT, 128) in (a, b):
+            return FLOAT  # DuckDB: a DECIMAL % a HUGEINT is a DOUBLE
         return common(a, b)
     scale = max(s1, s2)
     return decimal_kind(min(max(p1 - s1, p2 - s2) + scale + 1, 38), scale)
+
+
+def _places(node: exp.Expr | None) -> int | None:
+    """The places a ROUND or TRUNC rounds to: 0 when not given, None when not a literal."""
+    if node is None:
+        return 0
+    negative = isinstance(node, exp.Neg)
+    literal = node.this if negative else node
+    if not (isinstance(literal, exp.Literal) and not literal.is_string):
+        return None
+    try:
+        value = int(literal.this)
+    except ValueError:
+        return None
+    return -value if negative else value
+
+
+def _rounded(kind: Kind, places: int | None, rounds: bool = False) -> Kind:
+    """DuckDB's DECIMAL(p, s) rounded (or truncated) to ``places``: DECIMAL(p, min(max(n,
+    0), s)), except that ROUND of a DECIMAL(p, 0) to tens or more may carry a digit:
+    DECIMAL(p + 1, 0), at most 38 (where it raises instead)."""
+    if not kind.precision or places is None:
+        return DECIMAL
+    if rounds and places < 0 and kind.scale == 0:
+        return decimal_kind(min(kind.precision + 1, 38), 0)
+    return decimal_kind(kind.precision, min(max(places, 0), kind.scale))
 
 
 def _arithmetic(a: Kind, b: Kind) -> Kind:
@@ -287,18 +315,26 @@ class Typer:
             return BIGINT
         if isinstance(node, exp.Sum):
             inner = self.kind(node.this)
-            # DuckDB sums integers in 128 bits
+            # DuckDB sums integers in 128 bits, DECIMAL(p, s) as DECIMAL(38, s)
+            if inner.family is Family.DECIMAL and inner.precision:
+                return decimal_kind(38, inner.scale)
             return Kind(Family.INT, 128) if inner.family is Family.INT else inner
         if isinstance(node, (exp.Min, exp.Max)):
             return self.kind(node.this)
         if isinstance(node, (exp.Floor, exp.Ceil)):
-            # DuckDB: FLOOR and CEIL of an integer are DOUBLE (of a DECIMAL, a DECIMAL)
+            # DuckDB: FLOOR and CEIL of an integer are DOUBLE (of a DECIMAL(p, s), a
+            # DECIMAL(p, 0))
             inner = self.kind(node.this)
             if inner.family is Family.INT:
                 return FLOAT
+            if inner.family is Family.DECIMAL:
+                return _rounded(inner, 0)
             return inner if inner.numeric else UNKNOWN
-        if isinstance(node, exp.Round):
+        if isinstance(node, (exp.Round, exp.Trunc)):
             inner = self.kind(node.this)
+            if inner.family is Family.DECIMAL:
+                places = _places(node.args.get("decimals"))
+                return _rounded(inner, places, isinstance(node, exp.Round))
             return inner if inner.numeric else UNKNOWN
         if isinstance(node, exp.Sign):
             return Kind(Family.INT, 8)  # DuckDB's SIGN is a TINYINT, whatever its argument

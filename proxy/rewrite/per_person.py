@@ -177,10 +177,13 @@ def apply(core: C.Core) -> C.Core:
         )
         r.set("joins", joins)
     not_null = exp.Not(this=exp.Is(this=core.shape.unit.copy(), expression=exp.Null()))
+    where = core.where
+    if where is not None and core.keyed_grouping and len(core.shape.tables) > 1:
+        where = keyed_groups.keyed_where(where.copy(), core.shape)
     condition = (
         not_null
-        if core.where is None
-        else exp.and_(exp.Paren(this=core.where.copy()), not_null, copy=False)
+        if where is None
+        else exp.and_(exp.Paren(this=where.copy()), not_null, copy=False)
     )
     r = r.where(condition, copy=False)
 

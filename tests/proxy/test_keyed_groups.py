@@ -288,3 +288,29 @@ def test_duckdb_keeps_the_keyed_column_of_a_one_column_grouping(demo_engine: Eng
     finally:
         cursor.close()
     assert "Groups: #0, #1" in " ".join(plan.split())  # without the setting: "Groups: #0"
+
+
+JOIN_SPELLINGS = [
+    "SELECT COUNT(*) FROM prompts p, regions r WHERE p.model = r.region",
+    "SELECT COUNT(*) FROM prompts p CROSS JOIN regions r WHERE r.region = p.model",
+    "SELECT COUNT(*) FROM prompts p JOIN regions r ON p.prompt_id = 777 WHERE p.model = r.region",
+    "SELECT COUNT(*) FROM prompts p JOIN regions r ON p.model IS NOT DISTINCT FROM r.region",
+    "SELECT COUNT(*) FROM prompts p JOIN regions r ON NOT (p.model IS DISTINCT FROM r.region)",
+    "SELECT AVG(n) FROM (SELECT p.user_id, COUNT(*) AS n FROM prompts p, regions r "
+    "WHERE r.region = p.model GROUP BY p.user_id) t",
+]
+
+
+@pytest.mark.parametrize("sql", JOIN_SPELLINGS)
+def test_every_spelling_of_a_join_on_values_is_keyed(demo_engine: Engine, sql: str) -> None:
+    """A join DuckDB makes of a WHERE equality, or of IS NOT DISTINCT FROM, is keyed as
+    an ON equality is (a probe: 2.2-2.5 s against 0.003 s on planted texts)."""
+    _, plan = demo_engine.prepare(QueryRequest(sql, epsilon=1.0))
+    tree = sqlglot.parse_one(plan.core_sql, read="duckdb")
+    keyed = [
+        eq
+        for eq in tree.find_all(exp.EQ)
+        if keyed_groups.is_companion(eq.this) and keyed_groups.is_companion(eq.expression)
+        and "region" in eq.sql(dialect="duckdb")
+    ]
+    assert keyed, plan.core_sql[:500]

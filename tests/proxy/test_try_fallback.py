@@ -102,6 +102,23 @@ CONSTRUCTS += [
         "decimal38_add",
         f"CAST(tokens_in AS DECIMAL(38,2)) + {x(q('9' * 36) + '::DECIMAL(38,2)', '0')} > 0",
     ),
+    # an integer DuckDB casts to the DECIMAL it is compared or combined with
+    ("decimal_lt_hugeint", f"CAST(tokens_in AS DECIMAL(18,2)) < {x(HUGE_MAX, 'CAST(7 AS HUGEINT)')}"),
+    (
+        "decimal_eq_bigint",
+        f"CAST(latency_ms AS DECIMAL(38,30)) = {x('9223372036854775807', 'CAST(tokens_in AS BIGINT)')}",
+    ),
+    (
+        "coalesce_hugeint_decimal",
+        f"COALESCE({x(HUGE_MAX, 'NULL')}, CAST(tokens_in AS DECIMAL(18,2))) > 0",
+    ),
+    ("decimal_times_hugeint", f"CAST(tokens_in AS DECIMAL(18,2)) * {x(HUGE_MAX, 'CAST(1 AS HUGEINT)')} > 0"),
+    ("decimal_in_hugeint", f"CAST(tokens_in AS DECIMAL(38,0)) IN ({x(HUGE_MAX, '2')}, 2)"),
+    ("decimal_between", f"CAST(tokens_in AS DECIMAL(18,2)) BETWEEN 0 AND {x(HUGE_MAX, '5')}"),
+    (
+        "round_decimal38",
+        f"ROUND({x(q('9' * 38) + '::DECIMAL(38,0)', 'CAST(tokens_in AS DECIMAL(38,0))')}, -1) > 0",
+    ),
 ]
 def _stripped(sql: str) -> str:
     tree = sqlglot.parse_one(sql, read="duckdb")
