@@ -19,7 +19,7 @@ from sqlglot import exp
 from accounting.mechanisms import MAX_UNITS
 from proxy.render import owned_duckdb_sql
 from proxy.rewrite import core as C
-from proxy.rewrite import distinct_values, keyed_groups, quantile_histogram
+from proxy.rewrite import distinct_values, quantile_histogram
 
 _BIGINT = exp.DataType.build("BIGINT")  # shared: insert copies only
 _DOUBLE = exp.DataType.build("DOUBLE")
@@ -64,9 +64,8 @@ def apply(core: C.Core) -> C.Core:
     cols.append(exp.alias_(exp.Count(this=exp.Star()), "__persons", copy=False))
     final = exp.Select(expressions=cols, from_=C.from_table("bounded"))
     if core.keys:
-        group: list[exp.Expr] = [exp.column(k) for k in core.key_columns()]
-        by_bytes = keyed_groups.key_by_bytes(core) if core.keyed_grouping else ()
-        final.set("group", exp.Group(expressions=keyed_groups.keyed(core, group, by_bytes)))
+        # Not keyed (rewrite/keyed_groups.py): each person adds at most K keys here.
+        final.set("group", exp.Group(expressions=[exp.column(k) for k in core.key_columns()]))
     final = distinct_values.with_counts(core, final)
     if core.quantiles:
         # MEDIAN, quantiles, MIN, MAX: each group's histograms beside its statistics.

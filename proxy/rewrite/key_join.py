@@ -34,7 +34,6 @@ from dataclasses import replace
 from sqlglot import exp
 
 from proxy.rewrite import core as C
-from proxy.rewrite import keyed_groups
 
 
 def _unit_equality(on: exp.Expr, anchor: str, anchor_unit: str, alias: str, unit: str) -> bool:
@@ -118,13 +117,9 @@ def apply(core: C.Core) -> C.Core:
     if any(_reads(e, alias) for e in other_items) or _reads(r.args.get("where"), alias):
         return core
     group = pp.args.get("group")
-    # by the person alone (after the keyed hash of the person in a keyed core)
-    expected = keyed_groups.keyed(
-        core, [exp.column("__u")], [keyed_groups.unit_by_bytes(core.shape)]
-    )
     if (
         not isinstance(group, exp.Group)
-        or [g.sql() for g in group.expressions] != [g.sql() for g in expected]
+        or [g.sql() for g in group.expressions] != ["__u"]
         or any(pp.args.get(part) for part in ("where", "having", "joins", "qualify"))
     ):
         return core
@@ -157,13 +152,7 @@ def apply(core: C.Core) -> C.Core:
         ],
         from_=exp.From(this=join.this.copy()),
         where=exp.Where(this=exp.Not(this=exp.Is(this=person.copy(), expression=exp.Null()))),
-        group=exp.Group(
-            expressions=keyed_groups.keyed(
-                core,
-                [person.copy()],
-                [keyed_groups.hashed_by_bytes(keyed_groups.typer(core.shape).kind(person))],
-            )
-        ),
+        group=exp.Group(expressions=[person.copy()]),
     )
     bounded = exp.Select(
         expressions=[

@@ -27,7 +27,6 @@ import sqlglot
 from sqlglot import exp
 
 from proxy.rewrite import core as C
-from proxy.rewrite import keyed_groups
 
 # A quoted string or identifier of DuckDB SQL as sqlglot writes it (a quote doubled).
 _QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
@@ -61,21 +60,11 @@ _CUT = sqlglot.parse_one(
 )
 
 
-def _by_person(column: str, keyed: bool, unit_by_bytes: bool) -> str:
-    """GROUP BY the person ``column``, after its keyed hash in a keyed core."""
-    if not keyed:
-        return column
-    first = keyed_groups.companion(
-        [keyed_groups.part(sqlglot.parse_one(column, read="duckdb"), unit_by_bytes)]
-    )
-    return f"{first.sql(dialect='duckdb')}, {column}"
-
-
-def _heavy_rows(k: int, keyed: bool, unit_by_bytes: bool) -> str:
+def _heavy_rows(k: int) -> str:
     if k <= HEAP_K:
         return "pph"
     return (
-        f"pph SEMI JOIN (SELECT __u FROM pph GROUP BY {_by_person('__u', keyed, unit_by_bytes)} "
+        "pph SEMI JOIN (SELECT __u FROM pph GROUP BY __u "
         f"HAVING COUNT(*) > {k}) AS hu ON pph.__u = hu.__u"
     )
 
@@ -95,12 +84,13 @@ def _hashed(n_keys: int, keyed: bool) -> exp.Expr:
 
 
 @lru_cache(maxsize=64)
-def _heavy(k: int, keyed: bool, unit_by_bytes: bool) -> exp.Expr:
+def _heavy(k: int) -> exp.Expr:
+    # (grouped by the person alone: one person's values cannot meet in one bucket, so
+    # these groupings are not keyed, rewrite/keyed_groups.py)
     return sqlglot.parse_one(
         f"SELECT __u, __l[{k}] AS __t, __l[{k}] = __l[{k + 1}] AS __tie FROM "
-        f"(SELECT pph.__u, MIN(pph.__h, {k + 1}) AS __l FROM "
-        f"{_heavy_rows(k, keyed, unit_by_bytes)} "
-        f"GROUP BY {_by_person('pph.__u', keyed, unit_by_bytes)} HAVING COUNT(*) > {k})",
+        f"(SELECT pph.__u, MIN(pph.__h, {k + 1}) AS __l FROM {_heavy_rows(k)} "
+        f"GROUP BY pph.__u HAVING COUNT(*) > {k})",
         read="duckdb",
     )
 
@@ -111,9 +101,7 @@ def apply(core: C.Core) -> C.Core:
         ctes["bounded"] = exp.Select(expressions=[exp.Star()], from_=C.from_table("pp"))
         return replace(core, ctes=tuple(ctes.items()))
     k = int(core.max_groups)
-    keyed = core.keyed_grouping
-    unit = keyed_groups.unit_by_bytes(core.shape) if keyed else False
-    ctes["pph"] = _hashed(len(core.keys), keyed).copy()
-    ctes["heavy"] = _heavy(k, keyed, unit).copy()
+    ctes["pph"] = _hashed(len(core.keys), core.keyed_grouping).copy()
+    ctes["heavy"] = _heavy(k).copy()
     ctes["bounded"] = _CUT.copy()
     return replace(core, ctes=tuple(ctes.items()))

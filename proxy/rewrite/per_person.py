@@ -210,10 +210,10 @@ def apply(core: C.Core) -> C.Core:
         )
         if raw is not None:
             pp_cols.append(exp.alias_(raw, stat.column, copy=False))
-    unit = keyed_groups.unit_by_bytes(core.shape) if core.keyed_grouping else False
-    keys_by_bytes = keyed_groups.key_by_bytes(core) if core.keyed_grouping else ()
-    by_bytes = [unit] if core.one_group_per_person else [unit, *keys_by_bytes]
-    group = keyed_groups.keyed(core, group, by_bytes)
+    if not core.one_group_per_person and core.keyed_grouping:
+        # (grouped by the person alone, one person's values cannot meet in a bucket)
+        by_bytes = [keyed_groups.unit_by_bytes(core.shape), *keyed_groups.key_by_bytes(core)]
+        group = keyed_groups.keyed(core, group, by_bytes)
     pp = exp.Select(
         expressions=pp_cols, from_=C.from_table("r"), group=exp.Group(expressions=group)
     )
