@@ -151,6 +151,31 @@ def _operands(node: exp.Expr) -> list[exp.Expr]:
     return [p for p in parts if isinstance(p, exp.Expr)]
 
 
+def _within(node: exp.Binary, op: str, limit: str, type_sql: str) -> exp.Expr:
+    """``a op b`` where its DOUBLE is below ``limit``, else NULL, never raising. Operands
+    small enough are written twice (the check and the operation); larger ones are read
+    once, as the fields of a one-element list's struct: written twice, a chain of guarded
+    operations would double at every level (a probe, 2026-12-02: 25 DECIMAL(38)
+    additions under a product kept TRY's fallback, 3.71 s against 0.137 s)."""
+    a, b = node.this, node.expression
+    if _simple(a) and _simple(b):
+        return _template(
+            f"CASE WHEN ABS(CAST(__a AS DOUBLE) {op} CAST(__b AS DOUBLE)) < {limit} "
+            f"THEN __a {op} __b END",
+            a=a,
+            b=b,
+        )
+    # (cast to the operation's own type, which it already has: so that the typer, and
+    # the guard of an operation over this one, know it)
+    return _template(
+        f"CAST(LIST_TRANSFORM([{{'a': __a, 'b': __b}}], LAMBDA __guard : CASE WHEN "
+        f"ABS(CAST(__guard.a AS DOUBLE) {op} CAST(__guard.b AS DOUBLE)) < {limit} "
+        f"THEN __guard.a {op} __guard.b END)[1] AS {type_sql})",
+        a=a,
+        b=b,
+    )
+
+
 def _int_kind(kind: Kind) -> int:
     """The width of an integer kind this module guards (0: not one)."""
     return kind.bits if kind.family is Family.INT and kind.bits in (8, 16, 32, 64, 128) else 0
@@ -364,16 +389,13 @@ class _Guard:
             natural = max(p1 - s1, p2 - s2) + max(s1, s2) + 1
         if natural <= kind.precision:
             return node  # the result always fits
-        if not (_simple(node.this) and _simple(node.expression)):
-            return node
         op = "+" if isinstance(node, exp.Add) else "-" if isinstance(node, exp.Sub) else "*"
         # 38 digits at this scale, less a DOUBLE's rounding of the operands and result
-        limit = f"{10.0 ** (38 - kind.scale) * (1 - 1e-12):.17g}"
-        return _template(
-            f"CASE WHEN ABS(CAST(__a AS DOUBLE) {op} CAST(__b AS DOUBLE)) < {limit} "
-            f"THEN __a {op} __b END",
-            a=node.this,
-            b=node.expression,
+        return _within(
+            node,
+            op,
+            f"{10.0 ** (38 - kind.scale) * (1 - 1e-12):.17g}",
+            f"DECIMAL({kind.precision}, {kind.scale})",
         )
 
     def rounded(self, node: exp.Round, kind: Kind) -> exp.Expr:
@@ -400,14 +422,7 @@ class _Guard:
         )
 
     def huge(self, node: exp.Binary, op: str) -> exp.Expr:
-        if not (_simple(node.this) and _simple(node.expression)):
-            return node  # TRY's fallback, as before
-        return _template(
-            f"CASE WHEN ABS(CAST(__a AS DOUBLE) {op} CAST(__b AS DOUBLE)) < {_HUGE_DOUBLE} "
-            f"THEN __a {op} __b END",
-            a=node.this,
-            b=node.expression,
-        )
+        return _within(node, op, _HUGE_DOUBLE, "HUGEINT")
 
     def moved_date(self, node: exp.Binary) -> exp.Expr:
         interval, date = (

@@ -85,6 +85,9 @@ EXPRESSIONS = [
     "ROUND(n, 2) * m * m",
     "TRUNC(m) * CAST('1000000000000' AS DECIMAL(18, 2))",
     "ROUND(w, -1)",
+    # operands past 64 nodes, read once (the chain guarded level by level)
+    "(w + " + " + ".join(str(k) for k in range(1, 26)) + ") * w",
+    "(h + " + " + ".join(str(k) for k in range(1, 26)) + ") * h",
 ]
 
 

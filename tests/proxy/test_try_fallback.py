@@ -115,6 +115,19 @@ CONSTRUCTS += [
     ("decimal_times_hugeint", f"CAST(tokens_in AS DECIMAL(18,2)) * {x(HUGE_MAX, 'CAST(1 AS HUGEINT)')} > 0"),
     ("decimal_in_hugeint", f"CAST(tokens_in AS DECIMAL(38,0)) IN ({x(HUGE_MAX, '2')}, 2)"),
     ("decimal_between", f"CAST(tokens_in AS DECIMAL(18,2)) BETWEEN 0 AND {x(HUGE_MAX, '5')}"),
+    # operands too large to write twice: read once (guarded_arithmetic._within)
+    (
+        "decimal38_deep_chain",
+        "(CAST(tokens_in AS DECIMAL(38,0)) + "
+        + " + ".join(str(i) for i in range(1, 26))
+        + f") * {x(f'CAST({q(chr(57) * 38)} AS DECIMAL(38,0))', '1')} > 0",
+    ),
+    (
+        "hugeint_deep_chain",
+        "(CAST(tokens_in AS HUGEINT) + "
+        + " + ".join(str(i) for i in range(1, 26))
+        + f") * {x(HUGE_MAX, 'CAST(1 AS HUGEINT)')} > 0",
+    ),
     (
         "round_decimal38",
         f"ROUND({x(q('9' * 38) + '::DECIMAL(38,0)', 'CAST(tokens_in AS DECIMAL(38,0))')}, -1) > 0",
