@@ -147,14 +147,24 @@ def _literal(node: exp.Literal) -> Kind:
 def common(a: Kind, b: Kind) -> Kind:
     """The type DuckDB gives CASE branches, COALESCE, LEAST or GREATEST of ``a`` and ``b``
     (for DECIMALs: the wider integer part and the larger scale)."""
+    digits = _decimal_operands(a, b)
+    if isinstance(digits, Kind):
+        return digits
+    (p1, s1), (p2, s2) = digits
+    scale = max(s1, s2)
+    return decimal_kind(min(max(p1 - s1, p2 - s2) + scale, 38), scale)
+
+
+def _decimal_operands(a: Kind, b: Kind) -> Kind | tuple[tuple[int, int], tuple[int, int]]:
+    """Both operands' (precision, scale) when they meet as DECIMALs, else the kind the
+    two make (not a DECIMAL, or one of unknown width)."""
     base = _arithmetic(a, b)
     if base.family is not Family.DECIMAL:
         return base
     da, db = decimal_digits(a), decimal_digits(b)
     if da is None or db is None:
         return DECIMAL
-    scale = max(da[1], db[1])
-    return decimal_kind(min(max(da[0] - da[1], db[0] - db[1]) + scale, 38), scale)
+    return da, db
 
 
 def decimal_result(node: exp.Expr, a: Kind, b: Kind) -> Kind:
@@ -164,13 +174,10 @@ def decimal_result(node: exp.Expr, a: Kind, b: Kind) -> Kind:
     precision the sum of the precisions, at most 18 when both are at most 18 and the
     scale below 18, else at most 38. A result past that precision raises (under TRY:
     NULL)."""
-    base = _arithmetic(a, b)
-    if base.family is not Family.DECIMAL:
-        return base
-    da, db = decimal_digits(a), decimal_digits(b)
-    if da is None or db is None:
-        return DECIMAL
-    (p1, s1), (p2, s2) = da, db
+    digits = _decimal_operands(a, b)
+    if isinstance(digits, Kind):
+        return digits
+    (p1, s1), (p2, s2) = digits
     if isinstance(node, exp.Mul):
         scale = s1 + s2
         narrow = p1 <= 18 and p2 <= 18 and scale < 18

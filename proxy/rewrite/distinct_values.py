@@ -111,17 +111,7 @@ def _ctes(
         source = f"dk{index} JOIN bounded ON dk{index}.__u = bounded.__u"
     else:
         same = "".join(f" AND dk{index}.{k} IS NOT DISTINCT FROM bounded.{k}" for k in keys)
-        if core.keyed_grouping:
-            # (keyed as the quantile histograms' semi-join is: DuckDB may build on dk)
-            by_bytes = keyed_groups.key_by_bytes(core)
-            pairs = [
-                ("__u", keyed_groups.unit_by_bytes(core.shape)),
-                *((k, by_bytes[int(k[3:])]) for k in keys),
-            ]
-            same += (
-                f" AND {keyed_groups.keyed_sql(core, pairs, f'dk{index}')} = "
-                f"{keyed_groups.keyed_sql(core, pairs, 'bounded')}"
-            )
+        same += keyed_groups.same_pairs(core, keys, f"dk{index}", "bounded")
         picked = "".join(f"dk{index}.{k}, " for k in keys)
         source = f"dk{index} SEMI JOIN bounded ON dk{index}.__u = bounded.__u{same}"
     value = f"dk{index}.__v"

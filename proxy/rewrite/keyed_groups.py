@@ -150,6 +150,18 @@ def keyed_sql(core: C.Core, columns: Sequence[tuple[str, bool]], table: str = ""
     return companion(parts).sql(dialect="duckdb")
 
 
+def same_pairs(core: C.Core, keys: Sequence[str], left: str, right: str) -> str:
+    """`` AND keyed(left's person, keys) = keyed(right's ...)`` in a keyed core, else "":
+    for a semi-join of every (person, key) pair with the kept ones (the quantile and
+    distinct rules), which DuckDB may build on all the pairs (a probe: 3.9 s against
+    0.6 s keyed)."""
+    if not core.keyed_grouping:
+        return ""
+    by_bytes = key_by_bytes(core)
+    pairs = [("__u", unit_by_bytes(core.shape)), *((k, by_bytes[int(k[3:])]) for k in keys)]
+    return f" AND {keyed_sql(core, pairs, left)} = {keyed_sql(core, pairs, right)}"
+
+
 def argument_by_bytes(core: C.Core, arg_sql: str) -> bool:
     """Whether the aggregate argument of canonical text ``arg_sql`` is hashed by bytes."""
     kinds = typer(core.shape)

@@ -235,18 +235,8 @@ def _ctes(core: C.Core, grids: dict[str, Grid]) -> list[tuple[str, exp.Expr]]:
         )
     else:
         same = "".join(f" AND qk.{k} IS NOT DISTINCT FROM bounded.{k}" for k in keys)
-        if core.keyed_grouping:
-            # qk holds every (person, key) pair: DuckDB may build the semi-join's table
-            # on it (a probe: 3.9 s against 0.6 s keyed), so it is keyed too
-            by_bytes = keyed_groups.key_by_bytes(core)
-            pairs = [
-                ("__u", keyed_groups.unit_by_bytes(core.shape)),
-                *((k, by_bytes[int(k[3:])]) for k in keys),
-            ]
-            same += (
-                f" AND {keyed_groups.keyed_sql(core, pairs, 'qk')} = "
-                f"{keyed_groups.keyed_sql(core, pairs, 'bounded')}"
-            )
+        # (qk holds every (person, key) pair: keyed, as DuckDB may build on it)
+        same += keyed_groups.same_pairs(core, keys, "qk", "bounded")
         picked = "".join(f"qk.{k}, " for k in keys)
         ctes["qh"] = (
             f"SELECT {picked}qk.__a, qk.__b, SUM(qk.__n) AS __n FROM qk "
