@@ -51,6 +51,7 @@ from proxy.engines.kinds import (
     compared_sides,
     decimal_digits,
     duckdb_type,
+    places_of,
     table_aliases,
 )
 
@@ -176,6 +177,24 @@ def _within(node: exp.Binary, op: str, limit: str, type_sql: str) -> exp.Expr:
     )
 
 
+def _once(value: exp.Expr, node: exp.Expr, check: str, type_sql: str) -> exp.Expr:
+    """``node`` (an operation on ``value``, its ``this``) where ``check`` (over ``__v``,
+    the value) holds, else NULL: ``value`` written twice when small (or when the
+    operation's other arguments read the row), else read once through a one-element
+    list, as :func:`_within` does."""
+    others = [a for k, a in node.args.items() if k != "this" and isinstance(a, exp.Expr)]
+    if _simple(value) or any(o.find(exp.Column) is not None for o in others):
+        return _template(f"CASE WHEN {check} THEN __r END", v=value, r=node.copy())
+    body = node.copy()
+    body.set("this", exp.column("__guard"))
+    return _template(
+        f"CAST(LIST_TRANSFORM([__v], LAMBDA __guard : CASE WHEN "
+        f"{check.replace('__v', '__guard')} THEN __r END)[1] AS {type_sql})",
+        v=value,
+        r=body,
+    )
+
+
 def _int_kind(kind: Kind) -> int:
     """The width of an integer kind this module guards (0: not one)."""
     return kind.bits if kind.family is Family.INT and kind.bits in (8, 16, 32, 64, 128) else 0
@@ -225,7 +244,7 @@ class _Guard:
             return self.moved_by_days(node)
         if kind.family is Family.DECIMAL and isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Mod)):
             return self.decimal(node, kind)
-        if kind.family is Family.DECIMAL and isinstance(node, exp.Round):
+        if isinstance(node, exp.Round) and kind.family in (Family.DECIMAL, Family.INT):
             return self.rounded(node, kind)
         if not bits:
             return node
@@ -289,9 +308,10 @@ class _Guard:
         known = [k for k in kinds if k.family is not Family.NULL]
         if not any(k.family is Family.DECIMAL for k in known) or not all(k.numeric for k in known):
             return
+        compared = isinstance(node, (*_COMPARED, exp.In, exp.Between))
         out = known[0]
         for k in known[1:]:
-            out = common(out, k)
+            out = common(out, k, compared=compared)
         if out.family is not Family.DECIMAL or not out.precision:
             return
         target = f"DECIMAL({out.precision}, {out.scale})"
@@ -399,27 +419,31 @@ class _Guard:
         )
 
     def rounded(self, node: exp.Round, kind: Kind) -> exp.Expr:
-        """ROUND of a DECIMAL(38, 0) to tens or more: its carried digit has no room past
-        38 (DuckDB raises), so it is computed only where the rounded value stays below
-        10^38, by its DOUBLE."""
+        """ROUND to tens or more (places not known to be at least 0), whose carried digit
+        may not fit the result's type (DuckDB raises): an integer rounds one width up and
+        is narrowed with TRY_CAST; a HUGEINT or a DECIMAL(38, 0) rounds only where its
+        DOUBLE leaves room for the carry (for places unknown, the room any places need:
+        up to half the type's limit, which a value above it may not get)."""
+        places = places_of(node.args.get("decimals"))
+        if places is not None and places >= 0:
+            return node  # no carry past the integer part
         inner = self.typer.kind(node.this)
-        decimals = node.args.get("decimals")
-        if not (
-            kind.precision == 38
-            and inner.precision == 38
-            and inner.scale == 0
-            and isinstance(decimals, exp.Neg)
-            and isinstance(decimals.this, exp.Literal)
-            and decimals.this.this.isdigit()
-            and int(decimals.this.this) < 38
-            and _simple(node.this)
-        ):
-            return node
-        places = int(decimals.this.this)
-        limit = f"{(10.0**38 - 0.5 * 10.0**places) * (1 - 1e-12):.17g}"
-        return _template(
-            f"CASE WHEN ABS(CAST(__a AS DOUBLE)) < {limit} THEN __r END", a=node.this, r=node
-        )
+        bits = _int_kind(inner)
+        if bits and bits < 128:
+            wide = node.copy()
+            wide.set("this", exp.Cast(this=node.this.copy(), to=exp.DataType.build(_WIDER[bits])))
+            return exp.TryCast(this=wide, to=exp.DataType.build(INT_TYPE_NAMES[bits]))
+        if bits == 128:
+            top, type_sql = 1.7e38, "HUGEINT"
+        elif inner.family is Family.DECIMAL and inner.precision == 38 and inner.scale == 0:
+            top, type_sql = 1e38, "DECIMAL(38, 0)"
+        else:
+            return node  # no carry past the type (DECIMAL(p < 38, 0) rounds into p + 1)
+        if places is not None and -places > 38:
+            return node  # rounds everything to 0
+        carry = 0.5 * 10.0 ** (-places if places is not None and -places < 38 else 38)
+        limit = f"{(top - carry) * (1 - 1e-12):.17g}"
+        return _once(node.this, node, f"ABS(CAST(__v AS DOUBLE)) < {limit}", type_sql)
 
     def huge(self, node: exp.Binary, op: str) -> exp.Expr:
         return _within(node, op, _HUGE_DOUBLE, "HUGEINT")

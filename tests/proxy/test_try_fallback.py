@@ -128,6 +128,27 @@ CONSTRUCTS += [
         + " + ".join(str(i) for i in range(1, 26))
         + f") * {x(HUGE_MAX, 'CAST(1 AS HUGEINT)')} > 0",
     ),
+    ("round_int", f"ROUND({x('2147483647', 'tokens_in')}, -1) > 0"),
+    ("round_bigint", f"ROUND(CAST({x('9223372036854775807', 'tokens_in')} AS BIGINT), -1) > 0"),
+    ("round_hugeint", f"ROUND({x(HUGE_MAX, 'CAST(tokens_in AS HUGEINT)')}, -1) > 0"),
+    *(
+        (
+            f"round_decimal38_{name}",
+            f"ROUND({x(f'CAST({q(chr(57) + chr(54) + chr(48) * 36)} AS DECIMAL(38,0))', 'CAST(tokens_in AS DECIMAL(38,0))')}, {places}) > 0",
+        )
+        for name, places in (
+            ("paren", "(-37)"),
+            ("expression", "0 - 37"),
+            ("cast", "CAST(-37 AS INTEGER)"),
+            ("minus_38", "-38"),
+        )
+    ),
+    (
+        "round_decimal38_deep",
+        f"ROUND(({x(f'CAST({q(chr(57) + chr(54) + chr(48) * 36)} AS DECIMAL(38,0))', 'CAST(tokens_in AS DECIMAL(38,0))')} + "
+        + " + ".join("0" for _ in range(25))
+        + "), -37) > 0",
+    ),
     (
         "round_decimal38",
         f"ROUND({x(q('9' * 38) + '::DECIMAL(38,0)', 'CAST(tokens_in AS DECIMAL(38,0))')}, -1) > 0",
