@@ -95,8 +95,8 @@ def grouping(shape: Shape, dialect: str) -> Grouping | None:
     )
     keyed = None
     if dialect == "duckdb":
-        kinds = keyed_groups.typer(shape)
-        by_bytes = [kinds.kind(e.this) for e in select.expressions]
+        typer = keyed_groups.typer(shape)
+        by_bytes = [keyed_groups.hashed_by_bytes(typer.kind(e.this)) for e in select.expressions]
         grouped = select.copy()
         if grouped.args.get("joins"):
             grouped.set("joins", keyed_groups.keyed_joins(grouped.args["joins"], shape))
@@ -104,8 +104,7 @@ def grouping(shape: Shape, dialect: str) -> Grouping | None:
             "group",
             exp.Group(
                 expressions=keyed_groups.keyed_first(
-                    [e.this.copy() for e in select.expressions],
-                    [keyed_groups.hashed_by_bytes(k) for k in by_bytes],
+                    [e.this.copy() for e in select.expressions], by_bytes
                 )
             ),
         )
