@@ -117,11 +117,6 @@ class Core:
     def key_columns(self) -> tuple[str, ...]:
         return tuple(f"__k{i}" for i in range(len(self.keys)))
 
-    def seed(self) -> exp.Placeholder:
-        """The secret seed's placeholder: ``$1`` in a keyed core, which reads it in many
-        places, else ``?`` (read once, by the L0 hash)."""
-        return exp.Placeholder(this="1") if self.keyed_grouping else exp.Placeholder()
-
 
 def from_table(name: str) -> exp.From:
     """``FROM name``, built directly: the ``from_`` builder would parse the name."""

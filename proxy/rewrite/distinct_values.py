@@ -82,15 +82,9 @@ def _ctes(
     # A person's values all go through this grouping: first by their keyed hash.
     first = ""
     if core.keyed_grouping:
-        by_bytes = keyed_groups.key_by_bytes(core)
-        first = keyed_groups.keyed_sql(
-            core,
-            [
-                ("__u", keyed_groups.unit_by_bytes(core.shape)),
-                *((k, by_bytes[int(k[3:])]) for k in keys),
-                (column, keyed_groups.argument_by_bytes(core, arg)),
-            ],
-        ) + ", "
+        columns = keyed_groups.person_key_columns(core, keys)
+        columns.append((column, keyed_groups.argument_by_bytes(core, arg)))
+        first = keyed_groups.keyed_sql(core, columns) + ", "
     ctes = {
         f"dv{index}": (
             f"SELECT __u{g}, {column} AS __v FROM r WHERE NOT {column} IS NULL "

@@ -50,6 +50,8 @@ from proxy.shape import Shape
 # The core's seed as DuckDB's numbered parameter: every use in a keyed core reads the
 # same one secret value (a ``?`` would be a new parameter each time).
 SEED = "1"
+
+
 def seed() -> exp.Placeholder:
     return exp.Placeholder(this=SEED)
 
@@ -133,12 +135,6 @@ def keyed_first(group: list[exp.Expr], by_bytes: Sequence[bool]) -> list[exp.Exp
     return [companion(parts), *group]
 
 
-def keyed(core: C.Core, group: list[exp.Expr], by_bytes: Sequence[bool]) -> list[exp.Expr]:
-    """``group`` with the keyed hash of its values first in a keyed core; as it was
-    otherwise."""
-    return keyed_first(group, by_bytes) if core.keyed_grouping else group
-
-
 def keyed_sql(core: C.Core, columns: Sequence[tuple[str, bool]], table: str = "") -> str:
     """The text of ``keyed``'s first column for SQL-text rules: ``columns`` are (column
     name, hashed by bytes), of ``table`` if given; "" outside a keyed core."""
@@ -150,6 +146,13 @@ def keyed_sql(core: C.Core, columns: Sequence[tuple[str, bool]], table: str = ""
     return companion(parts).sql(dialect="duckdb")
 
 
+def person_key_columns(core: C.Core, keys: Sequence[str]) -> list[tuple[str, bool]]:
+    """(``__u``, then each of ``keys``: core key columns ``__k<i>``) with whether each is
+    hashed by bytes, for :func:`keyed_sql`."""
+    by_bytes = key_by_bytes(core)
+    return [("__u", unit_by_bytes(core.shape)), *((k, by_bytes[int(k[3:])]) for k in keys)]
+
+
 def same_pairs(core: C.Core, keys: Sequence[str], left: str, right: str) -> str:
     """`` AND keyed(left's person, keys) = keyed(right's ...)`` in a keyed core, else "":
     for a semi-join of every (person, key) pair with the kept ones (the quantile and
@@ -157,8 +160,7 @@ def same_pairs(core: C.Core, keys: Sequence[str], left: str, right: str) -> str:
     0.6 s keyed)."""
     if not core.keyed_grouping:
         return ""
-    by_bytes = key_by_bytes(core)
-    pairs = [("__u", unit_by_bytes(core.shape)), *((k, by_bytes[int(k[3:])]) for k in keys)]
+    pairs = person_key_columns(core, keys)
     return f" AND {keyed_sql(core, pairs, left)} = {keyed_sql(core, pairs, right)}"
 
 

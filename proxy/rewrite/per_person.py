@@ -177,13 +177,11 @@ def apply(core: C.Core) -> C.Core:
         )
         r.set("joins", joins)
     not_null = exp.Not(this=exp.Is(this=core.shape.unit.copy(), expression=exp.Null()))
-    where = core.where
+    where = core.where.copy() if core.where is not None else None
     if where is not None and core.keyed_grouping and len(core.shape.tables) > 1:
-        where = keyed_groups.keyed_where(where.copy(), core.shape)
+        where = keyed_groups.keyed_where(where, core.shape)
     condition = (
-        not_null
-        if where is None
-        else exp.and_(exp.Paren(this=where.copy()), not_null, copy=False)
+        not_null if where is None else exp.and_(exp.Paren(this=where), not_null, copy=False)
     )
     r = r.where(condition, copy=False)
 
@@ -213,7 +211,7 @@ def apply(core: C.Core) -> C.Core:
     if not core.one_group_per_person and core.keyed_grouping:
         # (grouped by the person alone, one person's values cannot meet in a bucket)
         by_bytes = [keyed_groups.unit_by_bytes(core.shape), *keyed_groups.key_by_bytes(core)]
-        group = keyed_groups.keyed(core, group, by_bytes)
+        group = keyed_groups.keyed_first(group, by_bytes)
     pp = exp.Select(
         expressions=pp_cols, from_=C.from_table("r"), group=exp.Group(expressions=group)
     )

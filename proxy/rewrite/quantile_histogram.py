@@ -181,14 +181,13 @@ def _ctes(core: C.Core, grids: dict[str, Grid]) -> list[tuple[str, exp.Expr]]:
     on = "".join(f" AND qd.{k} IS NOT DISTINCT FROM qp.{k}" for k in keys)
     # Every (person, group) of a person's rows meets here: grouped and joined first by
     # their keyed hash (rewrite/keyed_groups.py), in a keyed core.
-    first, hashed, joined = "", "", ""
+    first, hashed, joined, excluded = "", "", "", ""
     if core.keyed_grouping:
-        by_bytes = keyed_groups.key_by_bytes(core)
-        unit = keyed_groups.unit_by_bytes(core.shape)
-        columns = [("__u", unit), *((k, by_bytes[int(k[3:])]) for k in keys), ("__a", False)]
+        columns = [*keyed_groups.person_key_columns(core, keys), ("__a", False)]
         first = "__gh, "
         hashed = f"{keyed_groups.keyed_sql(core, columns)} AS __gh, "
         joined = "qd.__gh = qp.__gh AND "
+        excluded = " EXCLUDE (__gh)"
     ctes = {
         "qv": " UNION ALL ".join(arms),
         # Per person, group and argument: the values there (t); per bin: c.
@@ -198,10 +197,8 @@ def _ctes(core: C.Core, grids: dict[str, Grid]) -> list[tuple[str, exp.Expr]]:
             f"GROUP BY {first}__u{g}, __a, __b"
         ),
         "qc": (
-            f"SELECT qd.* EXCLUDE (__gh), qp.__t FROM qd JOIN qp ON {joined}qd.__u = qp.__u "
+            f"SELECT qd.*{excluded}, qp.__t FROM qd JOIN qp ON {joined}qd.__u = qp.__u "
             f"AND qd.__a = qp.__a{on}"
-            if core.keyed_grouping
-            else f"SELECT qd.*, qp.__t FROM qd JOIN qp ON qd.__u = qp.__u AND qd.__a = qp.__a{on}"
         ),
     }
     if core.bounding:
