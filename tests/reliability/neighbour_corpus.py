@@ -723,6 +723,51 @@ DEMO: tuple[Entry, ...] = (
         "user_id = {pid} THEN 9223372036854775807 ELSE 1 END > latency_ms",
         "an overflow on one person's rows only (answered alike; timed by the bench)",
     ),
+    # This round's guards (2026-12-02, later): DECIMAL widths, implicit DECIMAL casts,
+    # ROUND's carry and deep operands read once, each aimed at one person.
+    Entry(
+        "adv_decimal_product_width",
+        "SELECT COUNT(*) AS n, SUM(CASE WHEN CAST(tokens_in AS DECIMAL(18,2)) * (CASE WHEN "
+        "user_id = {pid} THEN CAST('9999999999999999.99' AS DECIMAL(18,2)) ELSE 1 END) > 0 "
+        "THEN 1 ELSE 0 END) AS big FROM prompts",
+        "a DECIMAL product past 18 digits on one person's rows (NULL, not raised)",
+    ),
+    Entry(
+        "adv_decimal_implicit_cast",
+        "SELECT COUNT(*) AS n FROM prompts WHERE CAST(tokens_in AS DECIMAL(18,2)) < "
+        "(CASE WHEN user_id = {pid} THEN CAST('170141183460469231731687303715884105727' "
+        "AS HUGEINT) ELSE CAST(7 AS HUGEINT) END)",
+        "a HUGEINT DuckDB casts to the DECIMAL it is compared with",
+    ),
+    Entry(
+        "adv_round_carry",
+        "SELECT COUNT(*) AS n FROM prompts WHERE ROUND((CASE WHEN user_id = {pid} THEN "
+        "2147483647 ELSE tokens_in END), -1) > 0 AND ROUND((CASE WHEN user_id = {pid} THEN "
+        "CAST('96000000000000000000000000000000000000' AS DECIMAL(38,0)) ELSE "
+        "CAST(tokens_in AS DECIMAL(38,0)) END), (-37)) >= 0",
+        "ROUND's carried digit with no room in the type, on one person's rows",
+    ),
+    Entry(
+        "adv_deep_decimal_chain",
+        "SELECT COUNT(*) AS n FROM prompts WHERE (CAST(tokens_in AS DECIMAL(38,0)) + 1 + 2 + 3 "
+        "+ 4 + 5 + 6 + 7 + 8 + 9 + 10 + 11 + 12 + 13 + 14 + 15 + 16 + 17 + 18 + 19 + 20) * "
+        "(CASE WHEN user_id = {pid} THEN CAST('99999999999999999999999999999999999999' AS "
+        "DECIMAL(38,0)) ELSE 1 END) > 0",
+        "operands too large to write twice, read once through a list",
+    ),
+    Entry(
+        "adv_keyed_where_join",
+        "SELECT r.name, COUNT(*) AS n FROM users u, regions r WHERE u.region = r.region "
+        "GROUP BY r.name",
+        "a join written as WHERE equalities, keyed (keyed_groups.keyed_where)",
+    ),
+    Entry(
+        "adv_per_person_distinct_layer",
+        "SELECT AVG(n) AS a, COUNT(*) AS c FROM (SELECT user_id, COUNT(DISTINCT model) AS n, "
+        "SUM(DISTINCT tokens_in) AS s FROM prompts GROUP BY user_id HAVING "
+        "COUNT(DISTINCT latency_ms) > 1) t",
+        "a per-person subquery's DISTINCT aggregates from keyed (person, value) layers",
+    ),
     Entry(
         "adv_negative_zero_key",
         "SELECT CASE WHEN user_id >= {pid} THEN CASE WHEN user_id = {pid} THEN "
