@@ -11,6 +11,13 @@ core's D/D′ ratio is the signal the keys remove. A plain core past `--limit` s
 stopped and shown as a timeout. (Joins are not timed here: at this size DuckDB builds a
 join's table on the 4-row public table whatever the filter; RELIABILITY.md §7 has the
 probe's measurement on 1M prompts.)
+
+`--engine postgres` loads D and D′ into a throwaway PostgreSQL server
+(tests/postgres_server.py) and times what the PostgreSQL executor sends: the keyed core
+rendered for PostgreSQL, against the plain core rendered as before this round (the L0
+hash ``hash_record_extended``, which folds a BIGINT to 32 bits). The planted
+``prompt_id``s are then BIGINTs that PostgreSQL's fold maps to one value (2^32 of them
+share each hash); the planted texts are DuckDB's collisions, harmless there.
 """
 
 from __future__ import annotations
@@ -20,7 +27,10 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -33,9 +43,16 @@ from proxy.request import QueryRequest  # noqa: E402
 from proxy.rewrite import keyed_groups  # noqa: E402
 from proxy.rewrite.l0 import takes_seed  # noqa: E402
 from sample_data.generate import generate  # noqa: E402
-from tests.hash_collisions import colliding_integers, colliding_texts  # noqa: E402
+from tests.hash_collisions import (  # noqa: E402
+    colliding_integers,
+    colliding_texts,
+    pg_folded_integers,
+)
 from tests.reliability.conftest import fz_demo_policy  # noqa: E402
 from tests.reliability.neighbours import NeighbourPair, Removal, build_neighbours  # noqa: E402
+
+if TYPE_CHECKING:
+    from proxy.policy import Policy
 
 PLANTED = 99_999_999  # the planted person's id
 QUERIES = (
@@ -52,8 +69,9 @@ QUERIES = (
 )
 
 
-def _plant(db: Path, n: int) -> None:
-    ids, texts = colliding_integers(n), colliding_texts(n)
+def _plant(db: Path, n: int, engine: str) -> None:
+    ids = pg_folded_integers(n) if engine == "postgres" else colliding_integers(n)
+    texts = colliding_texts(n)
     con = duckdb.connect(str(db))
     try:
         con.execute(
@@ -71,23 +89,67 @@ def _plant(db: Path, n: int) -> None:
         con.close()
 
 
+def _runner(engine: Any, plain: bool, limit: float) -> Any:
+    """How one side runs a DuckDB-dialect core: DuckDB's executor itself, or on
+    PostgreSQL the text its executor sends (``plain``: rendered with the forms before
+    this round), run with the time limit."""
+    if engine.executor.dialect == "duckdb":
+        return engine.executor.run
+    import psycopg
+
+    from proxy.engines.render import render
+
+    executor = engine.executor
+    forms = _BeforeForms(base_tables=executor._forms.base_tables) if plain else executor._forms
+
+    def run(core: str, params: list[int]) -> None:
+        text = render(core, forms, executor.column_types()).sql
+        with psycopg.connect(executor._dsn, cursor_factory=psycopg.RawCursor) as conn:
+            conn.execute(f"SET statement_timeout = {int(limit * 1000)}")
+            try:
+                conn.execute(text, params).fetchall()
+            except psycopg.errors.QueryCanceled:
+                raise DPSQLError("timeout", "past the limit", "") from None
+
+    return run
+
+
+def _before_forms() -> type:
+    from sqlglot import exp
+
+    from proxy.engines.postgres_forms import PostgresForms
+
+    class Before(PostgresForms):
+        """PostgreSQL's forms before this round: the record hash of the L0 cut."""
+
+        def keyed_hash(self, values: list[exp.Expr], kinds: Any, seed: exp.Expr) -> exp.Expr:
+            row = exp.Anonymous(this="ROW", expressions=values)
+            return exp.Anonymous(this="hash_record_extended", expressions=[row, seed])
+
+    return Before
+
+
+_BeforeForms: Any = None
+
+
 def _time(pair: NeighbourPair, sql: str, repeats: int, limit: float) -> list[float | None]:
     """Medians in seconds: keyed core on D, on D′, plain core on D, on D′ (None: timeout)."""
     _, plan = pair.d.prepare(QueryRequest(sql, epsilon=1.0))
     keyed = plan.core_sql
     plain = keyed_groups.plain(sqlglot.parse_one(keyed, read="duckdb")).sql("duckdb")
     out: list[float | None] = []
-    for core in (keyed, plain):
+    for is_plain, core in ((False, keyed), (True, plain)):
         params = [12345] if takes_seed(core) else []
+        runners = [_runner(engine, is_plain, limit) for engine in pair.engines]
         runs: tuple[list[float], list[float]] = ([], [])
         stopped = [False, False]
         for i in range(repeats + 1):
-            for side, engine in enumerate(pair.engines):
+            for side, run in enumerate(runners):
                 if stopped[side]:
                     continue
                 start = time.perf_counter()
                 try:
-                    engine.executor.run(core, params)
+                    run(core, params)
                 except DPSQLError:
                     stopped[side] = True
                     continue
@@ -95,6 +157,38 @@ def _time(pair: NeighbourPair, sql: str, repeats: int, limit: float) -> list[flo
                     runs[side].append(time.perf_counter() - start)
         out += [None if stopped[s] else statistics.median(runs[s]) for s in (0, 1)]
     return out
+
+
+@contextmanager
+def _on_engine(neighbours: Any, engine: str, limit: float) -> Iterator[Any]:
+    """``neighbours`` as they are (DuckDB), or with D and D′ loaded into a throwaway
+    PostgreSQL server and read through dpsql's PostgreSQL executor."""
+    if engine == "duckdb":
+        yield neighbours
+        return
+    import dataclasses
+
+    from proxy.policy import DatabaseSettings, EngineKind
+    from sample_data.export import source, to_postgres
+    from tests.postgres_server import start
+
+    server = start()
+    try:
+        moved: list[Policy] = []
+        for label, policy in (("d", neighbours.d), ("dp", neighbours.d_prime)):
+            name = f"flood_{label}"
+            with source(policy) as con:
+                to_postgres(con, server.replace_database(name))
+            settings = DatabaseSettings(engine=EngineKind.POSTGRES, dsn=server.grant_reader(name))
+            proxy = dataclasses.replace(policy.proxy, query_timeout_s=limit)
+            moved.append(
+                dataclasses.replace(
+                    policy, database=settings, duckdb_path=None, csv_tables=(), csv_types=(), proxy=proxy
+                )
+            )
+        yield dataclasses.replace(neighbours, d=moved[0], d_prime=moved[1])
+    finally:
+        server.stop()
 
 
 def _cell(seconds: float | None, limit: float) -> str:
@@ -107,24 +201,27 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--limit", type=float, default=10.0, help="seconds per core run")
     parser.add_argument("--only", help="only the queries containing this text")
+    parser.add_argument("--engine", choices=("duckdb", "postgres"), default="duckdb")
     args = parser.parse_args()
+    global _BeforeForms
+    _BeforeForms = _before_forms()
     n = 8192 if args.quick else 32768
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         db = generate(folder / "usage.duckdb", people=2000, prompts=100_000, seed=7)
-        _plant(db, n)
+        _plant(db, n, args.engine)
         policy = fz_demo_policy(folder, db)
         neighbours = build_neighbours(
             policy, folder / "nb", Removal.CHOSEN, person=PLANTED, timeout_s=args.limit
         )
         rows = []
-        with NeighbourPair(neighbours) as pair:
+        with _on_engine(neighbours, args.engine, args.limit) as moved, NeighbourPair(moved) as pair:
             for sql in QUERIES:
                 if args.only and args.only not in sql:
                     continue
                 rows.append((sql, _time(pair, sql, args.repeats, args.limit)))
-    print(f"{n:,} planted values, median of {args.repeats} runs, seconds")
+    print(f"{args.engine}: {n:,} planted values, median of {args.repeats} runs, seconds")
     print("| query | keyed: D | keyed: D′ | plain: D | plain: D′ |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for sql, (kd, kp, pd, pp) in rows:

@@ -93,22 +93,20 @@ def grouping(shape: Shape, dialect: str) -> Grouping | None:
     select.set(
         "where", exp.Where(this=exp.Not(this=exp.Is(this=shape.unit.copy(), expression=exp.Null())))
     )
-    keyed = None
-    if dialect == "duckdb":
-        typer = keyed_groups.typer(shape)
-        by_bytes = [keyed_groups.hashed_by_bytes(typer.kind(e.this)) for e in select.expressions]
-        grouped = select.copy()
-        if grouped.args.get("joins"):
-            grouped.set("joins", keyed_groups.keyed_joins(grouped.args["joins"], shape))
-        grouped.set(
-            "group",
-            exp.Group(
-                expressions=keyed_groups.keyed_first(
-                    [e.this.copy() for e in select.expressions], by_bytes
-                )
-            ),
-        )
-        keyed = grouped.sql(dialect="duckdb")
+    # the same pairs grouped keyed first (every engine: proxy/engines/render.py keys it
+    # the engine's way)
+    typer = keyed_groups.typer(shape)
+    by_bytes = [keyed_groups.hashed_by_bytes(typer.kind(e.this)) for e in select.expressions]
+    grouped = select.copy()
+    if grouped.args.get("joins"):
+        grouped.set("joins", keyed_groups.keyed_joins(grouped.args["joins"], shape))
+    grouped.set(
+        "group",
+        exp.Group(
+            expressions=keyed_groups.keyed_first([e.this.copy() for e in select.expressions], by_bytes)
+        ),
+    )
+    keyed = grouped.sql(dialect="duckdb")
     select.set("distinct", exp.Distinct())
     return Grouping(
         population=shape.population,

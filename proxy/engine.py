@@ -786,9 +786,9 @@ class Engine:
             bounding=self._bounding,
             # Per-person values are clamped, not cut by row caps: no clipping estimate.
             clipping=settings.clipping_share > 0 and per_person is None,
-            # DuckDB's hash tables are unkeyed: group first by a keyed hash there
-            # (rewrite/keyed_groups.py); the other engines render the plain core.
-            keyed_grouping=self.executor.dialect == "duckdb",
+            # Every engine's hash tables are unkeyed: group first by a keyed hash
+            # (rewrite/keyed_groups.py; the renderers key it the engine's way).
+            keyed_grouping=True,
         )
         # Bind the core first: refuses what the engine cannot run (or cannot run with
         # the reference semantics), and gives the key types — unless the catalog types

@@ -385,20 +385,19 @@ def _build(
         if join.args.get("on") is not None:
             join.set("on", total_predicate(join.args["on"], tables))
     if joins:
-        # (on DuckDB each column equality also on its keyed hash: keyed_groups.keyed_joins)
-        a.set("joins", keyed_groups.keyed_joins(joins, shape) if executor.dialect == "duckdb" else joins)
+        # (each column equality also on its keyed hash: keyed_groups.keyed_joins)
+        a.set("joins", keyed_groups.keyed_joins(joins, shape))
     not_null = exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null()))
     where = bound.args.get("where")
     total = None if where is None else total_predicate(where.this, tables)
-    if total is not None and executor.dialect == "duckdb" and len(tables) > 1:
+    if total is not None and len(tables) > 1:
         total = keyed_groups.keyed_where(total, shape)
     condition: exp.Expr = (
         not_null if total is None else exp.and_(exp.Paren(this=total), not_null, copy=False)
     )
     a.set("where", exp.Where(this=condition))
     a.set("group", exp.Group(expressions=[unit.copy()]))
-    if executor.dialect == "duckdb":
-        a = _distinct_layers(a, shape)
+    a = _distinct_layers(a, shape)
 
     def substitute(node: exp.Expr) -> exp.Expr:
         text = node.sql(dialect="duckdb")

@@ -2,7 +2,8 @@
 keyed-grouping tests (tests/proxy/test_keyed_groups.py) and the hash-flooding benchmark
 (bench/hash_flooding.py). DuckDB 2.0's hash of a 64-bit integer is an invertible
 multiply-xorshift mix; a text is hashed 8 bytes at a time (xor, multiply) from a seed
-that depends on its length, then mixed the same way."""
+that depends on its length, then mixed the same way. PostgreSQL's hash of a BIGINT
+folds it to 32 bits first (:func:`pg_folded_integers`)."""
 
 from __future__ import annotations
 
@@ -57,3 +58,10 @@ def colliding_texts(n: int) -> list[str]:
             for a, b in zip(blocks[ok], second[ok], strict=True):
                 found.add(a.tobytes() + b.tobytes())
     return sorted(s.decode() for s in found)[:n]
+
+
+def pg_folded_integers(n: int) -> list[int]:
+    """``n`` distinct BIGINTs that PostgreSQL's ``hashint8`` (and ``hashint8extended``
+    under every seed, and so ``hash_record_extended``) hashes alike: it hashes the low
+    half XOR the high half, so high half h and low half 12345 XOR h fold to 12345."""
+    return [(h << 32) | (12345 ^ h) for h in range(1, n + 1)]

@@ -14,11 +14,16 @@ own, and each gets an equivalent here:
 * exact sums: DuckDB sums BIGINT in 128 bits; Spark's SUM(BIGINT) would wrap, so it sums
   in DECIMAL(38, 0) there (:meth:`Forms.exact_sum`); the rewrite's own ``HUGEINT``
   casts become the engine's exact wide integer (:meth:`Forms.wide_integer`);
+* the keyed first grouping columns and join equalities (``HASH(HASH(values..., $1),
+  $1)``, proxy/rewrite/keyed_groups.py) become the engine's keyed hash of the same values
+  (:meth:`Forms.keyed_hash`, :func:`_keyed`): the engines' own hash tables are as
+  unkeyed as DuckDB's;
 * the distinct-values rule's unseeded ``HASH(person, value)`` (which C values a person
   with more keeps, proxy/rewrite/distinct_values.py) becomes the engine's keyed hash
   with a public seed 0 (:func:`_value_hash`): the rule needs a hash that differs from
   person to person, not a secret one;
-* the secret seed stays a bound parameter (``$1`` on PostgreSQL, ``:p0`` on Spark).
+* the secret seed stays a bound parameter (``$1`` on PostgreSQL, ``:p0`` on Spark); a
+  keyed core reads it as ``$1`` everywhere, so every use is the engine's first one.
 
 Schema and table names are mapped per engine (:meth:`Forms.table`).
 """
@@ -78,7 +83,9 @@ class Forms(Protocol):
 
     def parameter(self, index: int) -> str: ...
     def table(self, db: str, name: str) -> exp.Table: ...
-    def keyed_hash(self, values: list[exp.Expr], seed: exp.Expr) -> exp.Expr: ...
+    def keyed_hash(
+        self, values: list[exp.Expr], kinds: list[Kind], seed: exp.Expr
+    ) -> exp.Expr: ...
     def total(self, node: exp.Expr, typer: Typer) -> exp.Expr: ...
     def exact_sum(self, node: exp.Sum, argument: Kind) -> exp.Expr: ...
     def wide_integer(self) -> exp.DataType: ...
@@ -154,7 +161,7 @@ def _ctes(tree: exp.Expr) -> dict[str, exp.CTE]:
     return {cte.alias: cte for cte in with_.expressions}
 
 
-def _window_cut(tree: exp.Expr, forms: Forms) -> None:
+def _window_cut(tree: exp.Expr, forms: Forms, kinds: Typer) -> None:
     """The L0 cut without DuckDB's list heap: a person keeps a group iff at most K of
     their groups hash at or below it. That is the rule of proxy/rewrite/l0.py exactly:
     with t_1 <= t_2 <= ... the person's sorted hashes, a group with hash h is kept iff
@@ -182,10 +189,12 @@ def _window_cut(tree: exp.Expr, forms: Forms) -> None:
     if placeholder is None:
         raise refuse(forms.engine, "an L0 cut without its seed")
     if forms.cut is CutForm.GROUPED:
-        _grouped_hash(pp, len(keys), forms)
+        _grouped_hash(pp, len(keys), forms, kinds, placeholder)
         pph = exp.Select(expressions=[exp.Star()])
     else:
-        hashed = forms.keyed_hash([exp.column("__u", table="pp"), *keys], exp.Placeholder())
+        values: list[exp.Expr] = [exp.column("__u", table="pp"), *keys]
+        typed = [kinds.kind(v) for v in values]
+        hashed = forms.keyed_hash(values, typed, placeholder.copy())
         pph = exp.Select(expressions=[exp.Star(), exp.alias_(hashed, "__h", copy=False)])
     pph.set("from_", exp.From(this=exp.Table(this=exp.to_identifier("pp"))))
     ctes["pph"].set("this", pph)
@@ -226,30 +235,60 @@ def _window_cut(tree: exp.Expr, forms: Forms) -> None:
     ctes["heavy"].pop()
 
 
-def _grouped_hash(pp: exp.Expr, n_keys: int, forms: Forms) -> None:
+def _grouped_hash(
+    pp: exp.Expr, n_keys: int, forms: Forms, kinds: Typer, seed: exp.Placeholder
+) -> None:
     """:attr:`CutForm.GROUPED`: the per-person aggregation ``pp`` (``GROUP BY __u,
     __k0, ...`` over r) also outputs the keyed hash of its group as ``__h`` and groups
     by ``__u, __h, __k0, ...``: the same groups, since the hash is a function of the
-    person and the keys, in an order whose prefix is the window's."""
+    person and the keys, in an order whose prefix is the window's. A keyed grouping's
+    first column (already the engine's keyed hash of the person and the keys, see
+    :func:`_keyed`) becomes that ``__h``: one hash per row keys both the grouping and
+    the cut."""
     group = pp.args.get("group")
     expected = ["__u", *(f"__k{i}" for i in range(n_keys))]
-    if not isinstance(group, exp.Group) or [g.sql() for g in group.expressions] != expected:
+    columns = list(group.expressions) if isinstance(group, exp.Group) else []
+    keyed = columns[0] if columns and not isinstance(columns[0], exp.Column) else None
+    if keyed is not None:
+        columns = columns[1:]
+    if [g.sql() for g in columns] != expected:
         raise refuse(forms.engine, "this L0 cut")
     values: list[exp.Expr] = [exp.column(name) for name in expected]
-    hashed = forms.keyed_hash(values, exp.Placeholder())
+    hashed = (
+        keyed.copy()
+        if keyed is not None
+        else forms.keyed_hash(values, [kinds.kind(v) for v in values], seed.copy())
+    )
     pp.set("expressions", [*pp.expressions, exp.alias_(hashed, "__h", copy=False)])
     # by the output name: the hash (and its one seed parameter) is written once
+    assert isinstance(group, exp.Group)
     group.set("expressions", [exp.column("__u"), exp.column("__h"), *values[1:]])
 
 
-def _value_hash(tree: exp.Expr, forms: Forms) -> None:
+def _keyed(tree: exp.Expr, forms: Forms, kinds: Typer) -> None:
+    """Each keyed first grouping column and keyed join equality side (DuckDB's
+    ``HASH(HASH(values..., $1), $1)``, proxy/rewrite/keyed_groups.py) as the engine's
+    keyed hash of the same values under the same secret seed. It is a function of the
+    values as the engine groups them (:meth:`Forms.keyed_hash`), so the groups and the
+    join's matches do not change; the engine hashes it with the other grouping
+    columns, so its hash table's buckets cannot be chosen without the seed."""
+    for call in list(tree.find_all(exp.Anonymous)):
+        if keyed_groups.is_companion(call):
+            values = keyed_groups.values_of(call)
+            typed = [kinds.kind(v) for v in values]
+            call.replace(forms.keyed_hash(values, typed, keyed_groups.seed()))
+
+
+def _value_hash(tree: exp.Expr, forms: Forms, kinds: Typer) -> None:
     """DuckDB's unseeded ``HASH(a, b)`` (only the distinct-values rule writes one) as the
     engine's hash of the same record. Which values a person over the cap keeps then
     differs from DuckDB's choice, as the L0 cut's kept groups do: the bound (at most C
     values per person and group) is the same on every engine."""
     for call in list(tree.find_all(exp.Anonymous)):
         if str(call.this).upper() == "HASH":
-            call.replace(forms.keyed_hash(list(call.expressions), exp.Literal.number(0)))
+            values = list(call.expressions)
+            typed = [kinds.kind(v) for v in values]
+            call.replace(forms.keyed_hash(values, typed, exp.Literal.number(0)))
 
 
 def _wide_integers(tree: exp.Expr, forms: Forms) -> None:
@@ -275,6 +314,30 @@ def _cte_columns(tree: exp.Expr, typer: Typer) -> dict[str, str]:
     return out
 
 
+class _ColumnKinds(Typer):
+    """Kinds of the values the keyed hashes read: table columns, and every CTE's
+    columns, typed in the order the CTEs are written (each from those before it). A
+    column of a CTE is typed by its name alone, whichever CTE it is read from: the
+    rewrite names a value once (``__u``, ``__k0``, ``__v``, ...)."""
+
+    def __init__(self, tree: exp.Expr, aliases: Mapping[str, Mapping[str, str]]):
+        self._ctes = {name.lower() for name in _ctes(tree)}
+        known: dict[str, str] = {}
+        super().__init__({**aliases, "": known})
+        for cte in _ctes(tree).values():
+            body = cte.this
+            if not isinstance(body, exp.Select):
+                continue
+            for item in body.expressions:
+                if isinstance(item, exp.Alias) and item.alias not in known:
+                    known[item.alias] = _type_name(self.kind(item.this))
+
+    def kind(self, node: exp.Expr) -> Kind:
+        if isinstance(node, exp.Column) and node.table.lower() in self._ctes:
+            node = exp.column(node.name)
+        return super().kind(node)
+
+
 def _type_name(kind: Kind) -> str:
     if kind.family is Family.INT:
         return {8: "TINYINT", 16: "SMALLINT", 32: "INTEGER", 64: "BIGINT"}.get(kind.bits, "HUGEINT")
@@ -295,14 +358,13 @@ def render(sql: str, forms: Forms, types: Mapping[tuple[str, str], Mapping[str, 
         tree = sqlglot.parse_one(sql, read="duckdb")
     except SqlglotError:
         raise refuse(forms.engine, "this SQL text") from None
-    # DuckDB's keyed groupings (proxy/rewrite/keyed_groups.py) as the plain rules write
-    # them: this engine's own hash tables are the subject of RELIABILITY.md ("Hash
-    # flooding"), and a core prepared for DuckDB renders like one prepared here.
-    keyed_groups.plain(tree)
     aliases = table_aliases(tree, types)
     typer = Typer(aliases)
-    _window_cut(tree, forms)
-    _value_hash(tree, forms)
+    # (the keyed hashes read CTE columns too: r's keys, pp's person and keys)
+    columns = _ColumnKinds(tree, aliases)
+    _keyed(tree, forms, columns)
+    _window_cut(tree, forms, columns)
+    _value_hash(tree, forms, columns)
     # Sums see the CTE columns' types (r's arguments, pp's per-person statistics).
     sums = Typer({**aliases, "": _cte_columns(tree, typer)})
     # the engine's own form of the per-person aggregation, typed as the rewrite wrote it
@@ -352,6 +414,11 @@ def render(sql: str, forms: Forms, types: Mapping[tuple[str, str], Mapping[str, 
             sub.set("alias", exp.TableAlias(this=exp.to_identifier(f"__q{i}")))
     count = 0
     for placeholder in list(tree.find_all(exp.Placeholder)):
+        if placeholder.this == keyed_groups.SEED:
+            # a keyed core's one seed, however often it is read
+            placeholder.replace(exp.Var(this=forms.parameter(0)))
+            count = max(count, 1)
+            continue
         placeholder.replace(exp.Var(this=forms.parameter(count)))
         count += 1
     try:

@@ -15,8 +15,9 @@ DECIMAL(38, 0), where DuckDB takes it in 128 bits (Spark's SUM(BIGINT) wraps).
 Spark's LEAST and GREATEST skip NULLs, as DuckDB's do (and PostgreSQL's), so the
 rewrite's clamps need no change. Refused: DOUBLE-to-text casts (Spark writes 1.0E10),
 regular expressions (Java's syntax is not RE2's), LIKE patterns with a backslash,
-EXTRACT of fractional parts, and any function outside the list below. The L0 hash is
-``xxhash64`` seeded by the secret per-query seed as its first input.
+EXTRACT of fractional parts, and any function outside the list below. The L0 hash and
+the keyed groupings are ``xxhash64`` seeded by the secret per-query seed as its first
+input (see :meth:`SparkForms.keyed_hash`).
 """
 
 from __future__ import annotations
@@ -128,10 +129,53 @@ class SparkForms:
             db=exp.to_identifier("default" if db == "main" else db, quoted=True),
         )
 
-    def keyed_hash(self, values: list[exp.Expr], seed: exp.Expr) -> exp.Expr:
-        """Spark's xxhash64 chains its inputs (each seeds the next): the secret seed
-        first keys the whole chain."""
-        return exp.Anonymous(this="xxhash64", expressions=[seed, *values])
+    def keyed_hash(self, values: list[exp.Expr], kinds: list[Kind], seed: exp.Expr) -> exp.Expr:
+        """A 64-bit hash of ``values`` (of DuckDB kinds ``kinds``) under the secret
+        per-query ``seed``: the L0 cut's order of a person's groups, and the keyed first
+        column of a grouping or join (proxy/rewrite/keyed_groups.py).
+
+        Spark's xxhash64 chains its inputs (each seeds the next), so the secret seed
+        first keys the whole chain. Integers, dates and timestamps are hashed as their
+        4 or 8 bytes, one-to-one under a given seed. Texts and DECIMALs are hashed as
+        their text behind a secret prefix, as on DuckDB. A float's -0.0 is hashed as
+        0.0, as Spark groups them. Values the typer cannot type are left out: their
+        text need not be one per group. Like DuckDB's HASH it is not a cryptographic
+        PRF: the L0 bound holds for every seed, and the seed makes the choice of kept
+        groups and the buckets unpredictable."""
+        parts: list[exp.Expr] = [seed]
+        for value, kind in zip(values, kinds, strict=True):
+            if kind.family in (Family.TEXT, Family.DECIMAL) or (
+                kind.family is Family.INT and not 0 < kind.bits <= 64
+            ):
+                text = exp.Cast(this=value.copy(), to=exp.DataType.build("STRING"))
+                parts.append(exp.DPipe(this=self._prefix(seed), expression=text, safe=True))
+            elif kind.family is Family.FLOAT:
+                zero = exp.EQ(this=value.copy(), expression=exp.Literal.number(0))
+                parts.append(
+                    exp.Case(
+                        ifs=[exp.If(this=zero, true=exp.Cast(this=exp.Literal.number(0), to=exp.DataType.build("DOUBLE")))],
+                        default=value.copy(),
+                    )
+                )
+            elif kind.family in (Family.INT, Family.BOOL, Family.DATE, Family.TIMESTAMP):
+                parts.append(value.copy())
+        return exp.Anonymous(this="xxhash64", expressions=parts)
+
+    @staticmethod
+    def _prefix(seed: exp.Expr) -> exp.Expr:
+        """Secret text 8 to 15 characters long from the seed (keyed_groups._prefix's)."""
+        digits = exp.Cast(
+            this=exp.Anonymous(this="xxhash64", expressions=[seed.copy(), exp.Literal.number(1)]),
+            to=exp.DataType.build("STRING"),
+        )
+        length = exp.Add(
+            this=exp.Literal.number(8),
+            expression=exp.Cast(
+                this=exp.Anonymous(this="pmod", expressions=[seed.copy(), exp.Literal.number(8)]),
+                to=exp.DataType.build("INT"),
+            ),
+        )
+        return exp.Substring(this=digits, start=exp.Literal.number(1), length=length)
 
     def rows_by_person(self, rows: exp.Select) -> None:
         """Spark's REPARTITION hint on the per-person rows: hashed by person before the

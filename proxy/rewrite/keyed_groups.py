@@ -32,9 +32,11 @@ characters: the prefix hides the hash's starting state and where its 8-byte bloc
 begin, which the known collisions need. With the prefix the 32,768 crafted texts
 grouped in 0.006 s; without it, in 2.4 s.
 
-Only the DuckDB executor runs keyed cores (``Core.keyed_grouping``); the renderers for
-PostgreSQL and Spark see the rule's plain groupings (their hash tables are the subject
-of RELIABILITY.md, "Hash flooding").
+Every engine runs keyed cores. The renderers for PostgreSQL and Spark
+(proxy/engines/render.py) rewrite each keyed column as that engine's own keyed hash of
+the same values (:func:`values_of`): their hash tables are unkeyed too, and
+PostgreSQL's folds a BIGINT to 32 bits before hashing, so 2^32 BIGINTs share each hash
+(RELIABILITY.md, "Hash flooding").
 """
 
 from __future__ import annotations
@@ -192,6 +194,22 @@ def is_companion(node: exp.Expr) -> bool:
         and isinstance(args[0], exp.Anonymous)
         and str(args[0].this).upper() == "HASH"
     )
+
+
+def values_of(node: exp.Expr) -> list[exp.Expr]:
+    """The grouped values a keyed first column (:func:`is_companion`, not ``__gh``)
+    hashes, without their secret prefix: what another engine's keyed hash of the same
+    values reads (proxy/engines/render.py)."""
+    out: list[exp.Expr] = []
+    for arg in node.expressions[0].expressions[:-1]:
+        if (
+            isinstance(arg, exp.DPipe)
+            and isinstance(arg.this, exp.Substring)
+            and isinstance(arg.expression, exp.Cast)
+        ):
+            arg = arg.expression.this  # part(value, by_bytes=True)
+        out.append(arg)
+    return out
 
 
 def plain(tree: exp.Expr) -> exp.Expr:

@@ -181,13 +181,14 @@ def _ctes(core: C.Core, grids: dict[str, Grid]) -> list[tuple[str, exp.Expr]]:
     on = "".join(f" AND qd.{k} IS NOT DISTINCT FROM qp.{k}" for k in keys)
     # Every (person, group) of a person's rows meets here: grouped and joined first by
     # their keyed hash (rewrite/keyed_groups.py), in a keyed core.
-    first, hashed, joined, excluded = "", "", "", ""
+    first, hashed, joined = "", "", ""
     if core.keyed_grouping:
         columns = [*keyed_groups.person_key_columns(core, keys), ("__a", False)]
         first = "__gh, "
         hashed = f"{keyed_groups.keyed_sql(core, columns)} AS __gh, "
         joined = "qd.__gh = qp.__gh AND "
-        excluded = " EXCLUDE (__gh)"
+    # (qd's columns named, not qd.*: __gh stays behind without DuckDB's EXCLUDE)
+    picked_qd = ", ".join(f"qd.{c}" for c in ("__u", *keys, "__a", "__b", "__c"))
     ctes = {
         "qv": " UNION ALL ".join(arms),
         # Per person, group and argument: the values there (t); per bin: c.
@@ -197,7 +198,7 @@ def _ctes(core: C.Core, grids: dict[str, Grid]) -> list[tuple[str, exp.Expr]]:
             f"GROUP BY {first}__u{g}, __a, __b"
         ),
         "qc": (
-            f"SELECT qd.*{excluded}, qp.__t FROM qd JOIN qp ON {joined}qd.__u = qp.__u "
+            f"SELECT {picked_qd}, qp.__t FROM qd JOIN qp ON {joined}qd.__u = qp.__u "
             f"AND qd.__a = qp.__a{on}"
         ),
     }

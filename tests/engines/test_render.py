@@ -63,7 +63,7 @@ class _DuckDBWindow:
     def table(self, db: str, name: str) -> exp.Table:
         return exp.Table(this=exp.to_identifier(name), db=exp.to_identifier(db))
 
-    def keyed_hash(self, values: list[exp.Expr], seed: exp.Expr) -> exp.Expr:
+    def keyed_hash(self, values: list[exp.Expr], kinds: object, seed: exp.Expr) -> exp.Expr:
         from proxy.engines.render import template
 
         # unqualified: the GROUPED form hashes inside pp, the others in pph over pp
@@ -130,7 +130,7 @@ def test_the_window_cut_keeps_the_heaps_groups(
         (
             PostgresForms(),
             "$1",
-            "HASH_RECORD_EXTENDED",
+            "HASHINT8EXTENDED",
             "ROW_NUMBER() OVER (PARTITION BY pph.__u ORDER BY pph.__h",
         ),
         (
@@ -205,7 +205,7 @@ QUANTILE_AND_DISTINCT = (
 @pytest.mark.parametrize(
     ("forms", "hashed", "wide", "semi"),
     [
-        (PostgresForms(), "HASH_RECORD_EXTENDED(ROW(__u, __v), 0)", "AS DECIMAL)", "EXISTS("),
+        (PostgresForms(), "ORDER BY HASHINT8EXTENDED(COALESCE(CAST(__v AS BIGINT), 0)", "AS DECIMAL)", "EXISTS("),
         (SparkForms(views=True), "XXHASH64(0, __u, __v)", "AS DECIMAL(38, 0))", "SEMI JOIN"),
     ],
 )
@@ -293,3 +293,57 @@ def test_sparks_per_person_forms_only_where_they_are_exact(
     tree = sqlglot.parse_one(sql, read="duckdb")
     spark_per_person.per_person(tree, Typer({}))
     assert kept in tree.sql(dialect="duckdb")
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT COUNT(DISTINCT prompt_id) AS n FROM prompts",
+        "SELECT prompt_id, COUNT(*) AS n FROM prompts GROUP BY prompt_id",
+        "SELECT model, MEDIAN(tokens_in) AS m FROM prompts GROUP BY model",
+        "SELECT AVG(n) AS a FROM (SELECT user_id, COUNT(DISTINCT prompt_id) AS n FROM prompts "
+        "GROUP BY user_id) t",
+        "SELECT r.name, COUNT(*) AS n FROM users u JOIN regions r ON u.region = r.region "
+        "GROUP BY r.name",
+    ],
+)
+@pytest.mark.parametrize(
+    ("forms", "hashes"),
+    [
+        (PostgresForms(), {"hashint8extended", "hashtextextended"}),
+        (SparkForms(views=True), {"xxhash64"}),
+    ],
+    ids=["postgres", "spark"],
+)
+def test_groupings_and_joins_of_a_persons_values_are_keyed_on_every_engine(
+    sql: str, forms: object, hashes: set[str], engine: Engine
+) -> None:
+    """Every grouping of the rendered core by the person and more (the per-person
+    aggregation, the distinct values, the quantile histograms' counts, per-person
+    DISTINCT layers) groups by the engine's keyed hash too (or by ``__h``/``__gh``, a
+    keyed hash selected under that name), and every join on two tables' values also
+    equates their keyed hashes: those engines' hash tables are unkeyed too."""
+    dialect = "postgres" if isinstance(forms, PostgresForms) else "spark"
+    text = render(_core(engine, sql), forms, engine.executor.column_types()).sql  # type: ignore[arg-type]
+    tree = sqlglot.parse_one(text, read=dialect)
+    seen = 0
+    for group in tree.find_all(exp.Group):
+        names = {c.name for e in group.expressions for c in e.find_all(exp.Column)}
+        person = names & {"__u", "user_id"}
+        if not person or names <= person or group.parent_select is tree:
+            continue
+        seen += 1
+        called = {a.name.lower() for e in group.expressions for a in e.find_all(exp.Anonymous)}
+        assert called & hashes or names & {"__h", "__gh"}, group.sql(dialect=dialect)
+    assert seen
+    for join in tree.find_all(exp.Join):
+        on = join.args.get("on")
+        values = [
+            eq
+            for eq in (on.find_all(exp.EQ) if on is not None else [])
+            if all(isinstance(side, exp.Column) for side in (eq.this, eq.expression))
+            and eq.this.name == "region"
+        ]
+        if values:
+            called = {a.name.lower() for a in on.find_all(exp.Anonymous)}
+            assert called & hashes, join.sql(dialect=dialect)

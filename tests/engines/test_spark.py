@@ -13,6 +13,7 @@ import pytest
 from sqlglot import exp
 
 from proxy.engine import Engine
+from proxy.engines.kinds import Kind
 from proxy.engines.render import CutForm, render
 from proxy.engines.spark_forms import SparkForms
 from proxy.errors import DPSQLError
@@ -212,8 +213,8 @@ class _TieProne(SparkForms):
         super().__init__(views=True)
         self.cut = cut
 
-    def keyed_hash(self, values: list[exp.Expr], seed: exp.Expr) -> exp.Expr:
-        hashed = exp.Paren(this=super().keyed_hash(values, seed))
+    def keyed_hash(self, values: list[exp.Expr], kinds: list[Kind], seed: exp.Expr) -> exp.Expr:
+        hashed = exp.Paren(this=super().keyed_hash(values, kinds, seed))
         return exp.Mod(this=hashed, expression=exp.Literal.number(3))
 
 
