@@ -239,16 +239,21 @@ def plain(tree: exp.Expr) -> exp.Expr:
     return tree
 
 
-# Kinds whose equal values DuckDB always hashes alike (a DOUBLE's -0.0 and 0.0, or an
-# INTEGER and a BIGINT of one value, might not): a keyed equality is added only between
-# two columns of one of these, of the same kind.
+# Kinds whose equal values DuckDB always hashes alike (a DOUBLE's -0.0 and 0.0 might
+# not): a keyed equality is added only between two columns of one of these, of the same
+# kind, or two integers of two widths (cast to the wider one first).
 _JOINABLE = (Family.INT, Family.TEXT, Family.DATE, Family.TIMESTAMP, Family.DECIMAL)
+
+
+def _widths(a: Kind, b: Kind) -> bool:
+    """Whether ``a`` and ``b`` are integers of two known widths."""
+    return a.family is b.family is Family.INT and a.bits > 0 and b.bits > 0
 
 
 def _equalities(condition: exp.Expr, shape: Shape, kinds: Typer) -> list[exp.Expr]:
     """``keyed(a) = keyed(b)`` for each conjunct of ``condition`` that equates two columns
     of two tables (``=``, ``IS NOT DISTINCT FROM`` or ``NOT ... IS DISTINCT FROM``), of
-    the same kind, not both person ids."""
+    the same kind or two integer widths, not both person ids."""
     units = {
         alias: str(info.policy.unit).lower()
         for alias, info in shape.tables.items()
@@ -258,6 +263,12 @@ def _equalities(condition: exp.Expr, shape: Shape, kinds: Typer) -> list[exp.Exp
     out: list[exp.Expr] = []
     for c in conjuncts:
         c = c.unnest()
+        while isinstance(c, exp.Try) or (
+            isinstance(c, exp.Cast) and c.to.this is exp.DataType.Type.BOOLEAN
+        ):
+            # the total form of a comparison that might raise (TRY(CAST(a = b AS
+            # BOOLEAN))): true only where a = b is, so keyed(a) = keyed(b) may join it
+            c = c.this.unnest()
         negated = isinstance(c, exp.Not) and isinstance(c.this.unnest(), exp.NullSafeNEQ)
         if negated:
             c = c.this.unnest()
@@ -271,6 +282,15 @@ def _equalities(condition: exp.Expr, shape: Shape, kinds: Typer) -> list[exp.Exp
         if all(units.get(x.table.lower()) == x.name.lower() for x in (a, b)):
             continue  # a person-id join: one row per person on the build side
         ka, kb = kinds.kind(a), kinds.kind(b)
+        left: exp.Expr = a.copy()
+        right: exp.Expr = b.copy()
+        if ka != kb and _widths(ka, kb):
+            # integers of two widths (INTEGER = BIGINT): both sides in the wider one, so
+            # that equal values hash alike
+            wide = ka if ka.bits > kb.bits else kb
+            to = exp.DataType.build("HUGEINT" if wide.bits > 64 else "BIGINT")
+            left, right = exp.Cast(this=left, to=to), exp.Cast(this=right, to=to.copy())
+            ka = kb = wide
         if ka != kb or ka.family not in _JOINABLE or (
             ka.family is Family.DECIMAL and not ka.precision
         ):
@@ -278,8 +298,8 @@ def _equalities(condition: exp.Expr, shape: Shape, kinds: Typer) -> list[exp.Exp
         by_bytes = hashed_by_bytes(ka)
         out.append(
             exp.EQ(
-                this=companion([part(a.copy(), by_bytes)]),
-                expression=companion([part(b.copy(), by_bytes)]),
+                this=companion([part(left, by_bytes)]),
+                expression=companion([part(right, by_bytes)]),
             )
         )
     return out

@@ -64,6 +64,11 @@ DEMO_SUBSET = (
     "adv_far_date_extract",
     "adv_far_date_trunc_key",
     "adv_far_date_vs_timestamp",
+    # keyed groupings and joins (proxy/engines/render.py's _keyed)
+    "adv_keyed_where_join",
+    "adv_join_two_widths",
+    "adv_per_person_distinct_layer",
+    "adv_negative_zero_key",
 )
 # The quantile histograms on the engines (tests/reliability/test_quantile_neighbours.py
 # runs these and more on DuckDB): check (d) of the harness, each argument's histogram

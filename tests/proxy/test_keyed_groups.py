@@ -323,3 +323,31 @@ def test_groupings_by_the_person_alone_stay_plain(demo_engine: Engine, name: str
     _, plan = demo_engine.prepare(QueryRequest(QUERIES[name], epsilon=1.0))
     for cte, group in _groups(plan.core_sql):
         assert not _is_keyed(group.expressions[0]), (cte, group.sql(dialect="duckdb"))
+
+
+WIDTHS = (
+    "SELECT COUNT(*) FROM users u JOIN prompts p ON p.user_id = u.user_id "
+    "AND p.prompt_id = u.age"
+)
+
+
+def test_a_join_of_two_integer_widths_is_keyed_in_the_wider(demo_engine: Engine) -> None:
+    """INTEGER = BIGINT: both sides are cast to BIGINT before their keyed hashes, so equal
+    values still match, and the keyed core gives the plain core's rows."""
+    from proxy.rewrite.l0 import takes_seed
+
+    _, plan = demo_engine.prepare(QueryRequest(WIDTHS, epsilon=1.0))
+    tree = sqlglot.parse_one(plan.core_sql, read="duckdb")
+    keyed = [
+        eq
+        for eq in tree.find_all(exp.EQ)
+        if keyed_groups.is_companion(eq.this) and keyed_groups.is_companion(eq.expression)
+    ]
+    assert len(keyed) == 1
+    casts = [c.to.sql(dialect="duckdb") for c in keyed[0].find_all(exp.Cast)]
+    assert casts.count("BIGINT") == 2, keyed[0].sql(dialect="duckdb")
+    run = demo_engine.executor.run
+    plain = _plain(plan.core_sql)
+    assert _rows(run(plan.core_sql, [3] if takes_seed(plan.core_sql) else [])) == _rows(
+        run(plain, [3] if takes_seed(plain) else [])
+    )

@@ -762,6 +762,12 @@ DEMO: tuple[Entry, ...] = (
         "a join written as WHERE equalities, keyed (keyed_groups.keyed_where)",
     ),
     Entry(
+        "adv_join_two_widths",
+        "SELECT u.plan, COUNT(*) AS n FROM users u JOIN prompts p ON p.user_id = u.user_id "
+        "AND p.tokens_in > u.age AND CAST(p.tokens_out AS BIGINT) = u.age GROUP BY u.plan",
+        "an INTEGER = BIGINT join, keyed in the wider type",
+    ),
+    Entry(
         "adv_per_person_distinct_layer",
         "SELECT AVG(n) AS a, COUNT(*) AS c FROM (SELECT user_id, COUNT(DISTINCT model) AS n, "
         "SUM(DISTINCT tokens_in) AS s FROM prompts GROUP BY user_id HAVING "
