@@ -286,7 +286,20 @@ _BIGINT_CALLS = (
     exp.StrPosition,
     exp.DateDiff,
 )
-_TEXTS = (exp.Lower, exp.Upper, exp.Trim, exp.Substring, exp.Concat, exp.DPipe, exp.Left, exp.Right)
+_TEXTS = (
+    exp.Lower,
+    exp.Upper,
+    exp.Trim,
+    exp.Substring,
+    exp.Concat,
+    exp.DPipe,
+    exp.Left,
+    exp.Right,
+    # (typed, so that the keyed hashes of PostgreSQL and Spark read them: they leave
+    # out what is untyped)
+    exp.Replace,
+    exp.TimeToStr,
+)
 
 
 class Typer:
