@@ -94,6 +94,8 @@ class Forms(Protocol):
     def rows_by_person(self, rows: exp.Select) -> None: ...
     def per_person(self, tree: exp.Expr, typer: Typer) -> None: ...
     def dates(self, tree: exp.Expr, typer: Typer) -> None: ...
+    def decimal_texts(self, tree: exp.Expr, typer: Typer) -> None: ...
+    def in_lists(self, tree: exp.Expr, typer: Typer) -> None: ...
     def source_values(self, tree: exp.Expr, ctes: set[str]) -> None: ...
 
 
@@ -369,6 +371,8 @@ def render(sql: str, forms: Forms, types: Mapping[tuple[str, str], Mapping[str, 
     sums = Typer({**aliases, "": _cte_columns(tree, typer)})
     # the engine's own form of the per-person aggregation, typed as the rewrite wrote it
     forms.per_person(tree, sums)
+    # DECIMALs cast to text as DuckDB writes them (DECIMAL keys are grouped as their text)
+    forms.decimal_texts(tree, sums)
     # The rewrite's own DOUBLE products and quotients outside any TRY (a person's
     # scaled sum, centred squares): an engine that raises on float underflow guards
     # them. Innermost first, so that a guarded operand is never guarded twice.
@@ -388,6 +392,10 @@ def render(sql: str, forms: Forms, types: Mapping[tuple[str, str], Mapping[str, 
     _wide_integers(tree, forms)
     # Dates and timestamps the engine cannot convert to its own ranges (Spark).
     forms.dates(tree, typer)
+    if any(p.this == keyed_groups.SEED for p in tree.find_all(exp.Placeholder)):
+        # long IN lists, which the engine may look up in an unkeyed hash table (a keyed
+        # core: the list's keyed hashes read its seed)
+        forms.in_lists(tree, sums)
     ctes = set(_ctes(tree))  # (after the forms, which may add one)
     # Table columns holding values their catalog type cannot (PostgreSQL's NUMERIC).
     forms.source_values(tree, ctes)

@@ -189,6 +189,13 @@ class SparkForms:
         if self.by_person:
             rows.set("hint", exp.Hint(expressions=[exp.func("REPARTITION", exp.column("__u"))]))
 
+    def in_lists(self, tree: exp.Expr, typer: Typer) -> None:
+        """Nothing: Spark looks a long IN list up in a Java HashSet, whose buckets of
+        colliding Longs and texts become sorted trees (no quadratic probe)."""
+
+    def decimal_texts(self, tree: exp.Expr, typer: Typer) -> None:
+        """Nothing: a Spark DECIMAL's scale is its type's, as DuckDB's is."""
+
     def dates(self, tree: exp.Expr, typer: Typer) -> None:
         """Every date and timestamp column read, and every cast to a date or timestamp
         (a literal ``DATE '1000000-01-01'`` too: a probe, 2026-12-02), within the years

@@ -90,6 +90,12 @@ class _DuckDBWindow:
     def dates(self, tree: exp.Expr, typer: Typer) -> None:
         pass  # DuckDB holds its own dates
 
+    def decimal_texts(self, tree: exp.Expr, typer: Typer) -> None:
+        pass
+
+    def in_lists(self, tree: exp.Expr, typer: Typer) -> None:
+        pass
+
     def per_person(self, tree: exp.Expr, typer: Typer) -> None:
         pass
 
