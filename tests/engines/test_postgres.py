@@ -527,7 +527,6 @@ def test_decimal_keys_of_mixed_scales_group_as_on_duckdb(
     sql: str, pair: dict[str, tuple[Engine, Engine]]
 ) -> None:
     duck, pg = pair["demo"]
-    compare.assert_same(duck, pg, sql)
     labels = []
     for engine in (duck, pg):
         plan, out = compare.exact(engine, sql)
