@@ -103,6 +103,9 @@ class Forms(Protocol):
 class Rendered:
     sql: str
     parameters: int  # how many positional parameters it takes, in order
+    # The text reads a secret seed its DuckDB form did not (a long IN list keyed in a
+    # core without one): the executor binds a fresh secret as its one parameter.
+    own_seed: bool = False
 
 
 def refuse(engine: str, what: str) -> DPSQLError:
@@ -392,10 +395,14 @@ def render(sql: str, forms: Forms, types: Mapping[tuple[str, str], Mapping[str, 
     _wide_integers(tree, forms)
     # Dates and timestamps the engine cannot convert to its own ranges (Spark).
     forms.dates(tree, typer)
-    if any(p.this == keyed_groups.SEED for p in tree.find_all(exp.Placeholder)):
-        # long IN lists, which the engine may look up in an unkeyed hash table (a keyed
-        # core: the list's keyed hashes read its seed)
+    placeholders = [p.this for p in tree.find_all(exp.Placeholder)]
+    own_seed = not placeholders
+    if own_seed or placeholders == [keyed_groups.SEED] * len(placeholders):
+        # Long IN lists, which the engine may look up in an unkeyed hash table: keyed
+        # under the core's seed, or under one of their own where the text reads no
+        # parameter (the executor binds it, Rendered.own_seed).
         forms.in_lists(tree, sums)
+    own_seed = own_seed and any(True for _ in tree.find_all(exp.Placeholder))
     ctes = set(_ctes(tree))  # (after the forms, which may add one)
     # Table columns holding values their catalog type cannot (PostgreSQL's NUMERIC).
     forms.source_values(tree, ctes)
@@ -436,4 +443,4 @@ def render(sql: str, forms: Forms, types: Mapping[tuple[str, str], Mapping[str, 
         raise refuse(forms.engine, f"this query ({first})") from None
     if len(text) > MAX_RENDERED:
         raise refuse(forms.engine, "an expression nested this deeply")
-    return Rendered(text, count)
+    return Rendered(text, count, own_seed)
