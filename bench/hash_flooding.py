@@ -18,6 +18,18 @@ rendered for PostgreSQL, against the plain core rendered as before this round (t
 hash ``hash_record_extended``, which folds a BIGINT to 32 bits). The planted
 ``prompt_id``s are then BIGINTs that PostgreSQL's fold maps to one value (2^32 of them
 share each hash); the planted texts are DuckDB's collisions, harmless there.
+
+`--engine spark` writes D and D′ as Parquet (sample_data/export.py) and reads each with
+its own dpsql Spark executor (`local[2]`); the keyed core and the plain core (no keyed
+columns: the grouping is by the values alone) are both rendered with Spark's forms.
+Spark's hash aggregation looks a grouping key up by its UnsafeRow's Murmur3 hash, so
+the planted ``prompt_id``s are built to give the rows (person, ``prompt_id``) one and
+the same hash (:func:`tests.hash_collisions.spark_colliding_integers`), and the planted
+person is :func:`~tests.hash_collisions.spark_aligned_user`, whose id leaves that hash's
+state as it found it, so that the rows (``prompt_id``) collide as well; their low 17
+bits are one value, so that the first-level "fast" map of Spark's generated code takes
+two of them and hands the rest to the flooded one. The planted texts are DuckDB's
+collisions again. (32,768 values with `--limit 60`: about six minutes on two cores.)
 """
 
 from __future__ import annotations
@@ -47,6 +59,8 @@ from tests.hash_collisions import (  # noqa: E402
     colliding_integers,
     colliding_texts,
     pg_folded_integers,
+    spark_aligned_user,
+    spark_colliding_integers,
 )
 from tests.reliability.conftest import fz_demo_policy  # noqa: E402
 from tests.reliability.neighbours import NeighbourPair, Removal, build_neighbours  # noqa: E402
@@ -54,7 +68,7 @@ from tests.reliability.neighbours import NeighbourPair, Removal, build_neighbour
 if TYPE_CHECKING:
     from proxy.policy import Policy
 
-PLANTED = 99_999_999  # the planted person's id
+PLANTED = 99_999_999  # the planted person's id (on Spark: spark_aligned_user())
 QUERIES = (
     "SELECT COUNT(DISTINCT prompt_id) FROM prompts",
     "SELECT COUNT(*) FROM prompts GROUP BY prompt_id",
@@ -69,17 +83,27 @@ QUERIES = (
 )
 
 
+def _person(engine: str) -> int:
+    return spark_aligned_user() if engine == "spark" else PLANTED
+
+
 def _plant(db: Path, n: int, engine: str) -> None:
-    ids = pg_folded_integers(n) if engine == "postgres" else colliding_integers(n)
+    if engine == "postgres":
+        ids = pg_folded_integers(n)
+    elif engine == "spark":
+        ids = spark_colliding_integers(n)
+    else:
+        ids = colliding_integers(n)
     texts = colliding_texts(n)
+    person = _person(engine)
     con = duckdb.connect(str(db))
     try:
         con.execute(
-            f"INSERT INTO users SELECT {PLANTED}, region, plan, age, signup_month "
+            f"INSERT INTO users SELECT {person}, region, plan, age, signup_month "
             "FROM users LIMIT 1"
         )
         con.execute(
-            f"INSERT INTO prompts SELECT unnest($1), {PLANTED}, TIMESTAMP '2024-06-01', "
+            f"INSERT INTO prompts SELECT unnest($1), {person}, TIMESTAMP '2024-06-01', "
             "unnest($2), 100, 100, 100, false",
             [ids, texts],
         )
@@ -90,11 +114,22 @@ def _plant(db: Path, n: int, engine: str) -> None:
 
 
 def _runner(engine: Any, plain: bool, limit: float) -> Any:
-    """How one side runs a DuckDB-dialect core: DuckDB's executor itself, or on
+    """How one side runs a DuckDB-dialect core: DuckDB's or Spark's executor itself (on
+    Spark the plain core is rendered with the same forms: it has no keyed columns), or on
     PostgreSQL the text its executor sends (``plain``: rendered with the forms before
     this round), run with the time limit."""
     if engine.executor.dialect == "duckdb":
         return engine.executor.run
+    if engine.executor.dialect == "spark":
+        spark = engine.executor
+
+        def run_spark(core: str, params: list[int]) -> None:
+            # A plain core reads its seed as a ``?``, and the forms copy it wherever they
+            # read it more than once (a text's secret prefix): each copy is a parameter.
+            count = spark._render(core).parameters
+            spark.run(core, params[:1] * count)
+
+        return run_spark
     import psycopg
 
     from proxy.engines.render import render
@@ -150,7 +185,9 @@ def _time(pair: NeighbourPair, sql: str, repeats: int, limit: float) -> list[flo
                 start = time.perf_counter()
                 try:
                     run(core, params)
-                except DPSQLError:
+                except DPSQLError as error:
+                    if error.code != "timeout":
+                        raise
                     stopped[side] = True
                     continue
                 if i:
@@ -159,34 +196,51 @@ def _time(pair: NeighbourPair, sql: str, repeats: int, limit: float) -> list[flo
     return out
 
 
+def _moved(policy: Policy, settings: Any, limit: float) -> Policy:
+    import dataclasses
+
+    proxy = dataclasses.replace(policy.proxy, query_timeout_s=limit)
+    return dataclasses.replace(
+        policy, database=settings, duckdb_path=None, csv_tables=(), csv_types=(), proxy=proxy
+    )
+
+
 @contextmanager
-def _on_engine(neighbours: Any, engine: str, limit: float) -> Iterator[Any]:
+def _on_engine(neighbours: Any, engine: str, limit: float, folder: Path) -> Iterator[Any]:
     """``neighbours`` as they are (DuckDB), or with D and D′ loaded into a throwaway
-    PostgreSQL server and read through dpsql's PostgreSQL executor."""
+    PostgreSQL server and read through dpsql's PostgreSQL executor, or written as
+    Parquet under ``folder`` and read through dpsql's Spark executor."""
     if engine == "duckdb":
         yield neighbours
         return
     import dataclasses
 
     from proxy.policy import DatabaseSettings, EngineKind
-    from sample_data.export import source, to_postgres
+    from sample_data.export import source, to_parquet, to_postgres
+
+    if engine == "spark":
+        moved: list[Policy] = []
+        for label, policy in (("d", neighbours.d), ("dp", neighbours.d_prime)):
+            with source(policy) as con:
+                to_parquet(con, folder / f"parquet-{label}")
+            settings = DatabaseSettings(
+                engine=EngineKind.SPARK, master="local[2]", parquet=folder / f"parquet-{label}"
+            )
+            moved.append(_moved(policy, settings, limit))
+        yield dataclasses.replace(neighbours, d=moved[0], d_prime=moved[1])
+        return
     from tests.postgres_server import start
 
     server = start()
     try:
-        moved: list[Policy] = []
+        on_pg: list[Policy] = []
         for label, policy in (("d", neighbours.d), ("dp", neighbours.d_prime)):
             name = f"flood_{label}"
             with source(policy) as con:
                 to_postgres(con, server.replace_database(name))
             settings = DatabaseSettings(engine=EngineKind.POSTGRES, dsn=server.grant_reader(name))
-            proxy = dataclasses.replace(policy.proxy, query_timeout_s=limit)
-            moved.append(
-                dataclasses.replace(
-                    policy, database=settings, duckdb_path=None, csv_tables=(), csv_types=(), proxy=proxy
-                )
-            )
-        yield dataclasses.replace(neighbours, d=moved[0], d_prime=moved[1])
+            on_pg.append(_moved(policy, settings, limit))
+        yield dataclasses.replace(neighbours, d=on_pg[0], d_prime=on_pg[1])
     finally:
         server.stop()
 
@@ -201,7 +255,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--limit", type=float, default=10.0, help="seconds per core run")
     parser.add_argument("--only", help="only the queries containing this text")
-    parser.add_argument("--engine", choices=("duckdb", "postgres"), default="duckdb")
+    parser.add_argument("--engine", choices=("duckdb", "postgres", "spark"), default="duckdb")
     args = parser.parse_args()
     global _BeforeForms
     _BeforeForms = _before_forms()
@@ -213,10 +267,10 @@ def main() -> None:
         _plant(db, n, args.engine)
         policy = fz_demo_policy(folder, db)
         neighbours = build_neighbours(
-            policy, folder / "nb", Removal.CHOSEN, person=PLANTED, timeout_s=args.limit
+            policy, folder / "nb", Removal.CHOSEN, person=_person(args.engine), timeout_s=args.limit
         )
         rows = []
-        with _on_engine(neighbours, args.engine, args.limit) as moved, NeighbourPair(moved) as pair:
+        with _on_engine(neighbours, args.engine, args.limit, folder) as moved, NeighbourPair(moved) as pair:
             for sql in QUERIES:
                 if args.only and args.only not in sql:
                     continue
