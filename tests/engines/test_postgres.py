@@ -574,11 +574,12 @@ def test_a_core_without_a_seed_keys_its_long_in_list_under_one_of_its_own(
     duck, pg = pair["demo"]
     ids = ", ".join(str(i) for i in range(1, 400, 7))
     sql = f"SELECT COUNT(*) AS n, SUM(tokens_in) AS s FROM prompts WHERE prompt_id IN ({ids})"
-    plan, on_duck = compare.exact(duck, sql)
     _, pg_plan = pg.prepare(QueryRequest(sql, epsilon=1.0))
     assert not takes_seed(pg_plan.core_sql)
     assert "in (hashint8extended" in pg.executor.rendered(pg_plan.core_sql).lower()
     on_pg = pg.executor.run(pg_plan.core_sql, [])
-    assert compare.differences(plan, on_duck, on_pg) == []
+    # the same core on DuckDB (each engine's own plan may hold caps it released itself)
+    on_duck = duck.executor.run(pg_plan.core_sql, [])
+    assert compare.differences(pg_plan, on_duck, on_pg) == []
     assert int(on_pg["__persons"][0]) > 0
     assert pg.run(QueryRequest(sql, epsilon=1.0)).rows  # end to end, charged and answered
