@@ -190,8 +190,9 @@ class SparkForms:
             rows.set("hint", exp.Hint(expressions=[exp.func("REPARTITION", exp.column("__u"))]))
 
     def in_lists(self, tree: exp.Expr, typer: Typer) -> None:
-        """Nothing: Spark looks a long IN list up in a Java HashSet, whose buckets of
-        colliding Longs and texts become sorted trees (no quadratic probe)."""
+        """Nothing yet. Spark turns a list of more than 10 literals into an InSet, a
+        hash set whose hash of a BIGINT folds it as PostgreSQL's does, so a list may be
+        floodable there too: not measured, left open (RELIABILITY.md §7)."""
 
     def decimal_texts(self, tree: exp.Expr, typer: Typer) -> None:
         """Nothing: a Spark DECIMAL's scale is its type's, as DuckDB's is."""
