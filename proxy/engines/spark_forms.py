@@ -30,6 +30,15 @@ from proxy.engines.postgres_forms import IEEE_BY_ZERO
 from proxy.engines.render import CutForm, refuse, template
 
 ENGINE = "spark"
+# Spark's OptimizeIn turns an IN list of more than this many literals into an InSet
+# (spark.sql.optimizer.inSetConversionThreshold)
+_IN_SET = 10
+
+
+def _uncast(node: exp.Expr) -> exp.Expr:
+    while isinstance(node, (exp.Cast, exp.TryCast, exp.Paren)):
+        node = node.this
+    return node
 _SAFE = (exp.Column, exp.Literal, exp.Null, exp.Boolean)
 _STRUCTURAL = (
     exp.Paren,
@@ -190,9 +199,48 @@ class SparkForms:
             rows.set("hint", exp.Hint(expressions=[exp.func("REPARTITION", exp.column("__u"))]))
 
     def in_lists(self, tree: exp.Expr, typer: Typer) -> None:
-        """Nothing yet. Spark turns a list of more than 10 literals into an InSet, a
-        hash set whose hash of a BIGINT folds it as PostgreSQL's does, so a list may be
-        floodable there too: not measured, left open (RELIABILITY.md §7)."""
+        """An IN list of more than 10 constants on BIGINTs (or integers of unknown
+        width) or text as ``CASE WHEN k(x) IN (k(c1), ...) THEN x IN (c1, ...) ELSE ...
+        END``, k = ``xxhash64(seed, value)`` (a BIGINT: the value cast to one). Spark
+        turns such a list into an InSet, a hash set keyed by the values' own hashes: a
+        BIGINT's folds its two halves together, as PostgreSQL's does (see
+        PostgresForms.in_lists, where such a list was measured to flood; not measured
+        on Spark). Where k(x) is not listed, x is not: an x equal to a listed number is
+        a BIGINT of that value, which the cast keeps; the ELSE gives NULL for a NULL x
+        or a list holding NULL, else FALSE, as the list would."""
+        for node in list(tree.find_all(exp.In)):
+            items = node.expressions
+            if node.args.get("query") is not None or len(items) <= _IN_SET:
+                continue
+            if any(i.find(exp.Column, exp.Placeholder) is not None for i in items):
+                continue
+            kind = typer.kind(node.this)
+            if not (
+                kind.family is Family.TEXT
+                or (kind.family is Family.INT and not 0 < kind.bits <= 32)
+            ):
+                continue
+            seed = exp.Placeholder(this="1")
+
+            def keyed(value: exp.Expr, kind: Kind = kind, seed: exp.Expr = seed) -> exp.Expr:
+                if kind.family is Family.INT:
+                    value = exp.Cast(this=value, to=exp.DataType.build("BIGINT"))
+                return exp.Anonymous(this="xxhash64", expressions=[seed.copy(), value])
+
+            nulls = [i for i in items if isinstance(_uncast(i), exp.Null)]
+            listed = exp.In(
+                this=keyed(node.this.copy()),
+                expressions=[keyed(i.copy()) for i in items if not any(i is n for n in nulls)],
+            )
+            missing: exp.Expr = (
+                exp.Null()
+                if nulls
+                else exp.Case(
+                    ifs=[exp.If(this=exp.Is(this=node.this.copy(), expression=exp.Null()), true=exp.Null())],
+                    default=exp.false(),
+                )
+            )
+            node.replace(exp.Case(ifs=[exp.If(this=listed, true=node.copy())], default=missing))
 
     def decimal_texts(self, tree: exp.Expr, typer: Typer) -> None:
         """Nothing: a Spark DECIMAL's scale is its type's, as DuckDB's is."""
