@@ -31,7 +31,7 @@ from sqlglot import exp
 
 from proxy.engines.kinds import BIGINT, FLOAT, Family, Kind, Typer, of_data_type
 from proxy.engines.postgres_per_person import narrow_sums
-from proxy.engines.render import CutForm, refuse, template
+from proxy.engines.render import CutForm, constant_items, keyed_list, refuse, template, uncast
 
 ENGINE = "postgres"
 # PostgreSQL hashes an IN list of at least this many constants (MIN_ARRAY_SIZE_FOR_HASHED_SAOP)
@@ -50,12 +50,6 @@ def _bigint_literal(node: exp.Expr) -> bool:
     return -(2**63) <= value < 2**63
 
 
-def _uncast(node: exp.Expr) -> exp.Expr:
-    """``node`` without the casts and parentheses around it (a NULL spelled ``CAST(NULL
-    AS INT)`` is a NULL)."""
-    while isinstance(node, (exp.Cast, exp.TryCast, exp.Paren)):
-        node = node.this
-    return node
 MAX_DOUBLE = "1.7976931348623e308"  # a hair below DBL_MAX: its guards stay on the safe side
 HALF_MAX = "8.98846567431e307"
 TINY = "1e-320"
@@ -391,11 +385,8 @@ class PostgresForms:
         the same three-valued answer, which PostgreSQL 15 evaluates without a hash
         table."""
         for node in list(tree.find_all(exp.In)):
-            items = node.expressions
-            if node.args.get("query") is not None or len(items) < _HASHED_LIST:
-                continue
-            if any(i.find(exp.Column, exp.Placeholder) is not None for i in items):
-                continue  # not all constants: PostgreSQL does not hash the list
+            if not constant_items(node, _HASHED_LIST):
+                continue  # short, or not all constants: PostgreSQL does not hash it
             kind = typer.kind(node.this)
             if kind.family in (Family.DATE, Family.BOOL, Family.NULL) or (
                 kind.family is Family.INT and 0 < kind.bits <= 32
@@ -407,7 +398,7 @@ class PostgresForms:
                 node.replace(
                     exp.Paren(
                         this=exp.or_(
-                            *(exp.EQ(this=node.this.copy(), expression=i.copy()) for i in items),
+                            *(exp.EQ(this=node.this.copy(), expression=i.copy()) for i in node.expressions),
                             copy=False,
                         )
                     )
@@ -415,13 +406,12 @@ class PostgresForms:
 
     def _keyed_list(self, node: exp.In, kind: Kind) -> exp.Expr:
         seed = exp.Placeholder(this="1")
-        items = node.expressions
-        nulls = [i for i in items if isinstance(_uncast(i), exp.Null)]
+        nulls = [i for i in node.expressions if isinstance(uncast(i), exp.Null)]
         # integers listed as integer literals that fit a BIGINT: keyed as BIGINTs, a
         # BIGINT's high half seeding the hash of the whole (about a tenth of the NUMERIC
         # text's cost per row); any other spelling through the NUMERIC text
         as_bigint = kind.family is Family.INT and all(
-            _bigint_literal(i) for i in items if not any(i is n for n in nulls)
+            _bigint_literal(i) for i in node.expressions if not any(i is n for n in nulls)
         )
 
         def keyed(value: exp.Expr) -> exp.Expr:
@@ -449,19 +439,7 @@ class PostgresForms:
             behind = exp.DPipe(this=self._prefix(seed), expression=text, safe=True)
             return exp.Anonymous(this="hashtextextended", expressions=[behind, seed.copy()])
 
-        listed = exp.In(
-            this=keyed(node.this.copy()),
-            expressions=[keyed(i.copy()) for i in items if not any(i is n for n in nulls)],
-        )
-        missing: exp.Expr = (
-            exp.Null()
-            if nulls
-            else exp.Case(
-                ifs=[exp.If(this=exp.Is(this=node.this.copy(), expression=exp.Null()), true=exp.Null())],
-                default=exp.false(),
-            )
-        )
-        return exp.Case(ifs=[exp.If(this=listed, true=node.copy())], default=missing)
+        return keyed_list(node, keyed)
 
     def decimal_texts(self, tree: exp.Expr, typer: Typer) -> None:
         """Every DECIMAL cast to text written with its DuckDB type's scale (ROUND to

@@ -33,7 +33,7 @@ from __future__ import annotations
 import enum
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -115,6 +115,48 @@ def refuse(engine: str, what: str) -> DPSQLError:
         "reference (DuckDB) semantics",
         "rewrite that expression more simply (nothing was charged)",
     )
+
+
+def uncast(node: exp.Expr) -> exp.Expr:
+    """``node`` without the casts and parentheses around it (a NULL spelled ``CAST(NULL
+    AS INT)`` is a NULL)."""
+    while isinstance(node, (exp.Cast, exp.TryCast, exp.Paren)):
+        node = node.this
+    return node
+
+
+def constant_items(node: exp.In, at_least: int) -> bool:
+    """Whether ``node`` lists at least ``at_least`` items and every one is a constant
+    (no column, no parameter): the lists an engine may look up in a hash table."""
+    items = node.expressions
+    return (
+        node.args.get("query") is None
+        and len(items) >= at_least
+        and all(i.find(exp.Column, exp.Placeholder) is None for i in items)
+    )
+
+
+def keyed_list(node: exp.In, keyed: Callable[[exp.Expr], exp.Expr]) -> exp.Expr:
+    """``x IN (c1, ...)`` as ``CASE WHEN k(x) IN (k(c1), ...) THEN x IN (c1, ...) ELSE
+    ... END``, k = ``keyed``, which must give equal values equal hashes (as the engine
+    compares x with each c). CASE fixes the order: only rows whose keyed hash is listed
+    meet the list itself. Where k(x) is not listed, x is not, and the ELSE gives what
+    ``x IN (...)`` gives then: NULL for a NULL x or a list holding NULL, else FALSE."""
+    items = node.expressions
+    nulls = [i for i in items if isinstance(uncast(i), exp.Null)]
+    listed = exp.In(
+        this=keyed(node.this.copy()),
+        expressions=[keyed(i.copy()) for i in items if not any(i is n for n in nulls)],
+    )
+    missing: exp.Expr = (
+        exp.Null()
+        if nulls
+        else exp.Case(
+            ifs=[exp.If(this=exp.Is(this=node.this.copy(), expression=exp.Null()), true=exp.Null())],
+            default=exp.false(),
+        )
+    )
+    return exp.Case(ifs=[exp.If(this=listed, true=node.copy())], default=missing)
 
 
 def template(text: str, **parts: exp.Expr) -> exp.Expr:

@@ -27,18 +27,12 @@ from sqlglot import exp
 from proxy.engines import spark_per_person
 from proxy.engines.kinds import Family, Kind, Typer, of_data_type
 from proxy.engines.postgres_forms import IEEE_BY_ZERO
-from proxy.engines.render import CutForm, refuse, template
+from proxy.engines.render import CutForm, constant_items, keyed_list, refuse, template
 
 ENGINE = "spark"
 # Spark's OptimizeIn turns an IN list of more than this many literals into an InSet
 # (spark.sql.optimizer.inSetConversionThreshold)
 _IN_SET = 10
-
-
-def _uncast(node: exp.Expr) -> exp.Expr:
-    while isinstance(node, (exp.Cast, exp.TryCast, exp.Paren)):
-        node = node.this
-    return node
 _SAFE = (exp.Column, exp.Literal, exp.Null, exp.Boolean)
 _STRUCTURAL = (
     exp.Paren,
@@ -209,10 +203,7 @@ class SparkForms:
         a BIGINT of that value, which the cast keeps; the ELSE gives NULL for a NULL x
         or a list holding NULL, else FALSE, as the list would."""
         for node in list(tree.find_all(exp.In)):
-            items = node.expressions
-            if node.args.get("query") is not None or len(items) <= _IN_SET:
-                continue
-            if any(i.find(exp.Column, exp.Placeholder) is not None for i in items):
+            if not constant_items(node, _IN_SET + 1):
                 continue
             kind = typer.kind(node.this)
             if not (
@@ -227,20 +218,7 @@ class SparkForms:
                     value = exp.Cast(this=value, to=exp.DataType.build("BIGINT"))
                 return exp.Anonymous(this="xxhash64", expressions=[seed.copy(), value])
 
-            nulls = [i for i in items if isinstance(_uncast(i), exp.Null)]
-            listed = exp.In(
-                this=keyed(node.this.copy()),
-                expressions=[keyed(i.copy()) for i in items if not any(i is n for n in nulls)],
-            )
-            missing: exp.Expr = (
-                exp.Null()
-                if nulls
-                else exp.Case(
-                    ifs=[exp.If(this=exp.Is(this=node.this.copy(), expression=exp.Null()), true=exp.Null())],
-                    default=exp.false(),
-                )
-            )
-            node.replace(exp.Case(ifs=[exp.If(this=listed, true=node.copy())], default=missing))
+            node.replace(keyed_list(node, keyed))
 
     def decimal_texts(self, tree: exp.Expr, typer: Typer) -> None:
         """Nothing: a Spark DECIMAL's scale is its type's, as DuckDB's is."""

@@ -154,3 +154,18 @@ def assert_same(reference: Engine, other: Engine, sql: str, *, same_core: bool =
     assert kept_ref == kept_other
     assert max(kept_other.values(), default=0) <= plan.max_groups
     assert sum(on_ref["__persons"]) == sum(on_other["__persons"])
+
+
+def assert_own_seed_list_keyed(reference: Engine, other: Engine, sql: str, listed: str) -> None:
+    """``sql`` (a core without a seed, with a long IN list) reads a seed of its own on
+    ``other`` (its rendered text lists ``listed``, the engine's keyed hash, and the
+    executor binds the seed), and its core gives on ``other`` what it gives on
+    ``reference`` (the same core on both: each engine's own plan may hold caps it
+    released itself), with somebody counted."""
+    _, plan = other.prepare(QueryRequest(sql, epsilon=1.0))
+    assert not takes_seed(plan.core_sql)
+    assert f"in ({listed}" in other.executor.rendered(plan.core_sql).lower()  # type: ignore[attr-defined]
+    on_other = other.executor.run(plan.core_sql, [])
+    on_reference = reference.executor.run(plan.core_sql, [])
+    assert differences(plan, on_reference, on_other) == []
+    assert int(on_reference["__persons"][0]) > 0

@@ -569,17 +569,8 @@ def test_a_core_without_a_seed_keys_its_long_in_list_under_one_of_its_own(
     """A core that reads no seed (one group per person, no keyed grouping) still keys a
     long IN list on PostgreSQL: the rendered text reads $1 and the executor binds a
     fresh secret to it (Rendered.own_seed); the answer is DuckDB's."""
-    from proxy.rewrite.l0 import takes_seed
-
     duck, pg = pair["demo"]
     ids = ", ".join(str(i) for i in range(1, 400, 7))
     sql = f"SELECT COUNT(*) AS n, SUM(tokens_in) AS s FROM prompts WHERE prompt_id IN ({ids})"
-    _, pg_plan = pg.prepare(QueryRequest(sql, epsilon=1.0))
-    assert not takes_seed(pg_plan.core_sql)
-    assert "in (hashint8extended" in pg.executor.rendered(pg_plan.core_sql).lower()
-    on_pg = pg.executor.run(pg_plan.core_sql, [])
-    # the same core on DuckDB (each engine's own plan may hold caps it released itself)
-    on_duck = duck.executor.run(pg_plan.core_sql, [])
-    assert compare.differences(pg_plan, on_duck, on_pg) == []
-    assert int(on_pg["__persons"][0]) > 0
+    compare.assert_own_seed_list_keyed(duck, pg, sql, "hashint8extended")
     assert pg.run(QueryRequest(sql, epsilon=1.0)).rows  # end to end, charged and answered

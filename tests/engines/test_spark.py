@@ -261,15 +261,7 @@ def test_long_in_lists_are_keyed_and_answer_as_on_duckdb_on_spark(
     folds it (SparkForms.in_lists): the list is matched on xxhash64 under a secret seed
     first, a core without a seed gets one of its own (Rendered.own_seed), and the answer
     is what the same core gives on DuckDB."""
-    from proxy.rewrite.l0 import takes_seed
-
     duck, spark = pair["demo"]
     ids = ", ".join(str(i) for i in range(1, 400, 7))
     sql = f"SELECT COUNT(*) AS n FROM prompts WHERE {condition.format(ids=ids)}"
-    _, plan = spark.prepare(QueryRequest(sql, epsilon=1.0))
-    assert not takes_seed(plan.core_sql)
-    assert "in (xxhash64(" in spark.executor.rendered(plan.core_sql).lower()
-    on_spark = spark.executor.run(plan.core_sql, [])
-    on_duck = duck.executor.run(plan.core_sql, [])
-    assert compare.differences(plan, on_duck, on_spark) == []
-    assert int(on_duck["__persons"][0]) > 0
+    compare.assert_own_seed_list_keyed(duck, spark, sql, "xxhash64(")
