@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from accounting.mechanisms import secret_seed
 from proxy.catalog import FanOut
 from proxy.engines.collations import refuse_postgres_collations
 from proxy.engines.executor import ColumnTypes, check_one_row_per_person, columns_of, plain
@@ -227,17 +226,9 @@ class PostgresExecutor:
         """The SQL this executor sends for ``sql`` (for explain and the tests)."""
         return self._render(sql).sql
 
-    @staticmethod
-    def _seeded(rendered: Rendered, params: Sequence[Any]) -> Sequence[Any]:
-        """``params``, or a fresh secret seed for a text that reads one of its own
-        (render.Rendered.own_seed: a long IN list keyed in a core without a seed)."""
-        if rendered.own_seed and not params:
-            return [secret_seed()]
-        return params
-
     def describe(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[str, str]]:
         rendered = self._render(sql)
-        text, params = rendered.sql, self._seeded(rendered, params)
+        text, params = rendered.sql, rendered.bound(params)
         with self._connection() as conn:
             pgconn = conn.pgconn
             prepared = pgconn.prepare(b"", text.encode(), [_param_oid(p) for p in params])
@@ -271,7 +262,7 @@ class PostgresExecutor:
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> dict[str, np.ndarray]:
         rendered = self._render(sql)
-        text, params = rendered.sql, self._seeded(rendered, params)
+        text, params = rendered.sql, rendered.bound(params)
         try:
             names, rows = self._fetch(text, params, self.timeout_s)
         except psycopg.errors.QueryCanceled:
@@ -313,7 +304,7 @@ class PostgresExecutor:
 
     def evaluate(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         rendered = self._render(sql)
-        _, rows = self._fetch(rendered.sql, self._seeded(rendered, params), self.timeout_s)
+        _, rows = self._fetch(rendered.sql, rendered.bound(params), self.timeout_s)
         return [tuple(plain(v) for v in r) for r in rows]
 
     def close(self) -> None:

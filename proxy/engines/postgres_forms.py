@@ -38,6 +38,33 @@ ENGINE = "postgres"
 _HASHED_LIST = 9
 
 
+def _bigint_hash(value: exp.Expr, previous: exp.Expr) -> exp.Expr:
+    """``hashint8extended(v, hashint8extended(v >> 32, previous))`` of ``value`` as a
+    BIGINT (NULL as 0): its high half seeds the hash of the whole, which PostgreSQL folds
+    to 32 bits."""
+    whole = exp.Coalesce(
+        this=exp.Cast(this=value, to=exp.DataType.build("BIGINT")),
+        expressions=[exp.Literal.number(0)],
+    )
+    high = exp.BitwiseRightShift(this=whole.copy(), expression=exp.Literal.number(32))
+    by_high = exp.Anonymous(this="hashint8extended", expressions=[high, previous])
+    return exp.Anonymous(this="hashint8extended", expressions=[whole, by_high])
+
+
+def _trimmed_number(value: exp.Expr) -> exp.Expr:
+    """``value`` as a NUMERIC without trailing zeros (one text per number)."""
+    return exp.Anonymous(
+        this="trim_scale", expressions=[exp.Cast(this=value, to=exp.DataType.build("DECIMAL"))]
+    )
+
+
+def _trimmed_text(value: exp.Expr) -> exp.Expr:
+    """``value``'s text without trailing spaces (as CHAR(n) compares)."""
+    return exp.Anonymous(
+        this="rtrim", expressions=[exp.Cast(this=value, to=exp.DataType.build("TEXT"))]
+    )
+
+
 def _bigint_literal(node: exp.Expr) -> bool:
     """Whether ``node`` is an integer literal (or its negation) that fits a BIGINT."""
     inner = node.this if isinstance(node, exp.Neg) else node
@@ -303,13 +330,7 @@ class PostgresForms:
             whole = value.copy()
             if kind.family is Family.BOOL:
                 whole = exp.Cast(this=whole, to=exp.DataType.build("INT"))
-            whole = exp.Coalesce(
-                this=exp.Cast(this=whole, to=exp.DataType.build("BIGINT")),
-                expressions=[exp.Literal.number(0)],
-            )
-            high = exp.BitwiseRightShift(this=whole.copy(), expression=exp.Literal.number(32))
-            by_high = exp.Anonymous(this="hashint8extended", expressions=[high, previous])
-            return exp.Anonymous(this="hashint8extended", expressions=[whole, by_high])
+            return _bigint_hash(whole, previous)
         if kind.family is Family.FLOAT:
             number = exp.Coalesce(
                 this=exp.Cast(this=value.copy(), to=exp.DataType.build("DOUBLE")),
@@ -319,10 +340,7 @@ class PostgresForms:
         if kind.family in (Family.TEXT, Family.DECIMAL, Family.INT, Family.DATE, Family.TIMESTAMP):
             canonical = value.copy()
             if kind.family is Family.DECIMAL or (kind.family is Family.INT and not 0 < kind.bits <= 64):
-                canonical = exp.Anonymous(
-                    this="trim_scale",
-                    expressions=[exp.Cast(this=canonical, to=exp.DataType.build("DECIMAL"))],
-                )
+                canonical = _trimmed_number(canonical)
             elif kind.family is Family.TIMESTAMP:
                 # the instant, not its text: a TIMESTAMP equals a TIMESTAMPTZ of the same
                 # instant (in the session's UTC), and their texts differ by "+00" (a
@@ -331,16 +349,19 @@ class PostgresForms:
             elif kind.family is Family.TEXT:
                 # a CHAR(n) equals a VARCHAR with trailing spaces (bpchareq ignores them),
                 # and CHAR(n)'s text drops them (a probe: a join lost those rows)
-                canonical = exp.Anonymous(
-                    this="rtrim", expressions=[exp.Cast(this=canonical, to=exp.DataType.build("TEXT"))]
-                )
-            text = exp.Coalesce(
-                this=exp.Cast(this=canonical, to=exp.DataType.build("TEXT")),
-                expressions=[exp.Literal.string("")],
-            )
-            behind = exp.DPipe(this=self._prefix(seed), expression=text, safe=True)
-            return exp.Anonymous(this="hashtextextended", expressions=[behind, previous])
+                canonical = _trimmed_text(canonical)
+            return self._text_hash(canonical, previous, seed)
         return None
+
+    def _text_hash(self, canonical: exp.Expr, previous: exp.Expr, seed: exp.Expr) -> exp.Expr:
+        """``hashtextextended`` of ``canonical``'s text (NULL as '') behind the secret
+        prefix, seeded by ``previous``."""
+        text = exp.Coalesce(
+            this=exp.Cast(this=canonical, to=exp.DataType.build("TEXT")),
+            expressions=[exp.Literal.string("")],
+        )
+        behind = exp.DPipe(this=self._prefix(seed), expression=text, safe=True)
+        return exp.Anonymous(this="hashtextextended", expressions=[behind, previous])
 
     @staticmethod
     def _prefix(seed: exp.Expr) -> exp.Expr:
@@ -416,28 +437,11 @@ class PostgresForms:
 
         def keyed(value: exp.Expr) -> exp.Expr:
             if as_bigint:
-                whole = exp.Coalesce(
-                    this=exp.Cast(this=value, to=exp.DataType.build("BIGINT")),
-                    expressions=[exp.Literal.number(0)],
-                )
-                high = exp.BitwiseRightShift(this=whole.copy(), expression=exp.Literal.number(32))
-                by_high = exp.Anonymous(this="hashint8extended", expressions=[high, seed.copy()])
-                return exp.Anonymous(this="hashint8extended", expressions=[whole, by_high])
-            if kind.family is Family.TEXT:
-                canonical: exp.Expr = exp.Anonymous(
-                    this="rtrim", expressions=[exp.Cast(this=value, to=exp.DataType.build("TEXT"))]
-                )
-            else:
-                canonical = exp.Anonymous(
-                    this="trim_scale",
-                    expressions=[exp.Cast(this=value, to=exp.DataType.build("DECIMAL"))],
-                )
-            text = exp.Coalesce(
-                this=exp.Cast(this=canonical, to=exp.DataType.build("TEXT")),
-                expressions=[exp.Literal.string("")],
+                return _bigint_hash(value, seed.copy())
+            canonical = (
+                _trimmed_text(value) if kind.family is Family.TEXT else _trimmed_number(value)
             )
-            behind = exp.DPipe(this=self._prefix(seed), expression=text, safe=True)
-            return exp.Anonymous(this="hashtextextended", expressions=[behind, seed.copy()])
+            return self._text_hash(canonical, seed.copy(), seed)
 
         return keyed_list(node, keyed)
 

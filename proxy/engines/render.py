@@ -33,14 +33,15 @@ from __future__ import annotations
 import enum
 import functools
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel, SqlglotError
 
+from accounting.mechanisms import secret_seed
 from proxy.engines.kinds import Family, Kind, Typer, table_aliases
 from proxy.errors import DPSQLError
 from proxy.rewrite import keyed_groups
@@ -106,6 +107,12 @@ class Rendered:
     # The text reads a secret seed its DuckDB form did not (a long IN list keyed in a
     # core without one): the executor binds a fresh secret as its one parameter.
     own_seed: bool = False
+
+    def bound(self, params: Sequence[Any]) -> Sequence[Any]:
+        """``params``, or a fresh secret seed for a text that reads one of its own."""
+        if self.own_seed and not params:
+            return [secret_seed()]
+        return params
 
 
 def refuse(engine: str, what: str) -> DPSQLError:

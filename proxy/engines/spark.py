@@ -25,7 +25,6 @@ import numpy as np
 import sqlglot
 from sqlglot import exp
 
-from accounting.mechanisms import secret_seed
 from proxy.catalog import FanOut, split_name
 from proxy.engines.executor import ColumnTypes, check_one_row_per_person, columns_of
 from proxy.engines.render import Rendered, render
@@ -135,11 +134,8 @@ class SparkExecutor:
 
     def _frame(self, sql: str, params: Sequence[Any]) -> Any:
         rendered = self._render(sql)
-        if rendered.own_seed and not params:
-            # a text that reads a secret seed of its own (render.Rendered.own_seed: a
-            # long IN list keyed in a core without one)
-            params = [secret_seed()]
-        args = {f"p{i}": v for i, v in enumerate(params)}
+        # (a long IN list keyed in a core without a seed reads one of its own)
+        args = {f"p{i}": v for i, v in enumerate(rendered.bound(params))}
         return self._spark.sql(rendered.sql, args=args or None)
 
     def describe(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[str, str]]:
