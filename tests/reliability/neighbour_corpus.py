@@ -768,6 +768,13 @@ DEMO: tuple[Entry, ...] = (
         "an INTEGER = BIGINT join, keyed in the wider type",
     ),
     Entry(
+        "adv_long_in_list",
+        "SELECT model, COUNT(*) AS n FROM prompts WHERE prompt_id IN (3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47, 51, 55, 59, 63, 67, 71, 75, 79, 83, 87, 91, 95, 99, 103, 107, 111, 115, 119, NULL) "
+        "OR NOT (user_id IN (3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47, 51, 55, 59, 63, 67, 71, 75, 79, 83, 87, 91, 95, 99, 103, 107, 111, 115, 119) OR model IN ('a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', "
+        "'i', 'j', 'k')) OR user_id = {pid} GROUP BY model",
+        "long IN lists (keyed on PostgreSQL and Spark), NULL in the list and NOT IN",
+    ),
+    Entry(
         "adv_per_person_distinct_layer",
         "SELECT AVG(n) AS a, COUNT(*) AS c FROM (SELECT user_id, COUNT(DISTINCT model) AS n, "
         "SUM(DISTINCT tokens_in) AS s FROM prompts GROUP BY user_id HAVING "
