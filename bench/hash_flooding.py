@@ -37,6 +37,7 @@ collisions again. (32,768 values with `--limit 60`: about six minutes on two cor
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import tempfile
@@ -149,7 +150,7 @@ def _runner(engine: Any, plain: bool, limit: float) -> Any:
     from proxy.engines.render import render
 
     executor = engine.executor
-    forms = _BeforeForms(base_tables=executor._forms.base_tables) if plain else executor._forms
+    forms = _before_forms()(base_tables=executor._forms.base_tables) if plain else executor._forms
 
     rendered_once: dict[str, Any] = {}
 
@@ -172,6 +173,7 @@ def _runner(engine: Any, plain: bool, limit: float) -> Any:
     return run
 
 
+@functools.cache
 def _before_forms() -> type:
     from sqlglot import exp
 
@@ -188,9 +190,6 @@ def _before_forms() -> type:
             """IN lists as they were: PostgreSQL's own unkeyed hash of the constants."""
 
     return Before
-
-
-_BeforeForms: Any = None
 
 
 def _time(pair: NeighbourPair, sql: str, repeats: int, limit: float) -> list[float | None]:
@@ -283,8 +282,6 @@ def main() -> None:
     parser.add_argument("--only", help="only the queries containing this text")
     parser.add_argument("--engine", choices=("duckdb", "postgres", "spark"), default="duckdb")
     args = parser.parse_args()
-    global _BeforeForms
-    _BeforeForms = _before_forms()
     n = 8192 if args.quick else 32768
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
