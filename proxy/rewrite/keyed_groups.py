@@ -239,15 +239,29 @@ def plain(tree: exp.Expr) -> exp.Expr:
     return tree
 
 
-# Kinds whose equal values DuckDB always hashes alike (a DOUBLE's -0.0 and 0.0 might
-# not): a keyed equality is added only between two columns of one of these, of the same
-# kind, or two integers of two widths (cast to the wider one first).
+# Kinds whose equal values DuckDB always hashes alike: a keyed equality is added only
+# between two columns of one of these, of the same kind, two integers of two widths
+# (cast to the wider one first), or two numbers of which one is a float (both as DOUBLE).
 _JOINABLE = (Family.INT, Family.TEXT, Family.DATE, Family.TIMESTAMP, Family.DECIMAL)
+
+# Numbers DuckDB compares with a float by casting them to DOUBLE.
+_WITH_FLOATS = (Family.FLOAT, Family.INT, Family.DECIMAL)
 
 
 def _widths(a: Kind, b: Kind) -> bool:
     """Whether ``a`` and ``b`` are integers of two known widths."""
     return a.family is b.family is Family.INT and a.bits > 0 and b.bits > 0
+
+
+def _floats(a: Kind, b: Kind) -> bool:
+    """Whether ``a`` and ``b`` are numbers that DuckDB compares as DOUBLEs: one a float
+    (REAL or DOUBLE), the other a float, an integer or a DECIMAL of a known precision
+    (at most 38 digits: within a DOUBLE's range, so that PostgreSQL's cast of it to
+    DOUBLE PRECISION cannot raise)."""
+    return Family.FLOAT in (a.family, b.family) and all(
+        k.family in _WITH_FLOATS and (k.family is not Family.DECIMAL or k.precision)
+        for k in (a, b)
+    )
 
 
 def _equalities(condition: exp.Expr, shape: Shape, kinds: Typer) -> list[exp.Expr]:
@@ -291,6 +305,17 @@ def _equalities(condition: exp.Expr, shape: Shape, kinds: Typer) -> list[exp.Exp
             to = exp.DataType.build("HUGEINT" if wide.bits > 64 else "BIGINT")
             left, right = exp.Cast(this=left, to=to), exp.Cast(this=right, to=to.copy())
             ka = kb = wide
+        elif _floats(ka, kb):
+            # A float against a number: DuckDB compares them as DOUBLEs, so a = b implies
+            # CAST(a AS DOUBLE) = CAST(b AS DOUBLE) (exact for a REAL, never raising for
+            # an integer or a DECIMAL), and its HASH of a DOUBLE is one per value (-0.0
+            # and 0.0 alike, every NaN alike: tests/proxy/test_keyed_float_joins.py).
+            # A REAL hashes otherwise than the same DOUBLE, hence the cast on both sides.
+            to = exp.DataType.build("DOUBLE")
+            left, right = exp.Cast(this=left, to=to), exp.Cast(this=right, to=to.copy())
+            ka = kb = Kind(Family.FLOAT)
+            out.append(exp.EQ(this=companion([left]), expression=companion([right])))
+            continue
         if ka != kb or ka.family not in _JOINABLE or (
             ka.family is Family.DECIMAL and not ka.precision
         ):

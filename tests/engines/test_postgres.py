@@ -574,3 +574,30 @@ def test_a_core_without_a_seed_keys_its_long_in_list_under_one_of_its_own(
     sql = f"SELECT COUNT(*) AS n, SUM(tokens_in) AS s FROM prompts WHERE prompt_id IN ({ids})"
     compare.assert_own_seed_list_keyed(duck, pg, sql, "hashint8extended")
     assert pg.run(QueryRequest(sql, epsilon=1.0)).rows  # end to end, charged and answered
+
+
+def test_the_keyed_hash_of_a_float_is_one_per_value_on_postgres(pg_cluster: PgServer) -> None:
+    """A join of a float with a number is keyed on both sides cast to DOUBLE
+    (keyed_groups._floats): PostgreSQL's = holds for -0.0 and 0.0, for two NaNs, and for
+    a BIGINT beyond 2^53 against the DOUBLE it rounds to, and so must their keyed
+    hashes (hashfloat8extended hashes every zero and every NaN alike)."""
+    from proxy.engines.kinds import Family as F
+
+    forms = PostgresForms()
+    seed = exp.Var(this="$1")
+    double = exp.DataType.build("DOUBLE")
+
+    def keyed(column: str) -> str:
+        value = exp.Cast(this=exp.column(column), to=double.copy())
+        return forms.keyed_hash([value], [Kind(F.FLOAT)], seed).sql(dialect="postgres")
+
+    sql = (
+        f"SELECT a = b, {keyed('a')} = {keyed('b')} FROM (VALUES "
+        "(CAST('-0' AS DOUBLE PRECISION), CAST(0 AS DOUBLE PRECISION)), "
+        "(CAST('NaN' AS DOUBLE PRECISION), -CAST('NaN' AS DOUBLE PRECISION)), "
+        "(CAST(9007199254740993 AS DOUBLE PRECISION), CAST(9007199254740992 AS DOUBLE PRECISION)), "
+        "(CAST(CAST(1.5 AS REAL) AS DOUBLE PRECISION), 1.5)) AS s(a, b)"
+    )
+    with psycopg.connect(pg_cluster.dsn(), cursor_factory=psycopg.RawCursor) as conn:
+        rows = conn.execute(sql, [11]).fetchall()  # type: ignore[arg-type]
+    assert rows == [(True, True)] * 4

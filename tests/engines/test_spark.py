@@ -265,3 +265,34 @@ def test_long_in_lists_are_keyed_and_answer_as_on_duckdb_on_spark(
     ids = ", ".join(str(i) for i in range(1, 400, 7))
     sql = f"SELECT COUNT(*) AS n FROM prompts WHERE {condition.format(ids=ids)}"
     compare.assert_own_seed_list_keyed(duck, spark, sql, "xxhash64(")
+
+
+def test_the_keyed_hash_of_a_float_is_one_per_value_on_spark(
+    pair: dict[str, tuple[Engine, Engine]],
+) -> None:
+    """A join of a float with a number is keyed on both sides cast to DOUBLE
+    (keyed_groups._floats): Spark's = holds for -0.0 and 0.0 and for two NaNs, and so
+    must their keyed hashes (xxhash64 reads a DOUBLE's bits; the form maps zeros to one)."""
+    from sqlglot import exp
+
+    from proxy.engines.kinds import Family as F
+    from proxy.engines.kinds import Kind
+    from proxy.engines.spark_forms import SparkForms
+
+    _, spark = pair["demo"]
+    forms = SparkForms(views=True)
+    seed = exp.Literal.number(11)
+    double = exp.DataType.build("DOUBLE")
+
+    def keyed(column: str) -> str:
+        value = exp.Cast(this=exp.column(column), to=double.copy())
+        return forms.keyed_hash([value], [Kind(F.FLOAT)], seed).sql(dialect="spark")
+
+    sql = (
+        f"SELECT a = b AS same, {keyed('a')} = {keyed('b')} AS keyed FROM VALUES "
+        "(CAST('-0' AS DOUBLE), CAST(0 AS DOUBLE)), "
+        "(CAST('NaN' AS DOUBLE), -CAST('NaN' AS DOUBLE)), "
+        "(CAST(9007199254740993 AS DOUBLE), CAST(9007199254740992 AS DOUBLE)) AS s(a, b)"
+    )
+    rows = [tuple(r) for r in spark.executor._spark.sql(sql).collect()]  # type: ignore[attr-defined]
+    assert rows == [(True, True)] * 3
