@@ -155,7 +155,8 @@ class PostgresExecutor:
                 # form, dates in one style whatever the role's defaults, and bound
                 # parameters (the seed) kept out of the server's error log.
                 options="-c default_transaction_read_only=on -c extra_float_digits=1 "
-                "-c DateStyle=ISO -c TimeZone=UTC -c log_parameter_max_length_on_error=0",
+                "-c DateStyle=ISO -c TimeZone=UTC -c log_parameter_max_length_on_error=0 "
+                "-c bytea_output=hex",
                 connect_timeout=10,
             )
         except psycopg.Error as error:

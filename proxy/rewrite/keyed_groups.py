@@ -38,8 +38,9 @@ joined in 2.05 s plain, 0.005 s keyed), or one of the UUID, BLOB and TIME types 
 typer leaves UNKNOWN (by their text: 32,768 UUIDs whose stored halves are equal share
 one hash, 1.96 s against 0.01 s). Equalities of other types, and comparisons the total
 forms put under TRY, are left alone: DuckDB joins those by a nested loop, not a hash
-table. On PostgreSQL and Spark, UNKNOWN kinds have no keyed form yet, so their UUID,
-BLOB and TIME joins stay plain there (RELIABILITY.md, "Hash flooding").
+table. The textual ones are keyed on ``CAST(v AS VARCHAR)``, which the renderers of
+PostgreSQL (a UUID, a BYTEA in hex) and Spark type as text and key so (RELIABILITY.md,
+"Hash flooding").
 
 Every engine runs keyed cores. The renderers for PostgreSQL and Spark
 (proxy/engines/render.py) rewrite each keyed column as that engine's own keyed hash of
@@ -289,6 +290,14 @@ def _textual(shape: Shape, a: exp.Column, b: exp.Column) -> bool:
     return len(types) == 1 and types <= _TEXTUAL
 
 
+def _as_text(column: exp.Expr) -> exp.Expr:
+    """A _TEXTUAL column's value as text (the renderers of PostgreSQL and Spark type a
+    cast to VARCHAR as text and key it so, where they skip a type they do not know).
+    DuckDB writes a BLOB with its bytes escaped, PostgreSQL a BYTEA in hex (the executor
+    sets bytea_output): one text per value on each; a Spark BINARY is not _TEXTUAL."""
+    return exp.Cast(this=column, to=exp.DataType.build("VARCHAR"))
+
+
 def _equalities(condition: exp.Expr, shape: Shape, kinds: Typer) -> list[exp.Expr]:
     """``keyed(a) = keyed(b)`` for each conjunct of ``condition`` that equates two columns
     of two tables (``=``, ``IS NOT DISTINCT FROM`` or ``NOT ... IS DISTINCT FROM``), of
@@ -344,6 +353,7 @@ def _equalities(condition: exp.Expr, shape: Shape, kinds: Typer) -> list[exp.Exp
         if ka == kb and ka.family is Family.UNKNOWN and _textual(shape, a, b):
             # UUIDs (DuckDB hashes their two 64-bit halves combined), BLOBs and TIMEs of
             # one type on both sides: keyed by their text, one per value
+            left, right = _as_text(left), _as_text(right)
             out.append(
                 exp.EQ(this=companion([part(left, True)]), expression=companion([part(right, True)]))
             )

@@ -601,3 +601,80 @@ def test_the_keyed_hash_of_a_float_is_one_per_value_on_postgres(pg_cluster: PgSe
     with psycopg.connect(pg_cluster.dsn(), cursor_factory=psycopg.RawCursor) as conn:
         rows = conn.execute(sql, [11]).fetchall()  # type: ignore[arg-type]
     assert rows == [(True, True)] * 4
+
+
+_TEXTUAL_POLICY = """
+[proxy]
+default_epsilon = 0.5
+default_delta = 1e-9
+mechanism = "gaussian"
+
+[database]
+engine = "postgres"
+dsn = "{dsn}"
+
+[ledger]
+path = "{folder}/ledger.sqlite"
+
+[populations.users]
+epsilon_cap = 1e7
+delta = 1e-4
+
+[tables.ev]
+population = "users"
+unit = "user_id"
+max_groups = 4
+max_rows_per_group = 100
+
+[tables.pex]
+public = true
+"""
+
+
+@pytest.mark.parametrize("join", ["ev.u = pex.u", "pex.b = ev.b"])
+def test_uuid_and_bytea_joins_are_keyed_by_their_text_on_postgres(
+    join: str, pg_cluster: PgServer, tmp_path: Path
+) -> None:
+    """A UUID or BYTEA join is keyed on the value's text (keyed_groups._textual): the
+    rendered join equates hashtextextended of both sides, and the core counts what the
+    plain core counts, values given in upper and lower case included."""
+    import sqlglot
+
+    from proxy.policy import parse_policy
+    from proxy.request import QueryRequest
+    from proxy.rewrite import keyed_groups
+
+    database = "textual_joins"
+    dsn = pg_cluster.replace_database(database)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE ev (user_id BIGINT, u UUID, b BYTEA)")
+        conn.execute("CREATE TABLE pex (u UUID, b BYTEA)")
+        conn.execute(
+            "INSERT INTO ev SELECT i % 30 + 1, CAST(upper(md5(CAST(i % 7 AS TEXT))) AS UUID), "
+            "decode(lpad(to_hex(i % 5), 2, '0'), 'hex') FROM generate_series(0, 300) AS i"
+        )
+        conn.execute(
+            "INSERT INTO pex SELECT CAST(md5(CAST(i AS TEXT)) AS UUID), "
+            "decode(lpad(to_hex(i), 2, '0'), 'hex') FROM generate_series(0, 3) AS i"
+        )
+    engine = Engine(
+        parse_policy(
+            _TEXTUAL_POLICY.format(dsn=pg_cluster.grant_reader(database), folder=tmp_path),
+            base_dir=tmp_path,
+        )
+    )
+    try:
+        sql = f"SELECT COUNT(*) AS n FROM ev JOIN pex ON {join}"
+        _, plan = engine.prepare(QueryRequest(sql, epsilon=1.0))
+        rendered = engine.executor.rendered(plan.core_sql)  # type: ignore[attr-defined]
+        on = rendered.split(" JOIN ", 1)[1].split(" WHERE ", 1)[0]
+        assert on.lower().count("hashtextextended") == 2, on
+        plain = keyed_groups.plain(sqlglot.parse_one(plan.core_sql, read="duckdb")).sql("duckdb")
+        keyed = engine.executor.run(plan.core_sql, [11])
+        assert int(keyed[plan.statistics[0].column][0]) > 100  # rows do match
+        assert {k: v.tolist() for k, v in keyed.items()} == {
+            k: v.tolist() for k, v in engine.executor.run(plain, [11] if "?" in plain else []).items()
+        }
+        assert engine.run(QueryRequest(sql, epsilon=1.0)).rows
+    finally:
+        engine.close()
