@@ -55,6 +55,15 @@ columns.h = {{ lower = -1000, upper = 1000 }}
 columns.uh = {{ lower = -5, upper = 1000 }}
 columns.f = {{ lower = -1e39, upper = 1e39 }}
 columns.d38 = {{ lower = -1, upper = 1 }}
+
+[tables.evu]
+population = "users"
+unit = "user_id"
+max_groups = 4
+max_rows_per_group = 5
+
+[tables.pubf]
+public = true
 """
 
 
@@ -73,6 +82,23 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NeighbourPair]:
             "INSERT INTO ev SELECT i % 60 + 1, i, i, i % 100, 0.5, TIME '10:00' "
             "FROM range(0, 240) t(i)"
         )
+        # Joins on floats and UUIDs (keyed: keyed_groups._floats, _textual), the target's
+        # values among them: -0.0, NaN and the largest REAL.
+        con.execute("CREATE TABLE evu (user_id BIGINT, u UUID, x DOUBLE)")
+        con.execute("CREATE TABLE pubf (x FLOAT, u UUID)")
+        con.execute(
+            "INSERT INTO evu SELECT i % 60 + 1, CAST(printf('%032x', i % 9) AS UUID), i % 9 "
+            "FROM range(0, 240) t(i)"
+        )
+        con.execute(
+            f"INSERT INTO evu VALUES ({TARGET}, NULL, CAST('-0.0' AS DOUBLE)), "
+            f"({TARGET}, CAST(printf('%032x', 3) AS UUID), CAST('nan' AS DOUBLE)), "
+            f"({TARGET}, CAST(printf('%032x', 5) AS UUID), 3.4e38)"
+        )
+        con.execute(
+            "INSERT INTO pubf SELECT i, CAST(printf('%032x', i) AS UUID) FROM range(0, 6) t(i)"
+        )
+        con.execute("INSERT INTO pubf VALUES (CAST('nan' AS FLOAT), NULL), (3.4e38, NULL)")
         # The target: values at the edges of each type.
         con.execute(
             f"UPDATE people SET score = 9.9999999999999999999999999999999999999 WHERE user_id = {TARGET}"
@@ -111,6 +137,11 @@ QUERIES = {
         f"SELECT SUM(uh) AS s, MEDIAN(uh) AS m FROM ev WHERE user_id = {TARGET}"
     ),
     "float_wide_bounds": f"SELECT MIN(f) AS lo, MEDIAN(f) AS m FROM ev WHERE user_id = {TARGET}",
+    "float_join": "SELECT COUNT(*) AS n FROM evu JOIN pubf ON evu.x = pubf.x",
+    "float_join_target": (
+        f"SELECT COUNT(*) AS n FROM evu JOIN pubf ON evu.x = pubf.x WHERE user_id = {TARGET}"
+    ),
+    "uuid_join": "SELECT pubf.x, COUNT(*) AS n FROM evu JOIN pubf ON evu.u = pubf.u GROUP BY pubf.x",
 }
 
 
