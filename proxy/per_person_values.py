@@ -500,10 +500,16 @@ def _distinct_layers(a: exp.Select, shape: S.Shape) -> exp.Select:
             "expressions",
             [exp.alias_(unit.copy(), "__u", copy=False), exp.alias_(value.copy(), "__v", copy=False)],
         )
-        pairs.set(
-            "group",
-            exp.Group(expressions=keyed_groups.keyed_first([unit.copy(), value.copy()], by_bytes)),
-        )
+        group = keyed_groups.keyed_first([unit.copy(), value.copy()], by_bytes)
+        if keyed_groups.interval_column(shape, value):
+            # an INTERVAL's text is not one per value: its total is
+            group[0] = keyed_groups.companion(
+                [
+                    keyed_groups.part(unit.copy(), unit_by_bytes),
+                    keyed_groups.part(keyed_groups.interval_total(value), True),
+                ]
+            )
+        pairs.set("group", exp.Group(expressions=group))
         plain = item.this.copy()
         plain_target = plain.this if isinstance(plain, exp.Bracket) else plain
         plain_target.set("this", exp.column("__v"))

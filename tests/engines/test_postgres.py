@@ -678,3 +678,40 @@ def test_uuid_and_bytea_joins_are_keyed_by_their_text_on_postgres(
         assert engine.run(QueryRequest(sql, epsilon=1.0)).rows
     finally:
         engine.close()
+
+
+def test_a_persons_distinct_intervals_count_equal_intervals_once_on_postgres(
+    pg_cluster: PgServer, tmp_path: Path
+) -> None:
+    """PostgreSQL too calls '1 day' and '24 hours' equal and writes them apart: the
+    per-person COUNT(DISTINCT) of an INTERVAL groups by its total
+    (keyed_groups.interval_total, EXTRACT of each field), one value per person here."""
+    from proxy.policy import parse_policy
+    from proxy.request import QueryRequest
+
+    database = "interval_distinct"
+    dsn = pg_cluster.replace_database(database)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE ev (user_id BIGINT, iv INTERVAL)")
+        conn.execute("CREATE TABLE pex (u UUID, b BYTEA)")
+        conn.execute(
+            "INSERT INTO ev SELECT i % 30 + 1, CASE WHEN i / 30 % 2 = 0 THEN INTERVAL '1 day' "
+            "ELSE INTERVAL '24 hours' END FROM generate_series(0, 299) AS i"
+        )
+    engine = Engine(
+        parse_policy(
+            _TEXTUAL_POLICY.format(dsn=pg_cluster.grant_reader(database), folder=tmp_path),
+            base_dir=tmp_path,
+        )
+    )
+    try:
+        sql = (
+            "SELECT AVG(n) AS a FROM (SELECT user_id, COUNT(DISTINCT iv) AS n FROM ev "
+            "GROUP BY user_id) t"
+        )
+        _, plan = engine.prepare(QueryRequest(sql, epsilon=1.0))
+        out = engine.executor.run(plan.core_sql, [11])
+        total, count = (int(out[s.column][0]) for s in plan.statistics[:2])
+        assert (total, count) == (30 * (1 - 50), 30), out  # n = 1 each, centred on 50
+    finally:
+        engine.close()

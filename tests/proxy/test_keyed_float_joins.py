@@ -88,7 +88,8 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
             "CAST(printf('00000000-0000-0000-0000-%012d', i % 7) AS UUID), "
             "CAST(printf('\\x%02X', i % 5) AS BLOB), "
             "TIME '10:00:00' + INTERVAL (i % 6) SECOND * 0.5, "
-            "INTERVAL (i % 3) DAY FROM range(0, 400) t(i)"
+            "CASE WHEN i // 40 % 2 = 0 THEN INTERVAL 1 DAY ELSE INTERVAL 24 HOUR END "
+            "FROM range(0, 400) t(i)"
         )
         con.execute(
             "INSERT INTO pex SELECT "
@@ -213,3 +214,20 @@ def test_a_join_on_intervals_stays_plain(engine: Engine) -> None:
     assert engine.executor.run(sql)["n"][0] > 40  # days meet hours
     _, plan = engine.prepare(QueryRequest(sql, epsilon=1.0))
     assert not _keyed(plan.core_sql)
+
+
+def test_a_persons_distinct_intervals_count_equal_intervals_once(engine: Engine) -> None:
+    """'1 day' and '24 hours' are one value to DuckDB; a per-person COUNT(DISTINCT) of an
+    INTERVAL column groups by its total (keyed_groups.interval_total), not its text,
+    which counted them twice."""
+    sql = (
+        "SELECT AVG(n) AS a FROM (SELECT user_id, COUNT(DISTINCT iv) AS n FROM ex "
+        "GROUP BY user_id) t"
+    )
+    assert engine.executor.run(sql)["a"][0] == 1.0  # every person: one value, two spellings
+    _, plan = engine.prepare(QueryRequest(sql, epsilon=1.0))
+    out = engine.executor.run(plan.core_sql, [11] if takes_seed(plan.core_sql) else [])
+    total, count = (int(out[s.column][0]) for s in plan.statistics[:2])
+    # The AVG's sum is centred on the middle of n's range, 0..100 (the row cap): n = 1
+    # for each of the 40 people (n = 2 before: -1,920)
+    assert (total, count) == (40 * (1 - 50), 40), out
