@@ -137,7 +137,7 @@ def interval_total(value: exp.Expr) -> exp.Expr:
         )
         for unit, scale in _INTERVAL_PARTS
     ]
-    total = terms[0]
+    total: exp.Expr = terms[0]
     for term in terms[1:]:
         total = exp.Add(this=total, expression=term)
     return exp.Paren(this=total)
