@@ -747,8 +747,9 @@ def render(results: dict[str, Any], figures: dict[str, str], root: Path) -> str:
         parts.append(render_accuracy(s["accuracy"], figures))
     if "doors" in s:
         parts.append(render_doors(s["doors"], figures))
-    # Sections measured by their own command (e.g. bench/l0_plans.py), kept as written.
-    for extra in sorted((root / "bench").glob("*_plans.md")):
+    # Sections measured by their own command (e.g. bench/l0_plans.py) and hand-written
+    # measurement notes (bench/measurement_notes.md), kept as written.
+    for extra in sorted([*root.glob("bench/*_plans.md"), *root.glob("bench/*_notes.md")]):
         parts.append(extra.read_text())
     parts += ["## Closing note", ""]
     for goal, measured, verdict, _ in g:
