@@ -218,6 +218,26 @@ def simulation_draws(mechanism: str, scale: float, replicates: int, stream: int)
     return np.asarray(quantiles[order], dtype=np.float64)
 
 
+def simulation_table(
+    mechanism: str, scale: float, replicates: int, rows: int, first_stream: int
+) -> np.ndarray:
+    """A (replicates, rows) array of values spread like a release's noise, for
+    simulating arithmetic over the rows of a released table: each column holds the
+    quantiles of :func:`simulation_draws` in an order of its own, so that each row gets
+    noise of its own (each released cell is noised independently; one draw shared by
+    every row made a window over the rows, such as a percent of total, look almost
+    noise-free). The orders are permutations drawn by a generator seeded with
+    ``first_stream`` (rows further apart than simulation_draws' arithmetic orders allow:
+    those repeat a multiplier every 20 streams, and two such columns can be shifted
+    copies of each other). Deterministic, so an answer's intervals are the same on
+    every replay; never a released value. Preconditions: as simulation_draws, rows ≥ 0.
+    """
+    base = simulation_draws(mechanism, scale, replicates, 0)  # stream 0: quantile order
+    generator = np.random.default_rng(first_stream)
+    order = generator.permuted(np.tile(np.arange(replicates), (rows, 1)), axis=1).T
+    return np.asarray(base[order], dtype=np.float64)
+
+
 def laplace_half_width_95(scale: float) -> float:
     """Exact two-sided 95% half-width of discrete Laplace noise of scale ``scale`` (in
     integer units). Preconditions: scale within the supported range."""

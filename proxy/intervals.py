@@ -32,7 +32,7 @@ from sqlglot import exp
 
 from accounting.calibrate import Mechanism
 from accounting.confidence import profile_offsets, z_95
-from accounting.mechanisms import simulation_draws
+from accounting.mechanisms import simulation_table
 from proxy.errors import DPSQLError
 from proxy.outer import ROW, direct_columns
 from proxy.plan import Plan
@@ -225,9 +225,11 @@ def _bootstrap(
         tiled = np.tile(values, REPLICATES)  # copy k of row r at k·n + r
         std = stds.get(name)
         if std is not None:
-            draws = simulation_draws(plan.mechanism, std, REPLICATES, stream)
-            stream += 1
-            tiled = tiled.astype(np.float64) + np.repeat(draws, n)
+            # each row's own noise (row r of copy k at k·n + r): a window reads rows
+            # whose released values were noised independently
+            draws = simulation_table(plan.mechanism, std, REPLICATES, n, stream)
+            stream += n
+            tiled = tiled.astype(np.float64) + draws.reshape(-1)
         copies[name] = tiled
     _, reps = post.run(_per_copy(items_sql(plan.outer_sql)), pa.table(copies))
     spread: dict[tuple[int, int], list[float]] = {}

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 from sqlglot import exp
 
-from accounting.mechanisms import Z_975, simulation_draws
+from accounting.mechanisms import Z_975, simulation_table
 from proxy import outer_functions
 from proxy.errors import position_of, unsupported
 from proxy.outer import ROW as ROW_NAME
@@ -256,10 +256,12 @@ def simulated_widths(
         numeric = all(_numeric(v) for v in values)
         if name != "__row" and numeric and any(w is not None for w in widths[:n]):
             noise = np.zeros(n * REPLICATES)
+            # each row's own order of the quantiles (simulation_table), scaled to its width
+            unit = simulation_table("gaussian", 1.0, REPLICATES, n, stream)
+            stream += n
             for i, w in enumerate(widths[:n]):
                 if w is not None and w > 0:
-                    noise[i::n] = simulation_draws("gaussian", w / Z_975, REPLICATES, stream)
-                    stream += 1
+                    noise[i::n] = unit[:, i] * (w / Z_975)
             copies[name] = np.tile(np.asarray(values, dtype=np.float64), REPLICATES) + noise
         else:
             copies[name] = np.tile(np.asarray(values, dtype=object), REPLICATES)
