@@ -180,9 +180,24 @@ def build_result(
         + _imprecise(columns, rows, intervals)
         + unreliable
         + clip_warnings
-        + drawn_notes,
+        + drawn_notes
+        + _selection_note(plan),
         cache_key=plan.cache_key,
         intervals=intervals,
+    )
+
+
+def _selection_note(plan: Plan) -> tuple[str, ...]:
+    """Partition selection drops groups with few people, and how many it dropped is not
+    released: say so on every answer it applies to (a fact of the plan, not the data;
+    an audit found 292 of 438 PUMS income groups gone with no word, 2026-12-03)."""
+    if plan.threshold is None:
+        return ()
+    return (
+        "groups are shown only when their noisy count of people passes a threshold of "
+        f"about {plan.threshold.tau:.0f} (partition selection): groups with fewer people "
+        "are missing from this answer, and a missing group may still exist in the data; "
+        "declare the key's values in the policy (a public domain) to get every group",
     )
 
 

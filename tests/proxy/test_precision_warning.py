@@ -55,3 +55,22 @@ def test_fine_groups_at_small_epsilon_are_warned(demo_engine: Engine) -> None:
 def test_a_precise_total_has_no_such_warning(demo_engine: Engine) -> None:
     result = demo_engine.run(QueryRequest(COARSE, epsilon=2.0))
     assert _check(result) == {}
+
+
+def test_partition_selection_says_groups_may_be_missing(
+    demo_engine: Engine, pums_engine: Engine
+) -> None:
+    """A private key's groups pass a noisy threshold of people; those that do not are
+    missing, and the answer says so with the threshold (an audit: 292 of 438 PUMS income
+    groups gone with no word). A public domain's answer shows every group: no such note."""
+    private = pums_engine.run(
+        QueryRequest("SELECT income, COUNT(*) AS n FROM PUMS.PUMS GROUP BY income", epsilon=1.0)
+    )
+    tau = private.privacy.partition["tau"]
+    (note,) = [w for w in private.warnings if "partition selection" in w]
+    assert f"about {tau:.0f}" in note and "public domain" in note
+    public = demo_engine.run(
+        QueryRequest("SELECT region, COUNT(*) AS n FROM users GROUP BY region", epsilon=1.0)
+    )
+    assert public.privacy.partition["strategy"] == "public_domain"
+    assert not [w for w in public.warnings if "partition selection" in w]
