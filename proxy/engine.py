@@ -1055,16 +1055,27 @@ class Engine:
         # select items.
         width = sum(1 for n in names if n != "__row")
         widths = nested.simulated_widths(found, table, inner.intervals, rows, width, self.post.run)
-        note = (
+        notes = [
             "the outer query ran on the released answer of the inner one (post-processing: "
             "no further privacy cost); its intervals simulate the inner answer's noise"
-        )
+        ]
+        partition = inner.privacy.partition
+        if partition.get("strategy") == "public_domain" and partition.get("groups"):
+            # A public domain releases every declared key, those no one has included (an
+            # audit: COUNT(*) of PUMS's age groups gave 101 where the data has 73).
+            notes.append(
+                f"the inner answer has a row for each of the {partition['groups']} declared "
+                "values of its key, empty ones included (as noisy values near 0), and the "
+                "outer query reads them all: a count or average over its rows counts the "
+                "empty groups too; filter them out in the outer query (e.g. WHERE n > a few "
+                "half-widths) if that is not what you mean"
+            )
         return replace(
             inner,
             columns=tuple(names[:width]),
             rows=[tuple(r[:width]) for r in rows],
             intervals=tuple(widths),
-            warnings=(*inner.warnings, note),
+            warnings=(*inner.warnings, *notes),
         )
 
     def _run(self, request: QueryRequest) -> Result:

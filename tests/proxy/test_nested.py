@@ -139,3 +139,25 @@ def test_a_chain_must_read_only_its_ctes(engine: Engine) -> None:
         with pytest.raises(DPSQLError):
             engine.run(QueryRequest(sql, epsilon=0.5))
     assert len([e for e in engine.ledger.history() if e.kind == "charge"]) == charges
+
+
+def test_an_outer_query_over_a_public_domain_is_told_of_its_empty_groups(
+    engine: Engine, pums_engine: Engine
+) -> None:
+    """A public domain releases every declared key, empty ones included, and an outer
+    COUNT(*) or AVG counts those rows too (an audit: 101 PUMS age groups where the data
+    has 73): the answer says so. Over a private key (partition selection) it does not."""
+    sql = "SELECT COUNT(*) AS groups FROM (SELECT age, COUNT(*) AS n FROM PUMS.PUMS GROUP BY age) t"
+    result = pums_engine.run(QueryRequest(sql, epsilon=1.0))
+    groups = result.privacy.partition["groups"]
+    assert result.rows == [(groups,)]
+    assert any(f"each of the {groups} declared values" in w for w in result.warnings)
+    private = pums_engine.run(
+        QueryRequest(
+            "SELECT COUNT(*) AS g FROM (SELECT income, COUNT(*) AS n FROM PUMS.PUMS "
+            "GROUP BY income) t",
+            epsilon=1.0,
+        )
+    )
+    assert not any("declared values" in w for w in private.warnings)
+    assert any("partition selection" in w for w in private.warnings)
