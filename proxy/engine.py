@@ -152,6 +152,8 @@ class Structure:
     # The released table's columns and types (a stand-in row of them validates an outer
     # query before any charge).
     released_columns: tuple[tuple[str, str], ...] = ()
+    # What the answer must say whatever the data (the bounds of per-person values).
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -443,7 +445,12 @@ class Engine:
             data_version=self.policy.data_version,
             outer=found.outer,
         )
-        plan = replace(plan, released_columns=found.released_columns, chosen_bounds=tuple(chosen))
+        plan = replace(
+            plan,
+            released_columns=found.released_columns,
+            chosen_bounds=tuple(chosen),
+            notes=found.notes,
+        )
         if found.pending:
             plan = replace(plan, pending_bounds=found.pending)
         return found.core.shape, plan
@@ -839,7 +846,8 @@ class Engine:
         # The CTE trees were rendered into core.sql by the last rule and are never read
         # again; memoised structures would otherwise keep about 380 tracked objects each,
         # which every full garbage collection pass walks.
-        return Structure(replace(core, ctes=()), names, domain, outer, pending, columns)
+        notes = () if per_person is None else per_person_values.bounds_note(per_person)
+        return Structure(replace(core, ctes=()), names, domain, outer, pending, columns, notes)
 
     def _key_types(self, core_sql: str, keys: tuple[str, ...]) -> tuple[str, ...]:
         """Refuse, before any charge, a core the engine cannot bind (reads no data)."""

@@ -644,6 +644,30 @@ def _derived_table(
     return TableInfo(policy, DEFAULT_DB, DERIVED, types)
 
 
+def _bound(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:.6g}"
+
+
+def bounds_note(found: PerPersonQuery) -> tuple[str, ...]:
+    """What the answer says of a per-person subquery whatever the data: each person's
+    values are clamped to their bounds before the outer query reads them, so a person
+    beyond a bound counts at it (an audit, 2026-12-03: with C = 10, an average of 12.5
+    prompts per person came back as 5.5 with no word)."""
+    ranges = [
+        f"{c.name} within [{_bound(c.lower)}, {_bound(c.upper)}]"
+        for c in found.table.policy.columns
+        if c.values is None and c.lower is not None and c.upper is not None
+    ]
+    if not ranges:
+        return ()
+    return (
+        "each person's values in the per-person subquery are bounded before the outer query "
+        f"reads them ({'; '.join(ranges)}): a person beyond a bound counts at the bound, and "
+        "a filter on these values sees the bounded ones; the table's max_rows_per_group and "
+        "column bounds in the policy set them (wider bounds add noise)",
+    )
+
+
 def _read_derived(outer: exp.Select, alias: str) -> None:
     """Point the outer query's FROM at the derived table, under the inner query's alias
     (its columns keep their names), and drop the CTE it came from."""

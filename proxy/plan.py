@@ -95,6 +95,8 @@ class Plan:
     quantiles: tuple[QuantileNoise, ...] = ()
     # "auto" bounds chosen for this query (explain shows their candidates' errors).
     chosen_bounds: tuple[ChosenBound, ...] = ()
+    # Said with every answer whatever the data (e.g. the bounds of per-person values).
+    notes: tuple[str, ...] = ()
 
     @property
     def delta(self) -> float:

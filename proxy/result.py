@@ -181,7 +181,8 @@ def build_result(
         + unreliable
         + clip_warnings
         + drawn_notes
-        + _selection_note(plan),
+        + _selection_note(plan)
+        + plan.notes,
         cache_key=plan.cache_key,
         intervals=intervals,
     )

@@ -74,3 +74,15 @@ def test_partition_selection_says_groups_may_be_missing(
     )
     assert public.privacy.partition["strategy"] == "public_domain"
     assert not [w for w in public.warnings if "partition selection" in w]
+
+
+def test_a_per_person_subquery_says_its_values_are_bounded(demo_engine: Engine) -> None:
+    """Each person's COUNT(*) inside a per-person subquery is clamped to [.., C] before
+    the outer query reads it; the answer names the bound whatever the data (an audit:
+    an average of 12.5 prompts per person came back as 5.5 under C = 10, with no word)."""
+    sql = "SELECT AVG(n) AS a FROM (SELECT user_id, COUNT(*) AS n FROM prompts GROUP BY user_id) t"
+    result = demo_engine.run(QueryRequest(sql, epsilon=1.0))
+    (note,) = [w for w in result.warnings if "per-person subquery" in w]
+    assert re.search(r"n within \[\d[\d,]*, \d[\d,]*\]", note), note
+    plain = demo_engine.run(QueryRequest("SELECT COUNT(*) AS n FROM prompts", epsilon=1.0))
+    assert not [w for w in plain.warnings if "per-person subquery" in w]
