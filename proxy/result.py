@@ -240,8 +240,10 @@ def _clipping(
         f"about {clip.fraction:.0%} (at least {clip.fraction_at_least:.0%}) of the people "
         f"in these groups had more than "
         f"{plan.max_rows} rows in a group{groups}: dpsql counted at most that much of each "
-        "of them, so counts and sums are lower than the true totals (averages keep each "
-        "person's own mean). Ask with a larger max_rows_per_group (up to the policy's "
+        "of them, so counts and sums are lower than the true totals, and by a larger share "
+        "than the people's: those cut are the ones with the most rows (an audit saw counts "
+        "26-42% low where 13-14% of the people were cut; averages keep each person's own "
+        "mean). Ask with a larger max_rows_per_group (up to the policy's "
         "limit) to see more of them, at the cost of more noise.",
     )
 
