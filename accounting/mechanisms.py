@@ -226,16 +226,29 @@ def simulation_table(
     quantiles of :func:`simulation_draws` in an order of its own, so that each row gets
     noise of its own (each released cell is noised independently; one draw shared by
     every row made a window over the rows, such as a percent of total, look almost
-    noise-free). The orders are permutations drawn by a generator seeded with
-    ``first_stream`` (rows further apart than simulation_draws' arithmetic orders allow:
-    those repeat a multiplier every 20 streams, and two such columns can be shifted
-    copies of each other). Deterministic, so an answer's intervals are the same on
-    every replay; never a released value. Preconditions: as simulation_draws, rows ≥ 0.
+    noise-free). Each order sorts the copies by a fixed mix (splitmix64's finaliser) of
+    (stream, copy): no random source, and rows far apart get unrelated orders, where
+    simulation_draws' arithmetic orders repeat a multiplier every 20 streams (two such
+    columns can be shifted copies of each other). Deterministic, so an answer's
+    intervals are the same on every replay; never a released value. Preconditions: as
+    simulation_draws, rows ≥ 0.
     """
     base = simulation_draws(mechanism, scale, replicates, 0)  # stream 0: quantile order
-    generator = np.random.default_rng(first_stream)
-    order = generator.permuted(np.tile(np.arange(replicates), (rows, 1)), axis=1).T
+    streams = (first_stream + np.arange(rows, dtype=np.uint64)).astype(np.uint64)
+    copies = np.arange(replicates, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        keys = _mix64(_mix64(streams)[None, :] + copies[:, None])
+    order = np.argsort(keys, axis=0, kind="stable")  # column r: a permutation of copies
     return np.asarray(base[order], dtype=np.float64)
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser on uint64 (wrapping): a fixed bijection that scatters
+    nearby inputs, used only to order simulation copies."""
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
 
 
 def laplace_half_width_95(scale: float) -> float:
