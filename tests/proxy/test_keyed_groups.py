@@ -298,6 +298,13 @@ JOIN_SPELLINGS = [
     "SELECT COUNT(*) FROM prompts p JOIN regions r ON NOT (p.model IS DISTINCT FROM r.region)",
     "SELECT AVG(n) FROM (SELECT p.user_id, COUNT(*) AS n FROM prompts p, regions r "
     "WHERE r.region = p.model GROUP BY p.user_id) t",
+    # a join inside a UNION ALL's arm (a probe, 2026-12-03: 2.40 s against 0.002 s)
+    "SELECT COUNT(*) FROM (SELECT p.user_id, p.prompt_id, r.name FROM prompts p JOIN regions r "
+    "ON r.region = p.model UNION ALL SELECT user_id, ticket_id, category FROM tickets) t "
+    "WHERE prompt_id = 777",
+    "SELECT COUNT(*) FROM (SELECT p.user_id, p.prompt_id, r.name FROM prompts p, regions r "
+    "WHERE r.region = p.model AND p.prompt_id = 777 "
+    "UNION ALL SELECT user_id, ticket_id, category FROM tickets) t",
 ]
 
 
