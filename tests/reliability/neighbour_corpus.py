@@ -768,6 +768,13 @@ DEMO: tuple[Entry, ...] = (
         "an INTEGER = BIGINT join, keyed in the wider type",
     ),
     Entry(
+        "adv_union_arm_join",
+        "SELECT src, COUNT(*) AS n FROM (SELECT p.user_id, 'p' AS src, r.name FROM prompts p "
+        "JOIN regions r ON r.region = p.model WHERE p.user_id = {pid} "
+        "UNION ALL SELECT user_id, 't', category FROM tickets) t GROUP BY src",
+        "a join inside a UNION ALL arm, keyed, aimed at one person",
+    ),
+    Entry(
         "adv_long_in_list",
         "SELECT model, COUNT(*) AS n FROM prompts WHERE prompt_id IN (3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47, 51, 55, 59, 63, 67, 71, 75, 79, 83, 87, 91, 95, 99, 103, 107, 111, 115, 119, NULL) "
         "OR NOT (user_id IN (3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47, 51, 55, 59, 63, 67, 71, 75, 79, 83, 87, 91, 95, 99, 103, 107, 111, 115, 119) OR model IN ('a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', "
