@@ -169,3 +169,12 @@ def assert_own_seed_list_keyed(reference: Engine, other: Engine, sql: str, liste
     on_reference = reference.executor.run(plan.core_sql, [])
     assert differences(plan, on_reference, on_other) == []
     assert int(on_reference["__persons"][0]) > 0
+
+
+def keyed_double(forms: Any, column: str, seed: exp.Expr, dialect: str) -> str:
+    """The engine's keyed hash of ``column`` cast to DOUBLE, as a keyed float join
+    writes it (keyed_groups._floats), in ``dialect``."""
+    from proxy.engines.kinds import FLOAT
+
+    value = exp.Cast(this=exp.column(column), to=exp.DataType.build("DOUBLE"))
+    return str(forms.keyed_hash([value], [FLOAT], seed).sql(dialect=dialect))

@@ -581,15 +581,10 @@ def test_the_keyed_hash_of_a_float_is_one_per_value_on_postgres(pg_cluster: PgSe
     (keyed_groups._floats): PostgreSQL's = holds for -0.0 and 0.0, for two NaNs, and for
     a BIGINT beyond 2^53 against the DOUBLE it rounds to, and so must their keyed
     hashes (hashfloat8extended hashes every zero and every NaN alike)."""
-    from proxy.engines.kinds import Family as F
-
-    forms = PostgresForms()
-    seed = exp.Var(this="$1")
-    double = exp.DataType.build("DOUBLE")
+    forms, seed = PostgresForms(), exp.Var(this="$1")
 
     def keyed(column: str) -> str:
-        value = exp.Cast(this=exp.column(column), to=double.copy())
-        return forms.keyed_hash([value], [Kind(F.FLOAT)], seed).sql(dialect="postgres")
+        return compare.keyed_double(forms, column, seed, "postgres")
 
     sql = (
         f"SELECT a = b, {keyed('a')} = {keyed('b')} FROM (VALUES "
@@ -603,115 +598,81 @@ def test_the_keyed_hash_of_a_float_is_one_per_value_on_postgres(pg_cluster: PgSe
     assert rows == [(True, True)] * 4
 
 
-_TEXTUAL_POLICY = """
-[proxy]
-default_epsilon = 0.5
-default_delta = 1e-9
-mechanism = "gaussian"
 
-[database]
-engine = "postgres"
-dsn = "{dsn}"
-
-[ledger]
-path = "{folder}/ledger.sqlite"
-
-[populations.users]
-epsilon_cap = 1e7
-delta = 1e-4
-
-[tables.ev]
-population = "users"
-unit = "user_id"
-max_groups = 4
-max_rows_per_group = 100
-
-[tables.pex]
-public = true
-"""
+# The DuckDB suite's database of floats, UUIDs, BYTEAs, TIMEs and INTERVALs
+# (tests/proxy/test_keyed_float_joins.py), in PostgreSQL's types, under the same policy.
+_TYPED_TABLES = (
+    "CREATE TABLE ev (user_id BIGINT, f DOUBLE PRECISION, r REAL, i INTEGER, b BIGINT, "
+    "d NUMERIC(18, 3))",
+    "CREATE TABLE pub (x DOUBLE PRECISION, y REAL, n BIGINT, m NUMERIC(10, 1))",
+    "CREATE TABLE ex (user_id BIGINT, u UUID, bl BYTEA, tm TIME, iv INTERVAL)",
+    "CREATE TABLE pex (u UUID, bl BYTEA, tm TIME, iv INTERVAL)",
+    # upper-case UUIDs against lower-case ones; '1 day' and '24 hours' for each person
+    "INSERT INTO ex SELECT i % 30 + 1, CAST(upper(md5(CAST(i % 7 AS TEXT))) AS UUID), "
+    "decode(lpad(to_hex(i % 5), 2, '0'), 'hex'), NULL, CASE WHEN i / 30 % 2 = 0 "
+    "THEN INTERVAL '1 day' ELSE INTERVAL '24 hours' END FROM generate_series(0, 299) AS i",
+    "INSERT INTO pex SELECT CAST(md5(CAST(i AS TEXT)) AS UUID), "
+    "decode(lpad(to_hex(i), 2, '0'), 'hex'), NULL, NULL FROM generate_series(0, 3) AS i",
+)
 
 
-@pytest.mark.parametrize("join", ["ev.u = pex.u", "pex.b = ev.b"])
+@pytest.fixture(scope="module")
+def typed(pg_cluster: PgServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    from proxy.policy import parse_policy
+    from tests.engines.conftest import database_section, with_database
+    from tests.proxy.test_keyed_float_joins import POLICY
+
+    database = "typed_joins"
+    with psycopg.connect(pg_cluster.replace_database(database), autocommit=True) as conn:
+        for statement in _TYPED_TABLES:
+            conn.execute(statement)
+    folder = tmp_path_factory.mktemp("typed-pg")
+    section = database_section("postgres", pg_cluster.grant_reader(database))
+    text = with_database(POLICY, section).format(folder=folder)
+    engine = Engine(parse_policy(text, base_dir=folder))
+    yield engine
+    engine.close()
+
+
+@pytest.mark.parametrize("join", ["ex.u = pex.u", "pex.bl = ex.bl"])
 def test_uuid_and_bytea_joins_are_keyed_by_their_text_on_postgres(
-    join: str, pg_cluster: PgServer, tmp_path: Path
+    join: str, typed: Engine
 ) -> None:
     """A UUID or BYTEA join is keyed on the value's text (keyed_groups._textual): the
     rendered join equates hashtextextended of both sides, and the core counts what the
     plain core counts, values given in upper and lower case included."""
     import sqlglot
 
-    from proxy.policy import parse_policy
     from proxy.request import QueryRequest
     from proxy.rewrite import keyed_groups
 
-    database = "textual_joins"
-    dsn = pg_cluster.replace_database(database)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE ev (user_id BIGINT, u UUID, b BYTEA)")
-        conn.execute("CREATE TABLE pex (u UUID, b BYTEA)")
-        conn.execute(
-            "INSERT INTO ev SELECT i % 30 + 1, CAST(upper(md5(CAST(i % 7 AS TEXT))) AS UUID), "
-            "decode(lpad(to_hex(i % 5), 2, '0'), 'hex') FROM generate_series(0, 300) AS i"
-        )
-        conn.execute(
-            "INSERT INTO pex SELECT CAST(md5(CAST(i AS TEXT)) AS UUID), "
-            "decode(lpad(to_hex(i), 2, '0'), 'hex') FROM generate_series(0, 3) AS i"
-        )
-    engine = Engine(
-        parse_policy(
-            _TEXTUAL_POLICY.format(dsn=pg_cluster.grant_reader(database), folder=tmp_path),
-            base_dir=tmp_path,
-        )
-    )
-    try:
-        sql = f"SELECT COUNT(*) AS n FROM ev JOIN pex ON {join}"
-        _, plan = engine.prepare(QueryRequest(sql, epsilon=1.0))
-        rendered = engine.executor.rendered(plan.core_sql)  # type: ignore[attr-defined]
-        on = rendered.split(" JOIN ", 1)[1].split(" WHERE ", 1)[0]
-        assert on.lower().count("hashtextextended") == 2, on
-        plain = keyed_groups.plain(sqlglot.parse_one(plan.core_sql, read="duckdb")).sql("duckdb")
-        keyed = engine.executor.run(plan.core_sql, [11])
-        assert int(keyed[plan.statistics[0].column][0]) > 100  # rows do match
-        assert {k: v.tolist() for k, v in keyed.items()} == {
-            k: v.tolist() for k, v in engine.executor.run(plain, [11] if "?" in plain else []).items()
-        }
-        assert engine.run(QueryRequest(sql, epsilon=1.0)).rows
-    finally:
-        engine.close()
+    sql = f"SELECT COUNT(*) AS n FROM ex JOIN pex ON {join}"
+    _, plan = typed.prepare(QueryRequest(sql, epsilon=1.0))
+    rendered = typed.executor.rendered(plan.core_sql)  # type: ignore[attr-defined]
+    on = rendered.split(" JOIN ", 1)[1].split(" WHERE ", 1)[0]
+    assert on.lower().count("hashtextextended") == 2, on
+    plain = keyed_groups.plain(sqlglot.parse_one(plan.core_sql, read="duckdb")).sql("duckdb")
+    keyed = typed.executor.run(plan.core_sql, [11])
+    assert int(keyed[plan.statistics[0].column][0]) > 100  # rows do match
+    assert {k: v.tolist() for k, v in keyed.items()} == {
+        k: v.tolist() for k, v in typed.executor.run(plain, [11] if "?" in plain else []).items()
+    }
+    assert typed.run(QueryRequest(sql, epsilon=1.0)).rows
 
 
 def test_a_persons_distinct_intervals_count_equal_intervals_once_on_postgres(
-    pg_cluster: PgServer, tmp_path: Path
+    typed: Engine,
 ) -> None:
     """PostgreSQL too calls '1 day' and '24 hours' equal and writes them apart: the
     per-person COUNT(DISTINCT) of an INTERVAL groups by its total
     (keyed_groups.interval_total, EXTRACT of each field), one value per person here."""
-    from proxy.policy import parse_policy
     from proxy.request import QueryRequest
 
-    database = "interval_distinct"
-    dsn = pg_cluster.replace_database(database)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE ev (user_id BIGINT, iv INTERVAL)")
-        conn.execute("CREATE TABLE pex (u UUID, b BYTEA)")
-        conn.execute(
-            "INSERT INTO ev SELECT i % 30 + 1, CASE WHEN i / 30 % 2 = 0 THEN INTERVAL '1 day' "
-            "ELSE INTERVAL '24 hours' END FROM generate_series(0, 299) AS i"
-        )
-    engine = Engine(
-        parse_policy(
-            _TEXTUAL_POLICY.format(dsn=pg_cluster.grant_reader(database), folder=tmp_path),
-            base_dir=tmp_path,
-        )
+    sql = (
+        "SELECT AVG(n) AS a FROM (SELECT user_id, COUNT(DISTINCT iv) AS n FROM ex "
+        "GROUP BY user_id) t"
     )
-    try:
-        sql = (
-            "SELECT AVG(n) AS a FROM (SELECT user_id, COUNT(DISTINCT iv) AS n FROM ev "
-            "GROUP BY user_id) t"
-        )
-        _, plan = engine.prepare(QueryRequest(sql, epsilon=1.0))
-        out = engine.executor.run(plan.core_sql, [11])
-        total, count = (int(out[s.column][0]) for s in plan.statistics[:2])
-        assert (total, count) == (30 * (1 - 50), 30), out  # n = 1 each, centred on 50
-    finally:
-        engine.close()
+    _, plan = typed.prepare(QueryRequest(sql, epsilon=1.0))
+    out = typed.executor.run(plan.core_sql, [11])
+    total, count = (int(out[s.column][0]) for s in plan.statistics[:2])
+    assert (total, count) == (30 * (1 - 50), 30), out  # n = 1 each, centred on 50

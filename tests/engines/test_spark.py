@@ -275,18 +275,13 @@ def test_the_keyed_hash_of_a_float_is_one_per_value_on_spark(
     must their keyed hashes (xxhash64 reads a DOUBLE's bits; the form maps zeros to one)."""
     from sqlglot import exp
 
-    from proxy.engines.kinds import Family as F
-    from proxy.engines.kinds import Kind
     from proxy.engines.spark_forms import SparkForms
 
     _, spark = pair["demo"]
-    forms = SparkForms(views=True)
-    seed = exp.Literal.number(11)
-    double = exp.DataType.build("DOUBLE")
+    forms, seed = SparkForms(views=True), exp.Literal.number(11)
 
     def keyed(column: str) -> str:
-        value = exp.Cast(this=exp.column(column), to=double.copy())
-        return forms.keyed_hash([value], [Kind(F.FLOAT)], seed).sql(dialect="spark")
+        return compare.keyed_double(forms, column, seed, "spark")
 
     sql = (
         f"SELECT a = b AS same, {keyed('a')} = {keyed('b')} AS keyed FROM VALUES "
