@@ -233,9 +233,23 @@ def _clipping(
         Z_975 * std * math.sqrt(len(rows)),
     )
     # Warn only when the noise cannot explain it: at the low end of its interval.
-    if clip.fraction_at_least <= CLIPPING_WARNING or clip.total_people < 1:
-        return clip, ()
     groups = f" or rows in more than {plan.max_groups} groups" if plan.max_groups > 1 else ""
+    # People are counted whole: a positive low end of the interval means at least one.
+    at_least = math.ceil(clip.total_cut - clip.total_cut_half_width)
+    if clip.total_people < 1 or at_least < 1:
+        return clip, ()
+    if clip.fraction_at_least <= CLIPPING_WARNING:
+        # Few people, but maybe many rows: those cut are the ones with the most (an
+        # audit: 0.3% of the people cut took 16% of one group's rows, with no word).
+        return clip, (
+            f"at least {at_least} {'person' if at_least == 1 else 'people'} (about "
+            f"{clip.fraction:.1%} of those in these "
+            f"groups) had more than {plan.max_rows} rows in a group{groups}; dpsql counted "
+            "at most that much of each, so counts and sums can be lower than the true "
+            "totals by a larger share than theirs (those cut have the most rows). Ask with a larger "
+            "max_rows_per_group (up to the policy's limit) to see more of them, at the "
+            "cost of more noise.",
+        )
     return clip, (
         f"about {clip.fraction:.0%} (at least {clip.fraction_at_least:.0%}) of the people "
         f"in these groups had more than "

@@ -75,3 +75,37 @@ def test_an_empty_release_says_why_and_what_would_help(pair) -> None:
     assert r.rows == []
     [hint] = [w for w in r.warnings if w.startswith("no group was released")]
     assert f"reaches {plan.threshold.tau}" in hint and "four times the budget" in hint
+
+
+def test_a_few_heavy_people_cut_are_said_even_below_the_share(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """One person of 201 holds 500 of 1,500 rows: the cap C = 10 cuts 0.5% of the people
+    and a third of the rows. Below the 5% share the answer still says that people were
+    cut and that counts fall by more than their share (an audit: 0.3% of the people cut
+    took 16% of one group's rows with no word)."""
+    from proxy.policy import parse_policy
+
+    root = tmp_path_factory.mktemp("heavy")
+    db = root / "heavy.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE ev (user_id BIGINT, k VARCHAR)")
+        con.execute("INSERT INTO ev SELECT i % 200 + 1, 'a' FROM range(1000) t(i)")
+        con.execute("INSERT INTO ev SELECT 999, 'a' FROM range(500) t(i)")
+    text = (
+        f'[proxy]\ndefault_epsilon = 1.0\ndefault_delta = 1e-9\nmechanism = "gaussian"\n\n'
+        f'[database]\nduckdb = "{db}"\n\n[ledger]\npath = "{root / "ledger.sqlite"}"\n\n'
+        "[populations.users]\nepsilon_cap = 1e9\ndelta = 1e-4\n\n"
+        '[tables.ev]\npopulation = "users"\nunit = "user_id"\nmax_groups = 1\n'
+        "max_rows_per_group = 10\n"
+    )
+    engine = Engine(parse_policy(text, base_dir=root))
+    try:
+        r = engine.run(QueryRequest("SELECT COUNT(*) AS n FROM ev", epsilon=1e4))
+        clip = r.privacy.clipping
+        assert clip is not None and clip.fraction < 0.05
+        assert r.rows[0][0] < 1100  # 1,010 counted of 1,500
+        (warning,) = [w for w in r.warnings if "rows in a group" in w]
+        assert "at least 1 person (about 0.5%" in warning and "larger share" in warning
+    finally:
+        engine.close()
