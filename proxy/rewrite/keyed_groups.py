@@ -383,7 +383,6 @@ def _equalities(condition: exp.Expr, shape: Shape, kinds: Typer) -> list[exp.Exp
             # A REAL hashes otherwise than the same DOUBLE, hence the cast on both sides.
             to = exp.DataType.build("DOUBLE")
             left, right = exp.Cast(this=left, to=to), exp.Cast(this=right, to=to.copy())
-            ka = kb = Kind(Family.FLOAT)
             out.append(exp.EQ(this=companion([left]), expression=companion([right])))
             continue
         if ka == kb and ka.family is Family.UNKNOWN and _textual(shape, a, b):
