@@ -80,7 +80,7 @@ from proxy.request import QueryRequest
 from proxy.result import Result, build_result
 from proxy.rewrite import Core, rewrite
 from proxy.rewrite import core as C
-from proxy.rewrite.l0 import takes_seed
+from proxy.rewrite.l0 import describe_params, takes_seed
 from proxy.shape import Shape
 
 if TYPE_CHECKING:
@@ -851,8 +851,7 @@ class Engine:
 
     def _key_types(self, core_sql: str, keys: tuple[str, ...]) -> tuple[str, ...]:
         """Refuse, before any charge, a core the engine cannot bind (reads no data)."""
-        params = [0] if takes_seed(core_sql) else []
-        described = dict(self.executor.describe(core_sql, params))
+        described = dict(self.executor.describe(core_sql, describe_params(core_sql)))
         return tuple(described[k] for k in keys)
 
     def _validate_outer(

@@ -47,7 +47,7 @@ from proxy.policy import ColumnPolicy, TablePolicy
 from proxy.quantile_sql import is_quantile
 from proxy.rewrite import keyed_groups, person_constant
 from proxy.rewrite.clamp_inputs import as_double, clamp
-from proxy.rewrite.l0 import takes_seed
+from proxy.rewrite.l0 import describe_params
 from proxy.rewrite.ranges import derive
 from proxy.rewrite.total_forms import total_predicate, total_value
 
@@ -458,8 +458,8 @@ def _build(
         _check_private_scalar(filtered, "a per-person subquery's HAVING")
         b.set("where", exp.Where(this=total_predicate(filtered, {})))
     b_sql, a_sql = b.sql(dialect="duckdb"), a.sql(dialect="duckdb")
-    types = dict(executor.describe(b_sql, [0] if takes_seed(b_sql) else []))
-    a_types = dict(executor.describe(a_sql, [0] if takes_seed(a_sql) else []))
+    types = dict(executor.describe(b_sql, describe_params(b_sql)))
+    a_types = dict(executor.describe(a_sql, describe_params(a_sql)))
     table = _derived_table(b, names, unit_name, types, a_types, shape)
     outer = tree.copy()
     assert isinstance(outer, exp.Select)  # _inner_source found its FROM

@@ -243,12 +243,11 @@ def _clipping(
         # audit: 0.3% of the people cut took 16% of one group's rows, with no word).
         return clip, (
             f"at least {at_least} {'person' if at_least == 1 else 'people'} (about "
-            f"{clip.fraction:.1%} of those in these "
-            f"groups) had more than {plan.max_rows} rows in a group{groups}; dpsql counted "
-            "at most that much of each, so counts and sums can be lower than the true "
-            "totals by a larger share than theirs (those cut have the most rows). Ask with a larger "
-            "max_rows_per_group (up to the policy's limit) to see more of them, at the "
-            "cost of more noise.",
+            f"{clip.fraction:.1%} of those in these groups) had more than {plan.max_rows} "
+            f"rows in a group{groups}; dpsql counted at most that much of each, so counts "
+            "and sums can be lower than the true totals by a larger share than theirs "
+            "(those cut have the most rows). Ask with a larger max_rows_per_group (up to "
+            "the policy's limit) to see more of them, at the cost of more noise.",
         )
     return clip, (
         f"about {clip.fraction:.0%} (at least {clip.fraction_at_least:.0%}) of the people "

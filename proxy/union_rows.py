@@ -37,7 +37,7 @@ from proxy.errors import DPSQLError, position_of, unsupported
 from proxy.policy import ColumnPolicy, TablePolicy
 from proxy.quantile_sql import is_quantile
 from proxy.rewrite import keyed_groups
-from proxy.rewrite.l0 import takes_seed
+from proxy.rewrite.l0 import describe_params
 from proxy.rewrite.ranges import Range, derive
 from proxy.rewrite.total_forms import total_predicate, total_value
 from proxy.string_growth import MAX_CARRIED, check_string_growth, growth_of
@@ -204,7 +204,7 @@ def _cast_to_union_types(
         # the usual union of like columns keeps its SQL, and engines that cannot
         # translate TRY_CAST still answer it.
         text = arm.sql(dialect="duckdb")
-        own = dict(executor.describe(text, [0] if takes_seed(text) else []))
+        own = dict(executor.describe(text, describe_params(text)))
         for i, item in enumerate(arm.expressions):
             if i in targets and own.get(names[i]) != types[names[i]]:
                 item.set("this", exp.TryCast(this=item.this, to=targets[i].copy()))
@@ -292,7 +292,7 @@ def derive_query(
         relation = exp.Union(this=relation, expression=arm, distinct=False)
     try:
         text = relation.sql(dialect="duckdb")
-        types = dict(executor.describe(text, [0] if takes_seed(text) else []))
+        types = dict(executor.describe(text, describe_params(text)))
     except DPSQLError:
         raise unsupported(
             "the arms of the UNION ALL have columns of types that do not combine",

@@ -55,6 +55,7 @@ from collections.abc import Sequence
 
 from sqlglot import exp
 
+from proxy.catalog import column_type
 from proxy.engines.kinds import Family, Kind, Typer
 from proxy.rewrite import core as C
 from proxy.shape import Shape
@@ -118,10 +119,10 @@ _INTERVAL_PARTS = (("year", 12 * _MONTH_US), ("month", _MONTH_US), ("day", 86_40
 
 def interval_column(shape: Shape, value: exp.Expr) -> bool:
     """Whether ``value`` is a bare column of a table whose catalog type is INTERVAL."""
-    if not isinstance(value, exp.Column):
-        return False
-    info = shape.tables.get(value.table.lower()) or shape.tables.get(value.table)
-    return info is not None and info.type_of(value.name) == "INTERVAL"
+    return (
+        isinstance(value, exp.Column)
+        and column_type(shape.tables, value.table, value.name) == "INTERVAL"
+    )
 
 
 def interval_total(value: exp.Expr) -> exp.Expr:
@@ -317,12 +318,7 @@ _TEXTUAL = frozenset({"UUID", "BLOB", "BYTEA", "TIME"})
 
 def _textual(shape: Shape, a: exp.Column, b: exp.Column) -> bool:
     """Whether columns ``a`` and ``b`` have one and the same catalog type of _TEXTUAL."""
-    types = set()
-    for column in (a, b):
-        info = shape.tables.get(column.table.lower()) or shape.tables.get(column.table)
-        if info is None:
-            return False
-        types.add(info.type_of(column.name))
+    types = {column_type(shape.tables, c.table, c.name) for c in (a, b)}
     return len(types) == 1 and types <= _TEXTUAL
 
 

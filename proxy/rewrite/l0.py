@@ -44,6 +44,12 @@ def takes_seed(sql: str) -> bool:
     return "?" in bare or "$1" in bare
 
 
+def describe_params(sql: str) -> list[int]:
+    """The parameters to bind ``sql`` without running it: a stand-in seed when it takes
+    one (describing reads no data, so any seed binds alike), else none."""
+    return [0] if takes_seed(sql) else []
+
+
 # DuckDB sizes the MIN(h, n) heap of every person up front: above this K the persons
 # who exceed it are found first (one more pass), so that light persons get no heap.
 HEAP_K = 8
