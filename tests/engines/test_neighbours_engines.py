@@ -70,6 +70,7 @@ DEMO_SUBSET = (
     "adv_per_person_distinct_layer",
     "adv_negative_zero_key",
     "adv_long_in_list",
+    "adv_union_arm_join",
 )
 # The quantile histograms on the engines (tests/reliability/test_quantile_neighbours.py
 # runs these and more on DuckDB): check (d) of the harness, each argument's histogram
