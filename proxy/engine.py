@@ -60,6 +60,7 @@ from proxy.data_version import released_version
 from proxy.engines import open_executor
 from proxy.engines.executor import Executor
 from proxy.errors import DPSQLError
+from proxy.in_list_layout import check_in_lists
 from proxy.intervals import ROW, simulated_columns, simulated_widths, with_row_index
 from proxy.memo import Memo
 from proxy.outer import outer_sql
@@ -841,6 +842,8 @@ class Engine:
             waiting = None if g is None else self.auto_groups.pending(g)
             if waiting is not None:
                 pending += (waiting,)
+        if self.executor.dialect == "duckdb":
+            check_in_lists(self._read_only_tree(request), core.sql, self.executor)
         outer = outer_sql(core, names, domain is None, request.raw_noise)
         columns = self._validate_outer(core, outer, key_types)
         # The CTE trees were rendered into core.sql by the last rule and are never read

@@ -62,6 +62,43 @@ def colliding_texts(n: int) -> list[str]:
     return sorted(s.decode() for s in found)[:n]
 
 
+def texts_hashing_to(targets: list[int]) -> list[str]:
+    """One printable 16-character text (no quote) per target, whose DuckDB hash is that
+    target: as :func:`colliding_texts`, with the last state solved for each target."""
+    m, minv = np.uint64(_M), np.uint64(_MINV)
+    shift = np.uint64(32)
+    seed = np.uint64((0xE17A1465 ^ ((16 * 0xC6A4A7935BD1E995) & _MASK)) & _MASK)
+    rng = np.random.default_rng(2)
+    out = []
+    with np.errstate(over="ignore"):
+        for t in targets:
+            x = np.uint64(t)
+            x = (x ^ (x >> shift)) * minv
+            x = (x ^ (x >> shift)) * minv
+            state = (x ^ (x >> shift)) * minv
+            while True:
+                first = rng.integers(0x20, 0x7F, size=(40_000, 8), dtype=np.uint8)
+                first[first == 0x27] = 0x41
+                blocks = first.view("<u8").ravel()
+                chars = (((seed ^ blocks) * m) ^ state).view(np.uint8).reshape(-1, 8)
+                ok = np.flatnonzero(
+                    np.all((chars >= 0x20) & (chars < 0x7F) & (chars != 0x27), axis=1)
+                )
+                if ok.size:
+                    out.append(first[ok[0]].tobytes().decode() + chars[ok[0]].tobytes().decode())
+                    break
+    return out
+
+
+def double_hashing_to(target: int) -> float:
+    """A DOUBLE whose DuckDB hash is ``target`` (DuckDB hashes a DOUBLE's bits as a
+    BIGINT), or NaN when those bits are not a finite number."""
+    import struct
+
+    bits = _int_preimage(target) & _MASK
+    return float(struct.unpack("<d", struct.pack("<Q", bits))[0])
+
+
 def pg_folded_integers(n: int) -> list[int]:
     """``n`` distinct BIGINTs that PostgreSQL's ``hashint8`` (and ``hashint8extended``
     under every seed, and so ``hash_record_extended``) hashes alike: it hashes the low

@@ -24,9 +24,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tests.hash_collisions import colliding_texts
+
 INT64_LIMIT = 2**63
 EXACT_INTEGER = 2**53  # above this the engine treats an integer argument as a float
 PROMPTS_MAX_ROWS = 10  # the demo policy's max_rows_per_group for prompts
+
+
+# 40 texts with one DuckDB hash (no braces or quotes, so that they survive the template)
+_COLLIDING_LIST = ", ".join(
+    f"'{t}'" for t in [t for t in colliding_texts(400) if not set(t) & set("{}'")][:40]
+)
 
 
 @dataclass(frozen=True)
@@ -780,6 +788,13 @@ DEMO: tuple[Entry, ...] = (
         "OR NOT (user_id IN (3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47, 51, 55, 59, 63, 67, 71, 75, 79, 83, 87, 91, 95, 99, 103, 107, 111, 115, 119) OR model IN ('a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', "
         "'i', 'j', 'k')) OR user_id = {pid} GROUP BY model",
         "long IN lists (keyed on PostgreSQL and Spark), NULL in the list and NOT IN",
+    ),
+    Entry(
+        "adv_in_list_collisions",
+        f"SELECT model, COUNT(*) AS n FROM prompts WHERE model IN ({_COLLIDING_LIST}) "
+        "OR user_id = {pid} GROUP BY model",
+        "an IN list of texts with one DuckDB hash, which DuckDB looks up in a hash table "
+        "(refused before the charge on DuckDB: proxy/in_list_layout.py)",
     ),
     Entry(
         "adv_per_person_distinct_layer",
