@@ -381,6 +381,16 @@ def _equalities(condition: exp.Expr, shape: Shape, kinds: Typer) -> list[exp.Exp
             left, right = exp.Cast(this=left, to=to), exp.Cast(this=right, to=to.copy())
             out.append(exp.EQ(this=companion([left]), expression=companion([right])))
             continue
+        if interval_column(shape, a) and interval_column(shape, b):
+            # INTERVALs: DuckDB (and PostgreSQL) call two equal when their totals are, and
+            # their text is not one per value ('1 day', '24 hours'): keyed on the total
+            out.append(
+                exp.EQ(
+                    this=companion([part(interval_total(left), True)]),
+                    expression=companion([part(interval_total(right), True)]),
+                )
+            )
+            continue
         if ka == kb and ka.family is Family.UNKNOWN and _textual(shape, a, b):
             # UUIDs (DuckDB hashes their two 64-bit halves combined), BLOBs and TIMEs of
             # one type on both sides: keyed by their text, one per value

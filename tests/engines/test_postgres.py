@@ -612,7 +612,8 @@ _TYPED_TABLES = (
     "decode(lpad(to_hex(i % 5), 2, '0'), 'hex'), NULL, CASE WHEN i / 30 % 2 = 0 "
     "THEN INTERVAL '1 day' ELSE INTERVAL '24 hours' END FROM generate_series(0, 299) AS i",
     "INSERT INTO pex SELECT CAST(md5(CAST(i AS TEXT)) AS UUID), "
-    "decode(lpad(to_hex(i), 2, '0'), 'hex'), NULL, NULL FROM generate_series(0, 3) AS i",
+    "decode(lpad(to_hex(i), 2, '0'), 'hex'), NULL, INTERVAL '1 day' * i "
+    "FROM generate_series(0, 3) AS i",
 )
 
 
@@ -634,13 +635,14 @@ def typed(pg_cluster: PgServer, tmp_path_factory: pytest.TempPathFactory) -> Ite
     engine.close()
 
 
-@pytest.mark.parametrize("join", ["ex.u = pex.u", "pex.bl = ex.bl"])
+@pytest.mark.parametrize("join", ["ex.u = pex.u", "pex.bl = ex.bl", "ex.iv = pex.iv"])
 def test_uuid_and_bytea_joins_are_keyed_by_their_text_on_postgres(
     join: str, typed: Engine
 ) -> None:
-    """A UUID or BYTEA join is keyed on the value's text (keyed_groups._textual): the
-    rendered join equates hashtextextended of both sides, and the core counts what the
-    plain core counts, values given in upper and lower case included."""
+    """A UUID or BYTEA join is keyed on the value's text (keyed_groups._textual), an
+    INTERVAL join on its total's text (keyed_groups.interval_total; '1 day' meets '24
+    hours'): the rendered join equates hashtextextended of both sides, and the core
+    counts what the plain core counts, values given in upper and lower case included."""
     import sqlglot
 
     from proxy.request import QueryRequest

@@ -208,12 +208,17 @@ def test_a_join_on_uuids_blobs_or_times_is_keyed_by_their_text(engine: Engine, n
     assert engine.executor.run(sql)["n"][0] > 40
 
 
-def test_a_join_on_intervals_stays_plain(engine: Engine) -> None:
-    """An INTERVAL's text is not one per value ('1 day' equals '24 hours'): not keyed."""
+def test_a_join_on_intervals_is_keyed_by_their_totals(engine: Engine) -> None:
+    """An INTERVAL's text is not one per value ('1 day' equals '24 hours'): the join is
+    keyed on the interval's total (keyed_groups.interval_total), and days still meet
+    hours."""
     sql = "SELECT COUNT(*) AS n FROM ex JOIN pex ON ex.iv = pex.iv"
     assert engine.executor.run(sql)["n"][0] > 40  # days meet hours
     _, plan = engine.prepare(QueryRequest(sql, epsilon=1.0))
-    assert not _keyed(plan.core_sql)
+    (keyed,) = _keyed(plan.core_sql)
+    assert "EXTRACT" in keyed.sql(dialect="duckdb").upper()
+    plain = keyed_groups.plain(sqlglot.parse_one(plan.core_sql, read="duckdb")).sql("duckdb")
+    assert _result(engine, plan.core_sql) == _result(engine, plain)
 
 
 def test_a_persons_distinct_intervals_count_equal_intervals_once(engine: Engine) -> None:

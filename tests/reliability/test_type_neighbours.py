@@ -82,23 +82,29 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NeighbourPair]:
             "INSERT INTO ev SELECT i % 60 + 1, i, i, i % 100, 0.5, TIME '10:00' "
             "FROM range(0, 240) t(i)"
         )
-        # Joins on floats and UUIDs (keyed: keyed_groups._floats, _textual), the target's
-        # values among them: -0.0, NaN and the largest REAL.
-        con.execute("CREATE TABLE evu (user_id BIGINT, u UUID, x DOUBLE)")
-        con.execute("CREATE TABLE pubf (x FLOAT, u UUID)")
+        # Joins on floats, UUIDs and INTERVALs (keyed: keyed_groups._floats, _textual, the
+        # interval's total), the target's values among them: -0.0, NaN, the largest REAL,
+        # '29 days' and its equal '1 month -1 day', and an interval of -83,333 years.
+        con.execute("CREATE TABLE evu (user_id BIGINT, u UUID, x DOUBLE, iv INTERVAL)")
+        con.execute("CREATE TABLE pubf (x FLOAT, u UUID, iv INTERVAL)")
         con.execute(
-            "INSERT INTO evu SELECT i % 60 + 1, CAST(printf('%032x', i % 9) AS UUID), i % 9 "
-            "FROM range(0, 240) t(i)"
+            "INSERT INTO evu SELECT i % 60 + 1, CAST(printf('%032x', i % 9) AS UUID), i % 9, "
+            "INTERVAL (i % 9 * 24) HOUR FROM range(0, 240) t(i)"
         )
         con.execute(
-            f"INSERT INTO evu VALUES ({TARGET}, NULL, CAST('-0.0' AS DOUBLE)), "
-            f"({TARGET}, CAST(printf('%032x', 3) AS UUID), CAST('nan' AS DOUBLE)), "
-            f"({TARGET}, CAST(printf('%032x', 5) AS UUID), 3.4e38)"
+            f"INSERT INTO evu VALUES ({TARGET}, NULL, CAST('-0.0' AS DOUBLE), INTERVAL '29 days'), "
+            f"({TARGET}, CAST(printf('%032x', 3) AS UUID), CAST('nan' AS DOUBLE), "
+            "INTERVAL '1 month -1 day'), "
+            f"({TARGET}, CAST(printf('%032x', 5) AS UUID), 3.4e38, INTERVAL '-83333 years')"
         )
         con.execute(
-            "INSERT INTO pubf SELECT i, CAST(printf('%032x', i) AS UUID) FROM range(0, 6) t(i)"
+            "INSERT INTO pubf SELECT i, CAST(printf('%032x', i) AS UUID), INTERVAL (i) DAY "
+            "FROM range(0, 6) t(i)"
         )
-        con.execute("INSERT INTO pubf VALUES (CAST('nan' AS FLOAT), NULL), (3.4e38, NULL)")
+        con.execute(
+            "INSERT INTO pubf VALUES (CAST('nan' AS FLOAT), NULL, INTERVAL '29 days'), "
+            "(3.4e38, NULL, INTERVAL '-83333 years')"
+        )
         # The target: values at the edges of each type.
         con.execute(
             f"UPDATE people SET score = 9.9999999999999999999999999999999999999 WHERE user_id = {TARGET}"
@@ -140,6 +146,9 @@ QUERIES = {
     "float_join": "SELECT COUNT(*) AS n FROM evu JOIN pubf ON evu.x = pubf.x",
     "float_join_target": (
         f"SELECT COUNT(*) AS n FROM evu JOIN pubf ON evu.x = pubf.x WHERE user_id = {TARGET}"
+    ),
+    "interval_join": (
+        "SELECT pubf.x, COUNT(*) AS n FROM evu JOIN pubf ON evu.iv = pubf.iv GROUP BY pubf.x"
     ),
     "uuid_join": "SELECT pubf.x, COUNT(*) AS n FROM evu JOIN pubf ON evu.u = pubf.u GROUP BY pubf.x",
 }
