@@ -207,3 +207,28 @@ def test_the_doubles_are_checked_as_doubles(engine: Engine) -> None:
 def test_honest_long_lists_are_answered(engine: Engine, where: str) -> None:
     result = engine.run(QueryRequest(f"SELECT COUNT(*) AS n FROM ev WHERE {where}", epsilon=0.1))
     assert len(result.rows) == 1
+
+
+# Every scope a list may sit in: a semi-join's subquery, a UNION ALL arm, a per-person
+# subquery, a join's ON, a CTE (the demo database, tests/proxy/conftest.py).
+SCOPES = (
+    "SELECT COUNT(*) AS n FROM users u WHERE EXISTS (SELECT 1 FROM prompts s "
+    "WHERE s.user_id = u.user_id AND s.model IN ({}))",
+    "SELECT COUNT(*) AS n FROM users u WHERE u.user_id IN "
+    "(SELECT s.user_id FROM prompts s WHERE s.model IN ({}))",
+    "SELECT model, COUNT(*) AS n FROM (SELECT user_id, model FROM prompts WHERE model IN ({}) "
+    "UNION ALL SELECT user_id, category FROM tickets) t GROUP BY model",
+    "SELECT AVG(n) AS a FROM (SELECT user_id, COUNT(*) AS n FROM prompts "
+    "WHERE model IN ({}) GROUP BY user_id) t",
+    "SELECT u.region, COUNT(*) AS n FROM prompts p JOIN users u ON p.user_id = u.user_id "
+    "AND p.model IN ({}) GROUP BY u.region",
+    "WITH x AS (SELECT * FROM prompts WHERE model IN ({})) SELECT COUNT(*) AS n FROM x",
+)
+
+
+@pytest.mark.parametrize("template", SCOPES)
+def test_lists_in_every_scope_are_checked(demo_engine: Engine, template: str) -> None:
+    honest = _quoted([f"m{i}" for i in range(40)])
+    assert demo_engine.run(QueryRequest(template.format(honest), epsilon=0.1)).rows is not None
+    error = _refused(demo_engine, template.format(_quoted(colliding_texts(40))))
+    assert error.code == "unsupported_sql" and "fall together" in error.message
