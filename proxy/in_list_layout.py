@@ -43,6 +43,8 @@ _DUCKDB2_FEWEST_SLOTS = 1 << 14
 
 
 class _Binder(Protocol):
+    evaluation_errors: tuple[type[BaseException], ...]
+
     def describe(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[str, str]]: ...
     def evaluate(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
@@ -185,7 +187,7 @@ def _hashes(node: exp.In, kind: str, binder: _Binder) -> np.ndarray:
     sql = f"SELECT hash(v) FROM (SELECT DISTINCT UNNEST([{null}, {listed}]) AS v) AS t"
     try:
         rows = binder.evaluate(sql)
-    except Exception:
+    except binder.evaluation_errors:
         raise _unchecked() from None
     return np.array([int(r[0]) for r in rows], dtype=np.uint64)
 

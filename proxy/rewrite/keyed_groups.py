@@ -312,8 +312,9 @@ def _floats(a: Kind, b: Kind) -> bool:
 
 
 # Types the catalog names that the typer leaves UNKNOWN, whose text DuckDB writes one way
-# per value (an INTERVAL's does not: '1 day' equals '24 hours').
-_TEXTUAL = frozenset({"UUID", "BLOB", "BYTEA", "TIME"})
+# per value (an INTERVAL's does not: '1 day' equals '24 hours'), and Spark's BINARY
+# (written as its hex: see _as_text).
+_TEXTUAL = frozenset({"UUID", "BLOB", "BYTEA", "TIME", "BINARY"})
 
 
 def _textual(shape: Shape, a: exp.Column, b: exp.Column) -> bool:
@@ -322,12 +323,16 @@ def _textual(shape: Shape, a: exp.Column, b: exp.Column) -> bool:
     return len(types) == 1 and types <= _TEXTUAL
 
 
-def _as_text(column: exp.Expr) -> exp.Expr:
+def _as_text(column: exp.Expr, kind: str) -> exp.Expr:
     """A _TEXTUAL column's value as text (the renderers of PostgreSQL and Spark type a
     cast to VARCHAR as text and key it so, where they skip a type they do not know).
     DuckDB writes a BLOB with its bytes escaped, PostgreSQL a BYTEA in hex (the executor
-    sets bytea_output): one text per value on each; a Spark BINARY is not _TEXTUAL."""
-    return exp.Cast(this=column, to=exp.DataType.build("VARCHAR"))
+    sets bytea_output): one text per value on each. A BINARY (a type name only Spark's
+    catalog gives) is written as its hex: Spark's cast of one to text keeps its bytes
+    today, but whether they must be valid UTF-8 is a setting of the session's, and the
+    hex is one text per value whatever it is."""
+    value = exp.Hex(this=column) if kind == "BINARY" else column
+    return exp.Cast(this=value, to=exp.DataType.build("VARCHAR"))
 
 
 def _equalities(condition: exp.Expr, shape: Shape, kinds: Typer) -> list[exp.Expr]:
@@ -394,7 +399,8 @@ def _equalities(condition: exp.Expr, shape: Shape, kinds: Typer) -> list[exp.Exp
         if ka == kb and ka.family is Family.UNKNOWN and _textual(shape, a, b):
             # UUIDs (DuckDB hashes their two 64-bit halves combined), BLOBs and TIMEs of
             # one type on both sides: keyed by their text, one per value
-            left, right = _as_text(left), _as_text(right)
+            kind = column_type(shape.tables, a.table, a.name)
+            left, right = _as_text(left, kind), _as_text(right, kind)
             out.append(
                 exp.EQ(this=companion([part(left, True)]), expression=companion([part(right, True)]))
             )

@@ -291,3 +291,76 @@ def test_the_keyed_hash_of_a_float_is_one_per_value_on_spark(
     )
     rows = [tuple(r) for r in spark.executor._spark.sql(sql).collect()]  # type: ignore[attr-defined]
     assert rows == [(True, True)] * 3
+
+
+_BINARY_POLICY = """
+[proxy]
+default_epsilon = 0.5
+default_delta = 1e-9
+mechanism = "gaussian"
+
+[database]
+duckdb = "{db}"
+
+[ledger]
+path = "{folder}/ledger.sqlite"
+
+[populations.users]
+epsilon_cap = 1e7
+delta = 1e-4
+
+[tables.ex]
+population = "users"
+unit = "user_id"
+max_groups = 4
+max_rows_per_group = 100
+
+[tables.pex]
+public = true
+"""
+
+
+def test_binary_joins_are_keyed_by_their_hex_on_spark(
+    pair: dict[str, tuple[Engine, Engine]], tmp_path: Path
+) -> None:
+    """Spark hashes a BINARY join key with Murmur3 over its bytes, which can be solved
+    for collisions, so the join is keyed (keyed_groups._textual) on the value's hex (one
+    text per value, whatever the session's UTF-8 settings); bytes that are not UTF-8
+    (0x80...) included, the keyed core counts what DuckDB's does."""
+    import duckdb
+
+    from sample_data.export import source, to_parquet
+
+    db = tmp_path / "binary.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE ex (user_id BIGINT, bl BLOB)")
+        con.execute("CREATE TABLE pex (bl BLOB)")
+        con.execute(
+            "INSERT INTO ex SELECT i % 30 + 1, CAST(printf('\\x%02X', 128 + i % 5) AS BLOB) "
+            "FROM range(0, 300) t(i)"
+        )
+        con.execute(
+            "INSERT INTO pex SELECT CAST(printf('\\x%02X', 128 + i) AS BLOB) FROM range(0, 3) t(i)"
+        )
+    text = _BINARY_POLICY.format(db=db, folder=tmp_path)
+    with source(parse_policy(text, base_dir=tmp_path)) as con:
+        to_parquet(con, tmp_path / "parquet")
+    duck = Engine(parse_policy(text, base_dir=tmp_path))
+    spark = Engine(
+        parse_policy(
+            with_database(text, database_section("spark", str(tmp_path / "parquet"))),
+            base_dir=tmp_path,
+        )
+    )
+    try:
+        sql = "SELECT COUNT(*) AS n FROM ex JOIN pex ON ex.bl = pex.bl"
+        _, plan = spark.prepare(QueryRequest(sql, epsilon=1.0))
+        rendered = spark.executor.rendered(plan.core_sql)  # type: ignore[attr-defined]
+        on = rendered.split(" JOIN ", 1)[1].split(" WHERE ", 1)[0]
+        assert on.upper().count("HEX(") == 2 and on.upper().count("XXHASH64(") >= 2, on
+        column = plan.statistics[0].column
+        keyed = spark.executor.run(plan.core_sql, [11])[column].tolist()
+        assert keyed == duck.executor.run(plan.core_sql, [11])[column].tolist() == [180]
+    finally:
+        duck.close()
+        spark.close()
