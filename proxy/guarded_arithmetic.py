@@ -52,12 +52,17 @@ from proxy.engines.kinds import (
     decimal_digits,
     duckdb_type,
     places_of,
-    table_aliases,
 )
 
 _WIDER = {8: "BIGINT", 16: "BIGINT", 32: "BIGINT", 64: "HUGEINT"}
 # |x| below this is within HUGEINT (2^127 ≈ 1.70141e38) whatever a DOUBLE's rounding.
 _HUGE_DOUBLE = "1.7e38"
+# An interval whose every field is within 10,000 years (months, days and hours), else
+# NULL: two such add and subtract without overflow.
+_INTERVAL_FIELDS = (
+    "CASE WHEN ABS(EXTRACT(YEAR FROM __i)) <= 10000 AND ABS(EXTRACT(DAY FROM __i)) <= 3652500 "
+    "AND ABS(EXTRACT(HOUR FROM __i)) <= 87660000 THEN __i END"
+)
 # The most of each unit a date may move by: 10,000 years (the probe's `INTERVAL (x) YEAR`
 # with x near 2^63 raised while converting the amount).
 _INTERVAL_LIMIT = {
@@ -457,6 +462,15 @@ class _Guard:
         assert isinstance(interval, exp.Interval)  # its amount bounded (bounded_interval)
         if isinstance(date.unnest(), exp.Interval):
             return node  # two intervals, each within 10,000 years
+        if self.typer.is_interval(date):
+            # the sum of two intervals adds their months, days and microseconds: each
+            # side's kept within 10,000 years a field, the sums cannot overflow (a
+            # literal's amount from the data is bounded so; a constant one is not)
+            date.replace(_template(_INTERVAL_FIELDS, i=date))
+            amount = interval.this
+            if amount is not None and isinstance(amount.unnest(), exp.Literal):
+                interval.replace(_template(_INTERVAL_FIELDS, i=interval))  # folded once
+            return node
         if not isinstance(date.unnest(), exp.Literal):
             # a date from the data near DuckDB's limits overflows, even by 1 year
             date.replace(self.within_years(date))
@@ -502,20 +516,43 @@ def guarded_sql(sql: str, types: Mapping[tuple[str, str], Mapping[str, str]]) ->
         tree = _parse(sql)
     except SqlglotError:
         return sql
-    # An alias that also names a derived table (a per-person subquery reuses its table's
-    # t0) is not typed from the catalog: its columns are aggregates of other types.
-    derived = {q.alias_or_name.lower() for q in tree.find_all(exp.Subquery) if q.alias}
-    aliases = {a: c for a, c in table_aliases(tree, types).items() if a not in derived}
-    guard = _Guard(Typer(aliases))
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    # Each TRY is typed by the tables of its own SELECT: an alias names a catalog table
+    # in one scope and a derived table in another (a per-person subquery reuses its
+    # table's t0 for its aggregates), whose columns are of other types.
+    scopes: dict[int, tuple[dict[str, Mapping[str, str]], _Guard]] = {}
     changed = False
     for node in list(tree.find_all(exp.Try)):
         if node.find_ancestor(exp.Try) is not None:
             continue  # guarded with its outermost TRY
+        select = node.find_ancestor(exp.Select)
+        found = scopes.get(id(select))
+        if found is None:
+            aliases = _scope_aliases(select, types, ctes) if select is not None else {}
+            found = scopes[id(select)] = (aliases, _Guard(Typer(aliases)))
+        aliases, guard = found
         before = node.this.sql(dialect="duckdb")
         _signed_columns(node, aliases)
         node.set("this", guard.form(node.this))
         changed = changed or node.this.sql(dialect="duckdb") != before
     return tree.sql(dialect="duckdb") if changed else sql
+
+
+def _scope_aliases(
+    select: exp.Select, types: Mapping[tuple[str, str], Mapping[str, str]], ctes: set[str]
+) -> dict[str, Mapping[str, str]]:
+    """alias -> column types of the catalog tables ``select`` itself reads (its FROM and
+    joins; not a CTE's name, not a derived table)."""
+    sources = [select.args["from_"].this] if select.args.get("from_") else []
+    sources += [j.this for j in select.args.get("joins") or []]
+    out: dict[str, Mapping[str, str]] = {}
+    for source in sources:
+        if not isinstance(source, exp.Table) or (not source.db and source.name.lower() in ctes):
+            continue
+        columns = types.get(((source.db or "main").lower(), source.name.lower()))
+        if columns is not None:
+            out[source.alias_or_name.lower()] = columns
+    return out
 
 
 def _signed_columns(root: exp.Expr, aliases: Mapping[str, Mapping[str, str]]) -> None:

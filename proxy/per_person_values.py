@@ -501,7 +501,7 @@ def _distinct_layers(a: exp.Select, shape: S.Shape) -> exp.Select:
             [exp.alias_(unit.copy(), "__u", copy=False), exp.alias_(value.copy(), "__v", copy=False)],
         )
         group = keyed_groups.keyed_first([unit.copy(), value.copy()], by_bytes)
-        if keyed_groups.interval_column(shape, value):
+        if keyed_groups.interval_valued(shape, value):
             # an INTERVAL's text is not one per value: its total is
             group[0] = keyed_groups.companion(
                 [

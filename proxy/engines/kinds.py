@@ -308,6 +308,21 @@ class Typer:
     def __init__(self, columns: Mapping[str, Mapping[str, str]]):
         self._columns = columns
 
+    def is_interval(self, node: exp.Expr) -> bool:
+        """Whether ``node`` is an INTERVAL literal, a column of catalog type INTERVAL or
+        a cast to INTERVAL (the kinds leave INTERVALs UNKNOWN)."""
+        node = node.unnest()
+        if isinstance(node, exp.Try):
+            return self.is_interval(node.this)
+        if isinstance(node, exp.Interval):
+            return True
+        if isinstance(node, (exp.Cast, exp.TryCast)):
+            return node.to.this is exp.DataType.Type.INTERVAL
+        if isinstance(node, exp.Column):
+            found = self._columns.get(node.table.lower(), {}).get(node.name.lower())
+            return found is not None and found.upper() == "INTERVAL"
+        return False
+
     def kind(self, node: exp.Expr) -> Kind:
         if isinstance(node, exp.Paren):
             return self.kind(node.this)

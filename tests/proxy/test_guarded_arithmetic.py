@@ -215,3 +215,33 @@ def test_the_epoch_is_a_double(db: duckdb.DuckDBPyConnection) -> None:
     EXTRACT(epoch FROM ts) * 10^12 to a BIGINT and answered NULL (a probe, 2026-12-02)."""
     plain = _query("EXTRACT(epoch FROM ts) * 1000000000000")
     assert db.execute(guarded_sql(plain, TYPES)).fetchall() == db.execute(plain).fetchall()
+
+
+@pytest.mark.parametrize(
+    "expression", ["iv + INTERVAL 1 HOUR", "iv - INTERVAL 10000 YEAR", "INTERVAL (k) DAY + iv"]
+)
+def test_a_sum_of_intervals_is_guarded_field_by_field(expression: str) -> None:
+    """An INTERVAL column plus an interval: not a date moved (whose guard, a BETWEEN
+    of DATEs, did not bind: the query was refused), but two intervals added field by
+    field, each within 10,000 years a field (else NULL, rows 3-5), so none overflows."""
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE v (iv INTERVAL, k INTEGER); INSERT INTO v VALUES "
+        "(INTERVAL '1 day', 1), (INTERVAL '24 hours', 2), (INTERVAL '-9999 years', 3), "
+        "(INTERVAL '2147483647 months', 4), (INTERVAL '2147483647 days', 5), "
+        "(INTERVAL '2562047788 hours', 6), (NULL, 7)"
+    )
+    types = {("main", "v"): {"iv": "INTERVAL", "k": "INTEGER"}}
+    tree = sqlglot.parse_one(f"SELECT TRY({expression}) AS x FROM main.v AS v", read="duckdb")
+    for column in tree.find_all(exp.Column):
+        column.set("table", exp.to_identifier("v"))
+    plain = tree.sql(dialect="duckdb") + " ORDER BY rowid"
+    guarded = guarded_sql(plain, types)
+    assert "AS DATE" not in guarded and "EXTRACT(DAY FROM V.IV)" in guarded.upper()
+    got = [g for (g,) in con.execute(f"SELECT CAST(x AS VARCHAR) FROM ({guarded})").fetchall()]
+    wanted = [w for (w,) in con.execute(f"SELECT CAST(x AS VARCHAR) FROM ({plain})").fetchall()]
+    assert got[:3] == wanted[:3] and got[3:] == [None] * 4, (got, wanted)
+    tree = sqlglot.parse_one(guarded, read="duckdb")
+    for node in list(tree.find_all(exp.Try)):
+        node.replace(node.this)
+    con.execute(tree.sql(dialect="duckdb")).fetchall()  # raises on no row
