@@ -843,7 +843,7 @@ class Engine:
             if waiting is not None:
                 pending += (waiting,)
         if self.executor.dialect == "duckdb":
-            check_in_lists(self._read_only_tree(request), core.sql, self.executor)
+            check_in_lists(core.sql, self.executor)
         outer = outer_sql(core, names, domain is None, request.raw_noise)
         columns = self._validate_outer(core, outer, key_types)
         # The CTE trees were rendered into core.sql by the last rule and are never read
