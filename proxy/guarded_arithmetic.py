@@ -63,6 +63,16 @@ _INTERVAL_FIELDS = (
     "CASE WHEN ABS(EXTRACT(YEAR FROM __i)) <= 10000 AND ABS(EXTRACT(DAY FROM __i)) <= 3652500 "
     "AND ABS(EXTRACT(HOUR FROM __i)) <= 87660000 THEN __i END"
 )
+# An interval times (or divided by) a number: each field's product, in DOUBLE, within
+# what DuckDB's fields hold (months and days 32-bit, microseconds 64-bit), with a margin;
+# else NULL. DuckDB multiplies field by field and raises past them.
+_SCALED_INTERVAL = (
+    "CASE WHEN ABS(CAST(EXTRACT(YEAR FROM __i) AS DOUBLE) * 12 + EXTRACT(MONTH FROM __i)) "
+    "* __f < 2.0e9 AND ABS(CAST(EXTRACT(DAY FROM __i) AS DOUBLE)) * __f < 2.0e9 "
+    "AND ABS(CAST(EXTRACT(HOUR FROM __i) AS DOUBLE) * 3600000000 "
+    "+ EXTRACT(MINUTE FROM __i) * 60000000 + EXTRACT(MICROSECONDS FROM __i)) * __f < 9.0e18 "
+    "THEN __i END"
+)
 # The most of each unit a date may move by: 10,000 years (the probe's `INTERVAL (x) YEAR`
 # with x near 2^63 raised while converting the amount).
 _INTERVAL_LIMIT = {
@@ -237,6 +247,12 @@ class _Guard:
             return self.bounded_interval(node)
         if isinstance(node, exp.Substring):
             return self.substring(node)
+        if isinstance(node, exp.Neg) and self.typer.is_interval(node.this):
+            # negating a field at its type's least value raises
+            node.set("this", _template(_INTERVAL_FIELDS, i=node.this))
+            return node
+        if isinstance(node, (exp.Mul, exp.Div)) and self.typer.is_interval(node):
+            return self.scaled_interval(node)
         bits = _int_kind(kind)
         if isinstance(node, (exp.Add, exp.Sub)) and (
             isinstance(node.expression, exp.Interval) or isinstance(node.this, exp.Interval)
@@ -474,6 +490,25 @@ class _Guard:
         if not isinstance(date.unnest(), exp.Literal):
             # a date from the data near DuckDB's limits overflows, even by 1 year
             date.replace(self.within_years(date))
+        return node
+
+    def scaled_interval(self, node: exp.Mul | exp.Div) -> exp.Expr:
+        """An interval times or divided by a number: the interval where every field's
+        result stays within its type (_SCALED_INTERVAL), else NULL; a factor of zero
+        divides to NULL, as TRY gives for DuckDB's division by zero."""
+        if isinstance(node, exp.Mul) and not self.typer.is_interval(node.this):
+            interval, number = node.expression, node.this
+        else:
+            interval, number = node.this, node.expression
+        if self.typer.is_interval(number):
+            return node  # not a product DuckDB has
+        factor = (
+            "ABS(CAST(__n AS DOUBLE))"
+            if isinstance(node, exp.Mul)
+            else "(1.0 / NULLIF(ABS(CAST(__n AS DOUBLE)), 0))"
+        )
+        text = _SCALED_INTERVAL.replace("__f", factor)
+        interval.replace(_template(text, i=interval, n=number))
         return node
 
     def moved_by_days(self, node: exp.Binary) -> exp.Expr:

@@ -309,10 +309,12 @@ class Typer:
         self._columns = columns
 
     def is_interval(self, node: exp.Expr) -> bool:
-        """Whether ``node`` is an INTERVAL literal, a column of catalog type INTERVAL or
-        a cast to INTERVAL (the kinds leave INTERVALs UNKNOWN)."""
+        """Whether ``node`` is an INTERVAL (the kinds leave INTERVALs UNKNOWN): an
+        INTERVAL column or literal, a cast to INTERVAL, the difference of two
+        timestamps, and the sums, differences, negations, multiples, quotients and
+        CASE / COALESCE / LEAST / GREATEST choices of intervals."""
         node = node.unnest()
-        if isinstance(node, exp.Try):
+        if isinstance(node, exp.Try):  # the total forms' wrapper: the same type
             return self.is_interval(node.this)
         if isinstance(node, exp.Interval):
             return True
@@ -321,6 +323,28 @@ class Typer:
         if isinstance(node, exp.Column):
             found = self._columns.get(node.table.lower(), {}).get(node.name.lower())
             return found is not None and found.upper() == "INTERVAL"
+        if isinstance(node, exp.Neg):
+            return self.is_interval(node.this)
+        if isinstance(node, (exp.Add, exp.Sub)):
+            if isinstance(node, exp.Sub) and all(
+                self.kind(side).family is Family.TIMESTAMP for side in (node.this, node.expression)
+            ):
+                return True  # DuckDB's and PostgreSQL's difference of two timestamps
+            # a timestamp moved by an interval is a timestamp: both sides are intervals
+            return self.is_interval(node.this) and self.is_interval(node.expression)
+        if isinstance(node, exp.Mul):
+            return self.is_interval(node.this) or self.is_interval(node.expression)
+        if isinstance(node, exp.Div):
+            return self.is_interval(node.this)
+        if isinstance(node, exp.Case):
+            branches = [i.args.get("true") for i in node.args.get("ifs") or []]
+            branches.append(node.args.get("default"))
+            return any(b is not None and self.is_interval(b) for b in branches)
+        if isinstance(node, exp.If):
+            branches = [node.args.get("true"), node.args.get("false")]
+            return any(b is not None and self.is_interval(b) for b in branches)
+        if isinstance(node, (exp.Coalesce, exp.Least, exp.Greatest)):
+            return any(self.is_interval(b) for b in (node.this, *node.expressions))
         return False
 
     def kind(self, node: exp.Expr) -> Kind:

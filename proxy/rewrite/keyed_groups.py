@@ -126,42 +126,9 @@ def interval_column(shape: Shape, value: exp.Expr) -> bool:
 
 
 def interval_valued(shape: Shape, value: exp.Expr) -> bool:
-    """Whether ``value`` is an INTERVAL: an INTERVAL column or literal, a cast to
-    INTERVAL, the difference of two timestamps, and the sums, differences, negations,
-    multiples, quotients and CASE / COALESCE / LEAST / GREATEST choices of intervals."""
-    node = value.unnest()
-    if isinstance(node, exp.Try):  # the total forms' wrapper: the same type
-        return interval_valued(shape, node.this)
-    if isinstance(node, exp.Interval):
-        return True
-    if isinstance(node, exp.Column):
-        return interval_column(shape, node)
-    if isinstance(node, (exp.Cast, exp.TryCast)):
-        return node.to.this is exp.DataType.Type.INTERVAL
-    if isinstance(node, exp.Neg):
-        return interval_valued(shape, node.this)
-    if isinstance(node, (exp.Add, exp.Sub)):
-        if isinstance(node, exp.Sub) and all(
-            typer(shape).kind(side).family is Family.TIMESTAMP
-            for side in (node.this, node.expression)
-        ):
-            return True  # DuckDB's and PostgreSQL's difference of two timestamps
-        # a timestamp moved by an interval is a timestamp: both sides must be intervals
-        return interval_valued(shape, node.this) and interval_valued(shape, node.expression)
-    if isinstance(node, exp.Mul):
-        return interval_valued(shape, node.this) or interval_valued(shape, node.expression)
-    if isinstance(node, exp.Div):
-        return interval_valued(shape, node.this)
-    if isinstance(node, exp.Case):
-        branches = [i.args.get("true") for i in node.args.get("ifs") or []]
-        branches.append(node.args.get("default"))
-        return any(b is not None and interval_valued(shape, b) for b in branches)
-    if isinstance(node, exp.If):
-        branches = [node.args.get("true"), node.args.get("false")]
-        return any(b is not None and interval_valued(shape, b) for b in branches)
-    if isinstance(node, (exp.Coalesce, exp.Least, exp.Greatest)):
-        return any(interval_valued(shape, b) for b in (node.this, *node.expressions))
-    return False
+    """Whether ``value`` is an INTERVAL (:meth:`Typer.is_interval` over the catalog's
+    types: columns, literals, casts, differences of timestamps and arithmetic on them)."""
+    return typer(shape).is_interval(value)
 
 
 def interval_total(value: exp.Expr) -> exp.Expr:

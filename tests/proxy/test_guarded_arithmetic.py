@@ -244,4 +244,38 @@ def test_a_sum_of_intervals_is_guarded_field_by_field(expression: str) -> None:
     tree = sqlglot.parse_one(guarded, read="duckdb")
     for node in list(tree.find_all(exp.Try)):
         node.replace(node.this)
-    con.execute(tree.sql(dialect="duckdb")).fetchall()  # raises on no row
+    con.execute(f"SELECT CAST(x AS VARCHAR) FROM ({tree.sql(dialect='duckdb')})").fetchall()
+
+
+@pytest.mark.parametrize("expression", ["iv * 2", "3 * iv", "iv * f", "iv / f", "-iv", "(iv + INTERVAL 1 HOUR) * k"])
+def test_products_and_negations_of_intervals_are_guarded(expression: str) -> None:
+    """DuckDB multiplies (and negates) an interval field by field and raises past a
+    field's type: one planted interval per vector made TRY redo every vector row by row
+    (0.154 s against 0.004 s on 1M rows, 2026-12-03). The guard keeps each field's
+    product within its type (in DOUBLE, with a margin), else NULL."""
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE v (iv INTERVAL, k INTEGER, f DOUBLE); INSERT INTO v VALUES "
+        "(INTERVAL '1 month 1 day 1 hour', 2, 2.5), (INTERVAL '24 hours', -3, 0.5), "
+        "(INTERVAL '-9999 years', 1, -1.0), (INTERVAL '1 day', 7, 0.0), "
+        "(INTERVAL '1000000000 months', 3, 3.0), (INTERVAL '-2147483648 months', 1, 1e300), "
+        "(INTERVAL '2562047788 hours', 5, 5.0), (NULL, NULL, NULL)"
+    )
+    types = {("main", "v"): {"iv": "INTERVAL", "k": "INTEGER", "f": "DOUBLE"}}
+    tree = sqlglot.parse_one(f"SELECT TRY({expression}) AS x FROM main.v AS v", read="duckdb")
+    for column in tree.find_all(exp.Column):
+        column.set("table", exp.to_identifier("v"))
+    plain = tree.sql(dialect="duckdb") + " ORDER BY rowid"
+    guarded = guarded_sql(plain, types)
+    assert guarded != plain
+    got = [g for (g,) in con.execute(f"SELECT CAST(x AS VARCHAR) FROM ({guarded})").fetchall()]
+    wanted = [w for (w,) in con.execute(f"SELECT CAST(x AS VARCHAR) FROM ({plain})").fetchall()]
+    # TRY's values on the ordinary rows (0-3); on the extreme ones (4-6) TRY's value or
+    # NULL (a field past its type, or within the margin); NULL where TRY is NULL
+    assert got[:4] == wanted[:4], (got, wanted)
+    assert all(g in (w, None) for g, w in zip(got[4:], wanted[4:], strict=True)), (got, wanted)
+    assert all(g is None for g, w in zip(got, wanted, strict=True) if w is None)
+    tree = sqlglot.parse_one(guarded, read="duckdb")
+    for node in list(tree.find_all(exp.Try)):
+        node.replace(node.this)
+    con.execute(f"SELECT CAST(x AS VARCHAR) FROM ({tree.sql(dialect='duckdb')})").fetchall()
