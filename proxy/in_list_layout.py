@@ -14,8 +14,9 @@ The list is visible before anything runs, so the run it would form can be comput
 the query text alone: the constants are cast to the type DuckDB compares them in (the
 type of ``x``, learnt by binding a probe, widened with the constants' own types as
 DuckDB widens an IN list), hashed by DuckDB's own ``hash``, and laid out in each table
-DuckDB could build for that many entries (:func:`crowded`). A list whose longest run exceeds what random hashes reach (a tail bound of
-linear probing, :func:`allowed_run`) is refused; the refusal depends on the text only.
+DuckDB could build for that many entries (:func:`crowded`). A list whose longest run
+exceeds what random hashes reach (a tail bound of linear probing, :func:`allowed_run`)
+is refused; the refusal depends on the text only.
 An honest list passes with probability about 1 - 1e-7; an adversarial one is limited to
 runs of the allowed length, so a planted row costs at most that many comparisons, as
 any row may. PostgreSQL and Spark key their lists instead (proxy/engines/*_forms.py).
@@ -55,7 +56,7 @@ def allowed_run(entries: int, slots: int) -> int:
     with probability at most about e^(−L·r), r = α − 1 − ln α at load α (the tail of
     linear probing's runs), so over all entries a run passes
     ``(ln n + 16.2) / r + 2`` with probability below about 1e-7 · e^(−2r): an honest
-    list is refused about never (tests/proxy/test_in_list_layout.py draws 30,000)."""
+    list is refused about never (tests/proxy/test_in_list_layout.py draws 5,160)."""
     load = entries / slots
     rate = load - 1.0 - math.log(load)
     return 2 + math.ceil((math.log(entries) + 16.2) / rate)
