@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 import sqlglot
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 from proxy.engines.render import constant_items
 from proxy.errors import DPSQLError
@@ -117,7 +118,10 @@ def check_in_lists(core_sql: str, binder: _Binder) -> None:
     constants."""
     if " IN (" not in core_sql:
         return
-    core = sqlglot.parse_one(core_sql, dialect="duckdb")
+    try:
+        core = sqlglot.parse_one(core_sql, dialect="duckdb")
+    except SqlglotError:
+        raise _unchecked() from None
     lists = hashed_lists(core)
     if not lists:
         return
@@ -184,7 +188,10 @@ def _hashes(node: exp.In, kind: str, binder: _Binder) -> np.ndarray:
     constants are one entry: DuckDB chains them in one slot)."""
     # one generator pass over the list (not one per constant, or a copy of each)
     listed = exp.Tuple(expressions=node.expressions).sql(dialect="duckdb")[1:-1]
-    null = exp.cast(exp.null(), kind, dialect="duckdb").sql(dialect="duckdb")
+    try:
+        null = exp.cast(exp.null(), kind, dialect="duckdb").sql(dialect="duckdb")
+    except SqlglotError:  # a type sqlglot cannot read back
+        raise _unchecked() from None
     sql = f"SELECT hash(v) FROM (SELECT DISTINCT UNNEST([{null}, {listed}]) AS v) AS t"
     try:
         rows = binder.evaluate(sql)
