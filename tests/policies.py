@@ -1,4 +1,5 @@
-"""Test helpers shared by the suites that build policies from the sample ones."""
+"""Test helpers shared by the suites that build policies: from the sample ones, and the
+header of the small typed databases' policies (:func:`users_policy`)."""
 
 from __future__ import annotations
 
@@ -17,3 +18,29 @@ def fixed_caps(text: str) -> str:
     return text.replace(AUTO_PROMPTS, "max_rows_per_group = 10").replace(
         AUTO_TICKETS, "max_rows_per_group = 3"
     )
+
+
+# The header of the small typed databases' policies: one population of users, a ledger
+# in the test's folder; a template with {db} and {folder}, so the tables' own braces are
+# doubled, as {{ lower = 0, upper = 10 }}.
+_HEADER = """
+[proxy]
+default_epsilon = 0.5
+default_delta = 1e-9
+mechanism = "gaussian"
+
+[database]
+duckdb = "{db}"
+
+[ledger]
+path = "{folder}/ledger.sqlite"
+
+[populations.users]
+epsilon_cap = 1e7
+delta = 1e-4
+"""
+
+
+def users_policy(tables: str) -> str:
+    """The header above followed by ``tables`` (TOML ``[tables.*]`` sections)."""
+    return _HEADER + "\n" + tables.lstrip("\n")

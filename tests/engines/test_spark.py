@@ -22,6 +22,7 @@ from proxy.request import QueryRequest
 from tests.engines import compare
 from tests.engines.conftest import database_section, demo_text, pums_text, with_database
 from tests.engines.test_postgres import GOLDEN, TOTALITY, _facts, _read
+from tests.policies import users_policy
 from tests.reliability import neighbour_corpus as corpus
 
 # (a quantile's rank histogram and a distinct sum: their per-engine forms; a text public
@@ -293,22 +294,8 @@ def test_the_keyed_hash_of_a_float_is_one_per_value_on_spark(
     assert rows == [(True, True)] * 3
 
 
-_BINARY_POLICY = """
-[proxy]
-default_epsilon = 0.5
-default_delta = 1e-9
-mechanism = "gaussian"
-
-[database]
-duckdb = "{db}"
-
-[ledger]
-path = "{folder}/ledger.sqlite"
-
-[populations.users]
-epsilon_cap = 1e7
-delta = 1e-4
-
+_BINARY_POLICY = users_policy(
+    """
 [tables.ex]
 population = "users"
 unit = "user_id"
@@ -318,6 +305,7 @@ max_rows_per_group = 100
 [tables.pex]
 public = true
 """
+)
 
 
 def test_binary_joins_are_keyed_by_their_hex_on_spark(

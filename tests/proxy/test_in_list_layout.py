@@ -32,23 +32,10 @@ from tests.hash_collisions import (
     double_hashing_to,
     texts_hashing_to,
 )
+from tests.policies import users_policy
 
-POLICY = """
-[proxy]
-default_epsilon = 0.5
-default_delta = 1e-9
-mechanism = "gaussian"
-
-[database]
-duckdb = "{db}"
-
-[ledger]
-path = "{folder}/ledger.sqlite"
-
-[populations.users]
-epsilon_cap = 1e7
-delta = 1e-4
-
+POLICY = users_policy(
+    """
 [tables.ev]
 population = "users"
 unit = "user_id"
@@ -57,6 +44,7 @@ max_rows_per_group = 100
 columns.f = {{ lower = 0, upper = 10 }}
 columns.d = {{ lower = 0, upper = 10 }}
 """
+)
 
 
 def _simulated_run(hashes: list[int], slots: int) -> int:

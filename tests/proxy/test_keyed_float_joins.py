@@ -27,23 +27,10 @@ from proxy.policy import parse_policy
 from proxy.request import QueryRequest
 from proxy.rewrite import keyed_groups
 from proxy.rewrite.l0 import takes_seed
+from tests.policies import users_policy
 
-POLICY = """
-[proxy]
-default_epsilon = 0.5
-default_delta = 1e-9
-mechanism = "gaussian"
-
-[database]
-duckdb = "{db}"
-
-[ledger]
-path = "{folder}/ledger.sqlite"
-
-[populations.users]
-epsilon_cap = 1e7
-delta = 1e-4
-
+POLICY = users_policy(
+    """
 [tables.ev]
 population = "users"
 unit = "user_id"
@@ -63,6 +50,7 @@ max_rows_per_group = 100
 [tables.pex]
 public = true
 """
+)
 
 # Values where a float's equality is not its bits': zeros of both signs, NaNs of two
 # payloads, infinities, and integers beyond 2^53 that a DOUBLE rounds.

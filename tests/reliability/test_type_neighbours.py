@@ -20,26 +20,13 @@ import duckdb
 import pytest
 
 from proxy.policy import parse_policy
+from tests.policies import users_policy
 from tests.reliability.neighbours import NeighbourPair, Removal, build_neighbours
 
 TARGET = 7
 
-POLICY = """
-[proxy]
-default_epsilon = 0.5
-default_delta = 1e-9
-mechanism = "gaussian"
-
-[database]
-duckdb = "{db}"
-
-[ledger]
-path = "{folder}/ledger.sqlite"
-
-[populations.users]
-epsilon_cap = 1e7
-delta = 1e-4
-
+POLICY = users_policy(
+    """
 [tables.people]
 population = "users"
 unit = "user_id"
@@ -65,6 +52,7 @@ max_rows_per_group = 5
 [tables.pubf]
 public = true
 """
+)
 
 
 @pytest.fixture(scope="module")
