@@ -204,5 +204,6 @@ def _unchecked() -> DPSQLError:
     return DPSQLError(
         "unsupported_sql",
         "dpsql could not check how a long IN list's values fall in the engine's hash table",
-        "compare the column itself with the list in the query's WHERE; nothing was charged",
+        "compare one column with constants of its own type, or list fewer than five values "
+        "(several such lists may be joined with OR); nothing was charged",
     )
