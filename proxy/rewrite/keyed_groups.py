@@ -117,14 +117,6 @@ _INTERVAL_PARTS = (("year", 12 * _MONTH_US), ("month", _MONTH_US), ("day", 86_40
                    ("hour", 3_600_000_000), ("minute", 60_000_000), ("microseconds", 1))
 
 
-def interval_column(shape: Shape, value: exp.Expr) -> bool:
-    """Whether ``value`` is a bare column of a table whose catalog type is INTERVAL."""
-    return (
-        isinstance(value, exp.Column)
-        and column_type(shape.tables, value.table, value.name) == "INTERVAL"
-    )
-
-
 def interval_valued(shape: Shape, value: exp.Expr) -> bool:
     """Whether ``value`` is an INTERVAL (:meth:`Typer.is_interval` over the catalog's
     types: columns, literals, casts, differences of timestamps and arithmetic on them)."""
@@ -392,7 +384,7 @@ def _equalities(condition: exp.Expr, shape: Shape, kinds: Typer) -> list[exp.Exp
             left, right = exp.Cast(this=left, to=to), exp.Cast(this=right, to=to.copy())
             out.append(exp.EQ(this=companion([left]), expression=companion([right])))
             continue
-        if interval_column(shape, a) and interval_column(shape, b):
+        if kinds.is_interval(a) and kinds.is_interval(b):
             # INTERVALs: DuckDB (and PostgreSQL) call two equal when their totals are, and
             # their text is not one per value ('1 day', '24 hours'): keyed on the total
             out.append(
