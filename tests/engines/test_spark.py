@@ -23,6 +23,7 @@ from tests.engines import compare
 from tests.engines.conftest import database_section, demo_text, pums_text, with_database
 from tests.engines.test_postgres import GOLDEN, TOTALITY, _facts, _read
 from tests.policies import users_policy
+from tests.proxy.test_keyed_float_joins import TEXTUAL_TABLES
 from tests.reliability import neighbour_corpus as corpus
 
 # (a quantile's rank histogram and a distinct sum: their per-engine forms; a text public
@@ -294,18 +295,7 @@ def test_the_keyed_hash_of_a_float_is_one_per_value_on_spark(
     assert rows == [(True, True)] * 3
 
 
-_BINARY_POLICY = users_policy(
-    """
-[tables.ex]
-population = "users"
-unit = "user_id"
-max_groups = 4
-max_rows_per_group = 100
-
-[tables.pex]
-public = true
-"""
-)
+_BINARY_POLICY = users_policy(TEXTUAL_TABLES)
 
 
 def test_binary_joins_are_keyed_by_their_hex_on_spark(

@@ -257,8 +257,9 @@ def test_lists_of_every_type_answer_or_refuse_cleanly(tmp_path: Path) -> None:
             "CAST(i % 200 AS UTINYINT) AS ut, CAST(i AS HUGEINT) AS h, INTERVAL (i) DAY AS iv "
             "FROM range(0, 300) r(i)"
         )
-    text = POLICY.replace("columns.f = {{ lower = 0, upper = 10 }}\n", "").replace(
-        "columns.d = {{ lower = 0, upper = 10 }}\n", ""
+    text = users_policy(
+        '[tables.ev]\npopulation = "users"\nunit = "user_id"\nmax_groups = 4\n'
+        "max_rows_per_group = 100\n"
     )
     engine = Engine(parse_policy(text.format(db=db, folder=tmp_path), base_dir=tmp_path))
     rng = random.Random(3)

@@ -29,6 +29,18 @@ from proxy.rewrite import keyed_groups
 from proxy.rewrite.l0 import takes_seed
 from tests.policies import users_policy
 
+# The UUID, BLOB, TIME and INTERVAL tables (the Spark suite keys its BINARY joins on them)
+TEXTUAL_TABLES = """
+[tables.ex]
+population = "users"
+unit = "user_id"
+max_groups = 4
+max_rows_per_group = 100
+
+[tables.pex]
+public = true
+"""
+
 POLICY = users_policy(
     """
 [tables.ev]
@@ -40,16 +52,8 @@ columns.i = {{ lower = 0, upper = 10 }}
 
 [tables.pub]
 public = true
-
-[tables.ex]
-population = "users"
-unit = "user_id"
-max_groups = 4
-max_rows_per_group = 100
-
-[tables.pex]
-public = true
 """
+    + TEXTUAL_TABLES
 )
 
 # Values where a float's equality is not its bits': zeros of both signs, NaNs of two
