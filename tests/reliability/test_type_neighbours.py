@@ -138,6 +138,20 @@ QUERIES = {
     "interval_join": (
         "SELECT pubf.x, COUNT(*) AS n FROM evu JOIN pubf ON evu.iv = pubf.iv GROUP BY pubf.x"
     ),
+    # arithmetic on intervals, guarded field by field (-83,333 years times 30,000 passes
+    # a month field's range on the target's row only) and a per-person DISTINCT of an
+    # interval expression, keyed on its total
+    "interval_product": (
+        "SELECT COUNT(*) AS n FROM evu WHERE iv * 30000 > INTERVAL 1 DAY OR -iv < iv"
+    ),
+    "interval_sum_target": (
+        f"SELECT COUNT(*) AS n FROM evu WHERE iv + INTERVAL 1 HOUR > INTERVAL 1 DAY "
+        f"AND user_id = {TARGET}"
+    ),
+    "interval_distinct_expression": (
+        "SELECT AVG(n) AS a FROM (SELECT user_id, COUNT(DISTINCT iv * 2) AS n FROM evu "
+        "GROUP BY user_id) t"
+    ),
     "uuid_join": "SELECT pubf.x, COUNT(*) AS n FROM evu JOIN pubf ON evu.u = pubf.u GROUP BY pubf.x",
 }
 
