@@ -443,7 +443,8 @@ def checked_any_value_keys(core_sql: str) -> str | None:
 def two_level_keys(core_sql: str) -> str | None:
     """Person-constant keys: aggregate per (person, key) first, as the floor does, then
     per person with MIN(key) over those few rows. COUNT(*), COUNT(x) and SUM(x) of one
-    column re-add exactly; None for a core with any other per-person aggregate."""
+    column re-add exactly, and so does MAX of the clipping estimate's flag of clamped
+    rows; None for a core with any other per-person aggregate."""
     found = _person_keys(core_sql)
     if found is None:
         return None
@@ -454,8 +455,14 @@ def two_level_keys(core_sql: str) -> str | None:
         if isinstance(n.this, exp.Column) and n.this.name.startswith("__k")
     ]
     partial: dict[str, str] = {}
-    for node in list(pp.find_all(exp.Count, exp.Sum)):
+    for node in list(pp.find_all(exp.Count, exp.Sum, exp.Max)):
         arg = node.this
+        if isinstance(node, exp.Max):
+            if not (isinstance(arg, exp.Column) and arg.name == "__cl"):
+                return None
+            partial["__pmax__cl"] = "MAX(__cl)"
+            node.replace(exp.Max(this=exp.column("__pmax__cl")))
+            continue
         if isinstance(node, exp.Count) and isinstance(arg, exp.Star):
             name, body = "__pn", "COUNT(*)"
         elif isinstance(arg, exp.Column) and arg.name.startswith("__x"):
@@ -466,7 +473,7 @@ def two_level_keys(core_sql: str) -> str | None:
         partial[name] = body
         node.replace(exp.Sum(this=exp.column(name)))
     if any(
-        isinstance(n, exp.AggFunc) and not isinstance(n, exp.Min | exp.Sum)
+        isinstance(n, exp.AggFunc) and not isinstance(n, exp.Min | exp.Sum | exp.Max)
         for n in pp.find_all(exp.AggFunc)
     ):
         return None

@@ -97,6 +97,9 @@ class Plan:
     chosen_bounds: tuple[ChosenBound, ...] = ()
     # Said with every answer whatever the data (e.g. the bounds of per-person values).
     notes: tuple[str, ...] = ()
+    # Declared bounds the core clamps values to; the clipping estimate counts the people
+    # whose values they moved, beside those the caps cut.
+    declared_bounds: tuple[C.DeclaredBound, ...] = ()
 
     @property
     def delta(self) -> float:
@@ -243,4 +246,5 @@ def build_plan(
         data_version=data_version,
         raw_noise=request.raw_noise,
         quantiles=calibrated.quantiles,
+        declared_bounds=core.declared_bounds,
     )

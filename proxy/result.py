@@ -25,8 +25,9 @@ class ColumnInfo:
 @dataclass(frozen=True)
 class Clipping:
     """A DP estimate of how much per-person bounding changed the answer: per shown row,
-    the noisy number of people whose rows the caps cut (more than C rows in the group,
-    or more than K groups) and the noisy number of people; their totals and ratio."""
+    the noisy number of people whose contribution bounding changed (more than C rows in
+    the group, more than K groups, or a value outside a column's declared bounds, which
+    was clamped to them) and the noisy number of people; their totals and ratio."""
 
     max_rows_per_group: int
     max_groups: int
@@ -35,6 +36,7 @@ class Clipping:
     total_cut: float
     total_people: float
     total_cut_half_width: float  # 95% half-width of the noise in total_cut
+    declared_bounds: tuple[C.DeclaredBound, ...] = ()  # the clamps counted too
 
     @property
     def fraction(self) -> float:
@@ -55,6 +57,10 @@ class Clipping:
             "total_people": self.total_people,
             "fraction_cut": self.fraction,
             "fraction_cut_at_least": self.fraction_at_least,
+            "declared_bounds": [
+                {"column": b.column, "lower": b.lower, "upper": b.upper}
+                for b in self.declared_bounds
+            ],
         }
 
 
@@ -231,9 +237,11 @@ def _clipping(
         sum(cut),
         sum(people),
         Z_975 * std * math.sqrt(len(rows)),
+        plan.declared_bounds,
     )
     # Warn only when the noise cannot explain it: at the low end of its interval.
     groups = f" or rows in more than {plan.max_groups} groups" if plan.max_groups > 1 else ""
+    clamps = _clamp_words(plan.declared_bounds)
     # People are counted whole: a positive low end of the interval means at least one.
     at_least = math.ceil(clip.total_cut - clip.total_cut_half_width)
     if clip.total_people < 1 or at_least < 1:
@@ -244,20 +252,35 @@ def _clipping(
         return clip, (
             f"at least {at_least} {'person' if at_least == 1 else 'people'} (about "
             f"{clip.fraction:.1%} of those in these groups) had more than {plan.max_rows} "
-            f"rows in a group{groups}; dpsql counted at most that much of each, so counts "
-            "and sums can be lower than the true totals by a larger share than theirs "
-            "(those cut have the most rows). Ask with a larger max_rows_per_group (up to "
-            "the policy's limit) to see more of them, at the cost of more noise.",
+            f"rows in a group{groups}{clamps[0]}; dpsql counted at most that much of each"
+            f"{clamps[1]}, so counts and sums can be lower than the true totals by a larger "
+            "share than theirs (those cut have the most rows). Ask with a larger "
+            "max_rows_per_group (up to the policy's limit) to see more of them, at the cost "
+            f"of more noise{clamps[2]}.",
         )
     return clip, (
         f"about {clip.fraction:.0%} (at least {clip.fraction_at_least:.0%}) of the people "
         f"in these groups had more than "
-        f"{plan.max_rows} rows in a group{groups}: dpsql counted at most that much of each "
-        "of them, so counts and sums are lower than the true totals, and by a larger share "
-        "than the people's: those cut are the ones with the most rows (an audit saw counts "
-        "26-42% low where 13-14% of the people were cut; averages keep each person's own "
-        "mean). Ask with a larger max_rows_per_group (up to the policy's "
-        "limit) to see more of them, at the cost of more noise.",
+        f"{plan.max_rows} rows in a group{groups}{clamps[0]}: dpsql counted at most that "
+        f"much of each of them{clamps[1]}, so counts and sums are lower than the true "
+        "totals, and by a larger share than the people's: those cut are the ones with the "
+        "most rows (an audit saw counts 26-42% low where 13-14% of the people were cut; "
+        "averages keep each person's own mean). Ask with a larger max_rows_per_group (up "
+        f"to the policy's limit) to see more of them, at the cost of more noise{clamps[2]}.",
+    )
+
+
+def _clamp_words(bounds: tuple[C.DeclaredBound, ...]) -> tuple[str, str, str]:
+    """The clipping warning's words for the declared bounds it counts: the reason, what
+    dpsql did, and the way round (empty when the query clamps nothing)."""
+    if not bounds:
+        return "", "", ""
+    named = ", ".join(f"{b.column} outside [{b.lower:g}, {b.upper:g}]" for b in bounds)
+    return (
+        f", or a value of {named}",
+        " and set each such value to the nearest bound",
+        "; the bounds are the policy's, so a value beyond them is counted at the bound "
+        "(filter on the column to see how many rows lie beyond it)",
     )
 
 

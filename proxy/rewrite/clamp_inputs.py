@@ -17,6 +17,7 @@ from proxy import shape as S
 from proxy.errors import bad_request
 from proxy.render import duckdb_sql
 from proxy.rewrite import core as C
+from proxy.rewrite.core import DECLARED, DeclaredBound
 from proxy.rewrite.ranges import Range, bounded_range
 
 
@@ -81,7 +82,9 @@ def as_double(expression: exp.Expr) -> exp.Expr:
     return exp.TryCast(this=expression, to=_DOUBLE.copy())
 
 
-def _clamp_columns(core: C.Core, expression: exp.Expr) -> exp.Expr:
+def clamp_columns(core: C.Core, expression: exp.Expr) -> exp.Expr:
+    """``expression`` (copied) with every column that has declared bounds clamped to them,
+    each clamp marked with its :class:`DeclaredBound`."""
     tables = core.shape.tables
 
     def visit(node: exp.Expr) -> exp.Expr:
@@ -93,7 +96,12 @@ def _clamp_columns(core: C.Core, expression: exp.Expr) -> exp.Expr:
                 # whose type may not hold the bounds is compared as a DOUBLE.
                 kind = info.type_of(node.name) if info else ""
                 fits = _holds(kind, policy.lower, policy.upper)
-                return clamp(node if fits else as_double(node), policy.lower, policy.upper)
+                name = f"{info.policy.name}.{node.name.lower()}" if info else node.name
+                clamped = clamp(node if fits else as_double(node), policy.lower, policy.upper)
+                # Marked, so that the clipping estimate counts the people it changes
+                # (proxy/rewrite/clamped_rows.py); sqlglot keeps meta through copies.
+                clamped.meta[DECLARED] = DeclaredBound(name, policy.lower, policy.upper)
+                return clamped
         return node
 
     return expression.copy().transform(visit, copy=False)
@@ -167,7 +175,7 @@ def clamped_argument(core: C.Core, raw: exp.Expr, aggregate: str) -> tuple[exp.E
     read, and its derived range; refuses an argument with no finite range, naming what
     to declare or clamp. The quantile rule bins the same argument (no second copy of
     this logic)."""
-    clamped = _clamp_columns(core, raw)
+    clamped = clamp_columns(core, raw)
     rng = bounded_range(clamped, dict(core.shape.tables), aggregate)
     if rng.integer and max(abs(rng.lower), abs(rng.upper)) > EXACT_INTEGER:
         # Beyond 2^53 values are not exact as doubles or safe as BIGINT: treat them

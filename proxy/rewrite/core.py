@@ -28,9 +28,23 @@ DISTINCT_KINDS = (DISTINCT, DISTINCT_SUM, DISTINCT_CENTRED_SUM, DISTINCT_SQUARES
 SUM = "sum"  # clamped sum
 CENTRED_SUM = "centred_sum"  # clamped sum of (x − m), m the midpoint of [L, U]
 CENTRED_SQUARES = "centred_squares"  # clamped sum of (x − m)²
-# Number of people whose contribution to the group bounding cut: more than C rows in
-# it, or more than K groups (some dropped). Each person counts at most once per group.
+# Number of people whose contribution to the group bounding changed: more than C rows
+# in it, more than K groups (some dropped), or a value outside a column's declared bounds
+# (clamped to them). Each person counts at most once per group.
 CLIPPED = "clipped"
+
+# The meta key of a clamp to a column's declared bounds (clamp_inputs); its value is the
+# column's DeclaredBound.
+DECLARED = "dpsql_declared_bound"
+
+
+@dataclass(frozen=True)
+class DeclaredBound:
+    """A column's declared bounds, which the core clamps its values to."""
+
+    column: str  # "table.column", lower-case
+    lower: float
+    upper: float
 
 
 @dataclass(frozen=True)
@@ -94,6 +108,8 @@ class Core:
     bounding: bool = True  # False only in audits that must show they catch a violation
     # Release the clipping estimate: the CLIPPED statistic and the people per group.
     clipping: bool = False
+    # The declared bounds whose clamps the clipping estimate counts (per_person).
+    declared_bounds: tuple[DeclaredBound, ...] = ()
     # Keys (by index) of type DATE, and of a TIMESTAMP type: read only within the years
     # 1 to 9999, else NULL (per_person; see DATE_KEY_RANGE).
     dated_keys: frozenset[int] = frozenset()

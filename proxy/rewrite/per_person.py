@@ -12,8 +12,8 @@ from dataclasses import replace
 
 from sqlglot import exp
 
+from proxy.rewrite import clamped_rows, keyed_groups
 from proxy.rewrite import core as C
-from proxy.rewrite import keyed_groups
 
 
 def argument_columns(core: C.Core) -> dict[str, str]:
@@ -84,10 +84,14 @@ def _scaled(total: exp.Expr, col: str, max_rows: int | None) -> exp.Expr:
 
 
 def raw_statistic(
-    stat: C.Statistic, columns: dict[str, str], max_rows: int | None = None
+    stat: C.Statistic,
+    columns: dict[str, str],
+    max_rows: int | None = None,
+    clamped: str | None = None,
 ) -> exp.Expr | None:
     """One person's statistic within one group, before clamping; with ``max_rows`` (C),
-    sums of a person with more than C values are scaled to C values' worth."""
+    sums of a person with more than C values are scaled to C values' worth. ``clamped``
+    names r's flag of rows a declared bound changed (the clipping estimate counts them)."""
     if stat.kind == C.ROWS:
         return exp.Count(this=exp.Star())
     if stat.kind == C.PERSONS or stat.kind in C.DISTINCT_KINDS:
@@ -95,19 +99,27 @@ def raw_statistic(
     if stat.kind == C.CLIPPED:
         if max_rows is None:
             return exp.Literal.number(0)
-        # 1 when the row cap cuts this person's rows in this group (the L0 rule adds
-        # the people it cut to other groups).
-        return exp.Case(
-            ifs=[
+        # 1 when the row cap cuts this person's rows in this group, or a clamp to the
+        # declared bounds moved one of their values (``clamped``: r's flag column); the
+        # L0 rule adds the people it cut to other groups.
+        ifs = [
+            exp.If(
+                this=exp.GT(
+                    this=exp.Count(this=exp.Star()), expression=exp.Literal.number(max_rows)
+                ),
+                true=exp.Literal.number(1),
+            )
+        ]
+        if clamped is not None:
+            ifs.append(
                 exp.If(
                     this=exp.GT(
-                        this=exp.Count(this=exp.Star()), expression=exp.Literal.number(max_rows)
+                        this=exp.Max(this=exp.column(clamped)), expression=exp.Literal.number(0)
                     ),
                     true=exp.Literal.number(1),
                 )
-            ],
-            default=exp.Literal.number(0),
-        )
+            )
+        return exp.Case(ifs=ifs, default=exp.Literal.number(0))
     col = columns[str(stat.arg_sql)]
     if stat.kind == C.COUNT:
         return exp.Count(this=exp.column(col))
@@ -166,6 +178,12 @@ def apply(core: C.Core) -> C.Core:
         exp.alias_(_widened(core, sql, by_sql[sql].copy()), name, copy=False)
         for sql, name in columns.items()
     ]
+    flag: exp.Expr | None = None
+    declared: tuple[C.DeclaredBound, ...] = ()
+    if core.bounding and any(s.kind == C.CLIPPED for s in core.statistics):
+        flag, declared = clamped_rows.clamped_flag(core)
+        if flag is not None:
+            projection.append(exp.alias_(flag, clamped_rows.FLAG, copy=False))
     r = exp.Select(expressions=projection)
     r.set("from_", core.from_.copy() if core.from_ is not None else None)
     if core.joins:
@@ -204,7 +222,10 @@ def apply(core: C.Core) -> C.Core:
     scale_to = core.max_rows if core.bounding and not core.one_row_per_person else None
     for stat in core.statistics:
         raw = raw_statistic(
-            stat, columns, core.max_rows if stat.kind == C.CLIPPED and core.bounding else scale_to
+            stat,
+            columns,
+            core.max_rows if stat.kind == C.CLIPPED and core.bounding else scale_to,
+            clamped_rows.FLAG if flag is not None else None,
         )
         if raw is not None:
             pp_cols.append(exp.alias_(raw, stat.column, copy=False))
@@ -215,4 +236,4 @@ def apply(core: C.Core) -> C.Core:
     pp = exp.Select(
         expressions=pp_cols, from_=C.from_table("r"), group=exp.Group(expressions=group)
     )
-    return replace(core, ctes=(("r", r), ("pp", pp)))
+    return replace(core, ctes=(("r", r), ("pp", pp)), declared_bounds=declared)

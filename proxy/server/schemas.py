@@ -50,17 +50,29 @@ class ColumnNoise(_Strict):
     half_width_95: float | None = Field(description="95% two-sided half-width of that noise")
 
 
+class DeclaredBound(_Strict):
+    column: str = Field(description="table.column")
+    lower: float
+    upper: float
+
+
 class Clipping(_Strict):
     """What bounding cut (a DP estimate from a declared share of the budget)."""
 
     max_rows_per_group: int = Field(description="C: rows of one person counted per group")
     max_groups: int = Field(description="K: groups one person may touch")
-    people_cut: list[float] = Field(description="per row: noisy count of people cut")
+    people_cut: list[float] = Field(
+        description="per row: noisy count of people whose contribution bounding changed"
+    )
     people: list[float] = Field(description="per row: noisy count of people")
     total_people_cut: float
     total_people: float
-    fraction_cut: float = Field(description="share of people whose rows bounding cut")
+    fraction_cut: float = Field(description="share of people whose contribution bounding changed")
     fraction_cut_at_least: float = Field(description="that share at the low end of its noise")
+    declared_bounds: list[DeclaredBound] = Field(
+        default_factory=list,
+        description="declared bounds the query clamps values to (counted in people_cut)",
+    )
 
 
 class QuantileGrid(_Strict):

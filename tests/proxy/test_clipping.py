@@ -10,7 +10,9 @@ import duckdb
 import pytest
 
 from proxy.engine import Engine
+from proxy.policy import parse_policy
 from proxy.request import QueryRequest
+from tests.policies import users_policy
 from tests.proxy.conftest import demo_policy
 
 
@@ -84,7 +86,6 @@ def test_a_few_heavy_people_cut_are_said_even_below_the_share(
     and a third of the rows. Below the 5% share the answer still says that people were
     cut and that counts fall by more than their share (an audit: 0.3% of the people cut
     took 16% of one group's rows with no word)."""
-    from proxy.policy import parse_policy
 
     root = tmp_path_factory.mktemp("heavy")
     db = root / "heavy.duckdb"
@@ -109,3 +110,77 @@ def test_a_few_heavy_people_cut_are_said_even_below_the_share(
         assert "at least 1 person (about 0.5%" in warning and "larger share" in warning
     finally:
         engine.close()
+
+
+CLAMPED_POLICY = users_policy(
+    """
+[tables.ev]
+population = "users"
+unit = "user_id"
+max_groups = 1
+max_rows_per_group = 10
+columns.v = {{ lower = 0, upper = 100 }}
+"""
+)
+
+
+def clamped_database(db: Path) -> Path:
+    """200 people with one row each; the first 30 hold v = 500, beyond v's declared
+    upper bound of 100 (the caps cut nobody)."""
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE ev (user_id BIGINT, k VARCHAR, v DOUBLE)")
+        con.execute(
+            "INSERT INTO ev SELECT i, CASE WHEN i % 2 = 0 THEN 'a' ELSE 'b' END, "
+            "CASE WHEN i <= 30 THEN 500 ELSE 50 END FROM range(1, 201) t(i)"
+        )
+    return db
+
+
+@pytest.fixture(scope="module")
+def clamped(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("clamped")
+    db = clamped_database(root / "clamped.duckdb")
+    engine = Engine(parse_policy(CLAMPED_POLICY.format(db=db, folder=root), base_dir=root))
+    yield engine
+    engine.close()
+
+
+def test_values_clamped_to_declared_bounds_are_counted_and_named(clamped) -> None:
+    """The caps cut nobody here, yet AVG(v) is far from the truth (80 against 110): the
+    30 people whose v lies beyond the declared bound are counted, and the warning names
+    the bound."""
+    r = clamped.run(QueryRequest("SELECT k, AVG(v) AS m FROM ev GROUP BY k", epsilon=1e4))
+    clip = r.privacy.clipping
+    assert clip is not None and clip.declared_bounds
+    assert abs(clip.total_cut - 30) <= 3 * clip.total_cut_half_width + 0.5
+    assert clip.fraction == pytest.approx(30 / 200, abs=0.02)
+    (warning,) = [w for w in r.warnings if "rows in a group" in w]
+    assert "ev.v outside [0, 100]" in warning and "nearest bound" in warning
+    shown = r.privacy.to_dict()["clipping"]["declared_bounds"]
+    assert shown == [{"column": "ev.v", "lower": 0.0, "upper": 100.0}]
+
+
+def test_values_within_their_bounds_are_not_counted(clamped) -> None:
+    r = clamped.run(QueryRequest("SELECT AVG(v) AS m FROM ev WHERE user_id > 30", epsilon=1e4))
+    clip = r.privacy.clipping
+    assert clip is not None and abs(clip.total_cut) <= 3 * clip.total_cut_half_width + 0.5
+    assert not any("rows in a group" in w for w in r.warnings)
+
+
+def test_quantiles_count_the_values_their_bounds_clamp(clamped) -> None:
+    r = clamped.run(QueryRequest("SELECT MEDIAN(v) AS m, MAX(v) AS x FROM ev", epsilon=1e4))
+    clip = r.privacy.clipping
+    assert clip is not None and abs(clip.total_cut - 30) <= 3 * clip.total_cut_half_width + 0.5
+
+
+def test_only_the_declared_clamps_are_flagged(clamped) -> None:
+    """A count reads no bounded value, and an analyst's own two-branch CASE is not a
+    clamp of dpsql's: neither adds the flag (nor its cost) to the core."""
+    for sql in (
+        "SELECT k, COUNT(*) AS n FROM ev GROUP BY k",
+        "SELECT SUM(CASE WHEN k = 'a' THEN 1 WHEN k = 'b' THEN 2 ELSE 0 END) AS s FROM ev",
+    ):
+        plan = clamped.prepare(QueryRequest(sql, epsilon=1.0))[1]
+        assert "__cl" not in plan.core_sql and plan.declared_bounds == ()
+    plan = clamped.prepare(QueryRequest("SELECT SUM(v * 2) AS s FROM ev", epsilon=1.0))[1]
+    assert "__cl" in plan.core_sql and [b.column for b in plan.declared_bounds] == ["ev.v"]

@@ -152,6 +152,13 @@ QUERIES = {
         "SELECT AVG(n) AS a FROM (SELECT user_id, COUNT(DISTINCT iv * 2) AS n FROM evu "
         "GROUP BY user_id) t"
     ),
+    # values beyond their declared bounds on the target's rows only (their 4 extreme
+    # rows, within the row cap of 5): the clipping estimate counts the target on D for
+    # the clamps alone, and not on D'
+    "declared_clamps_counted": (
+        "SELECT SUM(h) AS s, AVG(d38) AS a, MEDIAN(uh) AS m FROM ev "
+        f"WHERE h > 1000 OR user_id <> {TARGET}"
+    ),
     "uuid_join": "SELECT pubf.x, COUNT(*) AS n FROM evu JOIN pubf ON evu.u = pubf.u GROUP BY pubf.x",
 }
 
