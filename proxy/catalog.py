@@ -40,6 +40,31 @@ def split_name(name: str) -> tuple[str, str]:
 
 
 @dataclass(frozen=True)
+class DeclaredBound:
+    """Bounds a value is clamped to before it is aggregated: a column's declared bounds
+    (``column`` is "table.column", lower-case), or, with ``per_person``, the bounds a
+    per-person subquery's aggregate is clamped to (``column`` is its SQL text, e.g.
+    "COUNT(*)"; proxy/per_person_values.py)."""
+
+    column: str
+    lower: float
+    upper: float
+    per_person: bool = False
+
+
+@dataclass(frozen=True)
+class BoundedFlag:
+    """Of a derived table whose values were clamped while it was derived (a per-person
+    subquery's): its hidden column that is 1 on a row whose values a clamp moved, and
+    the bounds those clamps apply. The clipping estimate counts the people it flags
+    (proxy/rewrite/clamped_rows.py); the table's declared bounds hold by construction,
+    so the outer query's own clamps of its columns never bind."""
+
+    column: str
+    bounds: tuple[DeclaredBound, ...]
+
+
+@dataclass(frozen=True)
 class FanOut:
     """Of a public table (public data): its row count and, per column, the most rows that
     share one value — how many of its rows one row of another table can match."""
@@ -55,6 +80,7 @@ class TableInfo:
     name: str
     column_types: Mapping[str, str]
     fan_out: FanOut | None = None  # public tables only
+    bounded_flag: BoundedFlag | None = None  # derived tables only
 
     @property
     def public(self) -> bool:

@@ -792,8 +792,10 @@ class Engine:
             max_rows=max_rows,
             max_groups=max_groups,
             bounding=self._bounding,
-            # Per-person values are clamped, not cut by row caps: no clipping estimate.
-            clipping=settings.clipping_share > 0 and per_person is None,
+            # A per-person subquery's values are clamped, not cut by row caps: estimated
+            # when a clamp can move a value the outer query reads (its table's flag).
+            clipping=settings.clipping_share > 0
+            and (per_person is None or per_person.table.bounded_flag is not None),
             # Every engine's hash tables are unkeyed: group first by a keyed hash
             # (rewrite/keyed_groups.py; the renderers key it the engine's way).
             keyed_grouping=True,

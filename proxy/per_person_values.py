@@ -30,7 +30,7 @@ table with those bounds.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
@@ -38,13 +38,21 @@ from accounting.per_person_bounds import InnerAggregate, ValueBounds, value_boun
 from proxy import shape as S
 from proxy.allowlist import AGGREGATES
 from proxy.bind import bind
-from proxy.catalog import DEFAULT_DB, Catalog, TableInfo, column_type
+from proxy.catalog import (
+    DEFAULT_DB,
+    BoundedFlag,
+    Catalog,
+    DeclaredBound,
+    TableInfo,
+    column_type,
+)
 from proxy.check import check_scalar, check_shape, distinct_as_group_by, is_person_id
 from proxy.derived_source import from_source
 from proxy.engines.executor import Executor
 from proxy.errors import DPSQLError, position_of, unsupported
 from proxy.policy import ColumnPolicy, TablePolicy
 from proxy.quantile_sql import is_quantile
+from proxy.rewrite import core as C
 from proxy.rewrite import keyed_groups, person_constant
 from proxy.rewrite.clamp_inputs import as_double, clamp
 from proxy.rewrite.l0 import describe_params
@@ -53,6 +61,7 @@ from proxy.rewrite.total_forms import total_predicate, total_value
 
 DERIVED = "__per_person"  # the derived table's name (main.__per_person), never a real one
 PERSON = "__person"  # its person id column, when the inner query does not select one
+FLAG = "__cl"  # its hidden column: 1 where a clamp moved a value the outer query reads
 _AGG_TYPES = tuple(AGGREGATES)
 
 _KINDS = {
@@ -376,7 +385,15 @@ def _build(
             exp.alias_(_total_aggregate(node, in_double=in_double), f"__a{i}", copy=False)
         )
         column = exp.column(f"__a{i}", table="__a")
-        bounded[text] = column if found is None else clamp(column, found.lower, found.upper)
+        if found is None:
+            bounded[text] = column
+            continue
+        clamped = clamp(column, found.lower, found.upper)
+        # Marked, so that the people whose values it moves are counted (_bounded_flag).
+        clamped.meta[C.DECLARED] = DeclaredBound(
+            _unqualified(node), found.lower, found.upper, per_person=True
+        )
+        bounded[text] = clamped
     a = exp.Select(expressions=a_cols)
     a.set("from_", bound.args["from_"].copy())
     tables = dict(shape.tables)
@@ -424,7 +441,7 @@ def _build(
     for item in bound.expressions:
         value = item.this if isinstance(item, exp.Alias) else item
         name = item.alias_or_name.lower()
-        if name in names or name in (PERSON,):
+        if name in names or name in (PERSON, FLAG):
             raise _refuse_inner(
                 f"the subquery has two columns named {name}",
                 "give each column of the subquery its own alias",
@@ -464,14 +481,62 @@ def _build(
     outer = tree.copy()
     assert isinstance(outer, exp.Select)  # _inner_source found its FROM
     _read_derived(outer, alias)
+    relation, flag = _bounded_flag(b, names, outer)
+    if flag is not None:
+        table = replace(table, bounded_flag=flag)
     return PerPersonQuery(
         outer=outer,
         table=table,
-        relation=b,
+        relation=relation,
         inner=shape,
         catalog=catalog.with_derived(table),
         max_rows=max_rows,
     )
+
+
+def _unqualified(node: exp.Expr) -> str:
+    """An aggregate's text without the binder's table aliases: AVG(v), not AVG(t0.v)."""
+
+    def bare(n: exp.Expr) -> exp.Expr:
+        if isinstance(n, exp.Column) and n.table:
+            return exp.column(n.args["this"].copy())
+        return n
+
+    return node.copy().transform(bare, copy=False).sql(dialect="duckdb")
+
+
+def _bounded_flag(
+    b: exp.Select, names: list[str], outer: exp.Select
+) -> tuple[exp.Select, BoundedFlag | None]:
+    """Layer B with a hidden column FLAG, 1 for a person when a clamp moved one of their
+    per-person values that the outer query reads, and the bounds of those clamps (the
+    clipping estimate counts the people it flags; the column is not in the derived
+    table's catalog, so the analyst cannot name it). Values read only by the subquery's
+    HAVING are not counted: it filters on bounded values, and a person it drops is in no
+    group (bounds_note says so on every answer)."""
+    read = {c.name.lower() for c in outer.find_all(exp.Column)}
+    conditions: dict[exp.Expr, None] = {}  # in order, each condition once
+    bounds: dict[DeclaredBound, None] = {}
+    for item, name in zip(b.expressions, names, strict=True):
+        if name not in read:
+            continue
+        for node in item.find_all(exp.Case):
+            bound = node.meta.get(C.DECLARED)
+            if bound is None:
+                continue
+            bounds[bound] = None
+            for branch in node.args.get("ifs") or []:
+                conditions.setdefault(branch.this, None)
+    if not conditions:
+        return b, None
+    tests = [c.copy() for c in conditions]
+    test = tests[0] if len(tests) == 1 else exp.or_(*tests, copy=False)
+    flag = exp.Case(
+        ifs=[exp.If(this=test, true=exp.Literal.number(1))], default=exp.Literal.number(0)
+    )
+    relation = b.copy()
+    relation.append("expressions", exp.alias_(flag, FLAG, copy=False))
+    return relation, BoundedFlag(FLAG, tuple(bounds))
 
 
 def _distinct_layers(a: exp.Select, shape: S.Shape) -> exp.Select:

@@ -58,7 +58,12 @@ class Clipping:
             "fraction_cut": self.fraction,
             "fraction_cut_at_least": self.fraction_at_least,
             "declared_bounds": [
-                {"column": b.column, "lower": b.lower, "upper": b.upper}
+                {
+                    "column": b.column,
+                    "lower": b.lower,
+                    "upper": b.upper,
+                    "per_person": b.per_person,
+                }
                 for b in self.declared_bounds
             ],
         }
@@ -246,6 +251,8 @@ def _clipping(
     at_least = math.ceil(clip.total_cut - clip.total_cut_half_width)
     if clip.total_people < 1 or at_least < 1:
         return clip, ()
+    if plan.declared_bounds and all(b.per_person for b in plan.declared_bounds):
+        return clip, (_per_person_warning(clip, at_least),)
     if clip.fraction_at_least <= CLIPPING_WARNING:
         # Few people, but maybe many rows: those cut are the ones with the most (an
         # audit: 0.3% of the people cut took 16% of one group's rows, with no word).
@@ -267,6 +274,27 @@ def _clipping(
         "most rows (an audit saw counts 26-42% low where 13-14% of the people were cut; "
         "averages keep each person's own mean). Ask with a larger max_rows_per_group (up "
         f"to the policy's limit) to see more of them, at the cost of more noise{clamps[2]}.",
+    )
+
+
+def _per_person_warning(clip: Clipping, at_least: int) -> str:
+    """A per-person subquery's clipping: its values were clamped, no row was cut."""
+    named = "; ".join(
+        f"{b.column} outside [{b.lower:,.6g}, {b.upper:,.6g}]" for b in clip.declared_bounds
+    )
+    who = (
+        f"at least {at_least} {'person' if at_least == 1 else 'people'} (about "
+        f"{clip.fraction:.1%} of those in these groups)"
+        if clip.fraction_at_least <= CLIPPING_WARNING
+        else f"about {clip.fraction:.0%} (at least {clip.fraction_at_least:.0%}) of the "
+        "people in these groups"
+    )
+    return (
+        f"{who} had a per-person value beyond its bounds ({named}): dpsql set each such "
+        "value to the nearest bound before the outer query read it, so sums and averages "
+        "of these values are pulled towards the bounds, by more than the noise says. The "
+        "bounds follow from the policy (the tables' max_rows_per_group and column "
+        "bounds): wider ones keep more of these values, at the cost of more noise."
     )
 
 

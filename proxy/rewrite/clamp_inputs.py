@@ -99,8 +99,10 @@ def clamp_columns(core: C.Core, expression: exp.Expr) -> exp.Expr:
                 name = f"{info.policy.name}.{node.name.lower()}" if info else node.name
                 clamped = clamp(node if fits else as_double(node), policy.lower, policy.upper)
                 # Marked, so that the clipping estimate counts the people it changes
-                # (proxy/rewrite/clamped_rows.py); sqlglot keeps meta through copies.
-                clamped.meta[DECLARED] = DeclaredBound(name, policy.lower, policy.upper)
+                # (proxy/rewrite/clamped_rows.py); sqlglot keeps meta through copies. A
+                # derived table's bounds hold by construction: its own flag counts them.
+                if info is None or info.bounded_flag is None:
+                    clamped.meta[DECLARED] = DeclaredBound(name, policy.lower, policy.upper)
                 return clamped
         return node
 

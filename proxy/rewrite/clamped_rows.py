@@ -42,7 +42,8 @@ def clamped_flag(core: C.Core) -> tuple[exp.Expr | None, tuple[C.DeclaredBound, 
 
     Reads the clamped arguments of the released statistics and, for MEDIAN, quantiles,
     MIN and MAX (clamped later by their own rule), the same columns clamped the same
-    way."""
+    way; and the flag column of a derived table whose values were clamped as it was
+    derived."""
     arguments = list(core.arguments.values())
     arguments += [
         clamp_columns(core, total_value(call.arg))
@@ -55,6 +56,19 @@ def clamped_flag(core: C.Core) -> tuple[exp.Expr | None, tuple[C.DeclaredBound, 
         bounds[node.meta[C.DECLARED]] = None
         for branch in node.args.get("ifs") or []:
             conditions.setdefault(branch.this, None)
+    for alias, info in core.shape.tables.items():
+        # A per-person subquery's table: its hidden flag marks the people whose
+        # per-person values the derivation clamped (proxy/per_person_values.py).
+        if info.bounded_flag is not None:
+            unit = core.shape.unit
+            # (named as the query names it: the person id's table is this one)
+            table = unit.args["table"].copy() if unit.table.lower() == alias else alias
+            flagged = exp.EQ(
+                this=exp.column(info.bounded_flag.column, table=table),
+                expression=exp.Literal.number(1),
+            )
+            conditions.setdefault(flagged, None)
+            bounds.update(dict.fromkeys(info.bounded_flag.bounds))
     if not conditions:
         return None, ()
     tests = [c.copy() for c in conditions]

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from accounting.quantiles import Grid, TargetKind
+from proxy.catalog import DeclaredBound as DeclaredBound  # re-exported: C.DeclaredBound
 from proxy.shape import Shape
 
 # Statistic kinds: what one noisy column of the released table holds per group.
@@ -36,15 +37,6 @@ CLIPPED = "clipped"
 # The meta key of a clamp to a column's declared bounds (clamp_inputs); its value is the
 # column's DeclaredBound.
 DECLARED = "dpsql_declared_bound"
-
-
-@dataclass(frozen=True)
-class DeclaredBound:
-    """A column's declared bounds, which the core clamps its values to."""
-
-    column: str  # "table.column", lower-case
-    lower: float
-    upper: float
 
 
 @dataclass(frozen=True)

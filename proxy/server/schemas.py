@@ -51,9 +51,15 @@ class ColumnNoise(_Strict):
 
 
 class DeclaredBound(_Strict):
-    column: str = Field(description="table.column")
+    column: str = Field(
+        description="table.column, or a per-person subquery's aggregate (per_person)"
+    )
     lower: float
     upper: float
+    per_person: bool = Field(
+        default=False,
+        description="the bounds of a per-person subquery's aggregate, applied per person",
+    )
 
 
 class Clipping(_Strict):

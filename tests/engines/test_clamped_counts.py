@@ -1,5 +1,6 @@
 """The clipping estimate's count of people whose values a declared bound clamped
-(proxy/rewrite/clamped_rows.py) is the same on PostgreSQL and Spark as on DuckDB: the
+(proxy/rewrite/clamped_rows.py), or a per-person subquery's bounds
+(proxy/per_person_values.py), is the same on PostgreSQL and Spark as on DuckDB: the
 flag compares the same columns with the same literals on every engine."""
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from tests.proxy.test_clipping import CLAMPED_POLICY, clamped_database
 QUERIES = (
     "SELECT k, AVG(v) AS m FROM ev GROUP BY k",
     "SELECT SUM(v * 2) AS s, COUNT(*) AS n FROM ev WHERE user_id > 10",
+    # a per-person subquery: its hidden flag marks the people whose AVG(v) was clamped
+    "SELECT k, AVG(m) AS a FROM (SELECT user_id, MIN(k) AS k, AVG(v) AS m FROM ev "
+    "GROUP BY user_id) t GROUP BY k",
 )
 
 
@@ -48,6 +52,7 @@ def _check(reference: Engine, other: Engine) -> None:
         compare.assert_same(reference, other, sql)
     assert _clipped(other, QUERIES[0]) == _clipped(reference, QUERIES[0]) == 30
     assert _clipped(other, QUERIES[1]) == _clipped(reference, QUERIES[1]) == 20
+    assert _clipped(other, QUERIES[2]) == _clipped(reference, QUERIES[2]) == 30
 
 
 def test_postgres_counts_the_clamped_people_as_duckdb_does(

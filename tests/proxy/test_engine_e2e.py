@@ -227,9 +227,11 @@ def test_post_processing_variants_are_cache_hits(engine: Engine) -> None:
         assert result.cache_key == base.cache_key, sql
         return result
 
-    ordered = hit(MODEL_COUNT + " ORDER BY n DESC")
+    # (ties broken by the key: with C = the heaviest person's 694 prompts the noise can
+    # take two counts to 0, and LIMIT would then keep either)
+    ordered = hit(MODEL_COUNT + " ORDER BY n DESC, model")
     assert [r[1] for r in ordered.rows] == sorted(counts.values(), reverse=True)
-    limited = hit(MODEL_COUNT + " ORDER BY n DESC LIMIT 2")
+    limited = hit(MODEL_COUNT + " ORDER BY n DESC, model LIMIT 2")
     assert limited.rows == ordered.rows[:2]
     cut = sorted(counts.values())[1]
     having = hit(MODEL_COUNT + f" HAVING COUNT(*) >= {cut}")

@@ -159,6 +159,19 @@ QUERIES = {
         "SELECT SUM(h) AS s, AVG(d38) AS a, MEDIAN(uh) AS m FROM ev "
         f"WHERE h > 1000 OR user_id <> {TARGET}"
     ),
+    # a per-person subquery whose values the target alone takes beyond their bounds (8
+    # rows against a cap of 5, an AVG(h) past h's bounds): its hidden flag counts the
+    # target on D only, and the estimate's sensitivity stays 1
+    "per_person_clamps_counted": (
+        "SELECT AVG(x) AS a, SUM(y) AS s FROM (SELECT user_id, AVG(h) AS x, COUNT(*) AS y "
+        "FROM ev GROUP BY user_id) t"
+    ),
+    # the flag's comparisons of per-person values of wide types (DECIMAL(38, 37) whose
+    # type cannot hold the bound 1,000; UHUGEINT against a negative bound) never raise
+    "per_person_wide_clamps_counted": (
+        "SELECT AVG(x) AS a, AVG(y) AS b, AVG(z) AS c, AVG(w) AS d FROM (SELECT user_id, "
+        "SUM(d38) AS x, AVG(d38) AS y, SUM(uh) AS z, MAX(h) AS w FROM ev GROUP BY user_id) t"
+    ),
     "uuid_join": "SELECT pubf.x, COUNT(*) AS n FROM evu JOIN pubf ON evu.u = pubf.u GROUP BY pubf.x",
 }
 
