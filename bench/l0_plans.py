@@ -443,8 +443,8 @@ def checked_any_value_keys(core_sql: str) -> str | None:
 def two_level_keys(core_sql: str) -> str | None:
     """Person-constant keys: aggregate per (person, key) first, as the floor does, then
     per person with MIN(key) over those few rows. COUNT(*), COUNT(x) and SUM(x) of one
-    column re-add exactly, and so does MAX of the clipping estimate's flag of clamped
-    rows; None for a core with any other per-person aggregate."""
+    column re-add exactly, and so does the clipping estimate's SUM (or MAX) of its flag
+    of clamped rows; None for a core with any other per-person aggregate."""
     found = _person_keys(core_sql)
     if found is None:
         return None
@@ -465,7 +465,7 @@ def two_level_keys(core_sql: str) -> str | None:
             continue
         if isinstance(node, exp.Count) and isinstance(arg, exp.Star):
             name, body = "__pn", "COUNT(*)"
-        elif isinstance(arg, exp.Column) and arg.name.startswith("__x"):
+        elif isinstance(arg, exp.Column) and (arg.name.startswith("__x") or arg.name == "__cl"):
             kind = "count" if isinstance(node, exp.Count) else "sum"
             name, body = f"__p{kind}{arg.name}", f"{kind.upper()}({arg.name})"
         else:

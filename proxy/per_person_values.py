@@ -52,8 +52,8 @@ from proxy.engines.executor import Executor
 from proxy.errors import DPSQLError, position_of, unsupported
 from proxy.policy import ColumnPolicy, TablePolicy
 from proxy.quantile_sql import is_quantile
+from proxy.rewrite import clamped_rows, keyed_groups, person_constant
 from proxy.rewrite import core as C
-from proxy.rewrite import keyed_groups, person_constant
 from proxy.rewrite.clamp_inputs import as_double, clamp
 from proxy.rewrite.l0 import describe_params
 from proxy.rewrite.ranges import derive
@@ -511,32 +511,23 @@ def _bounded_flag(
     """Layer B with a hidden column FLAG, 1 for a person when a clamp moved one of their
     per-person values that the outer query reads, and the bounds of those clamps (the
     clipping estimate counts the people it flags; the column is not in the derived
-    table's catalog, so the analyst cannot name it). Values read only by the subquery's
+    table's catalog, so the analyst cannot name it; a clamp in a branch of their CASE or
+    IF counts only where the branch is taken). Values read only by the subquery's
     HAVING are not counted: it filters on bounded values, and a person it drops is in no
     group (bounds_note says so on every answer)."""
     read = {c.name.lower() for c in outer.find_all(exp.Column)}
-    conditions: dict[exp.Expr, None] = {}  # in order, each condition once
-    bounds: dict[DeclaredBound, None] = {}
-    for item, name in zip(b.expressions, names, strict=True):
-        if name not in read:
-            continue
-        for node in item.find_all(exp.Case):
-            bound = node.meta.get(C.DECLARED)
-            if bound is None:
-                continue
-            bounds[bound] = None
-            for branch in node.args.get("ifs") or []:
-                conditions.setdefault(branch.this, None)
-    if not conditions:
+    items = [item for item, name in zip(b.expressions, names, strict=True) if name in read]
+    # (a clamp in a branch of the analyst's CASE or IF: only where the branch is taken)
+    tests, bounds = clamped_rows.clamp_tests(items)
+    if not tests:
         return b, None
-    tests = [c.copy() for c in conditions]
     test = tests[0] if len(tests) == 1 else exp.or_(*tests, copy=False)
     flag = exp.Case(
         ifs=[exp.If(this=test, true=exp.Literal.number(1))], default=exp.Literal.number(0)
     )
     relation = b.copy()
     relation.append("expressions", exp.alias_(flag, FLAG, copy=False))
-    return relation, BoundedFlag(FLAG, tuple(bounds))
+    return relation, BoundedFlag(FLAG, bounds)
 
 
 def _distinct_layers(a: exp.Select, shape: S.Shape) -> exp.Select:

@@ -11,6 +11,15 @@ proxy/rewrite/clamp_inputs.py with its :class:`DeclaredBound`) binds, else 0. It
 compares the same column (or the same DOUBLE of it) with the same literals as the clamp
 itself, so it adds no way for a row to fail. Per person it enters the estimate as one
 more reason for the 0/1 already counted, so the estimate's sensitivity is unchanged.
+
+A clamp in a branch of the analyst's CASE or IF moves a value only on the rows that take
+the branch: ``SUM(CASE WHEN k = 'x' THEN v ELSE 0 END)`` reads no ``v`` where ``k`` is
+not 'x', so a clamp's test holds there only with the branch's conditions (each
+``CASE WHEN c THEN TRUE ELSE FALSE END``: CASE's own reading of ``c``, NULL as not
+taken). The conditions are the argument's own, already total (proxy/rewrite/total_forms.py),
+so testing them on every row adds no way to fail either. Other conditional forms
+(COALESCE, a simple ``CASE x WHEN ...``) are not followed: their clamps count on every
+row, which can only overstate the estimate.
 """
 
 from __future__ import annotations
@@ -27,13 +36,90 @@ from proxy.rewrite.total_forms import total_value
 FLAG = "__cl"
 
 
-def _declared_clamps(arguments: Iterable[exp.Expr]) -> list[exp.Case]:
+def _declared_clamps(arguments: Iterable[exp.Expr]) -> list[tuple[exp.Case, exp.Expr]]:
+    """Each clamp a declared bound marked, with the argument it sits in."""
     return [
-        node
+        (node, argument)
         for argument in arguments
         for node in argument.find_all(exp.Case)
         if node.meta.get(C.DECLARED) is not None
     ]
+
+
+def _taken(condition: exp.Expr, value: bool) -> exp.Expr:
+    """TRUE where CASE would (``value``) or would not (``not value``) take a branch on
+    ``condition``: CASE's own coercion of it, NULL counting as not taken."""
+    return exp.Case(
+        ifs=[exp.If(this=condition.copy(), true=exp.Boolean(this=value))],
+        default=exp.Boolean(this=not value),
+    )
+
+
+def _plain_case(node: exp.Expr | None) -> bool:
+    """The analyst's searched CASE (not a clamp, not ``CASE x WHEN ...``)."""
+    return (
+        isinstance(node, exp.Case)
+        and node.meta.get(C.DECLARED) is None
+        and node.args.get("this") is None
+    )
+
+
+def _branch_conditions(clamp: exp.Expr, root: exp.Expr) -> list[exp.Expr]:
+    """What must hold on a row for ``root`` to evaluate ``clamp``, as far as the
+    analyst's searched CASEs and IFs around it say (none: evaluated on every row)."""
+    gates: list[exp.Expr] = []
+    node = clamp
+    while node is not root and node.parent is not None:
+        parent, key = node.parent, node.arg_key
+        if _plain_case(parent) and key == "default":
+            gates += [_taken(b.this, False) for b in parent.args.get("ifs") or []]
+        elif isinstance(parent, exp.If) and parent.parent and _plain_case(parent.parent):
+            branches = parent.parent.args.get("ifs") or []
+            index = next(i for i, b in enumerate(branches) if b is parent)
+            gates += [_taken(b.this, False) for b in branches[:index]]
+            if key == "true":
+                gates.append(_taken(parent.this, True))
+        elif isinstance(parent, exp.If) and not isinstance(parent.parent, exp.Case):
+            # IF(c, a, b)
+            if key == "true":
+                gates.append(_taken(parent.this, True))
+            elif key == "false":
+                gates.append(_taken(parent.this, False))
+        node = parent
+    return gates
+
+
+def clamp_tests(
+    arguments: Iterable[exp.Expr],
+) -> tuple[list[exp.Expr], tuple[C.DeclaredBound, ...]]:
+    """For the declared clamps in ``arguments``: a test per clamp, TRUE on a row where
+    it moves the value (its conditions, within the branches that evaluate it), in order
+    and each once; and the bounds they test."""
+    bounds: dict[C.DeclaredBound, None] = {}
+    # (the texts of the gates, of the clamp's conditions; the gates, the conditions)
+    found: list[tuple[frozenset[str], str, list[exp.Expr], list[exp.Expr]]] = []
+    for clamp, argument in _declared_clamps(arguments):
+        bounds[clamp.meta[C.DECLARED]] = None
+        binds = [branch.this.copy() for branch in clamp.args.get("ifs") or []]
+        if not binds:
+            continue
+        gates = _branch_conditions(clamp, argument)
+        key = " OR ".join(b.sql(dialect="duckdb") for b in binds)
+        found.append((frozenset(g.sql(dialect="duckdb") for g in gates), key, gates, binds))
+    tests: dict[str, exp.Expr] = {}
+    for gate_texts, key, gates, binds in found:
+        # A copy of the same clamp evaluated under fewer conditions (e.g. in the
+        # condition of a CASE whose branch holds another copy) already tests these rows.
+        if any(k == key and other < gate_texts for other, k, _, _ in found):
+            continue
+        if not gates:
+            for test in binds:
+                tests.setdefault(test.sql(dialect="duckdb"), test)
+            continue
+        either = binds[0] if len(binds) == 1 else exp.or_(*binds, copy=False)
+        test = exp.and_(*gates, either, copy=False)
+        tests.setdefault(test.sql(dialect="duckdb"), test)
+    return list(tests.values()), tuple(bounds)
 
 
 def clamped_flag(core: C.Core) -> tuple[exp.Expr | None, tuple[C.DeclaredBound, ...]]:
@@ -50,12 +136,9 @@ def clamped_flag(core: C.Core) -> tuple[exp.Expr | None, tuple[C.DeclaredBound, 
         for call in core.shape.aggregates
         if call.kind in S.QUANTILE_KINDS and call.arg is not None
     ]
-    conditions: dict[exp.Expr, None] = {}  # in order, each condition once
-    bounds: dict[C.DeclaredBound, None] = {}
-    for node in _declared_clamps(arguments):
-        bounds[node.meta[C.DECLARED]] = None
-        for branch in node.args.get("ifs") or []:
-            conditions.setdefault(branch.this, None)
+    found, declared = clamp_tests(arguments)
+    conditions: dict[exp.Expr, None] = dict.fromkeys(found)  # in order, each once
+    bounds: dict[C.DeclaredBound, None] = dict.fromkeys(declared)
     for alias, info in core.shape.tables.items():
         # A per-person subquery's table: its hidden flag marks the people whose
         # per-person values the derivation clamped (proxy/per_person_values.py).

@@ -101,7 +101,9 @@ def raw_statistic(
             return exp.Literal.number(0)
         # 1 when the row cap cuts this person's rows in this group, or a clamp to the
         # declared bounds moved one of their values (``clamped``: r's flag column); the
-        # L0 rule adds the people it cut to other groups.
+        # L0 rule adds the people it cut to other groups. SUM, not MAX, of the 0/1 flag:
+        # the same test, and Spark's two-level per-person grouping takes only COUNT and
+        # SUM (proxy/engines/spark_per_person.py).
         ifs = [
             exp.If(
                 this=exp.GT(
@@ -114,7 +116,7 @@ def raw_statistic(
             ifs.append(
                 exp.If(
                     this=exp.GT(
-                        this=exp.Max(this=exp.column(clamped)), expression=exp.Literal.number(0)
+                        this=exp.Sum(this=exp.column(clamped)), expression=exp.Literal.number(0)
                     ),
                     true=exp.Literal.number(1),
                 )

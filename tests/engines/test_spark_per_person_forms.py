@@ -64,14 +64,17 @@ def _core(
         f"LEAST(COUNT(*), {cap}) AS __s0",
         f"{_scaled('__x0', cap)} AS __s1",
         f"{_scaled(centred, cap)} AS __s2",
-        f"CASE WHEN COUNT(*) > {cap} THEN 1 ELSE 0 END AS __s3",
+        # the clipping estimate: the cap cut the person's rows, or the clamp moved a value
+        # (r's flag of clamped rows, rewrite/clamped_rows.py)
+        f"CASE WHEN COUNT(*) > {cap} THEN 1 WHEN SUM(__cl) > 0 THEN 1 ELSE 0 END AS __s3",
     ]
     if square:
         statistics.append(f"{_scaled(f'{centred} * {centred}', cap)} AS __s4")
     return (
         "WITH r AS (SELECT CAST(u AS BIGINT) AS __u, CAST(k AS VARCHAR) AS __k0, "
         f"CAST(CASE WHEN x < {low} THEN {low} WHEN x > {high} THEN {high} ELSE x END "
-        f"AS BIGINT) AS __x0 FROM (VALUES {values}) AS t(u, k, x)), "
+        f"AS BIGINT) AS __x0, CASE WHEN x < {low} OR x > {high} THEN 1 ELSE 0 END AS __cl "
+        f"FROM (VALUES {values}) AS t(u, k, x)), "
         f"pp AS (SELECT __u, MIN(__k0) AS __k0, {', '.join(statistics)} "
         "FROM r GROUP BY __u) SELECT * FROM pp ORDER BY __u"
     )

@@ -200,6 +200,46 @@ def test_only_the_declared_clamps_are_flagged(clamped) -> None:
     assert "__cl" in plan.core_sql and [b.column for b in plan.declared_bounds] == ["ev.v"]
 
 
+@pytest.mark.parametrize(
+    ("sql", "moved"),
+    [
+        # a branch no row takes reads no v: nobody's value is moved
+        ("SELECT SUM(CASE WHEN k = 'zzz' THEN v ELSE 0 END) AS s FROM ev", 0),
+        # the people at 500 are user_id 1..30: a branch only the others take moves nothing
+        ("SELECT k, SUM(CASE WHEN user_id > 30 THEN v ELSE 0 END) AS s FROM ev GROUP BY k", 0),
+        # ELSE after a condition nobody meets: all 30
+        ("SELECT SUM(CASE WHEN k = 'zzz' THEN 0 ELSE v END) AS s FROM ev", 30),
+        # k = 'a' holds for the even ids: 15 of the 30 either way round
+        ("SELECT SUM(IF(k = 'a', v, 0)) AS s FROM ev", 15),
+        ("SELECT SUM(IF(k = 'a', 0, v)) AS s FROM ev", 15),
+        ("SELECT SUM(CASE WHEN k = 'b' THEN 0 WHEN user_id > 0 THEN v END) AS s FROM ev", 15),
+        # a NULL condition is not taken: its ELSE is
+        ("SELECT SUM(CASE WHEN k = CAST(NULL AS VARCHAR) THEN 0 ELSE v END) AS s FROM ev", 30),
+    ],
+)
+def test_a_clamp_in_a_branch_counts_only_where_the_branch_is_taken(
+    clamped, sql: str, moved: int
+) -> None:
+    """Before, a clamp's test ran on every row, so a value the analyst's CASE never read
+    still counted as moved: 30 people "clipped" for a sum that read no v at all."""
+    clip = clamped.run(QueryRequest(sql, epsilon=1e4)).privacy.clipping
+    assert clip is not None
+    assert abs(clip.total_cut - moved) <= 3 * clip.total_cut_half_width + 0.5
+
+
+def test_per_person_clamps_in_a_branch_count_only_where_it_is_taken(clamped) -> None:
+    """Each person has one row: COUNT(*) > 5 holds for nobody, so nobody's AVG(v) is read
+    (its clamp moves nothing the answer uses); COUNT(*) >= 1 reads everyone's."""
+    sql = (
+        "SELECT AVG(a) AS m FROM (SELECT user_id, CASE WHEN COUNT(*) {} THEN AVG(v) END AS a "
+        "FROM ev GROUP BY user_id) t"
+    )
+    for condition, moved in (("> 5", 0), (">= 1", 30)):
+        clip = clamped.run(QueryRequest(sql.format(condition), epsilon=1e4)).privacy.clipping
+        assert clip is not None, condition
+        assert abs(clip.total_cut - moved) <= 3 * clip.total_cut_half_width + 0.5, condition
+
+
 def test_per_person_counts_clamped_to_their_bounds_are_counted(pair) -> None:
     """A per-person subquery cuts no row: it clamps each person's count to [1, C]. The
     people whose count the clamp moved are counted, and the warning names the bound

@@ -172,6 +172,13 @@ QUERIES = {
         "SELECT AVG(x) AS a, AVG(y) AS b, AVG(z) AS c, AVG(w) AS d FROM (SELECT user_id, "
         "SUM(d38) AS x, AVG(d38) AS y, SUM(uh) AS z, MAX(h) AS w FROM ev GROUP BY user_id) t"
     ),
+    # clamps in branches of the analyst's CASE and IF count only where the branch is
+    # taken: the flag then tests the branches' conditions on every row, among them a cast
+    # of a HUGEINT that only the rows taking the second branch would reach
+    "gated_clamps_counted": (
+        "SELECT SUM(CASE WHEN h > 1000 THEN 0 WHEN CAST(h AS INTEGER) > 5 THEN uh "
+        "ELSE d38 END) AS s, SUM(IF(uh > 500, 0, h)) AS t FROM ev"
+    ),
     "uuid_join": "SELECT pubf.x, COUNT(*) AS n FROM evu JOIN pubf ON evu.u = pubf.u GROUP BY pubf.x",
 }
 
