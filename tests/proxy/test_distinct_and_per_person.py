@@ -139,6 +139,51 @@ def test_people_with_more_than_n_rows_and_a_histogram(env) -> None:
     assert plan.threshold is not None  # a key with no public domain: partition selection
 
 
+@pytest.mark.parametrize(
+    "listed",
+    [
+        "SELECT SUM(m) AS s, AVG(n) AS a FROM (SELECT user_id, COUNT(*) AS n, "
+        "SUM(tokens_out) AS m FROM prompts GROUP BY user_id) t(uid, m, n)",
+        "WITH t(uid, m, n) AS (SELECT user_id, COUNT(*) AS n, SUM(tokens_out) AS m "
+        "FROM prompts GROUP BY user_id) SELECT SUM(m) AS s, AVG(n) AS a FROM t",
+    ],
+)
+def test_a_derived_tables_column_list_names_its_columns_by_position(env, listed: str) -> None:
+    """``AS t(uid, m, n)`` renames the subquery's columns in order, as SQL reads it: here
+    m is the count and n the sum, whatever the subquery called them. Before, the
+    per-person derivation kept the subquery's own names and answered about the other
+    column without a word."""
+    engine, _ = env
+    named = (
+        "SELECT SUM(m) AS s, AVG(n) AS a FROM (SELECT user_id AS uid, COUNT(*) AS m, "
+        "SUM(tokens_out) AS n FROM prompts GROUP BY user_id) t"
+    )
+    swapped = (
+        "SELECT SUM(m) AS s, AVG(n) AS a FROM (SELECT user_id, COUNT(*) AS n, "
+        "SUM(tokens_out) AS m FROM prompts GROUP BY user_id) t"
+    )
+    got, _ = _core(engine, listed)
+    want, _ = _core(engine, named)
+    other, _ = _core(engine, swapped)
+    assert {k: v.tolist() for k, v in got.items()} == {k: v.tolist() for k, v in want.items()}
+    assert {k: v.tolist() for k, v in got.items()} != {k: v.tolist() for k, v in other.items()}
+
+
+def test_a_union_alls_column_list_names_its_columns(env) -> None:
+    engine, _ = env
+    listed = (
+        "SELECT SUM(c) AS s FROM (SELECT user_id, tokens_out FROM prompts UNION ALL "
+        "SELECT user_id, tokens_in FROM prompts) AS t(u, c)"
+    )
+    named = (
+        "SELECT SUM(c) AS s FROM (SELECT user_id AS u, tokens_out AS c FROM prompts "
+        "UNION ALL SELECT user_id, tokens_in FROM prompts) AS t"
+    )
+    got, _ = _core(engine, listed)
+    want, _ = _core(engine, named)
+    assert {k: v.tolist() for k, v in got.items()} == {k: v.tolist() for k, v in want.items()}
+
+
 def test_person_constant_keys_and_sums(env) -> None:
     engine, truth = env
     sql = (
