@@ -50,6 +50,11 @@ def _core(engine: Engine, sql: str, **limits: int) -> tuple[dict[str, np.ndarray
     return exact, plan
 
 
+def _exact(engine: Engine, sql: str) -> dict[str, list[object]]:
+    """The noise-free core answer of ``sql``, comparable with ``==``."""
+    return {k: v.tolist() for k, v in _core(engine, sql)[0].items()}
+
+
 def _charges(engine: Engine) -> int:
     return len([e for e in engine.ledger.history() if e.kind == "charge"])
 
@@ -162,11 +167,7 @@ def test_a_derived_tables_column_list_names_its_columns_by_position(env, listed:
         "SELECT SUM(m) AS s, AVG(n) AS a FROM (SELECT user_id, COUNT(*) AS n, "
         "SUM(tokens_out) AS m FROM prompts GROUP BY user_id) t"
     )
-    got, _ = _core(engine, listed)
-    want, _ = _core(engine, named)
-    other, _ = _core(engine, swapped)
-    assert {k: v.tolist() for k, v in got.items()} == {k: v.tolist() for k, v in want.items()}
-    assert {k: v.tolist() for k, v in got.items()} != {k: v.tolist() for k, v in other.items()}
+    assert _exact(engine, listed) == _exact(engine, named) != _exact(engine, swapped)
 
 
 def test_a_union_alls_column_list_names_its_columns(env) -> None:
@@ -179,9 +180,7 @@ def test_a_union_alls_column_list_names_its_columns(env) -> None:
         "SELECT SUM(c) AS s FROM (SELECT user_id AS u, tokens_out AS c FROM prompts "
         "UNION ALL SELECT user_id, tokens_in FROM prompts) AS t"
     )
-    got, _ = _core(engine, listed)
-    want, _ = _core(engine, named)
-    assert {k: v.tolist() for k, v in got.items()} == {k: v.tolist() for k, v in want.items()}
+    assert _exact(engine, listed) == _exact(engine, named)
 
 
 def test_person_constant_keys_and_sums(env) -> None:
