@@ -521,12 +521,8 @@ def _bounded_flag(
     tests, bounds = clamped_rows.clamp_tests(items)
     if not tests:
         return b, None
-    test = tests[0] if len(tests) == 1 else exp.or_(*tests, copy=False)
-    flag = exp.Case(
-        ifs=[exp.If(this=test, true=exp.Literal.number(1))], default=exp.Literal.number(0)
-    )
     relation = b.copy()
-    relation.append("expressions", exp.alias_(flag, FLAG, copy=False))
+    relation.append("expressions", exp.alias_(clamped_rows.flag_case(tests), FLAG, copy=False))
     return relation, BoundedFlag(FLAG, bounds)
 
 

@@ -97,24 +97,24 @@ def clamp_tests(
     and each once; and the bounds they test."""
     bounds: dict[C.DeclaredBound, None] = {}
     # (the texts of the gates, of the clamp's conditions; the gates, the conditions)
-    found: list[tuple[frozenset[str], str, list[exp.Expr], list[exp.Expr]]] = []
+    found: list[tuple[frozenset[str], tuple[str, ...], list[exp.Expr], list[exp.Expr]]] = []
     for clamp, argument in _declared_clamps(arguments):
         bounds[clamp.meta[C.DECLARED]] = None
         binds = [branch.this.copy() for branch in clamp.args.get("ifs") or []]
         if not binds:
             continue
         gates = _branch_conditions(clamp, argument)
-        key = " OR ".join(b.sql(dialect="duckdb") for b in binds)
-        found.append((frozenset(g.sql(dialect="duckdb") for g in gates), key, gates, binds))
+        texts = tuple(b.sql(dialect="duckdb") for b in binds)
+        found.append((frozenset(g.sql(dialect="duckdb") for g in gates), texts, gates, binds))
     tests: dict[str, exp.Expr] = {}
-    for gate_texts, key, gates, binds in found:
+    for gate_texts, texts, gates, binds in found:
         # A copy of the same clamp evaluated under fewer conditions (e.g. in the
         # condition of a CASE whose branch holds another copy) already tests these rows.
-        if any(k == key and other < gate_texts for other, k, _, _ in found):
+        if any(t == texts and other < gate_texts for other, t, _, _ in found):
             continue
         if not gates:
-            for test in binds:
-                tests.setdefault(test.sql(dialect="duckdb"), test)
+            for text, test in zip(texts, binds, strict=True):
+                tests.setdefault(text, test)
             continue
         either = binds[0] if len(binds) == 1 else exp.or_(*binds, copy=False)
         test = exp.and_(*gates, either, copy=False)
@@ -154,10 +154,12 @@ def clamped_flag(core: C.Core) -> tuple[exp.Expr | None, tuple[C.DeclaredBound, 
             bounds.update(dict.fromkeys(info.bounded_flag.bounds))
     if not conditions:
         return None, ()
-    tests = [c.copy() for c in conditions]
+    return flag_case([c.copy() for c in conditions]), tuple(bounds)
+
+
+def flag_case(tests: list[exp.Expr]) -> exp.Expr:
+    """``CASE WHEN <any of tests> THEN 1 ELSE 0 END`` (``tests`` not empty; used as is)."""
     test = tests[0] if len(tests) == 1 else exp.or_(*tests, copy=False)
-    flag = exp.Case(
-        ifs=[exp.If(this=test, true=exp.Literal.number(1))],
-        default=exp.Literal.number(0),
+    return exp.Case(
+        ifs=[exp.If(this=test, true=exp.Literal.number(1))], default=exp.Literal.number(0)
     )
-    return flag, tuple(bounds)
