@@ -179,6 +179,13 @@ QUERIES = {
         "SELECT SUM(CASE WHEN h > 1000 THEN 0 WHEN CAST(h AS INTEGER) > 5 THEN uh "
         "ELSE d38 END) AS s, SUM(IF(uh > 500, 0, h)) AS t FROM ev"
     ),
+    # the same in a per-person subquery: only the target's count (8 rows, clamped to the
+    # cap of 5; everyone else has 4) takes the branch; and a column list renaming the
+    # subquery's columns by position
+    "per_person_gated_clamps_counted": (
+        "SELECT AVG(a) AS m, AVG(c) AS n FROM (SELECT user_id, CASE WHEN COUNT(*) > 4 "
+        "THEN AVG(h) ELSE 0 END AS a, COUNT(*) AS b FROM ev GROUP BY user_id) t(u, a, c)"
+    ),
     "uuid_join": "SELECT pubf.x, COUNT(*) AS n FROM evu JOIN pubf ON evu.u = pubf.u GROUP BY pubf.x",
 }
 
