@@ -81,6 +81,9 @@ class TableInfo:
     column_types: Mapping[str, str]
     fan_out: FanOut | None = None  # public tables only
     bounded_flag: BoundedFlag | None = None  # derived tables only
+    # One row per person for as long as the executor lives, checked by SQL on the data
+    # it reads (proxy/engines/executor.py, frozen_unique_units); policy tables only.
+    unit_unique: bool = False
 
     @property
     def public(self) -> bool:
@@ -200,6 +203,7 @@ class Catalog:
         policy: Policy,
         column_types: Mapping[tuple[str, str], Mapping[str, str]],
         fan_out: Callable[[str, str, tuple[str, ...]], FanOut] | None = None,
+        unique_units: frozenset[tuple[str, str]] = frozenset(),
     ):
         self.policy = policy
         self._tables: dict[tuple[str, str], TableInfo] = {}
@@ -217,7 +221,9 @@ class Catalog:
                 if table.public and fan_out is not None
                 else None
             )
-            self._tables[key] = TableInfo(table, key[0], key[1], dict(types), facts)
+            self._tables[key] = TableInfo(
+                table, key[0], key[1], dict(types), facts, unit_unique=key in unique_units
+            )
         # Tables one query derives from others (proxy/per_person_values.py): visible to
         # whoever may read that query, since their rows come from tables it already read.
         self._derived: frozenset[tuple[str, str]] = frozenset()

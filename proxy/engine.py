@@ -58,7 +58,7 @@ from proxy.catalog import Catalog, TableView
 from proxy.check import check_key_types, check_shape, check_statement, distinct_as_group_by
 from proxy.data_version import released_version
 from proxy.engines import open_executor
-from proxy.engines.executor import Executor
+from proxy.engines.executor import Executor, frozen_unique_units
 from proxy.errors import DPSQLError
 from proxy.in_list_layout import check_in_lists
 from proxy.intervals import ROW, simulated_columns, simulated_widths, with_row_index
@@ -298,7 +298,12 @@ class Engine:
         self._bounding = not _unsafe_disable_bounding_for_audit
         self.policy = policy
         self.executor: Executor = executor or open_executor(policy)
-        self.catalog = Catalog(policy, self.executor.column_types(), self.executor.fan_out)
+        self.catalog = Catalog(
+            policy,
+            self.executor.column_types(),
+            self.executor.fan_out,
+            frozen_unique_units(self.executor),
+        )
         # The only way to the ledger: registration, charges, replays and budget views.
         # Shared state: SQLite files beside the ledger, or PostgreSQL ([ledger] url).
         self.budgets = Budgets(policy, ledger)

@@ -21,7 +21,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from proxy.catalog import FanOut, TableInfo
+from proxy.catalog import FanOut, TableInfo, split_name
 from proxy.csv_copies import CsvCopy, csv_copy
 from proxy.engines.collations import refuse_duckdb_collations
 from proxy.engines.executor import check_one_row_per_person
@@ -146,10 +146,27 @@ class DuckDBExecutor:
             )
         refuse_duckdb_collations(self.evaluate)
         check_one_row_per_person(policy, self)
+        self.unique_units = self._frozen_one_row_tables(policy)
         # The core as it runs: what raises under TRY in a form that cannot (one raising
         # row made DuckDB redo its whole vector row by row: proxy/guarded_arithmetic.py).
         self._guarded = functools.lru_cache(maxsize=512)(self._guard)
         self._guard_types: dict[tuple[str, str], dict[str, str]] | None = None
+
+    def _frozen_one_row_tables(self, policy: Policy) -> frozenset[tuple[str, str]]:
+        """The one_row_per_person tables that stay as the check above found them: base
+        tables of a file this connection holds read-only. DuckDB then locks every writer
+        out (another process cannot open the file for writing while we hold it; tested),
+        and external access is off, so nothing the file does not hold can change. A view
+        is left out: what it computes is not a table the check and the lock pin down."""
+        wanted = {split_name(t.name) for t in policy.tables if t.one_row_per_person and t.unit}
+        if not wanted:
+            return frozenset()
+        rows = self._db.execute(
+            "SELECT schema_name, table_name FROM duckdb_tables() "
+            "WHERE database_name = current_database() AND NOT temporary"
+        ).fetchall()
+        base = {(str(s).lower(), str(t).lower()) for s, t in rows}
+        return frozenset(key for key in wanted if key in base)
 
     def _guard(self, sql: str) -> str:
         """``sql`` as it runs (the catalog's types read once, by the first core that has

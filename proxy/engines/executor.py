@@ -98,6 +98,16 @@ def check_one_row_per_person(policy: Policy, executor: Executor) -> None:
             )
 
 
+def frozen_unique_units(executor: Executor) -> frozenset[tuple[str, str]]:
+    """(schema, table) of the one_row_per_person tables whose unit column stays unique
+    for as long as ``executor`` lives: checked at its start by
+    :func:`check_one_row_per_person` on data nobody can change while it reads them. Only
+    executors that can promise that name any (the DuckDB one: ``unique_units``); the
+    others keep enforcing one row per person in every core."""
+    units: frozenset[tuple[str, str]] = getattr(executor, "unique_units", frozenset())
+    return units
+
+
 def plain(value: Any) -> Any:
     """NUMERIC values that are whole numbers as int (DuckDB gives BIGINT/HUGEINT)."""
     if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():

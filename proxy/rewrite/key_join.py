@@ -10,11 +10,15 @@ Here instead
 * ``r`` reads the anchor table alone (the join and the keys leave it),
 * ``pp`` aggregates ``r`` by the person exactly as before, minus the keys,
 * ``pk`` is the key table grouped by its person id, MIN of each key: one row per
-  person whatever the data, computed over that table's rows (one per person), and
+  person whatever the data, computed over that table's rows (one per person); or,
+  when the executor vouches that the table's person ids are unique for as long as it
+  runs (checked by SQL at its start on data nobody can change meanwhile: DuckDB's
+  read-only file), that table's rows as they are, and
 * ``bounded`` is ``pp`` INNER JOINed with ``pk`` on the person id.
 
-Every bound stays enforced by the SQL: ``pp`` and ``pk`` each have at most one row per
-person, so ``bounded`` has at most one (L0 = 1), and the per-person statistics are
+Every bound stays enforced by SQL: ``pp`` and ``pk`` each have at most one row per
+person (``pk`` by its GROUP BY, or by the start-up check on frozen data), so ``bounded``
+has at most one (L0 = 1), and the per-person statistics are
 ``pp``'s, clamped by the Linf rule as before. The answer is the one the previous form
 gives whenever the key table holds one row per person, which the executor checks at
 start (proxy/engines/executor.check_one_row_per_person); the key expression is the
@@ -146,14 +150,25 @@ def apply(core: C.Core) -> C.Core:
     person = exp.column(unit, table=alias)
     # The key table's person id is never NULL in a match (the equality drops NULLs).
     keys = exp.Select(
-        expressions=[
-            exp.alias_(person.copy(), "__u", copy=False),
-            *(exp.alias_(exp.Min(this=k.this.copy()), k.alias, copy=False) for k in key_items),
-        ],
+        expressions=[exp.alias_(person.copy(), "__u", copy=False)],
         from_=exp.From(this=join.this.copy()),
         where=exp.Where(this=exp.Not(this=exp.Is(this=person.copy(), expression=exp.Null()))),
-        group=exp.Group(expressions=[person.copy()]),
     )
+    if core.shape.tables[alias].unit_unique:
+        # The executor checked this table's person ids unique on data that cannot change
+        # while it runs (proxy/engines/executor.frozen_unique_units): its rows are
+        # already one per person, and grouping them again cost 0.15-0.2 of the
+        # per-person floor at 10M prompts (a MIN over text per person; BENCHMARKS.md).
+        keys.set("expressions", [*keys.expressions, *(k.copy() for k in key_items)])
+    else:
+        keys.set(
+            "expressions",
+            [
+                *keys.expressions,
+                *(exp.alias_(exp.Min(this=k.this.copy()), k.alias, copy=False) for k in key_items),
+            ],
+        )
+        keys.set("group", exp.Group(expressions=[person.copy()]))
     bounded = exp.Select(
         expressions=[
             exp.Column(this=exp.Star(), table=exp.to_identifier("pp")),

@@ -353,7 +353,11 @@ MUST_ANSWER = frozenset(
 def _check(side: Side, entry: corpus.Entry) -> None:
     sql = entry.render(side.facts)
     if entry.name.startswith("key_join_"):  # the rule's form, rendered for this engine
-        assert "pk AS (" in side.pair.d.prepare(QueryRequest(sql, epsilon=1.0))[1].core_sql
+        core = side.pair.d.prepare(QueryRequest(sql, epsilon=1.0))[1].core_sql
+        assert "pk AS (" in core
+        # PostgreSQL and Spark do not vouch for the key table (its data can change
+        # while they run): pk groups it by the person, whatever the start-up check saw.
+        assert "MIN(" in core.split("pk AS (", 1)[1].split("bounded AS", 1)[0]
     report = side.pair.check(sql)
     assert report.ok, report.describe()
     if entry.name in MUST_ANSWER:
