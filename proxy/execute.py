@@ -154,16 +154,23 @@ class DuckDBExecutor:
 
     def _frozen_one_row_tables(self, policy: Policy) -> frozenset[tuple[str, str]]:
         """The one_row_per_person tables that stay as the check above found them: base
-        tables of a file this connection holds read-only. DuckDB then locks every writer
+        tables of a file this connection holds read-only. DuckDB then locks its writers
         out (another process cannot open the file for writing while we hold it; tested),
         and external access is off, so nothing the file does not hold can change. A view
-        is left out: what it computes is not a table the check and the lock pin down."""
+        is left out: what it computes is not a table the check and the lock pin down;
+        so is a table with a generated column, computed again at every read (a person id
+        ``AS (CASE WHEN current_query() ...)`` passed the check and then repeated a
+        person: a review, 2026-12-04). Only DuckDB writers are locked out: replacing
+        the file by other means while the proxy runs is not supported (README.md)."""
         wanted = {split_name(t.name) for t in policy.tables if t.one_row_per_person and t.unit}
         if not wanted:
             return frozenset()
         rows = self._db.execute(
-            "SELECT schema_name, table_name FROM duckdb_tables() "
-            "WHERE database_name = current_database() AND NOT temporary"
+            "SELECT schema_name, table_name FROM duckdb_tables() AS t "
+            "WHERE database_name = current_database() AND NOT temporary AND NOT EXISTS ("
+            "SELECT 1 FROM duckdb_columns() AS c WHERE c.is_generated "
+            "AND c.database_name = t.database_name AND c.schema_name = t.schema_name "
+            "AND c.table_name = t.table_name)"
         ).fetchall()
         base = {(str(s).lower(), str(t).lower()) for s, t in rows}
         return frozenset(key for key in wanted if key in base)

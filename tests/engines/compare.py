@@ -98,8 +98,20 @@ def differences(plan: Plan, a: Mapping[str, np.ndarray], b: Mapping[str, np.ndar
 
 def neutral(core_sql: str) -> str:
     """A core as every engine reads it: DuckDB's keyed groupings plain
-    (proxy/rewrite/keyed_groups.py)."""
-    return keyed_groups.plain(sqlglot.parse_one(core_sql, read="duckdb")).sql(dialect="duckdb")
+    (proxy/rewrite/keyed_groups.py), and a key table DuckDB vouches for grouped by the
+    person as the other engines group it (proxy/rewrite/key_join.py)."""
+    tree = keyed_groups.plain(sqlglot.parse_one(core_sql, read="duckdb"))
+    for cte in tree.find_all(exp.CTE):
+        body = cte.this
+        if cte.alias != "pk" or not isinstance(body, exp.Select) or body.args.get("group"):
+            continue
+        person, *keys = body.expressions
+        body.set(
+            "expressions",
+            [person, *(exp.alias_(exp.Min(this=k.this), k.alias) for k in keys)],
+        )
+        body.set("group", exp.Group(expressions=[person.this.copy()]))
+    return tree.sql(dialect="duckdb")
 
 
 def exact(

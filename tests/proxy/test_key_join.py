@@ -105,7 +105,8 @@ def test_the_unvouched_form_groups_the_key_table_and_gives_the_same_rows(
 
 def test_duckdb_vouches_for_checked_base_tables_only(demo_engine: Engine, tmp_path: Path) -> None:
     # The demo's users (one_row_per_person, a base table) is vouched for; prompts is not
-    # declared one row per person; a view declared so is not, though it passes the check.
+    # declared one row per person; a view declared so is not, though it passes the check,
+    # nor a table with a generated column.
     assert demo_engine.executor.unique_units == frozenset({("main", "users")})  # type: ignore[attr-defined]
     users, prompts = demo_engine.catalog.get("main", "users"), demo_engine.catalog.get("main", "prompts")
     assert users is not None and users.unit_unique
@@ -114,6 +115,12 @@ def test_duckdb_vouches_for_checked_base_tables_only(demo_engine: Engine, tmp_pa
     con = duckdb.connect(str(db))
     con.execute("CREATE TABLE base AS SELECT range AS user_id, 'north' AS region FROM range(5)")
     con.execute("CREATE VIEW people AS SELECT * FROM base")
+    # a person id computed at every read passes the check and may repeat later
+    con.execute(
+        "CREATE TABLE made (id BIGINT, region VARCHAR, user_id BIGINT AS (CASE WHEN "
+        "current_query() LIKE '%COUNT(DISTINCT%' THEN id ELSE 1 END))"
+    )
+    con.execute("INSERT INTO made (id, region) VALUES (1, 'north'), (2, 'south')")
     con.close()
     from proxy.execute import DuckDBExecutor
     from proxy.policy import parse_policy
@@ -122,7 +129,8 @@ def test_duckdb_vouches_for_checked_base_tables_only(demo_engine: Engine, tmp_pa
         f'[database]\nduckdb = "{db}"\n[ledger]\npath = "{tmp_path / "l.sqlite"}"\n'
         '[populations.people]\nepsilon_cap = 1.0\ndelta = 1e-6\n'
         '[tables.people]\npopulation = "people"\nunit = "user_id"\none_row_per_person = true\n'
-        '[tables.base]\npopulation = "people"\nunit = "user_id"\none_row_per_person = true\n',
+        '[tables.base]\npopulation = "people"\nunit = "user_id"\none_row_per_person = true\n'
+        '[tables.made]\npopulation = "people"\nunit = "user_id"\none_row_per_person = true\n',
         base_dir=tmp_path,
     )
     executor = DuckDBExecutor(policy)
