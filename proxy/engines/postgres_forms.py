@@ -305,8 +305,8 @@ class PostgresForms:
         Texts, NUMERICs, dates and timestamps are hashed as their text behind a secret
         prefix (as on DuckDB): NUMERICs with their trailing zeros trimmed (PostgreSQL
         groups 1.0 and 1.00 as one value), texts without trailing spaces (a CHAR(n)
-        equals a VARCHAR with them), timestamps as the text of their UTC wall-clock time (a
-        TIMESTAMP equals a TIMESTAMPTZ of the same instant; their own texts differ). Floats go through ``hashfloat8extended``,
+        equals a VARCHAR with them), timestamps as their epoch (a TIMESTAMP equals a
+        TIMESTAMPTZ of the same instant; their texts differ). Floats go through ``hashfloat8extended``,
         which hashes -0.0 and 0.0 alike, as PostgreSQL groups them. A NULL hashes as
         0, '' or NaN would, so the chain goes on. Values the typer cannot type are left
         out: their text need not be one per group (an INTERVAL's '1 day' and '24
@@ -342,22 +342,16 @@ class PostgresForms:
             if kind.family is Family.DECIMAL or (kind.family is Family.INT and not 0 < kind.bits <= 64):
                 canonical = _trimmed_number(canonical)
             elif kind.family is Family.TIMESTAMP:
-                # the instant's text in the session's UTC (which the executor sets) without
-                # its "+00": a TIMESTAMP equals a TIMESTAMPTZ of the same instant, and their
-                # own texts differ by that offset (a probe: such a join matched nothing).
-                # In UTC the text is one to one, and printing never fails, where a CAST to
-                # TIMESTAMP did on a TIMESTAMPTZ(0) rounded past the TIMESTAMP range (a
-                # review, 2026-12-04). Not the epoch's text: EXTRACT builds a NUMERIC per
-                # row, 2-3x the cost (bench/measurement_notes.md). The EXTRACT stays in a
-                # branch PostgreSQL folds away when it plans: it binds only for dates,
-                # timestamps and intervals, so a value the typer took for a timestamp but
-                # is text is refused when the core is bound, before any charge.
-                checked = template(
-                    "REPLACE(CAST(__v AS TEXT), '+00', '') || CASE WHEN FALSE THEN "
-                    "CAST(EXTRACT(EPOCH FROM __v) AS TEXT) ELSE '' END",
-                    v=canonical,
-                )
-                return self._text_hash(checked, previous, seed)
+                # the instant, not its text: a TIMESTAMP equals a TIMESTAMPTZ of the same
+                # instant (in the session's UTC), and their texts differ by "+00" (a
+                # probe: such a join matched nothing). EXTRACT never fails (a CAST to
+                # TIMESTAMP did on a TIMESTAMPTZ(0) rounded past the TIMESTAMP range),
+                # and binds only for dates, timestamps and intervals, so a text the typer
+                # took for a timestamp is refused when the core is bound. A total text of
+                # the instant gained little (REPLACE of the "+00": 0.46-0.50 s against
+                # 0.54-0.56 s per 1M rows, a few percent of a private miss; measurement
+                # notes), so the reviewed form stays.
+                canonical = exp.Extract(this=exp.var("EPOCH"), expression=canonical)
             elif kind.family is Family.TEXT:
                 # a CHAR(n) equals a VARCHAR with trailing spaces (bpchareq ignores them),
                 # and CHAR(n)'s text drops them (a probe: a join lost those rows)
