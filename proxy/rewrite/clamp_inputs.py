@@ -97,6 +97,10 @@ def clamp_columns(core: C.Core, expression: exp.Expr) -> exp.Expr:
                 kind = info.type_of(node.name) if info else ""
                 fits = _holds(kind, policy.lower, policy.upper)
                 name = f"{info.policy.name}.{node.name.lower()}" if info else node.name
+                if info and info.policy.name == "__union":  # proxy/union_rows.DERIVED
+                    # the UNION ALL a query derives (a column's bounds are its arms'):
+                    # the answer names the column, not that internal table
+                    name = f"{node.name.lower()} (UNION ALL)"
                 clamped = clamp(node if fits else as_double(node), policy.lower, policy.upper)
                 # Marked, so that the clipping estimate counts the people it changes
                 # (proxy/rewrite/clamped_rows.py); sqlglot keeps meta through copies. A

@@ -174,6 +174,20 @@ def test_values_clamped_to_declared_bounds_are_counted_and_named(clamped) -> Non
     assert shown == [{"column": "ev.v", "lower": 0.0, "upper": 100.0, "per_person": False}]
 
 
+def test_a_union_all_column_is_named_as_the_query_reads_it(clamped) -> None:
+    """A UNION ALL's column is clamped to its arms' bounds; the warning and the answer
+    name it by the column, not by the internal table the union becomes."""
+    sql = (
+        "SELECT AVG(x) AS m FROM (SELECT user_id, v AS x FROM ev "
+        "UNION ALL SELECT user_id, v FROM ev) t"
+    )
+    r = clamped.run(QueryRequest(sql, epsilon=1e4))
+    (warning,) = [w for w in r.warnings if "outside [0, 100]" in w]
+    assert "x (UNION ALL) outside [0, 100]" in warning and "__union" not in warning
+    bounds = r.privacy.to_dict()["clipping"]["declared_bounds"]
+    assert [b["column"] for b in bounds] == ["x (UNION ALL)"]
+
+
 def test_values_within_their_bounds_are_not_counted(clamped) -> None:
     r = clamped.run(QueryRequest("SELECT AVG(v) AS m FROM ev WHERE user_id > 30", epsilon=1e4))
     clip = r.privacy.clipping
