@@ -64,21 +64,49 @@ def _plain_case(node: exp.Expr | None) -> bool:
     )
 
 
+def _simple_case(node: exp.Expr | None) -> bool:
+    """The analyst's ``CASE x WHEN a THEN ...``."""
+    return (
+        isinstance(node, exp.Case)
+        and node.meta.get(C.DECLARED) is None
+        and node.args.get("this") is not None
+    )
+
+
+def _condition(case: exp.Case, branch: exp.If) -> exp.Expr:
+    """The condition on which ``case`` takes ``branch``: the WHEN itself, or for
+    ``CASE x WHEN a`` the comparison ``x = a`` DuckDB makes of it, under TRY as a WHERE
+    condition is (proxy/rewrite/total_forms.total_predicate): where the comparison
+    fails, the analyst's CASE, which sits under TRY, gave NULL, and the branch counts
+    as not taken."""
+    if case.args.get("this") is None:
+        return branch.this
+    equal = exp.EQ(this=case.this.copy(), expression=branch.this.copy())
+    return exp.Try(this=exp.Cast(this=equal, to=exp.DataType.build("BOOLEAN")))
+
+
 def _branch_conditions(clamp: exp.Expr, root: exp.Expr) -> list[exp.Expr]:
     """What must hold on a row for ``root`` to evaluate ``clamp``, as far as the
-    analyst's searched CASEs and IFs around it say (none: evaluated on every row)."""
+    analyst's CASEs and IFs around it say (none: evaluated on every row)."""
     gates: list[exp.Expr] = []
     node = clamp
     while node is not root and node.parent is not None:
         parent, key = node.parent, node.arg_key
-        if _plain_case(parent) and key == "default":
-            gates += [_taken(b.this, False) for b in parent.args.get("ifs") or []]
-        elif isinstance(parent, exp.If) and parent.parent and _plain_case(parent.parent):
-            branches = parent.parent.args.get("ifs") or []
+        if (_plain_case(parent) or _simple_case(parent)) and key == "default":
+            assert isinstance(parent, exp.Case)
+            gates += [_taken(_condition(parent, b), False) for b in parent.args.get("ifs") or []]
+        elif (
+            isinstance(parent, exp.If)
+            and parent.parent
+            and (_plain_case(parent.parent) or _simple_case(parent.parent))
+        ):
+            case = parent.parent
+            assert isinstance(case, exp.Case)
+            branches = case.args.get("ifs") or []
             index = next(i for i, b in enumerate(branches) if b is parent)
-            gates += [_taken(b.this, False) for b in branches[:index]]
+            gates += [_taken(_condition(case, b), False) for b in branches[:index]]
             if key == "true":
-                gates.append(_taken(parent.this, True))
+                gates.append(_taken(_condition(case, parent), True))
         elif isinstance(parent, exp.If) and not isinstance(parent.parent, exp.Case):
             # IF(c, a, b)
             if key == "true":

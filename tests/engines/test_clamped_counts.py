@@ -25,6 +25,8 @@ QUERIES = (
     # a per-person subquery: its hidden flag marks the people whose AVG(v) was clamped
     "SELECT k, AVG(m) AS a FROM (SELECT user_id, MIN(k) AS k, AVG(v) AS m FROM ev "
     "GROUP BY user_id) t GROUP BY k",
+    # CASE x WHEN a: the flag compares x = a under TRY, rendered for each engine
+    "SELECT SUM(CASE k WHEN 'a' THEN v ELSE 0 END) AS s FROM ev",
 )
 
 

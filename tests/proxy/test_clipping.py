@@ -229,6 +229,13 @@ def test_only_the_declared_clamps_are_flagged(clamped) -> None:
         ("SELECT SUM(CASE WHEN k = 'b' THEN 0 WHEN user_id > 0 THEN v END) AS s FROM ev", 15),
         # a NULL condition is not taken: its ELSE is
         ("SELECT SUM(CASE WHEN k = CAST(NULL AS VARCHAR) THEN 0 ELSE v END) AS s FROM ev", 30),
+        # CASE x WHEN a: the branch is taken where x = a
+        ("SELECT SUM(CASE k WHEN 'a' THEN v ELSE 0 END) AS s FROM ev", 15),
+        ("SELECT SUM(CASE k WHEN 'zzz' THEN v ELSE 0 END) AS s FROM ev", 0),
+        ("SELECT SUM(CASE k WHEN 'zzz' THEN 0 ELSE v END) AS s FROM ev", 30),
+        ("SELECT SUM(CASE k WHEN 'b' THEN 0 WHEN 'a' THEN v END) AS s FROM ev", 15),
+        # a comparison that fails (text against a number): the CASE, under TRY, gave NULL
+        ("SELECT SUM(CASE k WHEN 1 THEN v ELSE 0 END) AS s FROM ev", 0),
     ],
 )
 def test_a_clamp_in_a_branch_counts_only_where_the_branch_is_taken(

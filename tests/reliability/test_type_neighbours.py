@@ -179,6 +179,12 @@ QUERIES = {
         "SELECT SUM(CASE WHEN h > 1000 THEN 0 WHEN CAST(h AS INTEGER) > 5 THEN uh "
         "ELSE d38 END) AS s, SUM(IF(uh > 500, 0, h)) AS t FROM ev"
     ),
+    # the same with CASE x WHEN a: the flag compares x = a under TRY (here a cast of a
+    # HUGEINT that fails on the target's rows, where the analyst's CASE gives NULL)
+    "simple_case_clamps_counted": (
+        "SELECT SUM(CASE CAST(h AS INTEGER) WHEN 5 THEN uh WHEN 7 THEN 0 ELSE d38 END) AS s, "
+        "SUM(CASE uh WHEN 0 THEN 0 ELSE h END) AS t FROM ev"
+    ),
     # the same in a per-person subquery: only the target's count (8 rows, clamped to the
     # cap of 5; everyone else has 4) takes the branch; and a column list renaming the
     # subquery's columns by position
