@@ -141,6 +141,57 @@ def _respell(node: exp.Expr) -> exp.Expr:
     return node
 
 
+# Nodes a query's simple CASEs may add by repeating their operand (see _searched).
+MAX_CASE_COPIES = 10_000
+
+
+def _tight(node: exp.Expr) -> exp.Expr:
+    """``node`` as an operand of ``=``: in parentheses unless it binds tighter anyway
+    (``CASE n > 1 WHEN TRUE`` is ``(n > 1) = TRUE``, not a chained comparison)."""
+    loose = (exp.Binary, exp.Connector, exp.Predicate, exp.Unary)  # (And, Or are Funcs)
+    tight = (exp.Column, exp.Literal, exp.Boolean, exp.Null, exp.Func, exp.Paren, exp.Cast)
+    if isinstance(node, tight) and not isinstance(node, loose):
+        return node
+    return exp.paren(node, copy=False)
+
+
+def _searched(case: exp.Case) -> exp.Case:
+    """``CASE x WHEN a THEN r ...`` as ``CASE WHEN (x) = (a) THEN r ...``, which is how
+    DuckDB binds it: the checker, the guards that keep comparisons from raising under
+    TRY (proxy/guarded_arithmetic.py) and the clipping estimate's branch conditions
+    then see the comparison. As written, ``CASE k WHEN 1`` on a text ``k`` raised under
+    TRY on rows whose text is not a number, which made DuckDB redo their vectors row by
+    row: one person's rows changed the time 16-fold (a review, 2026-12-04)."""
+    operand = case.this
+    ifs = [
+        exp.If(
+            this=exp.EQ(this=_tight(operand.copy()), expression=_tight(branch.this)),
+            true=branch.args.get("true"),
+        )
+        for branch in case.args.get("ifs") or []
+    ]
+    return exp.Case(ifs=ifs, default=case.args.get("default"))
+
+
 def normalize(tree: exp.Expr) -> exp.Expr:
-    """Aggregate spellings of other systems as the nodes dpsql answers."""
-    return tree.transform(_respell, copy=False)
+    """Aggregate spellings of other systems as the nodes dpsql answers, and simple
+    CASEs as searched ones (deepest first, so that each operand copied is final)."""
+    tree = tree.transform(_respell, copy=False)
+    simple = [c for c in tree.find_all(exp.Case) if c.args.get("this") is not None]
+    added = sum(
+        sum(1 for _ in c.this.walk()) * max(len(c.args.get("ifs") or []) - 1, 0) for c in simple
+    )
+    if added > MAX_CASE_COPIES:
+        raise unsupported(
+            f"its CASE x WHEN ... forms repeat their operand in {added} nodes "
+            f"(at most {MAX_CASE_COPIES})",
+            "compute the operand once in a subquery, or use fewer WHEN branches",
+            position_of(simple[0]),
+        )
+    for case in reversed(simple):  # find_all is breadth first: deepest last
+        replacement = _searched(case)
+        if case is tree:
+            tree = replacement
+        else:
+            case.replace(replacement)
+    return tree

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
+import sqlglot
+from sqlglot import exp
 
 from proxy.engine import Engine
 from proxy.errors import DPSQLError
@@ -15,6 +17,7 @@ from proxy.policy import parse_policy
 from proxy.request import QueryRequest
 from tests.policies import users_policy
 from tests.proxy.conftest import demo_policy
+from tests.proxy.test_refusals import refused
 
 
 @pytest.fixture(scope="module")
@@ -234,8 +237,9 @@ def test_only_the_declared_clamps_are_flagged(clamped) -> None:
         ("SELECT SUM(CASE k WHEN 'zzz' THEN v ELSE 0 END) AS s FROM ev", 0),
         ("SELECT SUM(CASE k WHEN 'zzz' THEN 0 ELSE v END) AS s FROM ev", 30),
         ("SELECT SUM(CASE k WHEN 'b' THEN 0 WHEN 'a' THEN v END) AS s FROM ev", 15),
-        # a comparison that fails (text against a number): the CASE, under TRY, gave NULL
-        ("SELECT SUM(CASE k WHEN 1 THEN v ELSE 0 END) AS s FROM ev", 0),
+        # nested: the inner branch counts where both hold (k = 'a': even ids)
+        ("SELECT SUM(CASE WHEN user_id > 10 THEN CASE WHEN k = 'a' THEN v END END) AS s FROM ev", 10),
+        ("SELECT SUM(CASE (user_id > 10) WHEN TRUE THEN v ELSE 0 END) AS s FROM ev", 20),
     ],
 )
 def test_a_clamp_in_a_branch_counts_only_where_the_branch_is_taken(
@@ -246,6 +250,52 @@ def test_a_clamp_in_a_branch_counts_only_where_the_branch_is_taken(
     clip = clamped.run(QueryRequest(sql, epsilon=1e4)).privacy.clipping
     assert clip is not None
     assert abs(clip.total_cut - moved) <= 3 * clip.total_cut_half_width + 0.5
+
+
+def test_a_simple_case_is_checked_as_the_comparisons_it_makes(clamped) -> None:
+    """``CASE k WHEN 1`` is ``k = 1``, refused before any charge as the WHERE form is:
+    as written it raised under TRY on every row whose text is not a number, and DuckDB
+    then redid those rows' vectors one row at a time (16 times slower with one person's
+    rows; a review, 2026-12-04). A boolean operand stays one comparison."""
+    codes = [
+        refused(clamped, QueryRequest(sql, epsilon=1.0), "bad_request").code
+        for sql in (
+            "SELECT SUM(CASE k WHEN 1 THEN v ELSE 0 END) AS s FROM ev",
+            "SELECT SUM(v) AS s FROM ev WHERE k = 1",
+        )
+    ]
+    assert codes == ["bad_request", "bad_request"]
+    plan = clamped.prepare(QueryRequest("SELECT SUM(CASE k WHEN 'a' THEN v END) AS s FROM ev"))[1]
+    assert "CASE t0.k WHEN" not in plan.core_sql and "t0.k = 'a'" in plan.core_sql
+
+
+def test_a_branch_condition_that_raises_is_tested_under_try(clamped) -> None:
+    """The analyst's CASE is under TRY; the flag's copy of its condition must be too:
+    bare, ``user_id * 9223372036854775807 > 5`` overflowed on every row but user 1's
+    after the charge (an internal error; with one person's TINYINT in a review,
+    2026-12-04, on that person's rows only)."""
+    sql = (
+        "SELECT SUM(CASE WHEN user_id * 9223372036854775807 > 5 THEN v END) AS s, "
+        "SUM(IF(user_id * 9223372036854775807 > 5, 0, v)) AS t FROM ev"
+    )
+    clip = clamped.run(QueryRequest(sql, epsilon=1e4)).privacy.clipping
+    # answered: under TRY the overflowing product is NULL (proxy/guarded_arithmetic.py),
+    # so users 2-30 take the IF's ELSE and read v = 500, user 1 the CASE's THEN
+    assert clip is not None
+    assert abs(clip.total_cut - 30) <= 3 * clip.total_cut_half_width + 0.5
+
+
+def test_gates_are_tested_where_the_analysts_case_tests_them(clamped) -> None:
+    """An inner CASE's condition is tested only on the rows its outer CASE lets through,
+    as the analyst's SQL does (ANDed, it ran on every row), and under TRY."""
+    sql = "SELECT SUM(CASE WHEN user_id > 10 THEN CASE WHEN k = 'a' THEN v END END) AS s FROM ev"
+    core = sqlglot.parse_one(clamped.prepare(QueryRequest(sql))[1].core_sql, read="duckdb")
+    (flag,) = [a.this for a in core.find_all(exp.Alias) if a.alias == "__cl"]
+    outer = flag.args["ifs"][0].this  # CASE WHEN <nested test> THEN 1 ELSE 0 END
+    assert isinstance(outer, exp.Case)
+    gate, inner = outer.args["ifs"][0].this, outer.args["ifs"][0].args["true"]
+    assert "user_id > 10" in gate.sql() and "k = 'a'" not in gate.sql()
+    assert "k = 'a'" in inner.sql() and "TRY(CASE WHEN" in inner.sql()
 
 
 def test_per_person_clamps_in_a_branch_count_only_where_it_is_taken(clamped) -> None:

@@ -179,7 +179,14 @@ QUERIES = {
         "SELECT SUM(CASE WHEN h > 1000 THEN 0 WHEN CAST(h AS INTEGER) > 5 THEN uh "
         "ELSE d38 END) AS s, SUM(IF(uh > 500, 0, h)) AS t FROM ev"
     ),
-    # the same with CASE x WHEN a: the flag compares x = a under TRY (here a cast of a
+    # a branch condition that raises on the target's rows only (h * 2 past HUGEINT):
+    # the analyst's CASE is under TRY, and so is the flag's copy of the condition (bare,
+    # it failed after the charge: a review, 2026-12-04)
+    "gate_fails_only_for_the_target": (
+        "SELECT SUM(CASE WHEN h * 2 > 5 THEN d38 ELSE 0 END) AS s, "
+        "SUM(IF(h * 2 > 5, 0, uh)) AS t FROM ev"
+    ),
+    # the same with CASE x WHEN a, respelled as CASE WHEN x = a (here a cast of a
     # HUGEINT that fails on the target's rows, where the analyst's CASE gives NULL)
     "simple_case_clamps_counted": (
         "SELECT SUM(CASE CAST(h AS INTEGER) WHEN 5 THEN uh WHEN 7 THEN 0 ELSE d38 END) AS s, "
