@@ -97,6 +97,38 @@ def test_variance_spellings_are_one_release(
     assert [r[1] for r in again.rows] == [r[1] for r in first.rows]
 
 
+@pytest.mark.parametrize(
+    ("simple", "searched"),
+    [
+        ("CASE sex WHEN 1 THEN age ELSE 0 END", "CASE WHEN sex = 1 THEN age ELSE 0 END"),
+        # an operand that = would bind differently keeps its parentheses
+        ("CASE age > 40 WHEN TRUE THEN age END", "CASE WHEN (age > 40) = TRUE THEN age END"),
+        (
+            "CASE sex = 1 OR age > 40 WHEN FALSE THEN age END",
+            "CASE WHEN (sex = 1 OR age > 40) = FALSE THEN age END",
+        ),
+        (
+            "CASE age BETWEEN 20 AND 40 WHEN TRUE THEN age END",
+            "CASE WHEN (age BETWEEN 20 AND 40) = TRUE THEN age END",
+        ),
+    ],
+)
+def test_a_simple_case_is_the_searched_case_duckdb_binds(
+    pums_engine: Engine, simple: str, searched: str
+) -> None:
+    first = pums_engine.run(QueryRequest(f"SELECT SUM({simple}) AS s FROM {P}", epsilon=0.37))
+    again = pums_engine.run(QueryRequest(f"SELECT SUM({searched}) AS s FROM {P}", epsilon=0.37))
+    assert again.privacy.cached and again.rows == first.rows  # one structure, one release
+
+
+def test_a_simple_case_may_not_repeat_a_large_operand_too_often(pums_engine: Engine) -> None:
+    operand = " + ".join(["age"] * 200)
+    whens = " ".join(f"WHEN {i} THEN {i}" for i in range(80))
+    with pytest.raises(DPSQLError) as refused:
+        pums_engine.run(QueryRequest(f"SELECT SUM(CASE {operand} {whens} END) FROM {P}"))
+    assert refused.value.code == "unsupported_sql" and "repeat their operand" in refused.value.message
+
+
 def test_three_part_names(pums_engine: Engine) -> None:
     plain = pums_engine.run(QueryRequest(f"SELECT COUNT(*) FROM {P}", epsilon=0.27))
     named = pums_engine.run(QueryRequest("SELECT COUNT(*) FROM dpsql.PUMS.PUMS", epsilon=0.27))
