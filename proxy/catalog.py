@@ -11,6 +11,8 @@ from proxy.errors import DPSQLError
 from proxy.policy import ColumnPolicy, Policy, TablePolicy
 
 DEFAULT_DB = "main"
+# The table a query's UNION ALL of row-level subqueries becomes (proxy/union_rows.py).
+UNION_TABLE = "__union"
 # The one catalog a three-part name may name (the Trino door's catalog too).
 CATALOG_NAME = "dpsql"
 

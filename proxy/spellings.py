@@ -156,7 +156,7 @@ def _tight(node: exp.Expr) -> exp.Expr:
 
 
 def _searched(case: exp.Case) -> exp.Case:
-    """``CASE x WHEN a THEN r ...`` as ``CASE WHEN (x) = (a) THEN r ...``, which is how
+    """``CASE x WHEN a THEN r ...`` as ``CASE WHEN x = a THEN r ...``, which is how
     DuckDB binds it: the checker, the guards that keep comparisons from raising under
     TRY (proxy/guarded_arithmetic.py) and the clipping estimate's branch conditions
     then see the comparison. As written, ``CASE k WHEN 1`` on a text ``k`` raised under

@@ -29,7 +29,7 @@ from sqlglot import exp
 
 from proxy import shape as S
 from proxy.bind import bind
-from proxy.catalog import DEFAULT_DB, Catalog, TableInfo
+from proxy.catalog import DEFAULT_DB, UNION_TABLE, Catalog, TableInfo
 from proxy.check import check_scalar, check_shape, is_person_id
 from proxy.derived_source import from_source
 from proxy.engines.executor import Executor
@@ -42,7 +42,7 @@ from proxy.rewrite.ranges import Range, derive
 from proxy.rewrite.total_forms import total_predicate, total_value
 from proxy.string_growth import MAX_CARRIED, check_string_growth, growth_of
 
-DERIVED = "__union"
+DERIVED = UNION_TABLE
 HINT = (
     "select the person id in every arm, at the same position, from tables of one "
     "population: SELECT COUNT(*) FROM (SELECT user_id, x FROM a UNION ALL "

@@ -14,6 +14,7 @@ from dataclasses import replace
 from sqlglot import exp
 
 from proxy import shape as S
+from proxy.catalog import UNION_TABLE
 from proxy.errors import bad_request
 from proxy.render import duckdb_sql
 from proxy.rewrite import core as C
@@ -97,7 +98,7 @@ def clamp_columns(core: C.Core, expression: exp.Expr) -> exp.Expr:
                 kind = info.type_of(node.name) if info else ""
                 fits = _holds(kind, policy.lower, policy.upper)
                 name = f"{info.policy.name}.{node.name.lower()}" if info else node.name
-                if info and info.policy.name == "__union":  # proxy/union_rows.DERIVED
+                if info and info.policy.name == UNION_TABLE:
                     # the UNION ALL a query derives (a column's bounds are its arms'):
                     # the answer names the column, not that internal table
                     name = f"{node.name.lower()} (UNION ALL)"

@@ -148,27 +148,22 @@ def apply(core: C.Core) -> C.Core:
     per_person = pp.copy()
     per_person.set("expressions", [e.copy() for e in pp_rest])
     person = exp.column(unit, table=alias)
+    # The executor may have checked this table's person ids unique on data that cannot
+    # change while it runs (proxy/engines/executor.frozen_unique_units): its rows are
+    # then one per person already, and grouping them again cost 0.15-0.2 of the
+    # per-person floor at 10M prompts (a MIN over text per person; BENCHMARKS.md).
+    vouched = core.shape.tables[alias].unit_unique
+    key_values = [
+        k.copy() if vouched else exp.alias_(exp.Min(this=k.this.copy()), k.alias, copy=False)
+        for k in key_items
+    ]
     # The key table's person id is never NULL in a match (the equality drops NULLs).
     keys = exp.Select(
-        expressions=[exp.alias_(person.copy(), "__u", copy=False)],
+        expressions=[exp.alias_(person.copy(), "__u", copy=False), *key_values],
         from_=exp.From(this=join.this.copy()),
         where=exp.Where(this=exp.Not(this=exp.Is(this=person.copy(), expression=exp.Null()))),
+        group=None if vouched else exp.Group(expressions=[person.copy()]),
     )
-    if core.shape.tables[alias].unit_unique:
-        # The executor checked this table's person ids unique on data that cannot change
-        # while it runs (proxy/engines/executor.frozen_unique_units): its rows are
-        # already one per person, and grouping them again cost 0.15-0.2 of the
-        # per-person floor at 10M prompts (a MIN over text per person; BENCHMARKS.md).
-        keys.set("expressions", [*keys.expressions, *(k.copy() for k in key_items)])
-    else:
-        keys.set(
-            "expressions",
-            [
-                *keys.expressions,
-                *(exp.alias_(exp.Min(this=k.this.copy()), k.alias, copy=False) for k in key_items),
-            ],
-        )
-        keys.set("group", exp.Group(expressions=[person.copy()]))
     bounded = exp.Select(
         expressions=[
             exp.Column(this=exp.Star(), table=exp.to_identifier("pp")),
