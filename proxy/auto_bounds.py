@@ -132,7 +132,10 @@ class AutoBounds:
         self._stored = StoredHistograms(policy, cache, budgets)
 
     def _key(self, table: TablePolicy) -> str:
-        return self._stored.person.key("auto-bounds", table.name)
+        # Who the person is belongs to what was counted and charged: after the policy
+        # names another population or person column for the same files, the histogram
+        # about the old ones is not one the new population paid for.
+        return self._stored.person.key("auto-bounds", table.name, table.population, table.unit)
 
     def histogram(self, table: TablePolicy) -> RowHistogram | None:
         """The released histogram of ``table``'s rows per person, read (thresholded at

@@ -145,9 +145,12 @@ class AutoValues:
         )
 
     def _key(self, table: TablePolicy, column: ColumnPolicy) -> str:
+        # (the population and person column as for the rows histogram: AutoBounds._key)
         return self._hist.key(
             "auto-value-histogram",
             table.name,
+            table.population,
+            table.unit,
             column.name,
             self._grid(column),
             self.rows_per_person(table),

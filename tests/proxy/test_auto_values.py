@@ -529,3 +529,41 @@ def test_each_query_picks_its_own_upper_bound_for_free(engine: Engine) -> None:
     )
     assert scaled["chosen_bounds"] == [] and released is not None
     assert scaled["statistics"][0]["bounds"] == [0.0, 2 * released]
+
+
+def test_another_person_definition_pays_for_its_own_histograms(
+    tmp_path: Path, demo_db: Path
+) -> None:
+    """The same files, ledger and release store, after the policy re-declares who a
+    table's person is: the histograms released about the old person (rows per person,
+    the column's values) were charged to the old population only, and are not replayed
+    for the new one: it pays for its own."""
+    text = policy_text(tmp_path, demo_db, fixed=False)
+    unit = '[tables.prompts]\npopulation = "users"\nunit = "user_id"'
+    assert unit in text
+    first = Engine(parse_policy(text, base_dir=tmp_path))
+    try:
+        first.run(QueryRequest(SUM, epsilon=1.0))
+        assert {NOTE, "auto bounds of prompts"} <= set(_charges(first))
+        per_user = first.auto_bounds.histogram(first.policy.table("prompts"))
+    finally:
+        first.close()
+    renamed = text.replace(
+        unit, '[tables.prompts]\npopulation = "devices"\nunit = "prompt_id"'
+    ) + "\n[populations.devices]\nepsilon_cap = 100.0\ndelta = 1e-6\n"
+    second = Engine(parse_policy(renamed, base_dir=tmp_path))
+    try:
+        pending = second.explain(QueryRequest(SUM, epsilon=1.0)).to_dict()["auto_bounds"]
+        assert pending, "the new person's histograms are pending before any query"
+        second.run(QueryRequest(SUM, epsilon=1.0))
+        paid = [
+            ev.note
+            for ev in second.ledger.history()
+            if ev.kind == "charge" and "devices" in ev.populations
+        ]
+        assert NOTE in paid and "auto bounds of prompts" in paid
+        # One row per prompt: the histogram read now is the new person's, not the old.
+        per_prompt = second.auto_bounds.histogram(second.policy.table("prompts"))
+        assert per_user is not None and per_prompt is not None and per_prompt != per_user
+    finally:
+        second.close()
