@@ -1064,9 +1064,21 @@ class Engine:
         inner = self._run(inner_request)
         table = nested.table_of(inner.columns, inner.rows)
         shown = nested.displayed(found.outer)
-        names, rows = self.post.run(
-            typed_division.on_duckdb(shown).sql(dialect="duckdb"), table
-        )
+        try:
+            names, rows = self.post.run(
+                typed_division.on_duckdb(shown).sql(dialect="duckdb"), table
+            )
+        except DPSQLError as error:
+            # Only above an aggregate or window (nested.total): a function of released
+            # values, which the analyst already holds.
+            raise DPSQLError(
+                "bad_request",
+                f"the outer query failed on the released answer of its subquery: "
+                f"{error.message}",
+                "the subquery's answer is paid for and kept: the same subquery with a "
+                "corrected outer query costs nothing (keep arguments in range, e.g. with "
+                "GREATEST or CASE)",
+            ) from None
         # The shown columns: ``SELECT *`` expands to the released ones (and the hidden
         # ``__row``, which a row-wise outer query also carries last), so count names, not
         # select items.

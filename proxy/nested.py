@@ -202,7 +202,7 @@ def _carried(outer: exp.Select, names: tuple[str, ...]) -> exp.Select:
 def _replicated_sql(outer: exp.Select) -> exp.Select:
     """The outer query per copy: its select list and grouping, with the copy's index (and
     the inner row's index when nothing aggregates), without ORDER BY / LIMIT."""
-    rep = _carried(outer, ("__rep", "__row"))
+    rep = _carried(total(outer), ("__rep", "__row"))
     for clause in ("order", "limit", "offset"):
         rep.set(clause, None)
     for window in rep.find_all(exp.Window):
@@ -219,6 +219,91 @@ def _replicated_sql(outer: exp.Select) -> exp.Select:
     return rep
 
 
+# Nodes a TRY cannot stand for: parts of a clause, not values.
+_NOT_VALUES = (exp.DataType, exp.Identifier, exp.Var, exp.WindowSpec, exp.TableAlias)
+
+
+def _computes(node: exp.Expr) -> bool:
+    """An aggregate or window function inside ``node``: DuckDB refuses TRY around it."""
+    return any(True for _ in node.find_all(exp.AggFunc, exp.Window))
+
+
+def _total_value(node: exp.Expr, grouped: dict[str, exp.Expr]) -> exp.Expr:
+    """``node`` with each largest part that holds no aggregate or window under TRY, and
+    every part equal to a GROUP BY expression as that expression's own total form (so
+    that DuckDB still matches it with the grouping)."""
+    if isinstance(node, (exp.Column, exp.Literal, exp.Star, exp.Null, exp.Try, *_NOT_VALUES)):
+        return node
+    same = grouped.get(node.sql(dialect="duckdb"))
+    if same is not None:
+        return same.copy()
+    if not _computes(node):
+        return exp.Try(this=node)
+    for key, value in list(node.args.items()):
+        if isinstance(value, exp.Expr):
+            node.set(key, _total_part(value, grouped))
+        elif isinstance(value, list):
+            node.set(
+                key, [_total_part(v, grouped) if isinstance(v, exp.Expr) else v for v in value]
+            )
+    return node
+
+
+def _total_part(node: exp.Expr, grouped: dict[str, exp.Expr]) -> exp.Expr:
+    """A child of a node that holds an aggregate or a window: clauses (ORDER BY inside a
+    window, DISTINCT inside an aggregate) are entered, values made total."""
+    if isinstance(node, (exp.Ordered, exp.Order, exp.Distinct, exp.Alias)):
+        for key, value in list(node.args.items()):
+            if isinstance(value, exp.Expr):
+                node.set(key, _total_part(value, grouped))
+            elif isinstance(value, list):
+                node.set(
+                    key,
+                    [_total_part(v, grouped) if isinstance(v, exp.Expr) else v for v in value],
+                )
+        return node
+    return _total_value(node, grouped)
+
+
+def total(outer: exp.Select) -> exp.Select:
+    """The outer query in forms that cannot fail on the released values it reads: casts
+    as TRY_CAST, and every part without an aggregate or window under TRY (NULL where it
+    would raise), as the ordinary outer layer (proxy/outer.py). It runs after the inner
+    answer is charged; the refusal of what cannot bind still comes first (the engine runs
+    it on a stand-in row before the charge). What sits above an aggregate (``LN(SUM(x))``)
+    cannot be under TRY in DuckDB; such a failure is reported, and the inner answer it
+    read is cached: re-running a corrected outer query costs nothing."""
+    out = outer.transform(
+        lambda n: exp.TryCast(this=n.this, to=n.to)
+        if isinstance(n, exp.Cast) and not isinstance(n, exp.TryCast)
+        else n
+    )
+    assert isinstance(out, exp.Select)
+    for select in list(out.find_all(exp.Select)):
+        group = select.args.get("group")
+        grouped: dict[str, exp.Expr] = {}
+        if group is not None:
+            totals = [_total_value(g.copy(), {}) for g in group.expressions]
+            grouped = {
+                g.sql(dialect="duckdb"): t
+                for g, t in zip(group.expressions, totals, strict=True)
+                if not isinstance(g, exp.Literal)
+            }
+            group.set("expressions", totals)
+        select.set(
+            "expressions", [_total_part(e, grouped) for e in select.expressions]
+        )
+        for clause in ("where", "having"):
+            found = select.args.get(clause)
+            if found is not None:
+                found.set("this", _total_value(found.this, grouped))
+        order = select.args.get("order")
+        if order is not None:
+            for o in order.expressions:
+                o.set("this", _total_value(o.this, grouped))
+    return out
+
+
 def aggregated(outer: exp.Select) -> bool:
     return _has_aggregate(outer) or outer.args.get("group") is not None
 
@@ -227,8 +312,8 @@ def displayed(outer: exp.Select) -> exp.Select:
     """The outer query as shown; a row-wise one carries the inner row's index last
     (hidden), so that its cells can be matched with their simulated copies."""
     if aggregated(outer):
-        return outer
-    shown = _carried(outer, ("__row",))
+        return total(outer)
+    shown = _carried(total(outer), ("__row",))
     shown.set("expressions", [*shown.expressions, exp.column("__row")])
     return shown
 

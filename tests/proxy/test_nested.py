@@ -161,3 +161,56 @@ def test_an_outer_query_over_a_public_domain_is_told_of_its_empty_groups(
     )
     assert not any("declared values" in w for w in private.warnings)
     assert any("partition selection" in w for w in private.warnings)
+
+
+def _charges(engine: Engine) -> int:
+    return len([e for e in engine.ledger.history() if e.kind == "charge"])
+
+
+@pytest.mark.parametrize(
+    ("outer", "expected"),
+    [
+        # A cast the released values do not fit: NULL, as the ordinary outer layer's TRY.
+        (f"SELECT region, CAST(n AS TINYINT) AS t FROM ({INNER}) ORDER BY region", None),
+        # ... inside an aggregate, in the grouping, and in a row-level CTE.
+        (f"SELECT SUM(CAST(n AS TINYINT)) AS t FROM ({INNER})", None),
+        (
+            f"SELECT CAST(n AS TINYINT) AS t, COUNT(*) AS c FROM ({INNER}) "
+            "GROUP BY CAST(n AS TINYINT)",
+            None,
+        ),
+        (f"WITH t AS ({INNER}), u AS (SELECT CHR(CAST(n - n - 1 AS INT)) AS l FROM t) SELECT l FROM u", None),
+        # No character has a negative code point: DuckDB raises, the outer query's NULL.
+        (f"SELECT region, CHR(CAST(n - n - 1 AS INT)) AS l FROM ({INNER}) ORDER BY region", None),
+    ],
+)
+def test_the_outer_query_cannot_fail_on_the_released_values(
+    engine: Engine, outer: str, expected: object
+) -> None:
+    """The outer query runs after the inner answer is charged: what would raise on the
+    released values gives NULL, as in the ordinary outer layer (review 2026-12-04: a
+    cast to TINYINT was charged and then refused)."""
+    before = _charges(engine)
+    r = engine.run(QueryRequest(outer, epsilon=0.55))
+    assert _charges(engine) - before <= 1  # the inner answer's one charge, if new
+    assert r.rows and all(row[-1] is expected or row[0] is expected for row in r.rows)
+
+
+def test_a_failure_above_an_aggregate_is_reported_and_the_retry_is_free(
+    engine: Engine,
+) -> None:
+    """DuckDB allows no TRY around an aggregate: a failure there, on the released values,
+    says that the inner answer is paid for and that a corrected query costs nothing."""
+    engine.run(QueryRequest(INNER, epsilon=0.45))
+    before = _charges(engine)
+    with pytest.raises(DPSQLError) as caught:
+        engine.run(QueryRequest(f"SELECT CHR(CASE WHEN SUM(n) > 100 THEN 2000000 ELSE 65 END) AS l FROM ({INNER})", epsilon=0.45))
+    assert caught.value.code == "bad_request"
+    assert "costs nothing" in caught.value.hint
+    fixed = engine.run(
+        QueryRequest(
+            f"SELECT CHR(CAST(GREATEST(SUM(n) - SUM(n), 65) AS INT)) AS l FROM ({INNER})",
+            epsilon=0.45,
+        )
+    )
+    assert fixed.rows == [("A",)] and _charges(engine) == before
