@@ -217,9 +217,32 @@ def _double(value: exp.Expr, kind: Kind) -> exp.Expr:
 _FIRST_DAY, _LAST_DAY = "0001-01-01", "9999-12-31"
 
 
+def _plain_within(value: exp.Expr, family: Family) -> exp.Expr:
+    """``value`` (of ``family``) if within the years 1-9999, else NULL, in its own type."""
+    kind = "DATE" if family is Family.DATE else "TIMESTAMP"
+    last = _LAST_DAY if family is Family.DATE else f"{_LAST_DAY} 23:59:59.999999"
+    return template(
+        f"CASE WHEN __v BETWEEN CAST('{_FIRST_DAY}' AS {kind}) AND CAST('{last}' AS {kind}) "
+        "THEN __v END",
+        v=value,
+    )
+
+
 def _within_timestamps(value: exp.Expr, family: Family) -> exp.Expr:
     """A DATE or TIMESTAMP ``value`` as a TIMESTAMP, NULL outside the years 1-9999
     (infinities included), so that no later step can overflow on it."""
+    ifs = value.args.get("ifs") if isinstance(value, exp.Case) else None
+    # Already read within those years (the core's date keys: per_person's
+    # _truncated_within): testing again only costs a row its comparisons.
+    if (
+        ifs
+        and len(ifs) == 1
+        and value.args.get("default") is None
+        and value == _plain_within(ifs[0].args["true"].copy(), family)
+    ):
+        if family is Family.DATE:
+            return exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP"))
+        return value
     if family is Family.DATE:
         return template(
             f"CASE WHEN __v BETWEEN CAST('{_FIRST_DAY}' AS DATE) AND CAST('{_LAST_DAY}' AS DATE) "

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from sqlglot import exp
 
+from proxy.catalog import column_type
 from proxy.rewrite import clamped_rows, keyed_groups
 from proxy.rewrite import core as C
 
@@ -155,6 +156,46 @@ def _dated(key: exp.Expr, timestamp: bool) -> exp.Expr:
     return exp.Case(ifs=[exp.If(this=exp.Between(this=value, low=low, high=high), true=key)])
 
 
+# Truncations that never leave DATE_KEY_RANGE for a value within it: each rounds down
+# (so stays below its upper end), and the range's first instant is the start of a year
+# (so of every such unit; not of a week, a decade or a century, which start elsewhere).
+_WITHIN_RANGE_TRUNCS = frozenset(
+    {"MICROSECOND", "MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY", "MONTH", "QUARTER", "YEAR"}
+)
+
+
+def _truncated_within(core: C.Core, key: exp.Expr) -> exp.Expr | None:
+    """``DATE_TRUNC(unit, x)`` (under TRY or not) of a DATE or TIMESTAMP column x, as
+    the truncation of x read within DATE_KEY_RANGE, else None. The same values as
+    :func:`_dated` of the key, with the range tested on x once instead of truncating
+    again to test the result: engines without common subexpressions (PostgreSQL, which
+    also reads the key again in its keyed hash) truncated each row up to four times.
+    Only for exactly DATE and TIMESTAMP (microseconds, no time zone), whose values are
+    compared with the range's ends without conversion."""
+    trunc = key.this if isinstance(key, exp.Try) else key
+    if not isinstance(trunc, exp.TimestampTrunc) or not isinstance(trunc.this, exp.Column):
+        return None
+    unit = trunc.args.get("unit")
+    if unit is None or unit.name.upper() not in _WITHIN_RANGE_TRUNCS:
+        return None
+    column = trunc.this
+    kind = column_type(core.shape.tables, column.table, column.name)
+    if kind not in ("DATE", "TIMESTAMP"):
+        return None
+    data_type = _TIMESTAMP if kind == "TIMESTAMP" else _DATE
+    low, high = (
+        exp.cast(exp.Literal.string(d if kind == "TIMESTAMP" else d[:10]), data_type.copy())
+        for d in DATE_KEY_RANGE
+    )
+    within = exp.Case(
+        ifs=[exp.If(this=exp.Between(this=column.copy(), low=low, high=high), true=column.copy())]
+    )
+    out = key.copy()
+    inner = out.this if isinstance(out, exp.Try) else out
+    inner.set("this", within)
+    return out
+
+
 _TEXT = exp.DataType.build("VARCHAR")
 
 
@@ -162,6 +203,9 @@ def _key(core: C.Core, index: int, key: exp.Expr) -> exp.Expr:
     """Key ``index`` as the core groups it: dates within their range, DECIMALs as their
     text (a DECIMAL's text is one per value, its scale being fixed by its type)."""
     if index in core.dated_keys or index in core.timed_keys:
+        within = _truncated_within(core, key)
+        if within is not None:
+            return within
         return _dated(key.copy(), index in core.timed_keys)
     if index in core.text_keys:
         return exp.Cast(this=key.copy(), to=_TEXT.copy())

@@ -723,3 +723,73 @@ def test_a_persons_distinct_intervals_count_equal_intervals_once_on_postgres(
     out = typed.executor.run(plan.core_sql, [11])
     total, count = (int(out[s.column][0]) for s in plan.statistics[:2])
     assert (total, count) == (30 * (1 - 50), 30), out  # n = 1 each, centred on 50
+
+
+# Dates and timestamps at and beyond both ends of the years 1-9999, PostgreSQL's own
+# ends and infinities among them (tests/proxy/test_date_keys.py's table, in PostgreSQL).
+_DATE_EDGES = (
+    "0001-01-01 00:00:00", "0001-12-31 23:59:59.999999 BC", "4713-01-01 00:00:00 BC",
+    "9999-12-31 23:59:59.999999", "10000-01-01 00:00:00", "294276-12-31 23:59:59.999999",
+    "infinity", "-infinity", "2024-02-29 13:45:10.123456",
+)
+
+
+@pytest.fixture(scope="module")
+def dated(pg_cluster: PgServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    from tests.proxy.test_date_keys import POLICY
+
+    database = "date_edges"
+    with psycopg.connect(pg_cluster.replace_database(database), autocommit=True) as conn:
+        conn.execute("CREATE TABLE ev (user_id BIGINT, ts TIMESTAMP, d DATE)")
+        for i, edge in enumerate(_DATE_EDGES):
+            conn.execute(
+                f"INSERT INTO ev SELECT {i} * 10 + j % 5, CAST('{edge}' AS TIMESTAMP), "
+                f"CAST(CAST('{edge}' AS TIMESTAMP) AS DATE) FROM generate_series(0, 11) AS j"
+            )
+        conn.execute(
+            "INSERT INTO ev SELECT 1000 + j % 40, TIMESTAMP '2024-01-01' + j * INTERVAL "
+            "'7 hours', DATE '2024-01-01' + j FROM generate_series(0, 399) AS j"
+        )
+    folder = tmp_path_factory.mktemp("dated-pg")
+    section = database_section("postgres", pg_cluster.grant_reader(database))
+    engine = Engine(parse_policy(with_database(POLICY, section).format(folder=folder), base_dir=folder))
+    yield engine
+    engine.close()
+
+
+@pytest.mark.parametrize("unit", ["day", "month", "quarter", "year", "hour"])
+@pytest.mark.parametrize("column", ["ts", "d"])
+def test_a_truncated_date_key_is_tested_once_and_keeps_its_values_on_postgres(
+    dated: Engine, unit: str, column: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The day key of the private-key benchmark was truncated four times a row on
+    PostgreSQL (the range tested on the truncated key, and the key read again in the
+    keyed hash): now the range is tested on the column, once (per_person's
+    _truncated_within, and postgres_forms._within_timestamps does not test a value read
+    within the range again). Same keys, same counts, on values beyond every end."""
+    from proxy.rewrite import per_person
+
+    sql = f"SELECT date_trunc('{unit}', {column}) AS k, COUNT(*) AS n FROM ev GROUP BY 1"
+
+    def exact(engine: Engine) -> tuple[str, list[tuple[str, ...]]]:
+        _, plan = engine.prepare(QueryRequest(sql, epsilon=1.0))
+        out = engine.executor.run(plan.core_sql, [compare.SEED])
+        cols = list(out.values())
+        rows = sorted(tuple(str(c[i]) for c in cols) for i in range(len(cols[0])))
+        return engine.executor.rendered(plan.core_sql), rows  # type: ignore[attr-defined]
+
+    rendered, got = exact(dated)
+    with monkeypatch.context() as m:
+        m.setattr(per_person, "_truncated_within", lambda core, key: None)
+        reference = Engine(dated.policy)
+        try:
+            old, expected = exact(reference)
+        finally:
+            reference.close()
+    r = rendered.split(" AS __k0", 1)[0]
+    assert r.count("DATE_TRUNC") == 1 and r.count("BETWEEN") == 1, r
+    assert old.split(" AS __k0", 1)[0].count("DATE_TRUNC") == 2
+    assert got == expected
+    keys = [k for k, *_ in got]
+    assert any(k.startswith("0001-01-01") for k in keys) and any(k.startswith("9999") for k in keys)
+    assert not any(k.startswith(("10000", "2942", "-", "inf")) for k in keys)
