@@ -1030,47 +1030,62 @@ class Engine:
                 self._released.put(key, found)
         return found
 
-    def _validate_nested(self, inner: QueryRequest, found: nested.NestedQuery) -> None:
+    def _validate_nested(
+        self, inner: QueryRequest, found: nested.NestedQuery
+    ) -> nested.NestedQuery:
         """The outer query, run on a stand-in of the inner answer (one row of zeros and
         NULL keys of the right types) before the inner one is charged: its mistakes are
-        refusals that cost nothing."""
+        refusals that cost nothing. Its total form where that binds, else as written
+        (the form the run uses)."""
         nested.check_outer(found.outer)
         if self._public_query(inner) is not None:
-            return
+            return found
         _, plan = self.prepare(inner)
         if plan.free or not plan.released_columns:
-            return
+            return found
         stand_in = self.post.stand_in(plan.released_columns)
         names, rows = self.post.run(plan.outer_sql, stand_in)
         shown = len(plan.output_names)
         table = nested.table_of(tuple(names[:shown]), [tuple(r[:shown]) for r in rows])
-        try:
-            self.post.run(
-                typed_division.on_duckdb(nested.displayed(found.outer)).sql(dialect="duckdb"),
-                table,
-            )
-        except DPSQLError as error:
-            raise DPSQLError(
-                "bad_request",
-                f"the outer query over the subquery cannot run: {error.message}",
-                "use the subquery's column names and arithmetic over them",
-            ) from None
+        for as_total in (True, False):
+            try:
+                self.post.run(self._nested_sql(found, as_total), table)
+            except DPSQLError as error:
+                if as_total:
+                    continue
+                raise DPSQLError(
+                    "bad_request",
+                    f"the outer query over the subquery cannot run: {error.message}",
+                    "use the subquery's column names and arithmetic over them",
+                ) from None
+            return replace(found, as_total=as_total)
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _nested_sql(found: nested.NestedQuery, as_total: bool) -> str:
+        shown = nested.displayed(found.outer, as_total)
+        return typed_division.on_duckdb(shown).sql(dialect="duckdb")
 
     def _run_nested(self, request: QueryRequest, found: nested.NestedQuery) -> Result:
         """The inner aggregate answered (charged once, cached), then the outer query over
         its released rows: post-processing, free, with simulated intervals."""
         inner_request = replace(request, sql=found.inner.sql(dialect=request.dialect))
-        self._validate_nested(inner_request, found)
+        found = self._validate_nested(inner_request, found)
         inner = self._run(inner_request)
         table = nested.table_of(inner.columns, inner.rows)
-        shown = nested.displayed(found.outer)
         try:
-            names, rows = self.post.run(
-                typed_division.on_duckdb(shown).sql(dialect="duckdb"), table
-            )
+            try:
+                names, rows = self.post.run(self._nested_sql(found, found.as_total), table)
+            except DPSQLError:
+                if not found.as_total:
+                    raise
+                # (a free inner answer is not validated on a stand-in first)
+                found = replace(found, as_total=False)
+                names, rows = self.post.run(self._nested_sql(found, False), table)
         except DPSQLError as error:
-            # Only above an aggregate or window (nested.total): a function of released
-            # values, which the analyst already holds.
+            # Only above an aggregate or window (nested.total), or in a query whose
+            # total form does not bind: a function of released values, which the
+            # analyst already holds.
             raise DPSQLError(
                 "bad_request",
                 f"the outer query failed on the released answer of its subquery: "

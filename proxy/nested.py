@@ -35,6 +35,8 @@ REPLICATES = 400
 class NestedQuery:
     inner: exp.Select  # the inner aggregate query, as parsed
     outer: exp.Select  # the outer query, reading ``released``
+    # run in its total form (:func:`total`), or as written where that form does not bind
+    as_total: bool = True
 
 
 def _has_aggregate(select: exp.Select) -> bool:
@@ -199,10 +201,10 @@ def _carried(outer: exp.Select, names: tuple[str, ...]) -> exp.Select:
     return out
 
 
-def _replicated_sql(outer: exp.Select) -> exp.Select:
+def _replicated_sql(outer: exp.Select, as_total: bool = True) -> exp.Select:
     """The outer query per copy: its select list and grouping, with the copy's index (and
     the inner row's index when nothing aggregates), without ORDER BY / LIMIT."""
-    rep = _carried(total(outer), ("__rep", "__row"))
+    rep = _carried(total(outer) if as_total else outer, ("__rep", "__row"))
     for clause in ("order", "limit", "offset"):
         rep.set(clause, None)
     for window in rep.find_all(exp.Window):
@@ -221,48 +223,89 @@ def _replicated_sql(outer: exp.Select) -> exp.Select:
 
 # Nodes a TRY cannot stand for: parts of a clause, not values.
 _NOT_VALUES = (exp.DataType, exp.Identifier, exp.Var, exp.WindowSpec, exp.TableAlias)
+# What DuckDB allows no TRY around (ROW_NUMBER is no AggFunc in sqlglot).
+_COMPUTING = (exp.AggFunc, exp.Window, exp.RowNumber)
 
 
-def _computes(node: exp.Expr) -> bool:
-    """An aggregate or window function inside ``node``: DuckDB refuses TRY around it."""
-    return any(True for _ in node.find_all(exp.AggFunc, exp.Window))
+@dataclass(frozen=True)
+class _Scope:
+    """One SELECT's facts for making its parts total: its GROUP BY expressions (text ->
+    total form) and the names of its select items that aggregate or window (a HAVING or
+    ORDER BY may name them, or a later select item)."""
+
+    grouped: dict[str, exp.Expr]
+    computed: frozenset[str]
 
 
-def _total_value(node: exp.Expr, grouped: dict[str, exp.Expr]) -> exp.Expr:
-    """``node`` with each largest part that holds no aggregate or window under TRY, and
-    every part equal to a GROUP BY expression as that expression's own total form (so
-    that DuckDB still matches it with the grouping)."""
+def _computes(node: exp.Expr, scope: _Scope) -> bool:
+    """An aggregate or window function inside ``node``, or the name of a select item
+    that holds one: DuckDB refuses TRY around either."""
+    for found in node.find_all(*_COMPUTING, exp.Column):
+        if not isinstance(found, exp.Column) or (
+            not found.table and found.name.lower() in scope.computed
+        ):
+            return True
+    return False
+
+
+def _grouped_inside(node: exp.Expr, scope: _Scope) -> exp.Expr:
+    """``node`` with every part equal to a GROUP BY expression as that expression's total
+    form, so that DuckDB still finds the grouping inside a larger expression."""
+    if not scope.grouped:
+        return node
+
+    def swap(n: exp.Expr) -> exp.Expr:
+        same = scope.grouped.get(n.sql(dialect="duckdb"))
+        return same.copy() if same is not None else n
+
+    return node.transform(swap, copy=False)
+
+
+def _total_value(node: exp.Expr, scope: _Scope) -> exp.Expr:
+    """``node`` with each largest part that holds no aggregate or window under TRY."""
     if isinstance(node, (exp.Column, exp.Literal, exp.Star, exp.Null, exp.Try, *_NOT_VALUES)):
         return node
-    same = grouped.get(node.sql(dialect="duckdb"))
+    same = scope.grouped.get(node.sql(dialect="duckdb"))
     if same is not None:
         return same.copy()
-    if not _computes(node):
-        return exp.Try(this=node)
+    if not _computes(node, scope):
+        return exp.Try(this=_grouped_inside(node, scope))
+    if isinstance(node, exp.Window):
+        # the function itself stays a window's function; its inputs and the window's
+        # partition and order are values
+        function = node.this
+        for key, value in list(function.args.items()):
+            if isinstance(value, exp.Expr):
+                function.set(key, _total_part(value, scope))
+        for key in ("partition_by", "order"):
+            value = node.args.get(key)
+            if isinstance(value, list):
+                node.set(key, [_total_part(v, scope) for v in value])
+            elif isinstance(value, exp.Expr):
+                node.set(key, _total_part(value, scope))
+        return node
     for key, value in list(node.args.items()):
         if isinstance(value, exp.Expr):
-            node.set(key, _total_part(value, grouped))
+            node.set(key, _total_part(value, scope))
         elif isinstance(value, list):
-            node.set(
-                key, [_total_part(v, grouped) if isinstance(v, exp.Expr) else v for v in value]
-            )
+            node.set(key, [_total_part(v, scope) if isinstance(v, exp.Expr) else v for v in value])
     return node
 
 
-def _total_part(node: exp.Expr, grouped: dict[str, exp.Expr]) -> exp.Expr:
+def _total_part(node: exp.Expr, scope: _Scope) -> exp.Expr:
     """A child of a node that holds an aggregate or a window: clauses (ORDER BY inside a
     window, DISTINCT inside an aggregate) are entered, values made total."""
     if isinstance(node, (exp.Ordered, exp.Order, exp.Distinct, exp.Alias)):
         for key, value in list(node.args.items()):
             if isinstance(value, exp.Expr):
-                node.set(key, _total_part(value, grouped))
+                node.set(key, _total_part(value, scope))
             elif isinstance(value, list):
                 node.set(
                     key,
-                    [_total_part(v, grouped) if isinstance(v, exp.Expr) else v for v in value],
+                    [_total_part(v, scope) if isinstance(v, exp.Expr) else v for v in value],
                 )
         return node
-    return _total_value(node, grouped)
+    return _total_value(node, scope)
 
 
 def total(outer: exp.Select) -> exp.Select:
@@ -270,9 +313,10 @@ def total(outer: exp.Select) -> exp.Select:
     as TRY_CAST, and every part without an aggregate or window under TRY (NULL where it
     would raise), as the ordinary outer layer (proxy/outer.py). It runs after the inner
     answer is charged; the refusal of what cannot bind still comes first (the engine runs
-    it on a stand-in row before the charge). What sits above an aggregate (``LN(SUM(x))``)
-    cannot be under TRY in DuckDB; such a failure is reported, and the inner answer it
-    read is cached: re-running a corrected outer query costs nothing."""
+    it on a stand-in row before the charge, and falls back to the query as written where
+    this form does not bind: :func:`displayed`). What sits above an aggregate
+    (``CHR(SUM(x))``) cannot be under TRY in DuckDB; such a failure is reported, and the
+    inner answer it read is cached: re-running a corrected outer query costs nothing."""
     out = outer.transform(
         lambda n: exp.TryCast(this=n.this, to=n.to)
         if isinstance(n, exp.Cast) and not isinstance(n, exp.TryCast)
@@ -280,27 +324,33 @@ def total(outer: exp.Select) -> exp.Select:
     )
     assert isinstance(out, exp.Select)
     for select in list(out.find_all(exp.Select)):
-        group = select.args.get("group")
-        grouped: dict[str, exp.Expr] = {}
-        if group is not None:
-            totals = [_total_value(g.copy(), {}) for g in group.expressions]
-            grouped = {
-                g.sql(dialect="duckdb"): t
-                for g, t in zip(group.expressions, totals, strict=True)
-                if not isinstance(g, exp.Literal)
-            }
-            group.set("expressions", totals)
-        select.set(
-            "expressions", [_total_part(e, grouped) for e in select.expressions]
+        computed = frozenset(
+            e.alias.lower()
+            for e in select.expressions
+            if isinstance(e, exp.Alias) and any(True for _ in e.this.find_all(*_COMPUTING))
         )
+        scope = _Scope({}, computed)
+        group = select.args.get("group")
+        if group is not None:
+            totals = [_total_value(g.copy(), scope) for g in group.expressions]
+            scope = _Scope(
+                {
+                    g.sql(dialect="duckdb"): t
+                    for g, t in zip(group.expressions, totals, strict=True)
+                    if not isinstance(g, (exp.Literal, exp.Column))
+                },
+                computed,
+            )
+            group.set("expressions", totals)
+        select.set("expressions", [_total_part(e, scope) for e in select.expressions])
         for clause in ("where", "having"):
             found = select.args.get(clause)
             if found is not None:
-                found.set("this", _total_value(found.this, grouped))
+                found.set("this", _total_value(found.this, scope))
         order = select.args.get("order")
         if order is not None:
             for o in order.expressions:
-                o.set("this", _total_value(o.this, grouped))
+                o.set("this", _total_value(o.this, scope))
     return out
 
 
@@ -308,12 +358,15 @@ def aggregated(outer: exp.Select) -> bool:
     return _has_aggregate(outer) or outer.args.get("group") is not None
 
 
-def displayed(outer: exp.Select) -> exp.Select:
-    """The outer query as shown; a row-wise one carries the inner row's index last
-    (hidden), so that its cells can be matched with their simulated copies."""
+def displayed(outer: exp.Select, as_total: bool = True) -> exp.Select:
+    """The outer query as shown (in its total form unless ``as_total`` is False: the
+    query as written, where the total form does not bind); a row-wise one carries the
+    inner row's index last (hidden), so that its cells can be matched with their
+    simulated copies."""
+    written = total(outer) if as_total else outer
     if aggregated(outer):
-        return total(outer)
-    shown = _carried(total(outer), ("__row",))
+        return written
+    shown = _carried(written, ("__row",))
     shown.set("expressions", [*shown.expressions, exp.column("__row")])
     return shown
 
@@ -351,7 +404,7 @@ def simulated_widths(
         else:
             copies[name] = np.tile(np.asarray(values, dtype=object), REPLICATES)
     try:
-        _, rows = run(_replicated_sql(nested.outer).sql(dialect="duckdb"), pa.table(copies))
+        _, rows = run(_replicated_sql(nested.outer, nested.as_total).sql(dialect="duckdb"), pa.table(copies))
     except Exception:  # the outer query over a noisier copy failed: no width stated
         return none
     grouped = aggregated(nested.outer)

@@ -214,3 +214,39 @@ def test_a_failure_above_an_aggregate_is_reported_and_the_retry_is_free(
         )
     )
     assert fixed.rows == [("A",)] and _charges(engine) == before
+
+
+@pytest.mark.parametrize(
+    "outer",
+    [
+        # a GROUP BY expression inside a larger one, in HAVING, by ordinal
+        f"SELECT n > 100 AS big, (n > 100) AND TRUE AS b2, COUNT(*) AS c FROM ({INNER}) "
+        "GROUP BY n > 100",
+        f"SELECT n > 100 AS big, COUNT(*) AS c FROM ({INNER}) GROUP BY n > 100 "
+        "HAVING NOT (n > 100)",
+        f"SELECT n > 100 AS big, COUNT(*) AS c FROM ({INNER}) GROUP BY 1 HAVING n > 100",
+        f"SELECT n % 2 AS k, (n % 2) * 10 + SUM(s) AS m FROM ({INNER}) GROUP BY n % 2",
+        f"SELECT CAST(n AS VARCHAR) AS c, COUNT(*) AS x FROM ({INNER}) "
+        "GROUP BY CAST(n AS VARCHAR) ORDER BY CAST(n AS VARCHAR) || 'x'",
+        # an aggregate's alias in HAVING, ORDER BY and a later select item
+        f"SELECT n > 100 AS big, SUM(s) AS t FROM ({INNER}) GROUP BY 1 HAVING t > 0",
+        f"SELECT n > 100 AS big, SUM(s) AS t FROM ({INNER}) GROUP BY 1 ORDER BY t * -1",
+        f"SELECT SUM(n) AS t, t * 2 AS u FROM ({INNER})",
+        # ROW_NUMBER is no aggregate to sqlglot, but DuckDB allows no TRY around it
+        f"SELECT region, ROW_NUMBER() OVER (ORDER BY n DESC) AS r FROM ({INNER}) "
+        "ORDER BY region",
+    ],
+)
+def test_total_forms_keep_every_outer_query_that_ran_before(engine: Engine, outer: str) -> None:
+    """Queries a review (2026-12-04) found refused once the outer query was made total:
+    each is answered as the same SQL over the released rows answers it."""
+    inner = engine.run(QueryRequest(INNER, epsilon=0.8))
+    r = engine.run(QueryRequest(outer, epsilon=0.8))
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE rel AS SELECT * FROM (VALUES "
+        + ", ".join(f"('{k}', {n}, {s})" for k, n, s in inner.rows)
+        + ") AS v(region, n, s)"
+    )
+    local = con.execute(outer.replace(f"({INNER})", "rel")).fetchall()
+    assert sorted(map(str, r.rows)) == sorted(map(str, local))
