@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException
 
 from proxy.errors import CODES, DPSQLError
 from proxy.server.logs import log
+from proxy.server.web.headers import add_fixed
 
 _HTTP_CODES = {
     400: "bad_request",
@@ -82,10 +83,14 @@ def _dpsql_error(request: Request, exc: Exception) -> JSONResponse:
 
 def _internal(request: Request, exc: Exception) -> JSONResponse:
     log("internal_error", logging.ERROR, exception=type(exc).__name__, path=request.url.path)
-    return error_response(
+    response = error_response(
         request,
         DPSQLError("internal", "internal error", "the operator's logs record the failure"),
     )
+    # Starlette answers an exception that escapes a middleware from outside every
+    # middleware, SecurityHeaders included: the headers go on here too.
+    add_fixed(response.headers)
+    return response
 
 
 def install(app: FastAPI) -> None:

@@ -149,3 +149,42 @@ def test_queries_sharing_a_release_keep_their_own_answers_at_the_door(server: Se
             routed = c.post("/v1/query?format=json", json=body, headers=auth("ana")).json()
             assert door["privacy"]["cached"] and door == routed
         assert len(c.post("/v1/query", json=top, headers=auth("ana")).json()["rows"]) == 1
+
+
+def test_json_nested_past_pythons_limit_is_a_refusal_not_a_500(server: Server) -> None:
+    """A review (2026-12-04): a body 100,000 arrays deep, within the body's size cap,
+    raised RecursionError in the door's parse and came back as a 500 without the
+    security headers, with or without a valid key. The route refuses it instead."""
+    body = '{"sql": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    with server.client() as c:
+        for key in ({"Authorization": "Bearer not-a-key"}, auth("ana")):
+            r = c.post(
+                "/v1/query",
+                content=body,
+                headers={**key, "Content-Type": "application/json"},
+            )
+            assert 400 <= r.status_code < 500, r.text
+            assert r.json()["error"]["code"] in ("bad_request", "unauthorized")
+            assert r.headers.get("x-content-type-options") == "nosniff"
+
+
+def test_an_internal_error_carries_the_security_headers(tmp_path: Path, dataset: Path) -> None:
+    """What escapes a middleware is answered from outside them all, SecurityHeaders
+    included: the internal-error response sets the headers itself."""
+    from proxy.server import hits
+
+    app = create_app(Settings(policy=write_policy(tmp_path, dataset)))
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug")
+
+    with TestClient(app, raise_server_exceptions=False) as c:
+        original = hits.CacheHits._answer
+        hits.CacheHits._answer = broken  # type: ignore[method-assign, assignment]
+        try:
+            r = c.post("/v1/query", json={"sql": DOOR_SQL}, headers=auth("ana"))
+        finally:
+            hits.CacheHits._answer = original  # type: ignore[method-assign]
+    assert r.status_code == 500 and r.json()["error"]["code"] == "internal"
+    assert r.headers.get("x-content-type-options") == "nosniff"
+    assert "default-src 'none'" in r.headers.get("content-security-policy", "")

@@ -35,6 +35,15 @@ _FIXED = {
 }
 
 
+def add_fixed(headers: MutableHeaders, default_csp: str = API_CSP) -> None:
+    """The fixed headers, and ``default_csp`` unless a policy is set already."""
+    if "content-security-policy" not in headers:
+        headers["Content-Security-Policy"] = default_csp
+    for name, value in _FIXED.items():
+        if name.decode() not in headers:
+            headers[name.decode()] = value.decode()
+
+
 class SecurityHeaders:
     """Adds the fixed headers, and ``API_CSP`` unless the route chose a policy itself
     (the HTML pages do)."""
@@ -50,16 +59,8 @@ class SecurityHeaders:
         async def send_wrapper(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
-                if "content-security-policy" not in headers:
-                    csp = (
-                        CONSOLE_CSP
-                        if headers.get("content-type", "").startswith("text/html")
-                        else API_CSP
-                    )
-                    headers["Content-Security-Policy"] = csp
-                for name, value in _FIXED.items():
-                    if name.decode() not in headers:
-                        headers[name.decode()] = value.decode()
+                html = headers.get("content-type", "").startswith("text/html")
+                add_fixed(headers, CONSOLE_CSP if html else API_CSP)
             await send(message)
 
         await self.app(scope, receive, send_wrapper)
