@@ -237,16 +237,9 @@ def _window_cut(tree: exp.Expr, forms: Forms, kinds: Typer) -> None:
         raise refuse(forms.engine, "this L0 cut")
     k = int(mins[0].args["count"].to_py()) - 1
     pp = ctes["pp"].this
-    # The L0 hash DuckDB reads off its keyed grouping (l0._shared_hash) is the engine's
-    # own keyed hash here, written below as each cut form wants it.
-    shared = [e for e in pp.expressions if e.alias_or_name == "__h"]
-    pp.set("expressions", [e for e in pp.expressions if e.alias_or_name != "__h"])
     names = [e.alias_or_name for e in pp.expressions]
     keys = [exp.column(n, table="pp") for n in names if n.startswith("__k")]
-    placeholder = next(
-        (p for node in (ctes["pph"].this, *shared) for p in node.find_all(exp.Placeholder)),
-        None,
-    )
+    placeholder = next(ctes["pph"].this.find_all(exp.Placeholder), None)
     if placeholder is None:
         raise refuse(forms.engine, "an L0 cut without its seed")
     if forms.cut is CutForm.GROUPED:

@@ -53,7 +53,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import sqlglot
 from sqlglot import exp
 
 from proxy.catalog import column_type
@@ -263,23 +262,6 @@ def plain(tree: exp.Expr) -> exp.Expr:
     grouping column, no ``__gh``, the seed a ``?`` read once (the L0 hash's). For the
     engines whose cores are plain (proxy/engines/render.py) and for the measurements of
     what the keys cost."""
-    for alias in list(tree.find_all(exp.Alias)):
-        # the L0 hash read off the keyed grouping (l0._shared_hash): pph hashes again
-        if alias.alias == "__h" and any(is_companion(n) for n in alias.find_all(exp.Anonymous)):
-            select = alias.parent
-            assert isinstance(select, exp.Select)
-            keys = [f"pp.{e.alias_or_name}" for e in select.expressions if e.alias_or_name.startswith("__k")]
-            alias.pop()
-            for cte in tree.find_all(exp.CTE):
-                if cte.alias_or_name == "pph":
-                    cte.set(
-                        "this",
-                        sqlglot.parse_one(
-                            f"SELECT *, CAST(HASH(pp.__u, {', '.join(keys)}, ?) >> 1 AS BIGINT) "
-                            "AS __h FROM pp",
-                            read="duckdb",
-                        ),
-                    )
     for group in list(tree.find_all(exp.Group)):
         if group.expressions and is_companion(group.expressions[0]):
             group.set("expressions", group.expressions[1:])

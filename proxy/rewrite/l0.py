@@ -27,7 +27,6 @@ import sqlglot
 from sqlglot import exp
 
 from proxy.rewrite import core as C
-from proxy.rewrite import keyed_groups
 
 # A quoted string or identifier of DuckDB SQL as sqlglot writes it (a quote doubled).
 _QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
@@ -90,26 +89,6 @@ def _hashed(n_keys: int, keyed: bool) -> exp.Expr:
     )
 
 
-def _shared_hash(pp: exp.Expr) -> tuple[exp.Expr, exp.Expr] | None:
-    """A keyed per-person grouping (first by ``HASH(HASH(person, keys..., $1), $1)``,
-    rewrite/keyed_groups.py) with that hash's 63 bits selected as ``__h``, and ``pph``
-    reading it as it is; None when ``pp`` is not grouped so. The L0 hash is then computed
-    once per (person, group) from a value the grouping has already computed, where
-    ``pph`` hashed every per-person row again: about 6% of the private-key miss at 10M
-    rows (BENCHMARKS.md). It is the same kind of hash (keyed by the per-query secret, a
-    function of the person and the keys; texts behind the secret prefix), so the cut
-    keeps at most K groups per person as before, ties at the K-th hash dropped alike."""
-    group = pp.args.get("group")
-    first = group.expressions[0] if isinstance(group, exp.Group) and group.expressions else None
-    if first is None or not keyed_groups.is_companion(first) or isinstance(first, exp.Column):
-        return None
-    shifted = exp.BitwiseRightShift(this=first.copy(), expression=exp.Literal.number(1))
-    hashed = exp.Cast(this=shifted, to=exp.DataType.build("BIGINT"))
-    out = pp.copy()
-    out.set("expressions", [*out.expressions, exp.alias_(hashed, "__h", copy=False)])
-    return out, exp.Select(expressions=[exp.Star()], from_=C.from_table("pp"))
-
-
 @lru_cache(maxsize=64)
 def _heavy(k: int) -> exp.Expr:
     # (grouped by the person alone: one person's values cannot meet in one bucket, so
@@ -128,11 +107,7 @@ def apply(core: C.Core) -> C.Core:
         ctes["bounded"] = exp.Select(expressions=[exp.Star()], from_=C.from_table("pp"))
         return replace(core, ctes=tuple(ctes.items()))
     k = int(core.max_groups)
-    shared = _shared_hash(ctes["pp"]) if core.keyed_grouping else None
-    if shared is not None:
-        ctes["pp"], ctes["pph"] = shared
-    else:
-        ctes["pph"] = _hashed(len(core.keys), core.keyed_grouping).copy()
+    ctes["pph"] = _hashed(len(core.keys), core.keyed_grouping).copy()
     ctes["heavy"] = _heavy(k).copy()
     ctes["bounded"] = _CUT.copy()
     return replace(core, ctes=tuple(ctes.items()))
