@@ -49,6 +49,12 @@ unit = "user_id"
 max_groups = 4
 max_rows_per_group = 5
 
+[tables.evd]
+population = "users"
+unit = "user_id"
+max_groups = 4
+max_rows_per_group = 5
+
 [tables.pubf]
 public = true
 """
@@ -92,6 +98,19 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NeighbourPair]:
         con.execute(
             "INSERT INTO pubf VALUES (CAST('nan' AS FLOAT), NULL, INTERVAL '29 days'), "
             "(3.4e38, NULL, INTERVAL '-83333 years')"
+        )
+        # Date keys (per_person._truncated_within): ordinary days for everyone, and for
+        # the target the infinities, year 10000, the first instant of year 1 and one
+        # microsecond before it, which must not become keys (nor fail) on D.
+        con.execute("CREATE TABLE evd (user_id BIGINT, ts TIMESTAMP, d DATE)")
+        con.execute(
+            "INSERT INTO evd SELECT i % 60 + 1, TIMESTAMP '2024-01-01' + INTERVAL (i) HOUR, "
+            "DATE '2024-01-01' + CAST(i % 3 AS INTEGER) FROM range(0, 240) t(i)"
+        )
+        con.execute(
+            f"INSERT INTO evd SELECT {TARGET}, CAST(v AS TIMESTAMP), TRY_CAST(v AS DATE) FROM "
+            "(VALUES ('infinity'), ('-infinity'), ('10000-01-01'), ('0001-01-01'), "
+            "('0001-12-31 23:59:59.999999 BC')) AS e(v)"
         )
         # The target: values at the edges of each type.
         con.execute(
@@ -200,6 +219,13 @@ QUERIES = {
         "THEN AVG(h) ELSE 0 END AS a, COUNT(*) AS b FROM ev GROUP BY user_id) t(u, a, c)"
     ),
     "uuid_join": "SELECT pubf.x, COUNT(*) AS n FROM evu JOIN pubf ON evu.u = pubf.u GROUP BY pubf.x",
+    # date keys read within the years 1-9999 on the column, before one truncation
+    "date_trunc_month_key": "SELECT date_trunc('month', ts) AS m, COUNT(*) AS n FROM evd GROUP BY 1",
+    "date_trunc_day_of_date": "SELECT date_trunc('day', d) AS k, COUNT(*) AS n FROM evd GROUP BY 1",
+    "date_trunc_target_year": (
+        f"SELECT date_trunc('year', ts) AS y, COUNT(*) AS n FROM evd WHERE user_id = {TARGET} "
+        "GROUP BY 1"
+    ),
 }
 
 
