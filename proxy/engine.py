@@ -1047,24 +1047,27 @@ class Engine:
         names, rows = self.post.run(plan.outer_sql, stand_in)
         shown = len(plan.output_names)
         table = nested.table_of(tuple(names[:shown]), [tuple(r[:shown]) for r in rows])
-        for as_total in (True, False):
-            try:
-                self.post.run(self._nested_sql(found, as_total), table)
-            except DPSQLError as error:
-                if as_total:
-                    continue
-                raise DPSQLError(
-                    "bad_request",
-                    f"the outer query over the subquery cannot run: {error.message}",
-                    "use the subquery's column names and arithmetic over them",
-                ) from None
-            return replace(found, as_total=as_total)
-        raise AssertionError("unreachable")
+        try:
+            self._run_outer(found, table)
+            return found
+        except DPSQLError:
+            written = replace(found, as_total=False)
+        try:
+            self._run_outer(written, table)
+        except DPSQLError as error:
+            raise DPSQLError(
+                "bad_request",
+                f"the outer query over the subquery cannot run: {error.message}",
+                "use the subquery's column names and arithmetic over them",
+            ) from None
+        return written
 
-    @staticmethod
-    def _nested_sql(found: nested.NestedQuery, as_total: bool) -> str:
-        shown = nested.displayed(found.outer, as_total)
-        return typed_division.on_duckdb(shown).sql(dialect="duckdb")
+    def _run_outer(
+        self, found: nested.NestedQuery, table: pa.Table
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """The outer query (the form ``found`` runs) over ``table``, the released rows."""
+        shown = typed_division.on_duckdb(nested.displayed(found))
+        return self.post.run(shown.sql(dialect="duckdb"), table)
 
     def _run_nested(self, request: QueryRequest, found: nested.NestedQuery) -> Result:
         """The inner aggregate answered (charged once, cached), then the outer query over
@@ -1075,13 +1078,13 @@ class Engine:
         table = nested.table_of(inner.columns, inner.rows)
         try:
             try:
-                names, rows = self.post.run(self._nested_sql(found, found.as_total), table)
+                names, rows = self._run_outer(found, table)
             except DPSQLError:
                 if not found.as_total:
                     raise
                 # (a free inner answer is not validated on a stand-in first)
                 found = replace(found, as_total=False)
-                names, rows = self.post.run(self._nested_sql(found, False), table)
+                names, rows = self._run_outer(found, table)
         except DPSQLError as error:
             # Only above an aggregate or window (nested.total), or in a query whose
             # total form does not bind: a function of released values, which the

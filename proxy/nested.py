@@ -35,8 +35,14 @@ REPLICATES = 400
 class NestedQuery:
     inner: exp.Select  # the inner aggregate query, as parsed
     outer: exp.Select  # the outer query, reading ``released``
-    # run in its total form (:func:`total`), or as written where that form does not bind
+    total_outer: exp.Select  # the same in forms that cannot fail (:func:`total`)
+    # run in its total form, or as written where that form does not bind
     as_total: bool = True
+
+    @property
+    def run_outer(self) -> exp.Select:
+        """The form of the outer query that runs."""
+        return self.total_outer if self.as_total else self.outer
 
 
 def _has_aggregate(select: exp.Select) -> bool:
@@ -81,7 +87,7 @@ def split(tree: exp.Expr) -> NestedQuery | None:
             "the outer query over an aggregate subquery may read only that subquery",
             "compute the rest in the outer query from the subquery's columns",
         )
-    return NestedQuery(inner.copy(), outer)
+    return NestedQuery(inner.copy(), outer, total(outer))
 
 
 def _row_level_over_one_table(select: exp.Expr) -> bool:
@@ -201,10 +207,11 @@ def _carried(outer: exp.Select, names: tuple[str, ...]) -> exp.Select:
     return out
 
 
-def _replicated_sql(outer: exp.Select, as_total: bool = True) -> exp.Select:
+def _replicated_sql(query: NestedQuery) -> exp.Select:
     """The outer query per copy: its select list and grouping, with the copy's index (and
     the inner row's index when nothing aggregates), without ORDER BY / LIMIT."""
-    rep = _carried(total(outer) if as_total else outer, ("__rep", "__row"))
+    outer = query.outer
+    rep = _carried(query.run_outer, ("__rep", "__row"))
     for clause in ("order", "limit", "offset"):
         rep.set(clause, None)
     for window in rep.find_all(exp.Window):
@@ -273,10 +280,7 @@ def _total_value(node: exp.Expr, scope: _Scope) -> exp.Expr:
     if isinstance(node, exp.Window):
         # the function itself stays a window's function; its inputs and the window's
         # partition and order are values
-        function = node.this
-        for key, value in list(function.args.items()):
-            if isinstance(value, exp.Expr):
-                function.set(key, _total_part(value, scope))
+        _children_total(node.this, scope)
         for key in ("partition_by", "order"):
             value = node.args.get(key)
             if isinstance(value, list):
@@ -284,6 +288,11 @@ def _total_value(node: exp.Expr, scope: _Scope) -> exp.Expr:
             elif isinstance(value, exp.Expr):
                 node.set(key, _total_part(value, scope))
         return node
+    return _children_total(node, scope)
+
+
+def _children_total(node: exp.Expr, scope: _Scope) -> exp.Expr:
+    """``node`` with each child made total by :func:`_total_part` (in place)."""
     for key, value in list(node.args.items()):
         if isinstance(value, exp.Expr):
             node.set(key, _total_part(value, scope))
@@ -296,15 +305,7 @@ def _total_part(node: exp.Expr, scope: _Scope) -> exp.Expr:
     """A child of a node that holds an aggregate or a window: clauses (ORDER BY inside a
     window, DISTINCT inside an aggregate) are entered, values made total."""
     if isinstance(node, (exp.Ordered, exp.Order, exp.Distinct, exp.Alias)):
-        for key, value in list(node.args.items()):
-            if isinstance(value, exp.Expr):
-                node.set(key, _total_part(value, scope))
-            elif isinstance(value, list):
-                node.set(
-                    key,
-                    [_total_part(v, scope) if isinstance(v, exp.Expr) else v for v in value],
-                )
-        return node
+        return _children_total(node, scope)
     return _total_value(node, scope)
 
 
@@ -358,15 +359,13 @@ def aggregated(outer: exp.Select) -> bool:
     return _has_aggregate(outer) or outer.args.get("group") is not None
 
 
-def displayed(outer: exp.Select, as_total: bool = True) -> exp.Select:
-    """The outer query as shown (in its total form unless ``as_total`` is False: the
-    query as written, where the total form does not bind); a row-wise one carries the
-    inner row's index last (hidden), so that its cells can be matched with their
+def displayed(query: NestedQuery) -> exp.Select:
+    """The outer query as shown (:attr:`NestedQuery.run_outer`); a row-wise one carries
+    the inner row's index last (hidden), so that its cells can be matched with their
     simulated copies."""
-    written = total(outer) if as_total else outer
-    if aggregated(outer):
-        return written
-    shown = _carried(written, ("__row",))
+    if aggregated(query.outer):
+        return query.run_outer
+    shown = _carried(query.run_outer, ("__row",))
     shown.set("expressions", [*shown.expressions, exp.column("__row")])
     return shown
 
@@ -404,7 +403,7 @@ def simulated_widths(
         else:
             copies[name] = np.tile(np.asarray(values, dtype=object), REPLICATES)
     try:
-        _, rows = run(_replicated_sql(nested.outer, nested.as_total).sql(dialect="duckdb"), pa.table(copies))
+        _, rows = run(_replicated_sql(nested).sql(dialect="duckdb"), pa.table(copies))
     except Exception:  # the outer query over a noisier copy failed: no width stated
         return none
     grouped = aggregated(nested.outer)

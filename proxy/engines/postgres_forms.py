@@ -249,11 +249,7 @@ def _within_timestamps(value: exp.Expr, family: Family) -> exp.Expr:
             "THEN CAST(__v AS TIMESTAMP) END",
             v=value,
         )
-    return template(
-        f"CASE WHEN __v BETWEEN CAST('{_FIRST_DAY}' AS TIMESTAMP) AND "
-        f"CAST('{_LAST_DAY} 23:59:59.999999' AS TIMESTAMP) THEN __v END",
-        v=value,
-    )
+    return _plain_within(value, family)
 
 
 class PostgresForms:

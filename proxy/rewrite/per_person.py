@@ -144,16 +144,22 @@ _DATE = exp.DataType.build("DATE")
 _TIMESTAMP = exp.DataType.build("TIMESTAMP")
 
 
-def _dated(key: exp.Expr, timestamp: bool) -> exp.Expr:
-    """``key`` if it lies within DATE_KEY_RANGE, else NULL (never failing: a TIMESTAMP
-    variant is compared as a TIMESTAMP by TRY_CAST, a DATE with DATEs)."""
+def _within_range(tested: exp.Expr, value: exp.Expr, timestamp: bool) -> exp.Case:
+    """``value`` if ``tested`` lies within DATE_KEY_RANGE (as TIMESTAMPs or as DATEs),
+    else NULL."""
     kind = _TIMESTAMP if timestamp else _DATE
     low, high = (
         exp.cast(exp.Literal.string(d if timestamp else d[:10]), kind.copy())
         for d in DATE_KEY_RANGE
     )
-    value = exp.TryCast(this=key.copy(), to=kind.copy()) if timestamp else key.copy()
-    return exp.Case(ifs=[exp.If(this=exp.Between(this=value, low=low, high=high), true=key)])
+    return exp.Case(ifs=[exp.If(this=exp.Between(this=tested, low=low, high=high), true=value)])
+
+
+def _dated(key: exp.Expr, timestamp: bool) -> exp.Expr:
+    """``key`` if it lies within DATE_KEY_RANGE, else NULL (never failing: a TIMESTAMP
+    variant is compared as a TIMESTAMP by TRY_CAST, a DATE with DATEs)."""
+    tested = exp.TryCast(this=key.copy(), to=_TIMESTAMP.copy()) if timestamp else key.copy()
+    return _within_range(tested, key, timestamp)
 
 
 # Truncations that never leave DATE_KEY_RANGE for a value within it: each rounds down
@@ -182,14 +188,7 @@ def _truncated_within(core: C.Core, key: exp.Expr) -> exp.Expr | None:
     kind = column_type(core.shape.tables, column.table, column.name)
     if kind not in ("DATE", "TIMESTAMP"):
         return None
-    data_type = _TIMESTAMP if kind == "TIMESTAMP" else _DATE
-    low, high = (
-        exp.cast(exp.Literal.string(d if kind == "TIMESTAMP" else d[:10]), data_type.copy())
-        for d in DATE_KEY_RANGE
-    )
-    within = exp.Case(
-        ifs=[exp.If(this=exp.Between(this=column.copy(), low=low, high=high), true=column.copy())]
-    )
+    within = _within_range(column.copy(), column.copy(), kind == "TIMESTAMP")
     out = key.copy()
     inner = out.this if isinstance(out, exp.Try) else out
     inner.set("this", within)
