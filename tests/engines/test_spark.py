@@ -342,3 +342,105 @@ def test_binary_joins_are_keyed_by_their_hex_on_spark(
     finally:
         duck.close()
         spark.close()
+
+
+@pytest.fixture(scope="module")
+def dated_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    """tests/proxy/test_date_keys.py's table (each edge of the years 1-9999, one
+    microsecond beyond, the infinities) as Parquet, read by Spark."""
+    pytest.importorskip("pyspark", reason="pyspark is not installed (the spark extra)")
+    import duckdb
+
+    from sample_data.export import to_parquet
+    from tests.proxy.test_date_keys import EDGES, POLICY
+
+    folder = tmp_path_factory.mktemp("dated-spark")
+    with duckdb.connect() as con:
+        con.execute("CREATE TABLE ev (user_id BIGINT, ts TIMESTAMP, d DATE)")
+        for i, edge in enumerate(EDGES):
+            ts = f"CAST('{edge}' AS TIMESTAMP)"
+            con.execute(
+                f"INSERT INTO ev SELECT {i} * 10 + j % 5, {ts}, TRY_CAST({ts} AS DATE) "
+                "FROM range(0, 12) t(j)"
+            )
+        con.execute(
+            "INSERT INTO ev SELECT 1000 + j % 40, TIMESTAMP '2024-01-01' + j * INTERVAL 7 HOUR, "
+            "DATE '2024-01-01' + CAST(j AS INT) FROM range(0, 400) t(j)"
+        )
+        con.execute("CREATE TABLE users AS SELECT DISTINCT user_id FROM ev")
+        to_parquet(con, folder / "parquet")
+    text = with_database(POLICY, database_section("spark", str(folder / "parquet")))
+    engine = Engine(parse_policy(text.format(folder=folder, db=folder / "unused"), base_dir=folder))
+    yield engine
+    engine.close()
+
+
+@pytest.mark.parametrize("unit", ["day", "month", "hour", "year"])
+@pytest.mark.parametrize("column", ["ts", "d"])
+def test_a_truncated_date_key_is_guarded_once_on_spark(
+    dated_spark: Engine, unit: str, column: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The core reads a date key's column within the years 1-9999 itself (per_person's
+    _truncated_within); Spark's own guard of every date read wrapped both of that
+    guard's reads of the column again (spark_forms._read_within_years now leaves them).
+    Same keys and counts as with both guards, on values beyond every end."""
+    from proxy.engines import spark_forms
+
+    sql = f"SELECT date_trunc('{unit}', {column}) AS k, COUNT(*) AS n FROM ev GROUP BY 1"
+    _, plan = dated_spark.prepare(QueryRequest(sql, epsilon=1.0))
+
+    def run() -> tuple[str, list[tuple[str, ...]]]:
+        dated_spark.executor._render.cache_clear()  # type: ignore[attr-defined]
+        out = dated_spark.executor.run(plan.core_sql, [compare.SEED])
+        cols = list(out.values())
+        rows = sorted(tuple(str(c[i]) for c in cols) for i in range(len(cols[0])))
+        return dated_spark.executor.rendered(plan.core_sql), rows  # type: ignore[attr-defined]
+
+    rendered, got = run()
+    with monkeypatch.context() as m:
+        m.setattr(spark_forms, "_read_within_years", lambda column, family: False)
+        twice, expected = run()
+    key = rendered.split(" AS __k0", 1)[0]
+    assert key.count("BETWEEN") == 1, key
+    assert twice.split(" AS __k0", 1)[0].count("BETWEEN") == 3
+    assert got == expected
+    keys = [k for k, *_ in got]
+    assert any(k.startswith("0001-01-01") for k in keys) and any(k.startswith("9999") for k in keys)
+    assert not any(k.startswith(("10000", "2942", "-", "inf")) for k in keys)
+
+
+@pytest.mark.parametrize(
+    "guard",
+    [
+        # a DATE compared with TIMESTAMPs is converted to microseconds (what overflows)
+        "CASE WHEN d BETWEEN CAST('0001-01-01' AS TIMESTAMP) "
+        "AND CAST('9999-12-31' AS TIMESTAMP) THEN d END",
+        "CASE WHEN d BETWEEN CAST('0001-01-01' AS DATE) AND CAST('9999-12-31' AS DATE) "
+        "THEN d ELSE d END",
+        "CASE WHEN d BETWEEN CAST('0001-01-01' AS DATE) AND CAST('99999-12-31' AS DATE) "
+        "THEN d END",
+        "CASE WHEN ts BETWEEN CAST('0001-01-01' AS TIMESTAMP) "
+        "AND CAST('9999-12-31 23:59:59.999999' AS TIMESTAMP) THEN d END",
+    ],
+    ids=["date_as_timestamps", "else_branch", "beyond_9999", "other_value"],
+)
+def test_a_query_written_guard_that_is_not_the_cores_keeps_sparks_guard(
+    dated_spark: Engine, guard: str
+) -> None:
+    """Only a guard of the years 1-9999 in the column's own type, returning the column
+    and nothing else, stands for Spark's: these keep a guard on every read."""
+    sql = f"SELECT COUNT(*) AS n FROM ev WHERE ({guard}) IS NOT NULL"
+    _, plan = dated_spark.prepare(QueryRequest(sql, epsilon=1.0))
+    rendered: str = dated_spark.executor.rendered(plan.core_sql)  # type: ignore[attr-defined]
+    column = "d" if "d BETWEEN" in guard else "ts"
+    spark_guard = (
+        f"CASE WHEN t0.{column} BETWEEN CAST('0001-01-01' AS DATE) AND CAST('9999-12-31' AS DATE) "
+        f"THEN t0.{column} END"
+        if column == "d"
+        else f"CASE WHEN t0.{column} BETWEEN CAST('0001-01-01 00:00:00' AS TIMESTAMP) AND "
+        f"CAST('9999-12-31 23:59:59.999999' AS TIMESTAMP) THEN t0.{column} END"
+    )
+    where = rendered.split(" WHERE ", 1)[1]
+    reads = guard.count(f"{column} ") + guard.count(f"{column}\n")
+    assert where.count(spark_guard) == reads, where
+    assert where.replace(spark_guard, "").count(f"t0.{column}") == 0, where
