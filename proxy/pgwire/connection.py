@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -177,7 +178,12 @@ class Connection:
     async def _handle(self, tag: bytes, payload: bytes) -> None:
         t = codec.Tags
         if tag == t.QUERY:
-            await self._simple(codec.m.parse_query(payload))
+            try:
+                sql = codec.m.parse_query(payload)
+            except Exception as error:  # malformed bytes: an error, never a dropped socket
+                self._error(_malformed(error))
+            else:
+                await self._simple(sql)
             self._ready()
             return
         if tag == t.SYNC:
@@ -204,6 +210,9 @@ class Connection:
         except WireError as error:
             self._error(error)
             self.skipping = True
+        except (UnicodeDecodeError, struct.error, IndexError, ValueError, RecursionError) as error:
+            self._error(_malformed(error))
+            self.skipping = True
 
     def _ready(self) -> None:
         self.stream.write(codec.m.make_ready_for_query(self.tx))
@@ -224,15 +233,29 @@ class Connection:
             return
         for text in parts:
             try:
+                self._check_length(text)
                 statement = classify(text, self.user_tables)
                 answer = await self._run(statement, [], [])
             except WireError as error:
                 self._error(error)
                 return
+            except (UnicodeDecodeError, ValueError, RecursionError) as error:
+                self._error(_malformed(error))
+                return
             self._send_answer(answer, Portal(Prepared(statement, []), [], []), 0)
 
     # --- extended query -------------------------------------------------------------
+    def _check_length(self, sql: str) -> None:
+        """Refuse oversized SQL before parsing it on the event loop (the engine would
+        refuse it anyway, after every connection waited for sqlglot)."""
+        limit = self.server.door.policy.proxy.max_sql_length
+        if len(sql) > limit:
+            raise WireError(
+                "54000", f"the SQL text is {len(sql)} characters long; the limit is {limit}"
+            )
+
     async def _parse(self, parsed: Any) -> None:
+        self._check_length(parsed.sql)
         statement = classify(parsed.sql, self.user_tables)
         self.prepared[parsed.statement_name] = Prepared(statement, list(parsed.param_oids))
         self.stream.write(codec.m.make_parse_complete())
@@ -261,7 +284,7 @@ class Connection:
         oid = oids[index] if index < len(oids) else 0
         try:
             return codec.decode_binary_param(oid, value)
-        except ValueError as error:
+        except (ValueError, struct.error, IndexError) as error:
             raise WireError("22P03", f"binary parameter ${index + 1}: {error}") from None
 
     async def _describe(self, parsed: Any) -> None:
@@ -556,6 +579,17 @@ class Connection:
         oids_out = pgtypes.infer_oids(len(result.columns), result.rows)
         columns = [Column(n, o) for n, o in zip(result.columns, oids_out, strict=True)]
         return Answer(columns, list(result.rows), "SELECT", notices(result) if notify else [])
+
+
+def _malformed(error: BaseException) -> WireError:
+    """The ErrorResponse for input the codec or the parsers could not read."""
+    if isinstance(error, UnicodeDecodeError):
+        return WireError("22021", 'invalid byte sequence for encoding "UTF8"')
+    if isinstance(error, RecursionError):
+        return WireError("54001", "statement is too complex (nesting too deep)")
+    if isinstance(error, ValueError) and not isinstance(error, struct.error):
+        return WireError("22P02", f"invalid input: {str(error)[:200]}")
+    return WireError(PROTOCOL_VIOLATION, "malformed message")
 
 
 def _is_binary(connection: Connection, name: str) -> bool:

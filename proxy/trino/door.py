@@ -122,9 +122,11 @@ class TrinoDoor:
             return self._query(body, client, caller, parameters(statement.using))
         if kind is Kind.PREPARE:
             value = urllib.parse.quote_plus(statement.body)
-            return empty("PREPARE", (("X-Trino-Added-Prepare", f"{statement.name}={value}"),))
+            name = urllib.parse.quote_plus(statement.name)
+            return empty("PREPARE", (("X-Trino-Added-Prepare", f"{name}={value}"),))
         if kind is Kind.DEALLOCATE:
-            return empty("DEALLOCATE", (("X-Trino-Deallocated-Prepare", statement.name),))
+            name = urllib.parse.quote_plus(statement.name)
+            return empty("DEALLOCATE", (("X-Trino-Deallocated-Prepare", name),))
         if kind in (Kind.SET_SESSION, Kind.RESET_SESSION, Kind.SHOW_SESSION):
             return self._session(statement, client, caller)
         if kind is Kind.USE:
@@ -193,8 +195,9 @@ class TrinoDoor:
             # Trino's own properties (clients set some): accepted, without effect.
             if statement.kind is Kind.SET_SESSION:
                 text = urllib.parse.quote(statement.body.strip().strip("'"))
-                return empty("SET SESSION", (("X-Trino-Set-Session", f"{name}={text}"),))
-            return empty("RESET SESSION", (("X-Trino-Clear-Session", name),))
+                quoted = urllib.parse.quote(name)
+                return empty("SET SESSION", (("X-Trino-Set-Session", f"{quoted}={text}"),))
+            return empty("RESET SESSION", (("X-Trino-Clear-Session", urllib.parse.quote(name)),))
         prop = name[len(S.PREFIX) :]
         if statement.kind is Kind.RESET_SESSION:
             if prop not in S.BY_NAME:

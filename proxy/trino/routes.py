@@ -11,7 +11,6 @@ is a 200 reply with Trino's ``error`` object; 401 and 429 keep their HTTP meanin
 from __future__ import annotations
 
 import base64
-import binascii
 import secrets
 import threading
 import time
@@ -69,7 +68,7 @@ def bearer(header: str | None) -> str | None:
     if scheme.lower() == "basic":
         try:
             decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError):  # binascii.Error, or a non-ASCII str
             return "Basic"  # malformed: the authenticator says what is wrong
         _, sep, password = decoded.partition(":")
         return f"Bearer {password}" if sep and password else "Basic"
@@ -102,17 +101,29 @@ def _client(request: Request) -> ClientSession:
     return client_session(request.headers)
 
 
+def _joined(h: Mapping[str, str], name: str) -> str | None:
+    """Every line of a list header, comma-joined (HTTP allows a list header to be sent
+    as several lines; Trino's JDBC driver sends one per session property)."""
+    getlist = getattr(h, "getlist", None)
+    if getlist is None:
+        return h.get(name)
+    lines = getlist(name)
+    return ",".join(lines) if lines else None
+
+
 def client_session(h: Mapping[str, str]) -> ClientSession:
     """The client's session as its X-Trino-* headers (lower-case names) state it."""
     prepared: dict[str, str] = {}
-    for item in (h.get("x-trino-prepared-statement") or "").split(","):
+    for item in (_joined(h, "x-trino-prepared-statement") or "").split(","):
         name, sep, value = item.partition("=")
         if sep:
-            prepared[name.strip()] = urllib.parse.unquote_plus(value.strip())
+            prepared[urllib.parse.unquote_plus(name.strip())] = urllib.parse.unquote_plus(
+                value.strip()
+            )
     return ClientSession(
         catalog=(h.get("x-trino-catalog") or CATALOG).strip().lower(),
         schema=(h.get("x-trino-schema") or "main").strip().lower(),
-        session_header=h.get("x-trino-session"),
+        session_header=_joined(h, "x-trino-session"),
         prepared=prepared,
     )
 
@@ -183,11 +194,15 @@ async def statement(request: Request) -> Response:
     fields = log_fields(request)
     fields["door"] = "trino"
     try:
-        text = (await request.body()).decode("utf-8")
+        text: str | None = (await request.body()).decode("utf-8")
     except UnicodeDecodeError:
         text = None
     try:
-        if not text or not text.strip():
+        if text is None:
+            raise DPSQLError(
+                "bad_request", "the statement is not valid UTF-8", "send the SQL encoded as UTF-8"
+            )
+        if not text.strip():
             raise DPSQLError("parse_error", "no SQL statement was sent", "send the SQL as the body")
         answer = await run_in_threadpool(state.door.execute, text, _client(request), caller)
     except DPSQLError as error:
