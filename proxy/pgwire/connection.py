@@ -539,6 +539,9 @@ class Connection:
     ) -> Answer:
         assert statement.tree is not None
         values = catalog_params(params, oids)
+        # Free, but not unlimited: each holds a worker for up to catalog_limits.TIMEOUT_S
+        # (the Trino door counts its catalog queries the same way).
+        self.server.limiter_check(self.caller.name)
         found = await self._off_loop(self.shadow.answer, statement.tree, values, self.facts())
         columns = [Column(n, _duckdb_oid(t)) for n, t in zip(found.names, found.types, strict=True)]
         return Answer(columns, found.rows, "SELECT")

@@ -25,8 +25,14 @@ import duckdb
 import sqlglot
 from sqlglot import exp
 
+from proxy import catalog_limits as limits
 from proxy.pgwire import pgtypes
-from proxy.pgwire.sqlstate import FEATURE_NOT_SUPPORTED, WireError
+from proxy.pgwire.sqlstate import (
+    FEATURE_NOT_SUPPORTED,
+    PROGRAM_LIMIT_EXCEEDED,
+    QUERY_CANCELED,
+    WireError,
+)
 from proxy.pgwire.sqltext import outside_literals
 
 PUBLIC = "public"
@@ -461,12 +467,29 @@ class ShadowCatalog:
 
     # --- answering ------------------------------------------------------------------
     def answer(self, tree: exp.Expr, params: Sequence[Any], facts: SessionFacts) -> CatalogAnswer:
+        """The catalog query's answer, within proxy/catalog_limits.py's limits: refused
+        before it runs if it calls what they refuse, interrupted at their time limit,
+        fetched within their rows and bytes."""
+        refused = limits.refusal(tree)
+        if refused is not None:
+            raise WireError(
+                PROGRAM_LIMIT_EXCEEDED if refused.too_large else FEATURE_NOT_SUPPORTED,
+                refused.message,
+                hint=refused.hint,
+            )
         sql = rewrite(tree, facts)
         cursor = self._db.cursor()
         try:
-            relation = cursor.execute(sql, list(params))
-            described = relation.description or []
-            rows = [tuple(r) for r in relation.fetchall()]
+            with limits.interrupted_after(cursor.interrupt):
+                relation = cursor.execute(sql, list(params))
+                described = relation.description or []
+                rows, too_large = limits.fetch_bounded(relation)
+        except duckdb.InterruptException:
+            raise WireError(
+                QUERY_CANCELED,
+                f"the catalog query ran longer than {limits.TIMEOUT_S:g} s and was stopped",
+                hint="narrow the catalog query (it is not charged)",
+            ) from None
         except duckdb.Error as error:
             first = str(error).splitlines()[0][:300]
             raise WireError(
@@ -477,6 +500,8 @@ class ShadowCatalog:
             ) from None
         finally:
             cursor.close()
+        if too_large is not None:
+            raise WireError(PROGRAM_LIMIT_EXCEEDED, too_large.message, hint=too_large.hint)
         return CatalogAnswer(
             tuple(str(d[0]) for d in described), tuple(str(d[1]) for d in described), rows
         )

@@ -293,7 +293,7 @@ class TrinoDoor:
                 if not isinstance(item, (exp.Alias, exp.Column, exp.Star)):
                     item.replace(exp.alias_(item.copy(), f"_col{i}"))
         tree = tree.transform(lambda node: _handshake(node, client, caller), copy=False)
-        return shadow.run(tree.sql(dialect="duckdb"))
+        return shadow.run(tree)
 
     def _private_query(self, route: PrivateRoute, client: ClientSession, caller: Caller) -> Answer:
         current = S.from_header(client.session_header, self.adapter.analyst_defaults(caller.name))

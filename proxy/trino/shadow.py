@@ -12,7 +12,6 @@ Trino's); the lead may merge the common part later.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,14 +19,13 @@ from typing import Any
 import duckdb
 from sqlglot import exp
 
-from proxy.errors import DPSQLError
+from proxy import catalog_limits as limits
+from proxy.errors import DPSQLError, query_timeout
 from proxy.trino import types as T
 from proxy.trino.answer import Answer
 
 CATALOG = "dpsql"
 META = "trino_meta"  # the attached database holding Trino's metadata tables
-MAX_ROWS = 100_000
-TIMEOUT_S = 10.0
 
 # Trino schema.table -> (shadow schema, columns as (name, DuckDB type))
 _VARCHAR = "VARCHAR"
@@ -296,18 +294,25 @@ class ShadowCatalog:
             raise _not_found(f"table '{CATALOG}.{db}.{name}' does not exist")
         return exp.table_(name, db=db, catalog=CATALOG, alias=table.alias or None)
 
-    def run(self, sql: str) -> Answer:
-        """Run DuckDB SQL that reads only shadow tables; a failure is the query's fault."""
+    def run(self, tree: exp.Expr) -> Answer:
+        """Run a query that reads only shadow tables (DuckDB's dialect); a failure is the
+        query's fault. Refused first what proxy/catalog_limits.py refuses; interrupted
+        after its time limit; its answer fetched within its rows and bytes."""
+        refused = limits.refusal(tree)
+        if refused is not None:
+            raise _refused(refused)
         cursor = self._db.cursor()
-        timer = threading.Timer(TIMEOUT_S, cursor.interrupt)
-        timer.start()
         try:
-            relation = cursor.sql(sql)
-            if relation is None:
-                raise DPSQLError("unsupported_sql", "only queries are answered", "send a SELECT")
-            names = tuple(relation.columns)
-            kinds = tuple(T.from_duckdb(str(t)) for t in relation.types)
-            rows = relation.limit(MAX_ROWS + 1).fetchall()
+            with limits.interrupted_after(cursor.interrupt):
+                sql = tree.sql(dialect="duckdb")
+                relation = cursor.sql(sql)  # bound, not run: the answer's names and types
+                if relation is None:
+                    raise DPSQLError("unsupported_sql", "only queries are answered", "send a SELECT")
+                names = tuple(relation.columns)
+                kinds = tuple(T.from_duckdb(str(t)) for t in relation.types)
+                rows, too_large = limits.fetch_bounded(cursor.execute(sql))
+        except duckdb.InterruptException:
+            raise query_timeout(limits.TIMEOUT_S, "narrow the catalog query (it is not charged)") from None
         except duckdb.Error as error:
             raise DPSQLError(
                 "bad_request",
@@ -315,18 +320,18 @@ class ShadowCatalog:
                 "catalog queries read information_schema, system.jdbc and system.metadata",
             ) from None
         finally:
-            timer.cancel()
             cursor.close()
-        if len(rows) > MAX_ROWS:
-            raise DPSQLError(
-                "too_large",
-                f"the catalog query returns more than {MAX_ROWS} rows",
-                "add a WHERE clause or a LIMIT",
-            )
-        return Answer(names=names, types=kinds, rows=[tuple(r) for r in rows])
+        if too_large is not None:
+            raise _refused(too_large)
+        return Answer(names=names, types=kinds, rows=rows)
 
     def close(self) -> None:
         self._db.close()
+
+
+def _refused(refusal: limits.Refusal) -> DPSQLError:
+    code = "too_large" if refusal.too_large else "unsupported_sql"
+    return DPSQLError(code, refusal.message, refusal.hint)
 
 
 def _not_found(message: str) -> DPSQLError:

@@ -241,7 +241,7 @@ def meta(shadow: ShadowCatalog, sql: str, catalog: str = "dpsql", schema: str = 
     tree = sqlglot.parse_one(sql, read="trino")
     for table in list(tree.find_all(exp.Table)):
         table.replace(shadow.map_table(table, catalog=catalog, schema=schema))
-    return shadow.run(tree.sql(dialect="duckdb"))
+    return shadow.run(tree)
 
 
 def test_shadow_answers_information_schema_as_trino_does(shadow):
@@ -283,4 +283,4 @@ def test_shadow_tables_are_empty_and_unknown_names_are_not_found(shadow):
 def test_shadow_cannot_read_files_or_change_its_settings(shadow):
     for sql in ("SELECT * FROM read_csv('/etc/passwd')", "SET threads = 8"):
         with pytest.raises(DPSQLError):
-            shadow.run(sql)
+            shadow.run(sqlglot.parse_one(sql, read="duckdb"))

@@ -7,7 +7,6 @@ catalog directly; none needs the TLS server.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from fastapi.testclient import TestClient
 from proxy.errors import DPSQLError
 from proxy.server.app import create_app
 from proxy.server.settings import Settings
-from proxy.trino.shadow import TIMEOUT_S, ShadowCatalog
+from proxy.trino.shadow import ShadowCatalog
 from tests.server.conftest import auth, write_policy
 
 GROUPED = "SELECT region, COUNT(*) AS n FROM users GROUP BY region"
@@ -69,37 +68,53 @@ def test_unicode_statement_names_are_answered_not_a_500(client: TestClient, sql:
     assert doc["stats"]["state"] in ("FINISHED", "FAILED")
 
 
-# --- 3. crash / wedge: the shadow catalog's memory and time limits do not hold ----------
-# ShadowCatalog sets memory_limit=256MB and interrupts after TIMEOUT_S (10 s), but one
-# scalar call that builds a huge value is neither interrupted nor limited: through the door
+# --- 3. crash / wedge: a scalar that builds a value of any size --------------------------
+# ShadowCatalog set memory_limit=256MB and interrupted after 10 s, but one scalar call
+# that builds a huge value is neither interrupted nor limited: through the door
 # `SELECT length(repeat('a', 2000000000))` (a free, uncharged "catalog query": no FROM)
-# ran 118 s and took the server to 3.8 GB RSS; a handful in parallel exhausts the host.
+# ran 118 s and took the server to 3.8 GB RSS. proxy/catalog_limits.py now refuses such
+# calls before the shadow runs anything.
+
+SIZED = (
+    "SELECT length(repeat('a', 400000000)) AS n",
+    "SELECT length(lpad('a', 400000000, 'x')) AS n",
+    "SELECT length(rpad('a', 400000000)) AS n",
+    "SELECT cardinality(sequence(1, 100000000)) AS n",
+    "SELECT length(format('%0400000000d', 1)) AS n",
+    "SELECT length(replace('" + "a" * 2000 + "', 'a', '" + "b" * 2000 + "')) AS n",
+)
 
 
-@pytest.mark.xfail(strict=True, reason='open: review of 2026-12-04')
-def test_the_shadow_refuses_a_query_past_its_memory_and_time_limits() -> None:
+@pytest.mark.parametrize("sql", SIZED, ids=["repeat", "lpad", "rpad", "sequence", "format", "replace"])
+def test_a_catalog_query_cannot_build_a_value_of_any_size(client: TestClient, sql: str) -> None:
+    before = _spent(client)
+    r = client.post("/v1/statement", content=sql.encode(), headers=auth("ana"))
+    doc = r.json()
+    assert doc["stats"]["state"] == "FAILED", doc
+    assert doc["error"]["errorName"] == "UNSUPPORTED_SQL", doc["error"]
+    assert _spent(client) == before
+
+
+def test_the_shadow_refuses_sized_values_and_stops_at_its_time_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sqlglot
+
+    from proxy import catalog_limits
+
     shadow = ShadowCatalog([])
     try:
-        started = time.monotonic()
-        with pytest.raises(DPSQLError):
-            # 400 MB of text: beyond the 256 MB memory_limit (succeeds now, ~16 s, ~1 GB)
-            shadow.run("SELECT length(repeat('a', 400000000)) AS n")
-        assert time.monotonic() - started < TIMEOUT_S + 2
+        with pytest.raises(DPSQLError) as info:
+            shadow.run(sqlglot.parse_one(SIZED[0], read="trino"))
+        assert "repeat() builds a value" in info.value.message
+        # A join the limits allow but that runs long is interrupted at the time limit.
+        monkeypatch.setattr(catalog_limits, "TIMEOUT_S", 0.2)
+        slow = "SELECT COUNT(*) AS n FROM generate_series(1, 100000) a(x), generate_series(1, 100000) b(y) WHERE x <> y"
+        with pytest.raises(DPSQLError) as info:
+            shadow.run(sqlglot.parse_one(slow, read="duckdb"))
+        assert info.value.code == "timeout", info.value
     finally:
         shadow.close()
-
-
-@pytest.mark.xfail(strict=True, reason='open: review of 2026-12-04')
-def test_a_catalog_query_through_the_door_is_bounded(client: TestClient) -> None:
-    started = time.monotonic()
-    r = client.post(
-        "/v1/statement",
-        content=b"SELECT length(repeat('a', 400000000)) AS n",
-        headers=auth("ana"),
-    )
-    elapsed = time.monotonic() - started
-    doc = r.json()
-    assert doc["stats"]["state"] == "FAILED" and elapsed < TIMEOUT_S + 2, (elapsed, doc)
 
 
 # --- 4. wrong error: a non-UTF-8 body is reported as "no SQL statement was sent" --------
@@ -140,18 +155,23 @@ def test_a_series_limit_chart_refused_for_its_text_charges_nothing(client: TestC
     assert _spent(client) == before  # fails: the ranking was charged
 
 
-# --- 3b. the same: a free catalog answer is stored whole, with no byte limit -------------
-# shadow.MAX_ROWS caps rows, not bytes: one uncharged request writes ~100 MB into the
-# results store beside the ledger (ledger-trino.sqlite, kept 24 h), in about a second.
+# --- 3b. the same: a free catalog answer was stored whole, with no byte limit -----------
+# MAX_ROWS capped rows, not bytes: one uncharged request wrote ~100 MB into the results
+# store beside the ledger (ledger-trino.sqlite, kept 24 h), in about a second. Answers
+# are now fetched within catalog_limits.MAX_BYTES.
 
 
-@pytest.mark.xfail(strict=True, reason='open: review of 2026-12-04')
 def test_a_catalog_answer_has_a_size_limit(client: TestClient) -> None:
-    sql = b"SELECT repeat('a', 50000) AS s FROM UNNEST(sequence(1, 2000))"
-    r = client.post("/v1/statement", content=sql, headers=auth("ana"))
+    wide = "x" * 15_000
+    sql = (
+        f"SELECT '{wide}' AS s FROM information_schema.columns a, "
+        "information_schema.columns b, information_schema.columns c"
+    )
+    r = client.post("/v1/statement", content=sql.encode(), headers=auth("ana"))
     doc = r.json()
     assert doc["stats"]["state"] == "FAILED", (doc["stats"], doc.get("nextUri"))
     assert doc["error"]["errorName"] == "TOO_LARGE", doc["error"]
+    assert "larger than 16 MB" in doc["error"]["message"]
 
 
 # --- 6. budget / wrong answer: a repeated X-Trino-Session header is silently dropped ----
