@@ -27,6 +27,12 @@ class EngineAdapter:
         re-asking the same dashboard query hit most."""
         return self._engine.run(request)
 
+    def check(self, request: QueryRequest) -> None:
+        """Plan ``request``, refusing what the engine would refuse; runs, charges and
+        records nothing (a query the door sends later, checked before an earlier one is
+        charged)."""
+        self._engine.prepare(request)
+
     def run_cached(self, request: QueryRequest) -> Result | None:
         """The answer when memory alone holds it (a repeat of a release the analyst
         already holds), else None having recorded nothing: never plans, executes,

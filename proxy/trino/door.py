@@ -304,6 +304,16 @@ class TrinoDoor:
                     current.request(route.sql, analyst=caller.name, tables=caller.tables)
                 )
                 return _answer(result, current, ())
+            # The chart is checked before the ranking is charged: a chart refused for
+            # its text would otherwise cost the ranking for nothing (review, 2026-12-04).
+            most = self.adapter.sql_limits[1]
+            self.adapter.check(
+                current.request(
+                    series_limit.stand_in(part, most).sql(dialect="trino"),
+                    analyst=caller.name,
+                    tables=caller.tables,
+                )
+            )
             ranking = self.adapter.run(
                 current.request(
                     part.ranking.sql(dialect="trino"), analyst=caller.name, tables=caller.tables

@@ -103,3 +103,16 @@ def restrict(part: SeriesLimit, keys: list[Any]) -> exp.Select:
     condition = exp.In(this=part.key.copy(), expressions=values)
     chart = part.chart.copy()
     return chart.where(condition, copy=False)
+
+
+def stand_in(part: SeriesLimit, most: int) -> exp.Select:
+    """The chart as it will be sent, before the ranking has released any key: filtered
+    by as many copies of the key expression as the ranking's LIMIT lets it release (at
+    most ``most``). Planning it refuses, before the ranking is charged, what the chart
+    would be refused for: its own text, and an IN list too long for the engine's limits
+    (a copy of the key has at least a literal's syntax nodes)."""
+    limit = part.ranking.args["limit"].expression
+    count = int(limit.name) if isinstance(limit, exp.Literal) and limit.is_int else most
+    stand_ins = [part.key.copy() for _ in range(max(1, min(count, most)))]
+    condition = exp.In(this=part.key.copy(), expressions=stand_ins)
+    return part.chart.copy().where(condition, copy=False)

@@ -139,7 +139,6 @@ def _spent(client: TestClient) -> float:
     return float(r.json()["populations"][0]["epsilon_spent"])
 
 
-@pytest.mark.xfail(strict=True, reason='open: review of 2026-12-04')
 def test_a_series_limit_chart_refused_for_its_text_charges_nothing(client: TestClient) -> None:
     sql = (
         "SELECT model AS model, nosuchfn(tokens_in) AS x FROM prompts "
@@ -153,6 +152,30 @@ def test_a_series_limit_chart_refused_for_its_text_charges_nothing(client: TestC
     assert doc["stats"]["state"] == "FAILED", doc
     assert doc["error"]["errorName"] == "UNSUPPORTED_SQL", doc["error"]
     assert _spent(client) == before  # fails: the ranking was charged
+
+
+def test_a_series_limit_too_long_for_its_chart_is_refused_before_the_ranking(
+    client: TestClient,
+) -> None:
+    """A ranking of up to 5,000 keys makes a chart whose IN list passes the engine's
+    2,000 syntax nodes: refused before the ranking is charged, not after."""
+    sql = (
+        "SELECT model AS model, COUNT(*) AS n FROM prompts "
+        "JOIN (SELECT model AS model__, COUNT(*) AS c FROM prompts "
+        "GROUP BY model ORDER BY 2 DESC LIMIT 5000) AS series_limit ON model = model__ "
+        "GROUP BY model"
+    )
+    before = _spent(client)
+    r = client.post("/v1/statement", content=sql.encode(), headers=auth("ana"))
+    doc = r.json()
+    assert doc["stats"]["state"] == "FAILED", doc
+    assert "syntax nodes" in doc["error"]["message"], doc["error"]
+    assert _spent(client) == before
+    # a series limit that fits is answered: ranking and chart charged, keys released
+    small = sql.replace("LIMIT 5000", "LIMIT 3")
+    r = client.post("/v1/statement", content=small.encode(), headers=auth("ana"))
+    assert r.json()["stats"]["state"] in ("FINISHED", "QUEUED", "RUNNING"), r.json()
+    assert _spent(client) > before
 
 
 # --- 3b. the same: a free catalog answer was stored whole, with no byte limit -----------
