@@ -66,6 +66,10 @@ SIZED_BY_ARGUMENT = frozenset(
         "replicate",
     }
 )
+# Functions that read the serving process's own settings or environment (DuckDB's
+# directories, paths under the server's home): not the catalog's to tell. The PostgreSQL
+# door answers current_setting('x') of a literal name from the session before this check.
+SERVER_STATE = frozenset({"current_setting", "getenv", "currentsetting"})
 # Table functions a catalog query may read in FROM (what psql and pgjdbc send).
 ROW_SOURCES = frozenset(
     {"generate_series", "generateseries", "explodinggenerateseries", "unnest", "_pg_expandarray"}
@@ -99,8 +103,11 @@ def _written(node: exp.Expr) -> str:
     return node.sql(dialect="duckdb").split("(", 1)[0].strip().lower()
 
 
-def refusal(tree: exp.Expr) -> Refusal | None:
-    """Why ``tree`` may not run on a shadow catalog, or None. Reads the tree only."""
+def refusal(tree: exp.Expr, *, session_values: bool = False) -> Refusal | None:
+    """Why ``tree`` may not run on a shadow catalog, or None. Reads the tree only.
+    ``session_values``: the door substitutes its session's own values for some calls
+    later (the PostgreSQL door's current_setting), so those are checked after it, by
+    :func:`server_state` on what it runs."""
     for node in tree.find_all(exp.Func):
         names = _names(node)
         in_from = isinstance(node.parent, exp.Table) and node.parent.this is node
@@ -118,10 +125,25 @@ def refusal(tree: exp.Expr) -> Refusal | None:
                 "queries do not call it",
                 "ask the catalog for names and types; build text in the client",
             )
+    server = None if session_values else server_state(tree)
+    if server is not None:
+        return server
     try:
         check_string_growth(tree, "the catalog query")
     except DPSQLError as error:
         return Refusal(error.message, error.hint)
+    return None
+
+
+def server_state(tree: exp.Expr) -> Refusal | None:
+    """The refusal of a call in ``tree`` that reads the server's settings, or None."""
+    for node in tree.find_all(exp.Func):
+        if _names(node) & SERVER_STATE:
+            return Refusal(
+                f"{_written(node)}() reads the server's own settings; catalog queries do "
+                "not call it",
+                "SHOW SESSION (Trino) or SHOW (PostgreSQL) lists the session's settings",
+            )
     return None
 
 

@@ -470,14 +470,18 @@ class ShadowCatalog:
         """The catalog query's answer, within proxy/catalog_limits.py's limits: refused
         before it runs if it calls what they refuse, interrupted at their time limit,
         fetched within their rows and bytes."""
-        refused = limits.refusal(tree)
+        refused = limits.refusal(tree, session_values=True)
+        sql = rewrite(tree, facts)
+        # (current_setting of a literal name is the session's, substituted by rewrite)
+        lowered = sql.lower()
+        if refused is None and ("current_setting" in lowered or "getenv" in lowered):
+            refused = limits.server_state(sqlglot.parse_one(sql, read="duckdb"))
         if refused is not None:
             raise WireError(
                 PROGRAM_LIMIT_EXCEEDED if refused.too_large else FEATURE_NOT_SUPPORTED,
                 refused.message,
                 hint=refused.hint,
             )
-        sql = rewrite(tree, facts)
         cursor = self._db.cursor()
         try:
             with limits.interrupted_after(cursor.interrupt):

@@ -338,3 +338,14 @@ def test_the_catalog_shadow_stops_at_its_time_limit(monkeypatch: pytest.MonkeyPa
         assert info.value.sqlstate == "57014", info.value
     finally:
         shadow.close()
+
+
+def test_a_catalog_query_reads_the_sessions_settings_not_the_servers(door: PgDoor) -> None:
+    """current_setting of a literal name answers from the session (drivers ask for
+    search_path and friends); of a computed name it reached DuckDB's own settings."""
+    with _connect(door) as conn:
+        assert conn.execute("SELECT current_setting('search_path')").fetchall()
+        with pytest.raises(psycopg.errors.FeatureNotSupported, match="server's own settings"):
+            conn.execute(
+                "SELECT current_setting(relname) FROM pg_class WHERE relname = 'users' LIMIT 1"
+            )

@@ -226,3 +226,13 @@ def test_every_prepared_statement_line_is_honoured(client: TestClient) -> None:
     r = client.post("/v1/statement", content=b"EXECUTE b", headers=headers)
     doc = r.json()
     assert doc["stats"]["state"] == "FINISHED" and doc["data"] == [[2]], doc
+
+
+def test_a_catalog_query_does_not_read_the_servers_settings(client: TestClient) -> None:
+    """current_setting('secret_directory') told an analyst the server's paths."""
+    r = client.post(
+        "/v1/statement", content=b"SELECT current_setting('secret_directory')", headers=auth("ana")
+    )
+    error = r.json()["error"]
+    assert "reads the server's own settings" in error["message"], error
+    assert "/root" not in error["message"] and "duckdb" not in error["message"].lower(), error
