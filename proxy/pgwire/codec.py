@@ -8,6 +8,7 @@ hand-written codec means rewriting this file only.
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from pg_mimic import messages as _m
@@ -28,6 +29,7 @@ __all__ = [
     "INT4",
     "INT8",
     "INTERVAL",
+    "MAX_STARTUP_PACKET",
     "NAME",
     "NUMERIC",
     "OID",
@@ -38,6 +40,7 @@ __all__ = [
     "TIMESTAMPTZ",
     "UUID",
     "VARCHAR",
+    "BadLength",
     "ConnectionClosed",
     "FieldSpec",
     "PgStream",
@@ -77,7 +80,41 @@ UUID = _t.UUID
 
 encode_text = _t.encode_value
 encode_binary = _t.encode_value_binary
-decode_binary_param = _t.decode_binary_param
+# The binary width of each fixed-size type: PostgreSQL refuses a parameter of another
+# length (22P03) where pg-mimic reads a 0-byte bool as false.
+_BINARY_WIDTHS = {
+    BOOL: 1,
+    INT2: 2,
+    INT4: 4,
+    INT8: 8,
+    OID: 4,
+    FLOAT4: 4,
+    FLOAT8: 8,
+    DATE: 4,
+    TIME: 8,
+    TIMESTAMP: 8,
+    TIMESTAMPTZ: 8,
+    INTERVAL: 16,
+    UUID: 16,
+}
+
+
+def decode_binary_param(oid: int, data: bytes) -> Any:
+    """pg-mimic's decoding, after the length of a fixed-size type is checked."""
+    width = _BINARY_WIDTHS.get(oid)
+    if width is not None and len(data) != width:
+        raise ValueError(f"{len(data)} bytes where the type takes {width}")
+    return _t.decode_binary_param(oid, data)
+
+
+# PostgreSQL's MAX_STARTUP_PACKET_LENGTH: a longer startup packet is refused before it
+# is read, so an unauthenticated peer cannot make the door buffer what it announces.
+MAX_STARTUP_PACKET = 10_000
+
+
+class BadLength(Exception):
+    """A message announced a length outside what its phase allows; nothing of its body
+    was read."""
 
 
 class PgStream(_PgStream):
@@ -103,6 +140,28 @@ class PgStream(_PgStream):
     async def drain(self) -> None:
         self.flush()
         await self.writer.drain()
+
+    async def read_startup_packet(self, limit: int = MAX_STARTUP_PACKET) -> tuple[int, bytes]:
+        """pg-mimic's read, with the announced length checked before the body is read
+        (pg-mimic reads whatever the 4-byte length says)."""
+        (length,) = struct.unpack("!I", await self._read_exactly(4))
+        if length < 8 or length > limit:  # 8: the length and the protocol code
+            raise BadLength("invalid length of startup packet")
+        body = await self._read_exactly(length - 4)
+        (code,) = struct.unpack("!I", body[:4])
+        return code, body[4:]
+
+    async def read_message(self, limit: int | None = None) -> tuple[bytes, bytes]:
+        """One tagged message; with ``limit`` (bytes, the length word included), a longer
+        one is refused before its body is read (the messages before authentication)."""
+        if limit is None:
+            return await super().read_message()
+        header = await self._read_exactly(5)
+        (length,) = struct.unpack("!I", header[1:5])
+        if length < 4 or length > limit:
+            raise BadLength("invalid message length")
+        payload = await self._read_exactly(length - 4) if length > 4 else b""
+        return header[:1], payload
 
 
 class Tags:

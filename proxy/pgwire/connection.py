@@ -120,7 +120,8 @@ class Connection:
         self.database = startup.get("database") or caller.name
         self.settings = SessionSettings()
         self.settings.set("application_name", startup.get("application_name", ""))
-        self.settings.set("session_authorization", caller.name)
+        # who authenticated, not a client's SET (SessionSettings refuses to change it)
+        self.settings.values["session_authorization"] = caller.name
         for name, value in _startup_options(startup.get("options", "")):
             self.settings.set(name, value)
         self.tx = b"I"
@@ -132,7 +133,6 @@ class Connection:
         self._task: asyncio.Task[None] | None = None
         self.user_tables = server.user_table_keys
         self.shadow = server.shadow_for(caller)
-        self.shadow.set_database(self.database)
 
     # --- lifecycle ------------------------------------------------------------------
     async def greet(self) -> None:

@@ -39,6 +39,13 @@ log = logging.getLogger("dpsql.pgwire")
 
 PROTOCOL_3 = 3 << 16
 DEFAULT_PORT = 5433
+# Startup, TLS and authentication together (PostgreSQL's authentication_timeout is
+# 60 s): a peer that stalls before it is an analyst holds a connection no longer.
+STARTUP_TIMEOUT_S = 60.0
+# After a FATAL before authentication: how long, and how much input, is read and
+# dropped before the socket closes (see PgServer._fatal).
+LINGER_S = 1.0
+LINGER_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -93,9 +100,7 @@ class PgServer:
         with self._shadows_guard:
             shadow = self._shadows.get(caller.tables)
             if shadow is None:
-                shadow = ShadowCatalog(
-                    self.door.visible_tables(caller), sorted(self.user_table_keys)
-                )
+                shadow = ShadowCatalog(self.door.visible_tables(caller))
                 self._shadows[caller.tables] = shadow
             return shadow
 
@@ -160,24 +165,56 @@ class PgServer:
                 writer.close()
 
     async def _session(self, stream: codec.PgStream, writer: asyncio.StreamWriter) -> None:
+        try:
+            connection = await asyncio.wait_for(self._handshake(stream, writer), STARTUP_TIMEOUT_S)
+        except TimeoutError:
+            # PostgreSQL's authentication_timeout: an unauthenticated peer holds no
+            # connection open for longer; it is closed without a reply, as there.
+            log.info("startup or authentication not finished within %s s", STARTUP_TIMEOUT_S)
+            return
+        except codec.BadLength as error:
+            await self._fatal(stream, WireError(PROTOCOL_VIOLATION, str(error), severity="FATAL"))
+            return
+        if connection is None:
+            return
+        self._connections[connection.pid] = connection
+        try:
+            await connection.greet()
+            await connection.serve()
+        finally:
+            self._connections.pop(connection.pid, None)
+
+    async def _handshake(
+        self, stream: codec.PgStream, writer: asyncio.StreamWriter
+    ) -> Connection | None:
+        """Startup and authentication: the connection, or None once refused."""
         tls = False
+        # SSLRequest and GSSENCRequest, each at most once and in either order, as
+        # PostgreSQL: libpq with gssencmode=prefer sends SSLRequest after a refused
+        # GSSENCRequest. After TLS no GSS encryption is offered; a repeat is refused below.
+        negotiated: set[int] = set()
         code, payload = await stream.read_startup_packet()
-        if code in (codec.SSL_REQUEST_CODE, codec.GSSENC_REQUEST_CODE):
+        while code in (codec.SSL_REQUEST_CODE, codec.GSSENC_REQUEST_CODE) and (
+            code not in negotiated
+        ):
+            negotiated.add(code)
             if code == codec.SSL_REQUEST_CODE and self.tls is not None:
                 stream.write(b"S")
                 await stream.drain()
                 await writer.start_tls(self.tls)
                 tls = True
+                negotiated.add(codec.GSSENC_REQUEST_CODE)
             else:
                 stream.write(b"N")
                 await stream.drain()
             code, payload = await stream.read_startup_packet()
         if code == codec.CANCEL_REQUEST_CODE:
-            pid, secret = codec.m.parse_cancel_request(payload)
-            target = self._connections.get(pid)
-            if target is not None and target.secret == secret:
-                target.cancel()
-            return
+            if len(payload) == 8:
+                pid, secret = codec.m.parse_cancel_request(payload)
+                target = self._connections.get(pid)
+                if target is not None and target.secret == secret:
+                    target.cancel()
+            return None
         if code >> 16 != 3:
             await self._fatal(
                 stream,
@@ -187,8 +224,15 @@ class PgServer:
                     severity="FATAL",
                 ),
             )
-            return
-        startup = codec.m.parse_startup_message(payload)
+            return None
+        try:
+            startup = codec.m.parse_startup_message(payload)
+        except ValueError:  # a missing terminator, or names that are not UTF-8
+            await self._fatal(
+                stream,
+                WireError(PROTOCOL_VIOLATION, "invalid startup packet layout", severity="FATAL"),
+            )
+            return None
         user = startup.get("user", "")
         secure = tls or _loopback(writer.get_extra_info("peername"))
         try:
@@ -196,18 +240,12 @@ class PgServer:
             pid = self._pid()
             # the cancel key: opaque random bytes, never part of a released value
             secret = int.from_bytes(os.urandom(4), "big") & 0x7FFFFFFF
-            connection = Connection(self, stream, caller, startup, pid, secret)
+            return Connection(self, stream, caller, startup, pid, secret)
         except WireError as error:
             if error.severity != "FATAL":
                 error = WireError(error.sqlstate, error.message, hint=error.hint, severity="FATAL")
             await self._fatal(stream, error)
-            return
-        self._connections[pid] = connection
-        try:
-            await connection.greet()
-            await connection.serve()
-        finally:
-            self._connections.pop(pid, None)
+            return None
 
     def _pid(self) -> int:
         self._next_pid += 1
@@ -215,8 +253,21 @@ class PgServer:
 
     @staticmethod
     async def _fatal(stream: codec.PgStream, error: WireError) -> None:
+        """The FATAL of the startup phase, then a lingering close: the client may still be
+        sending (an oversized startup packet), and closing over unread input resets the
+        connection, which can discard the error before the client reads it."""
         stream.write(codec.m.make_error_response(error.fields()))
         await stream.drain()
+        if stream.writer.can_write_eof():
+            stream.writer.write_eof()
+        discarded = 0
+        with contextlib.suppress(TimeoutError, ConnectionError):
+            async with asyncio.timeout(LINGER_S):
+                while discarded < LINGER_BYTES:
+                    chunk = await stream.reader.read(65536)
+                    if not chunk:
+                        break
+                    discarded += len(chunk)
 
 
 def run(

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from proxy.pgwire.sqlstate import (
+    INSUFFICIENT_PRIVILEGE,
     INVALID_PARAMETER_VALUE,
     UNDEFINED_OBJECT,
     WireError,
@@ -192,6 +193,9 @@ class SessionSettings:
 
     def set(self, name: str, value: str | None) -> None:
         key = canonical(name)
+        _refuse_privilege(key, value, self.values.get("session_authorization"))
+        if key == "session_authorization":
+            return  # DEFAULT, RESET or the same name: it stays who authenticated
         if key.startswith("dpsql."):
             short = key[len("dpsql.") :]
             if short in READ_ONLY:
@@ -211,8 +215,40 @@ class SessionSettings:
             self.values[key] = value
 
     def reset_all(self) -> None:
+        # the session user is who authenticated: RESET ALL keeps it, as PostgreSQL
+        user = self.values.get("session_authorization")
         self.values = dict(STANDARD)
+        if user is not None:
+            self.values["session_authorization"] = user
         self.privacy = Privacy()
+
+
+_OFF = ("off", "false", "no", "0", "f", "n")
+
+
+def _refuse_privilege(key: str, value: str | None, user: str | None) -> None:
+    """Settings that state who the session is or what it may do are not the client's to
+    change: it is the analyst that authenticated, with no privilege, read-only. Refused
+    as PostgreSQL refuses them to a non-superuser (the value is otherwise echoed by SHOW
+    and ParameterStatus as if it held). Setting the value they already have, RESET and
+    DEFAULT pass, as there; drivers send none of these on connect."""
+    text = None if value is None else value.strip()
+    if key == "is_superuser":
+        raise WireError("55P02", 'parameter "is_superuser" cannot be changed')
+    if key == "session_authorization" and text is not None and text != user:
+        raise WireError(INSUFFICIENT_PRIVILEGE, "permission denied to set session authorization")
+    if key == "role" and text is not None and text.lower() != "none" and text != user:
+        raise WireError(INSUFFICIENT_PRIVILEGE, f'permission denied to set role "{text}"')
+    if (
+        key in ("transaction_read_only", "default_transaction_read_only")
+        and text is not None
+        and text.lower() in _OFF
+    ):
+        raise WireError(
+            INSUFFICIENT_PRIVILEGE,
+            f'permission denied to set parameter "{key}" to "{text}"',
+            hint="dpsql answers read-only queries only",
+        )
 
 
 def canonical(name: str) -> str:

@@ -15,8 +15,8 @@ PostgreSQL's ``public`` schema is DuckDB's ``main``.
 
 from __future__ import annotations
 
+import hashlib
 import re
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +39,14 @@ PUBLIC = "public"
 OWNER = "dpsql"
 _NS_CATALOG, _NS_PUBLIC, _NS_INFO = 11, 2200, 13_000
 _FIRST_OID = 16_384
+# Table OIDs: even numbers from here up to 2**31 (int4-safe), hashed from the table's
+# own schema and name (its row type is the OID + 1). Far above the fixed catalog OIDs
+# and the schemas' (_FIRST_OID - 100 + i), so the two never meet.
+_TABLE_OIDS = 1 << 20
+_TABLE_SLOTS = (2**31 - _TABLE_OIDS) // 2
+# The database every client sees, and the OID of the one it connected to when that
+# has another name (per session: never stored in the catalog other analysts share).
+DATABASE, _DATABASE_OID, _SESSION_DATABASE_OID = "dpsql", 16_000, 16_001
 
 # Function names answered by macros of the shadow database (after pg_catalog. is
 # stripped); anything else unknown fails in DuckDB and is refused with a SQLSTATE.
@@ -274,13 +282,12 @@ def _literal(value: str | int | None) -> exp.Expr:
 class ShadowCatalog:
     """One data-free DuckDB per set of visible tables; thread-safe (a cursor per call)."""
 
-    def __init__(self, tables: Iterable[VisibleTable], all_tables: Sequence[tuple[str, str]]):
+    def __init__(self, tables: Iterable[VisibleTable], all_tables: Sequence[tuple[str, str]] = ()):
+        """``all_tables`` (every policy table) is not used: what an analyst sees must not
+        depend on the tables it cannot see."""
         self.tables = tuple(tables)
-        # OIDs follow the order of every policy table, so a table keeps its OID whichever
-        # analyst asks (clients carry OIDs from one query to the next).
-        self._oids = {key: _FIRST_OID + 100 * i for i, key in enumerate(sorted(all_tables))}
+        self._oids = _table_oids((t.schema, t.name) for t in self.tables)
         self._db = duckdb.connect(":memory:", config=_SANDBOX)
-        self._lock = threading.Lock()
         self._build()
         self._db.execute(_LOCKDOWN)
 
@@ -345,6 +352,14 @@ class ShadowCatalog:
             "INSERT INTO pgc.pg_collation VALUES (100, 'default', 11, 10, 'd', true, -1, NULL, "
             "NULL, NULL, NULL), (950, 'C', 11, 10, 'c', true, -1, 'C', 'C', NULL, NULL);"
             "INSERT INTO pgc.pg_tablespace VALUES (1663, 'pg_default', 10, NULL, NULL);"
+            f"INSERT INTO pgc.pg_database VALUES ({_DATABASE_OID}, '{DATABASE}', 10, 6, 'c', "
+            "false, true, -1, 0, 0, 1663, 'C', 'C', NULL, NULL, NULL);"
+            # pg_database as one session sees it (the rewrite reads it instead of the
+            # table): the fixed database and the one the client named, if another
+            "CREATE MACRO pgc.dpsql_databases(current) AS TABLE SELECT * FROM "
+            f"pgc.pg_database UNION ALL SELECT {_SESSION_DATABASE_OID}, current, 10, 6, 'c', "
+            "false, true, -1, 0, 0, 1663, 'C', 'C', NULL, NULL, NULL "
+            f"WHERE current <> '{DATABASE}';"
             "INSERT INTO infoschema.character_sets VALUES (NULL, NULL, 'UTF8', 'UCS', 'UTF8', "
             "'dpsql', 'pg_catalog', 'C');"
         )
@@ -446,25 +461,6 @@ class ShadowCatalog:
                     [oid, number, column.note],
                 )
 
-    def set_database(self, name: str) -> None:
-        """The database the client connected to is the one pg_database lists."""
-        with self._lock:
-            cursor = self._db.cursor()
-            try:
-                found = cursor.execute(
-                    "SELECT count(*) FROM pgc.pg_database WHERE datname = ?", [name]
-                ).fetchone()
-                if found and found[0]:
-                    return
-                cursor.execute(
-                    "INSERT INTO pgc.pg_database VALUES ((SELECT 16000 + count(*) FROM "
-                    "pgc.pg_database), ?, 10, 6, 'c', false, true, -1, 0, 0, 1663, 'C', 'C', "
-                    "NULL, NULL, NULL)",
-                    [name],
-                )
-            finally:
-                cursor.close()
-
     # --- answering ------------------------------------------------------------------
     def answer(self, tree: exp.Expr, params: Sequence[Any], facts: SessionFacts) -> CatalogAnswer:
         """The catalog query's answer, within proxy/catalog_limits.py's limits: refused
@@ -509,6 +505,23 @@ class ShadowCatalog:
         return CatalogAnswer(
             tuple(str(d[0]) for d in described), tuple(str(d[1]) for d in described), rows
         )
+
+
+def _table_oids(keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    """Each table's OID from its own (schema, name), so a table keeps its OID whichever
+    analyst asks (clients carry OIDs from one query to the next) and no OID tells how
+    many other tables exist. A collision (one in ~10^9 pairs) moves the later name, in
+    the order of the visible tables only, to the next free slot."""
+    oids: dict[tuple[str, str], int] = {}
+    taken: set[int] = set()
+    for schema, name in sorted(keys):
+        digest = hashlib.blake2b(f"{schema}\0{name}".encode(), digest_size=8).digest()
+        slot = int.from_bytes(digest, "big") % _TABLE_SLOTS
+        while slot in taken:
+            slot = (slot + 1) % _TABLE_SLOTS
+        taken.add(slot)
+        oids[(schema, name)] = _TABLE_OIDS + 2 * slot
+    return oids
 
 
 def _sql_value(value: object) -> str:
@@ -655,12 +668,20 @@ def _session_value(node: exp.Expr, facts: SessionFacts) -> exp.Expr | None:
     return None
 
 
-def _table(node: exp.Table) -> exp.Expr | None:
+def _table(node: exp.Table, facts: SessionFacts) -> exp.Expr | None:
     db = (node.db or "").lower()
     name = node.name.lower()
     if db == "information_schema":
         node.set("db", exp.to_identifier("infoschema"))
         return node
+    if name == "pg_database" and db in ("", "pg_catalog"):
+        # the session's own database name is a literal of this query, never a row of
+        # the catalog shared by the analysts who see the same tables
+        return exp.Table(
+            this=exp.func("dpsql_databases", _literal(facts.database)),
+            db=exp.to_identifier("pgc"),
+            alias=exp.TableAlias(this=exp.to_identifier(node.alias or "pg_database")),
+        )
     if (not db and name.startswith("pg_")) or db == "pg_catalog":
         node.set("db", exp.to_identifier("pgc"))
         return node
@@ -693,7 +714,7 @@ def rewrite(tree: exp.Expr, facts: SessionFacts) -> str:
                 # transform() does not descend into a replacement: rewrite its inside here
                 return replaced.transform(visit, copy=False)
         if isinstance(node, exp.Table) and not isinstance(node.this, exp.Func):
-            replaced = _table(node)
+            replaced = _table(node, facts)
             if replaced is not None:
                 return replaced
         replaced = _session_value(node, facts)

@@ -74,6 +74,17 @@ def test_each_analyst_sees_only_their_tables_with_stable_oids(full: ShadowCatalo
         narrow.close()
 
 
+def test_pg_database_lists_the_fixed_and_the_sessions_own_database(full: ShadowCatalog) -> None:
+    sql = "SELECT d.datname FROM pg_catalog.pg_database d ORDER BY d.oid"
+    statement = classify(sql, KEYS)
+    assert statement.tree is not None
+    other = SessionFacts("ana", "ana_private", "PostgreSQL 15.0 (dpsql)", 7)
+    assert full.answer(statement.tree, [], other).rows == [("dpsql",), ("ana_private",)]
+    # never stored: the next session (another analyst's) does not see it
+    assert ask(full, sql) == [("dpsql",)]
+    assert ask(full, "SELECT pg_database.datname FROM pg_database") == [("dpsql",)]
+
+
 def test_unknown_catalog_sql_fails_with_a_sqlstate(full: ShadowCatalog) -> None:
     for sql in (
         "SELECT * FROM pg_catalog.pg_stat_activity",

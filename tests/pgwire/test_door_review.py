@@ -134,7 +134,6 @@ def test_oversized_sql_is_refused_before_it_is_parsed(door: PgDoor) -> None:
 # --- F2: unbounded pre-authentication startup packet ----------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason='open: review of 2026-12-04')
 def test_oversized_startup_packet_is_refused_before_reading_it(door: PgDoor) -> None:
     """An unauthenticated peer announces a 2 GB startup packet; the door waits for (and
     buffers) all of it. PostgreSQL refuses lengths above 10,000 bytes at once."""
@@ -144,6 +143,21 @@ def test_oversized_startup_packet_is_refused_before_reading_it(door: PgDoor) -> 
     got = _read(sock, 3.0)
     sock.close()
     assert got and got[-1] != ("TIMEOUT",), "the door is still reading a 2 GB startup packet"
+
+
+def test_oversized_password_message_and_short_startup_packet_are_refused(door: PgDoor) -> None:
+    sock = socket.create_connection((door.host, door.port), timeout=10)
+    sock.sendall(_startup("ana"))
+    sock.recv(4096)  # AuthenticationCleartextPassword (loopback)
+    sock.sendall(b"p" + struct.pack("!I", 1 << 30) + b"a" * 65536)
+    got = _read(sock, 3.0)
+    sock.close()
+    assert got[0][:2] == ("E", "08P01") and got[-1] == ("EOF",), got
+    sock = socket.create_connection((door.host, door.port), timeout=10)
+    sock.sendall(struct.pack("!I", 4))  # shorter than the length and protocol words
+    got = _read(sock, 3.0)
+    sock.close()
+    assert got[0][:2] == ("E", "08P01") and got[-1] == ("EOF",), got
 
 
 # --- F3: malformed input drops the connection (no ErrorResponse, traceback in log) ----
@@ -184,7 +198,6 @@ def test_malformed_message_gets_an_error_response(door: PgDoor, case: str) -> No
     assert errors[0][1] != "XX000"
 
 
-@pytest.mark.xfail(strict=True, reason='open: review of 2026-12-04')
 def test_zero_length_binary_bool_is_refused_not_charged(door: PgDoor) -> None:
     """A binary bool parameter must be 1 byte; a 0-byte one is read as false and the
     query runs (and is charged)."""
@@ -203,7 +216,6 @@ def test_zero_length_binary_bool_is_refused_not_charged(door: PgDoor) -> None:
 # --- F4: another analyst's connection facts leak through the shared shadow catalog ----
 
 
-@pytest.mark.xfail(strict=True, reason='open: review of 2026-12-04')
 def test_database_names_of_other_analysts_are_not_listed(door: PgDoor) -> None:
     with psycopg.connect(door.dsn(ANA).replace("dbname=dpsql", "dbname=ana_acme_merger")):
         pass
@@ -212,7 +224,6 @@ def test_database_names_of_other_analysts_are_not_listed(door: PgDoor) -> None:
     assert "ana_acme_merger" not in names, names
 
 
-@pytest.mark.xfail(strict=True, reason='open: review of 2026-12-04')
 def test_catalog_oids_do_not_reveal_hidden_tables() -> None:
     """OIDs are 16384 + 100 * rank among *all* policy tables (shadow.py, ShadowCatalog.
     __init__), so an analyst limited to users and regions sees regions=16484,
@@ -241,7 +252,6 @@ def test_catalog_oids_do_not_reveal_hidden_tables() -> None:
 # --- F5: startup handling -----------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason='open: review of 2026-12-04')
 def test_sslrequest_after_refused_gssencrequest(door: PgDoor) -> None:
     """libpq (gssencmode=prefer with Kerberos credentials) sends GSSENCRequest, gets N,
     then SSLRequest on the same socket; PostgreSQL answers it. The door sends FATAL
@@ -255,7 +265,6 @@ def test_sslrequest_after_refused_gssencrequest(door: PgDoor) -> None:
     assert answer in (b"N", b"S"), answer
 
 
-@pytest.mark.xfail(strict=True, reason='open: review of 2026-12-04')
 def test_scram_users_cannot_be_enumerated(door: PgDoor) -> None:
     """A SCRAM analyst gets AuthenticationSASL (10), an unknown user cleartext (3), so a
     stranger learns which names are analysts with a verifier (PostgreSQL mocks SCRAM
@@ -274,7 +283,6 @@ def test_scram_users_cannot_be_enumerated(door: PgDoor) -> None:
 # --- F6: settings that PostgreSQL refuses are accepted and echoed -----------------------
 
 
-@pytest.mark.xfail(strict=True, reason='open: review of 2026-12-04')
 def test_session_authorization_cannot_be_spoofed(door: PgDoor) -> None:
     with _connect(door) as ana:
         try:

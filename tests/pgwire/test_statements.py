@@ -127,6 +127,36 @@ def test_settings_and_privacy_controls() -> None:
     assert settings.get("timezone") == "UTC" and settings.privacy.accuracy is None
 
 
+def test_identity_and_privilege_settings_are_refused() -> None:
+    settings = SessionSettings()
+    settings.values["session_authorization"] = "ana"  # as the connection sets it
+    for name, value, sqlstate in (
+        ("session_authorization", "bob", "42501"),
+        ("SESSION AUTHORIZATION", "bob", "42501"),
+        ("role", "bob", "42501"),
+        ("is_superuser", "on", "55P02"),
+        ("is_superuser", None, "55P02"),
+        ("transaction_read_only", "off", "42501"),
+        ("default_transaction_read_only", "false", "42501"),
+    ):
+        with pytest.raises(WireError) as refused:
+            settings.set(name, value)
+        assert refused.value.sqlstate == sqlstate, (name, value)
+    # what PostgreSQL lets a non-superuser do, and what drivers send on connect
+    for name, value in (
+        ("session_authorization", "ana"),
+        ("session_authorization", None),
+        ("role", "none"),
+        ("transaction_read_only", "on"),
+        ("extra_float_digits", "3"),
+        ("application_name", "PostgreSQL JDBC Driver"),
+    ):
+        settings.set(name, value)
+    settings.reset_all()
+    assert settings.get("session_authorization") == "ana"
+    assert settings.get("is_superuser") == "off"
+
+
 def test_engine_sql_is_memoised_per_value_and_type() -> None:
     def bind(value: object, oid: int = 0) -> str:
         return engine_sql(
