@@ -139,19 +139,28 @@ def _spent(client: TestClient) -> float:
     return float(r.json()["populations"][0]["epsilon_spent"])
 
 
-def test_a_series_limit_chart_refused_for_its_text_charges_nothing(client: TestClient) -> None:
-    sql = (
-        "SELECT model AS model, nosuchfn(tokens_in) AS x FROM prompts "
-        "JOIN (SELECT model AS model__, COUNT(*) AS c FROM prompts WHERE tokens_in > 23 "
-        "GROUP BY model ORDER BY 2 DESC LIMIT 2) AS series_limit ON model = model__ "
-        "GROUP BY model"
-    )
+SERIES = (
+    "SELECT model AS model, {item} FROM prompts "
+    "JOIN (SELECT model AS model__, COUNT(*) AS c FROM prompts WHERE tokens_in > 23 "
+    "GROUP BY model ORDER BY 2 DESC LIMIT {limit}) AS series_limit ON model = model__ "
+    "GROUP BY model"
+)
+
+
+def _refused_free(client: TestClient, sql: str) -> dict[str, object]:
+    """The Trino error of ``sql``, asserting that nothing was charged for it."""
     before = _spent(client)
     r = client.post("/v1/statement", content=sql.encode(), headers=auth("ana"))
     doc = r.json()
     assert doc["stats"]["state"] == "FAILED", doc
-    assert doc["error"]["errorName"] == "UNSUPPORTED_SQL", doc["error"]
-    assert _spent(client) == before  # fails: the ranking was charged
+    assert _spent(client) == before
+    return dict(doc["error"])
+
+
+def test_a_series_limit_chart_refused_for_its_text_charges_nothing(client: TestClient) -> None:
+    """The ranking was charged before the chart was refused for its own text."""
+    error = _refused_free(client, SERIES.format(item="nosuchfn(tokens_in) AS x", limit=2))
+    assert error["errorName"] == "UNSUPPORTED_SQL", error
 
 
 def test_a_series_limit_too_long_for_its_chart_is_refused_before_the_ranking(
@@ -159,18 +168,10 @@ def test_a_series_limit_too_long_for_its_chart_is_refused_before_the_ranking(
 ) -> None:
     """A ranking of up to 5,000 keys makes a chart whose IN list passes the engine's
     2,000 syntax nodes: refused before the ranking is charged, not after."""
-    sql = (
-        "SELECT model AS model, COUNT(*) AS n FROM prompts "
-        "JOIN (SELECT model AS model__, COUNT(*) AS c FROM prompts "
-        "GROUP BY model ORDER BY 2 DESC LIMIT 5000) AS series_limit ON model = model__ "
-        "GROUP BY model"
-    )
+    sql = SERIES.format(item="COUNT(*) AS n", limit=5000)
+    error = _refused_free(client, sql)
+    assert "syntax nodes" in str(error["message"]), error
     before = _spent(client)
-    r = client.post("/v1/statement", content=sql.encode(), headers=auth("ana"))
-    doc = r.json()
-    assert doc["stats"]["state"] == "FAILED", doc
-    assert "syntax nodes" in doc["error"]["message"], doc["error"]
-    assert _spent(client) == before
     # a series limit that fits is answered: ranking and chart charged, keys released
     small = sql.replace("LIMIT 5000", "LIMIT 3")
     r = client.post("/v1/statement", content=small.encode(), headers=auth("ana"))
