@@ -64,6 +64,7 @@ SIZED_BY_ARGUMENT = frozenset(
         "repeat_row",
         "space",
         "replicate",
+        "bitstring",  # bitstring('1', 2000000000): 250 MB in one call
     }
 )
 # Functions that read the serving process's own settings or environment (DuckDB's
@@ -108,6 +109,13 @@ def refusal(tree: exp.Expr, *, session_values: bool = False) -> Refusal | None:
     ``session_values``: the door substitutes its session's own values for some calls
     later (the PostgreSQL door's current_setting), so those are checked after it, by
     :func:`server_state` on what it runs."""
+    if tree.find(exp.Lambda) is not None:
+        # list_transform / flatten / list_reduce: one call builds a list or string whose
+        # size multiplies with each nested lambda (100^4 elements from 1.6 KB of SQL)
+        return Refusal(
+            "lambda functions are not answered in a catalog query",
+            "ask the catalog for names and types; build lists in the client",
+        )
     for node in tree.find_all(exp.Func):
         names = _names(node)
         in_from = isinstance(node.parent, exp.Table) and node.parent.this is node
@@ -133,6 +141,20 @@ def refusal(tree: exp.Expr, *, session_values: bool = False) -> Refusal | None:
     except DPSQLError as error:
         return Refusal(error.message, error.hint)
     return None
+
+
+def cte_references(tree: exp.Expr) -> set[int]:
+    """The ids of the Table nodes of ``tree`` that name a CTE visible where they stand
+    (a CTE's name outside its scope is DuckDB's own view: pg_settings, duckdb_tables)."""
+    from sqlglot.optimizer.scope import traverse_scope
+
+    found: set[int] = set()
+    for scope in traverse_scope(tree):
+        visible = {name.lower() for name in scope.cte_sources}
+        for table in scope.tables:
+            if not table.db and not table.catalog and table.name.lower() in visible:
+                found.add(id(table))
+    return found
 
 
 def server_state(tree: exp.Expr) -> Refusal | None:

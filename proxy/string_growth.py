@@ -85,7 +85,9 @@ PASS_THROUGH = (*SHORTENING, exp.Paren, exp.Try)
 STRFTIME_WIDTH = 32
 BRANCHES = (exp.Case, exp.If, exp.Coalesce, exp.Least, exp.Greatest)
 # The nodes that build a new string on each row (a column or a branch only passes one on).
-BUILDERS = (exp.Concat, exp.DPipe, exp.Replace, *SHORTENING, exp.Cast, exp.TryCast)
+BUILDERS = (
+    exp.Concat, exp.DPipe, exp.Replace, exp.RegexpReplace, *SHORTENING, exp.Cast, exp.TryCast
+)
 # The nodes whose work is counted (builders, and the matching of LIKE and regular
 # expressions): a repeat of one is counted once.
 _COUNTED = (*BUILDERS, exp.Like, exp.ILike, exp.RegexpLike)
@@ -146,6 +148,8 @@ class _Walk:
             return self._replace(node)
         if isinstance(node, exp.RegexpLike):
             return self._regexp(node)
+        if isinstance(node, exp.RegexpReplace):
+            return self._regexp_replace(node)
         if isinstance(node, (exp.Like, exp.ILike)):
             return self._like(node)
         if isinstance(node, exp.Trim) and node.expression is not None:
@@ -216,6 +220,28 @@ class _Walk:
         )
         return subject.scaled(max(1.0, by.constant / shortest))
 
+
+    def _regexp_replace(self, node: exp.RegexpReplace) -> Growth:
+        """regexp_replace(x, p, r, 'g'): p may match between every two characters ('' or
+        '.'), so x grows by up to |r| per character; r must be a constant without
+        back-references (\\0 copies the match)."""
+        subject = self.growth(node.this)
+        for arg in _arguments(node)[1:]:
+            self.growth(arg)
+        replacement = node.args.get("replacement")
+        if not (
+            replacement is None
+            or (isinstance(replacement, exp.Literal) and replacement.is_string
+                and "\\" not in replacement.this)
+        ):
+            raise unsupported(
+                "regexp_replace with a replacement that is not a constant without "
+                "back-references is not answered",
+                "replace with a string literal",
+                position_of(node),
+            )
+        width = float(len(replacement.this)) if replacement is not None else 0.0
+        return subject.scaled(1.0 + width) + Growth(0.0, width)
 
     def _regexp(self, node: exp.RegexpLike) -> Growth:
         """RE2 matches in time about (text length) x (the compiled pattern's size), and

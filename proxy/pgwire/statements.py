@@ -22,6 +22,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
+from proxy import catalog_limits
 from proxy.memo import Memo
 from proxy.pgwire import codec
 from proxy.pgwire.shadow import PUBLIC, is_catalog_table, parse_catalog
@@ -208,8 +209,10 @@ def _query(sql: str, user_tables: frozenset[tuple[str, str]]) -> Statement:
         return Statement(Kind.ENGINE, sql, "SELECT")
     if not isinstance(tree, exp.Query):
         return Statement(Kind.ENGINE, sql, "SELECT")
-    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-    tables = [t for t in tree.find_all(exp.Table) if t.name.lower() not in ctes or t.db]
+    # A CTE's name counts only where the CTE is visible (elsewhere it is a table: the
+    # Trino door's review found DuckDB's own views reachable that way).
+    in_scope = catalog_limits.cte_references(tree)
+    tables = [t for t in tree.find_all(exp.Table) if id(t) not in in_scope]
     functions = [t for t in tables if not t.name]
     named = [t for t in tables if t.name]
     catalog = [t for t in named if is_catalog_table(t, user_tables)]

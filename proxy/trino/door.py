@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from proxy import catalog_limits
 from proxy.errors import DPSQLError
 from proxy.memo import Memo
 from proxy.parse import parse
@@ -254,12 +255,8 @@ class TrinoDoor:
         tree = parse(sql, "trino", max_length=max_length, max_nodes=max_nodes)
         if values or any(True for _ in tree.find_all(exp.Placeholder)):
             tree = bind_parameters(tree, values)
-        ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-        refs = [
-            t
-            for t in tree.find_all(exp.Table)
-            if not (isinstance(t.this, exp.Identifier) and not t.db and t.name.lower() in ctes)
-        ]
+        in_scope = catalog_limits.cte_references(tree)
+        refs = [t for t in tree.find_all(exp.Table) if id(t) not in in_scope]
         meta = [t for t in refs if _is_meta(t, client)]
         if meta and len(meta) != len(refs):
             raise DPSQLError(
@@ -276,7 +273,7 @@ class TrinoDoor:
 
     def _catalog_query(self, tree: exp.Expr, client: ClientSession, caller: Caller) -> Answer:
         shadow = self.shadow(caller.tables)
-        ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+        in_scope = catalog_limits.cte_references(tree)
         for table in list(tree.find_all(exp.Table)):
             if not isinstance(table.this, exp.Identifier):
                 raise DPSQLError(
@@ -284,7 +281,7 @@ class TrinoDoor:
                     "table functions are not answered",
                     "query information_schema or the tables SHOW TABLES lists",
                 )
-            if not table.db and not table.catalog and table.name.lower() in ctes:
+            if id(table) in in_scope:
                 continue
             table.replace(shadow.map_table(table, catalog=client.catalog, schema=client.schema))
         if isinstance(tree, exp.Select):
