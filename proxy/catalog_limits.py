@@ -17,11 +17,18 @@ answer itself:
 * no call to a function that builds a value whose size an argument chooses
   (:data:`SIZED_BY_ARGUMENT`), except a row source directly in FROM, which DuckDB
   streams and interrupts;
+* no lambda (nested ``transform``/``reduce`` multiply a list or double a string within
+  one call);
 * no table function in FROM other than :data:`ROW_SOURCES`;
+* no call reading the server's own settings (:data:`SERVER_STATE`);
 * string work per row bounded as the private path bounds it
-  (:func:`proxy.string_growth.check_string_growth`: ``replace`` and concatenation);
+  (:func:`proxy.string_growth.check_string_growth`: ``replace``, ``regexp_replace`` and
+  concatenation);
 * an interrupt after :data:`TIMEOUT_S` seconds, and at most :data:`MAX_ROWS` rows and
   :data:`MAX_BYTES` bytes fetched.
+
+These refuse what is known to escape; they are not an allowlist (RELIABILITY.md §7, the
+doors' review). The doors call :func:`cte_references` to tell a CTE from a table.
 """
 
 from __future__ import annotations
