@@ -6,19 +6,12 @@ it (statements._query) and answered by the shadow in a child process under RLIMI
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.capped_child import run_capped
 
 CHILD = r"""
 import json, resource, sys, time
-resource.setrlimit(resource.RLIMIT_AS, (2_500_000_000, 2_500_000_000))
 from proxy.pgwire import statements
 from proxy.pgwire.shadow import SessionFacts, ShadowCatalog
 statement = statements._query(sys.argv[1], frozenset())
@@ -56,18 +49,9 @@ BUILDERS = {
 }
 
 
-def _child(sql: str) -> dict[str, object]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(
-        [sys.executable, "-c", CHILD, sql], capture_output=True, text=True, env=env, timeout=120
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
-
-
 @pytest.mark.parametrize("name", list(BUILDERS))
 def test_a_catalog_query_cannot_build_a_large_value_by_composition(name: str) -> None:
-    found = _child(BUILDERS[name])
+    found = run_capped(CHILD, BUILDERS[name])
     # refused before it runs (0A000), not answered, interrupted or out of memory
     assert found["code"] == "0A000" and "Out of Memory" not in str(found["message"]), found
     assert float(found["grew_mb"]) < 200, found  # type: ignore[arg-type]

@@ -7,9 +7,6 @@ process under RLIMIT_AS, so a failure cannot take down the machine.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,15 +15,13 @@ from fastapi.testclient import TestClient
 
 from proxy.server.app import create_app
 from proxy.server.settings import Settings
+from tests.capped_child import run_capped
 from tests.server.conftest import auth, write_policy
-
-ROOT = Path(__file__).resolve().parents[2]
 
 # Run one Trino catalog query on the shadow, as the door does, and report the outcome
 # and the child's peak RSS.
 CHILD = r"""
 import json, resource, sys, time
-resource.setrlimit(resource.RLIMIT_AS, (2_500_000_000, 2_500_000_000))
 from proxy.errors import DPSQLError
 from proxy.parse import parse
 from proxy.trino.shadow import ShadowCatalog
@@ -68,18 +63,9 @@ BUILDERS = {
 }
 
 
-def _child(sql: str) -> dict[str, object]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(
-        [sys.executable, "-c", CHILD, sql], capture_output=True, text=True, env=env, timeout=120
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
-
-
 @pytest.mark.parametrize("name", list(BUILDERS))
 def test_a_catalog_query_cannot_build_a_large_value_by_composition(name: str) -> None:
-    found = _child(BUILDERS[name])
+    found = run_capped(CHILD, BUILDERS[name])
     # refused before it runs, not answered nor stopped by an allocation failure
     assert found["code"] == "unsupported_sql", found
     assert float(found["grew_mb"]) < 200, found  # type: ignore[arg-type]
