@@ -282,9 +282,9 @@ def _literal(value: str | int | None) -> exp.Expr:
 class ShadowCatalog:
     """One data-free DuckDB per set of visible tables; thread-safe (a cursor per call)."""
 
-    def __init__(self, tables: Iterable[VisibleTable], all_tables: Sequence[tuple[str, str]] = ()):
-        """``all_tables`` (every policy table) is not used: what an analyst sees must not
-        depend on the tables it cannot see."""
+    def __init__(self, tables: Iterable[VisibleTable]):
+        """Built from the caller's visible tables alone: nothing an analyst sees (OIDs
+        included) depends on the tables it cannot see."""
         self.tables = tuple(tables)
         self._oids = _table_oids((t.schema, t.name) for t in self.tables)
         self._db = duckdb.connect(":memory:", config=_SANDBOX)

@@ -298,19 +298,19 @@ class ShadowCatalog:
         """Run a query that reads only shadow tables (DuckDB's dialect); a failure is the
         query's fault. Refused first what proxy/catalog_limits.py refuses; interrupted
         after its time limit; its answer fetched within its rows and bytes."""
+        if not isinstance(tree, exp.Query):
+            raise DPSQLError("unsupported_sql", "only queries are answered", "send a SELECT")
         refused = limits.refusal(tree)
         if refused is not None:
             raise _refused(refused)
         cursor = self._db.cursor()
         try:
             with limits.interrupted_after(cursor.interrupt):
-                sql = tree.sql(dialect="duckdb")
-                relation = cursor.sql(sql)  # bound, not run: the answer's names and types
-                if relation is None:
-                    raise DPSQLError("unsupported_sql", "only queries are answered", "send a SELECT")
-                names = tuple(relation.columns)
-                kinds = tuple(T.from_duckdb(str(t)) for t in relation.types)
-                rows, too_large = limits.fetch_bounded(cursor.execute(sql))
+                result = cursor.execute(tree.sql(dialect="duckdb"))
+                described = result.description or []
+                names = tuple(str(d[0]) for d in described)
+                kinds = tuple(T.from_duckdb(str(d[1])) for d in described)
+                rows, too_large = limits.fetch_bounded(result)
         except duckdb.InterruptException:
             raise query_timeout(limits.TIMEOUT_S, "narrow the catalog query (it is not charged)") from None
         except duckdb.Error as error:

@@ -27,7 +27,7 @@ KEYS = frozenset(ALL)
 
 @pytest.fixture(scope="module")
 def full() -> ShadowCatalog:
-    return ShadowCatalog([USERS, PROMPTS, PUMS], ALL)
+    return ShadowCatalog([USERS, PROMPTS, PUMS])
 
 
 def ask(shadow: ShadowCatalog, sql: str, params: list[object] | None = None) -> list[tuple]:
@@ -64,7 +64,7 @@ def test_tables_columns_and_types(full: ShadowCatalog) -> None:
 
 
 def test_each_analyst_sees_only_their_tables_with_stable_oids(full: ShadowCatalog) -> None:
-    narrow = ShadowCatalog([USERS], ALL)
+    narrow = ShadowCatalog([USERS])
     try:
         names = ask(narrow, "SELECT relname FROM pg_class")
         assert names == [("users",)]
