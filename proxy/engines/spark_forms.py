@@ -105,15 +105,11 @@ def _within_years(value: exp.Expr, family: Family) -> exp.Expr:
     )
 
 
-# The ends of the years 1 to 9999 as a core's own guards spell them (per_person's date
-# keys: a TIMESTAMP's first instant with or without its time of day).
-_GUARD_ENDS = {
-    Family.DATE: (exp.DataType.Type.DATE, {"0001-01-01"}, {"9999-12-31"}),
-    Family.TIMESTAMP: (
-        exp.DataType.Type.TIMESTAMPNTZ,
-        {"0001-01-01", "0001-01-01 00:00:00"},
-        {"9999-12-31 23:59:59.999999"},
-    ),
+# The type a core's own guard of the years 1 to 9999 casts its ends to, per family (its
+# first instant is spelt with or without the time of day: per_person's date keys).
+_GUARD_TYPES = {
+    Family.DATE: exp.DataType.Type.DATE,
+    Family.TIMESTAMP: exp.DataType.Type.TIMESTAMPNTZ,
 }
 
 
@@ -141,15 +137,16 @@ def _read_within_years(column: exp.Column, family: Family) -> bool:
     low, high = between.args.get("low"), between.args.get("high")
     if not (isinstance(low, exp.Cast) and isinstance(high, exp.Cast)):
         return False
-    ends = _GUARD_ENDS.get(family)
+    if family not in _GUARD_TYPES:
+        return False
+    first, last = _YEARS[family]
     return (
-        ends is not None
-        and low.to.this is ends[0]
+        low.to.this is _GUARD_TYPES[family]
         and high.to == low.to
         and not low.to.expressions
         and all(isinstance(e.this, exp.Literal) and e.this.is_string for e in (low, high))
-        and low.this.name in ends[1]
-        and high.this.name in ends[2]
+        and low.this.name in {first, first[:10]}
+        and high.this.name == last
     )
 
 
