@@ -22,8 +22,9 @@ own, and each gets an equivalent here:
   with more keeps, proxy/rewrite/distinct_values.py) becomes the engine's keyed hash
   with a public seed 0 (:func:`_value_hash`): the rule needs a hash that differs from
   person to person, not a secret one;
-* the secret seed stays a bound parameter (``$1`` on PostgreSQL, ``:p0`` on Spark); a
-  keyed core reads it as ``$1`` everywhere, so every use is the engine's first one.
+* the secret seed stays a bound parameter (``$1`` on PostgreSQL, ``:p0`` on Spark,
+  where the hash reads its text: spark_forms._seed_text); a keyed core reads it as
+  ``$1`` everywhere, so every use is the engine's first one.
 
 Schema and table names are mapped per engine (:meth:`Forms.table`).
 """

@@ -16,8 +16,8 @@ Spark's LEAST and GREATEST skip NULLs, as DuckDB's do (and PostgreSQL's), so the
 rewrite's clamps need no change. Refused: DOUBLE-to-text casts (Spark writes 1.0E10),
 regular expressions (Java's syntax is not RE2's), LIKE patterns with a backslash,
 EXTRACT of fractional parts, and any function outside the list below. The L0 hash and
-the keyed groupings are ``xxhash64`` seeded by the secret per-query seed as its first
-input (see :meth:`SparkForms.keyed_hash`).
+the keyed groupings are ``xxhash64`` seeded by the secret per-query seed's text as its
+first input (see :meth:`SparkForms.keyed_hash` and :func:`_seed_text`).
 """
 
 from __future__ import annotations
@@ -113,6 +113,21 @@ _GUARD_TYPES = {
 }
 
 
+def _seed_text(seed: exp.Expr) -> exp.Expr:
+    """The secret seed as text, as the first input of a keyed ``xxhash64``: its digits
+    key the chain as its eight bytes would. Why text: Spark writes an integer literal
+    into the Java it generates for a stage, so every new seed was new code to compile
+    (each cache miss at 1M rows paid 0.2-0.3 s more than the same core under a seed seen
+    before), while a text literal is a reference the generated class reads, and the
+    class compiled for the first seed serves every later one. The cast of the bound
+    parameter is folded into a text literal before code generation. A public seed
+    written as a literal (the distinct-values rule's 0) is the same in every query and
+    stays a number."""
+    if isinstance(seed, exp.Literal):
+        return seed.copy()
+    return exp.Cast(this=seed.copy(), to=exp.DataType.build("STRING"))
+
+
 def _read_within_years(column: exp.Column, family: Family) -> bool:
     """Whether ``column`` (of ``family``) is the tested or the returned value of a guard
     ``CASE WHEN column BETWEEN CAST(first AS T) AND CAST(last AS T) THEN column END`` over
@@ -190,7 +205,7 @@ class SparkForms:
         text need not be one per group. Like DuckDB's HASH it is not a cryptographic
         PRF: the L0 bound holds for every seed, and the seed makes the choice of kept
         groups and the buckets unpredictable."""
-        parts: list[exp.Expr] = [seed]
+        parts: list[exp.Expr] = [_seed_text(seed)]
         for value, kind in zip(values, kinds, strict=True):
             if kind.family in (Family.TEXT, Family.DECIMAL) or (
                 kind.family is Family.INT and not 0 < kind.bits <= 64
@@ -261,7 +276,7 @@ class SparkForms:
             def keyed(value: exp.Expr, kind: Kind = kind, seed: exp.Expr = seed) -> exp.Expr:
                 if kind.family is Family.INT:
                     value = exp.Cast(this=value, to=exp.DataType.build("BIGINT"))
-                return exp.Anonymous(this="xxhash64", expressions=[seed.copy(), value])
+                return exp.Anonymous(this="xxhash64", expressions=[_seed_text(seed), value])
 
             node.replace(keyed_list(node, keyed))
 

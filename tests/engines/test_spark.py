@@ -207,6 +207,27 @@ def test_an_answer_end_to_end(pair: dict[str, tuple[Engine, Engine]]) -> None:
     assert spark.run(request).privacy.cached
 
 
+def _compiled_classes(spark: Engine) -> int:
+    """How many classes Spark's code generator has compiled in this JVM so far."""
+    jvm = spark.executor._spark._jvm  # type: ignore[attr-defined]
+    return int(jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount())
+
+
+def test_a_new_seed_compiles_no_new_code_on_spark(pair: dict[str, tuple[Engine, Engine]]) -> None:
+    """Each release draws a fresh secret seed. Spark writes integer literals into the
+    code it generates, so a seed bound as a BIGINT made every cache miss compile its
+    stages again (2 classes, 0.2-0.3 s at 1M rows); the seed's text is read by reference
+    (spark_forms._seed_text). Fails if the seed reaches the generated code as a number."""
+    _, spark = pair["demo"]
+    sql = "SELECT date_trunc('day', ts) AS d, COUNT(*) AS n FROM prompts GROUP BY d"
+    first = spark.run(QueryRequest(sql, epsilon=0.7))
+    assert not first.privacy.cached
+    before = _compiled_classes(spark)
+    again = spark.run(QueryRequest(sql, epsilon=0.7001))  # a new release, a new seed
+    assert not again.privacy.cached
+    assert _compiled_classes(spark) == before
+
+
 class _TieProne(SparkForms):
     """Spark's forms with a hash of five values (-2..2): ties at the K-th hash are then
     common, so both window forms Spark can run must drop tied groups alike."""
