@@ -165,6 +165,9 @@ class DatabaseSettings:
     master: str | None = None  # spark: a classic master URL, e.g. "local[2]"
     remote: str | None = None  # spark: a Spark Connect URL, e.g. "sc://host:15002"
     parquet: Path | None = None  # spark: DIR/<schema>/<table>/ registered as views
+    # spark, classic master: the heap of the JVM dpsql starts, e.g. "6g" (None: dpsql
+    # sizes it, proxy/engines/spark.py driver_memory)
+    driver_memory: str | None = None
 
     @property
     def location(self) -> str:
@@ -706,7 +709,18 @@ def _database(
     _only(
         body,
         "database",
-        {"duckdb", "csv", "csv_types", "version", "engine", "dsn", "master", "remote", "parquet"},
+        {
+            "duckdb",
+            "csv",
+            "csv_types",
+            "version",
+            "engine",
+            "dsn",
+            "master",
+            "remote",
+            "parquet",
+            "driver_memory",
+        },
     )
     if "duckdb" in body and "csv" in body:
         raise PolicyError("database: give either duckdb or csv, not both")
@@ -783,8 +797,10 @@ def _suggested_types(file: Path) -> str:
 _ENGINE_KEYS = {
     EngineKind.DUCKDB: {"duckdb", "csv"},
     EngineKind.POSTGRES: {"dsn"},
-    EngineKind.SPARK: {"master", "remote", "parquet"},
+    EngineKind.SPARK: {"master", "remote", "parquet", "driver_memory"},
 }
+# A JVM memory size as Spark reads spark.driver.memory: a whole number of k, m, g or t.
+_JVM_MEMORY = re.compile(r"[1-9][0-9]{0,6}[kmgt]")
 
 
 def _engine_settings(body: Mapping[str, Any], base_dir: Path) -> DatabaseSettings:
@@ -816,11 +832,24 @@ def _engine_settings(body: Mapping[str, Any], base_dir: Path) -> DatabaseSetting
         if remote is not None and not remote.startswith("sc://"):
             raise PolicyError("database.remote: must be a Spark Connect URL (sc://host:port)")
         parquet = _opt_str(body, "database", "parquet")
+        memory = _opt_str(body, "database", "driver_memory")
+        if memory is not None:
+            if remote is not None:
+                raise PolicyError(
+                    "database.driver_memory: only for a classic master (a Spark Connect "
+                    "server's memory is set where it runs)"
+                )
+            memory = memory.strip().lower()
+            if not _JVM_MEMORY.fullmatch(memory):
+                raise PolicyError(
+                    'database.driver_memory: a JVM memory size such as "4g" or "512m"'
+                )
         return DatabaseSettings(
             engine=engine,
             master=master,
             remote=remote,
             parquet=_resolve(base_dir, parquet) if parquet else None,
+            driver_memory=memory,
         )
     return DatabaseSettings()
 

@@ -15,6 +15,7 @@ from sqlglot import exp
 from proxy.engine import Engine
 from proxy.engines.kinds import Kind
 from proxy.engines.render import CutForm, render
+from proxy.engines.spark import driver_memory
 from proxy.engines.spark_forms import SparkForms
 from proxy.errors import DPSQLError
 from proxy.policy import parse_policy
@@ -226,6 +227,18 @@ def test_a_new_seed_compiles_no_new_code_on_spark(pair: dict[str, tuple[Engine, 
     again = spark.run(QueryRequest(sql, epsilon=0.7001))  # a new release, a new seed
     assert not again.privacy.cached
     assert _compiled_classes(spark) == before
+
+
+def test_the_local_jvm_gets_the_heap_dpsql_sized(pair: dict[str, tuple[Engine, Engine]]) -> None:
+    """In local mode the driver runs every task; its heap is sized by dpsql (a quarter
+    of the machine, 1-8 GiB: spark.driver_memory), not Spark's 1 GiB default, and the
+    size reaches the JVM at launch (setting it later would change the conf alone)."""
+    _, spark = pair["demo"]
+    session = spark.executor._spark  # type: ignore[attr-defined]
+    wanted = driver_memory()
+    assert session.sparkContext.getConf().get("spark.driver.memory") == wanted
+    heap = session._jvm.java.lang.Runtime.getRuntime().maxMemory()
+    assert heap >= 0.8 * int(wanted[:-1]) * 2**30
 
 
 class _TieProne(SparkForms):

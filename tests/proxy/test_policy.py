@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from proxy.engines.spark import driver_memory
 from proxy.policy import (
     AnalystPolicy,
     ColumnPolicy,
@@ -315,6 +316,17 @@ def test_a_spark_engine_local_or_connect(tmp_path):
     remote = parse(on('engine = "spark"\nremote = "sc://spark.internal:15002"'))
     assert remote.database.remote == "sc://spark.internal:15002"
     assert remote.database.parquet is None
+    assert local.database.driver_memory is remote.database.driver_memory is None
+    sized = parse(on('engine = "spark"\nmaster = "local[2]"\ndriver_memory = " 6G "'))
+    assert sized.database.driver_memory == "6g"
+
+
+def test_spark_sizes_its_own_jvm_from_the_machines_memory():
+    gib = 2**30
+    assert driver_memory(2 * gib) == "1g"  # never below Spark's own default
+    assert driver_memory(23 * gib) == "5g"  # a quarter, whole GiB
+    assert driver_memory(256 * gib) == "8g"
+    assert driver_memory().endswith("g")
 
 
 def test_the_data_version_names_the_engine_and_its_data():
@@ -345,6 +357,21 @@ ENGINE_REFUSALS = [
         'database: engine = "spark" needs one of master or remote',
     ),
     ('engine = "spark"\nremote = "http://h:15002"', "database.remote: must be a Spark Connect URL"),
+    (
+        'engine = "spark"\nremote = "sc://h:15002"\ndriver_memory = "4g"',
+        "database.driver_memory: only for a classic master",
+    ),
+    *(
+        (
+            f'engine = "spark"\nmaster = "local[2]"\ndriver_memory = "{size}"',
+            "database.driver_memory: a JVM",
+        )
+        for size in ("4", "4gb", "0g", "-1g", "4.5g", "99999999g", "4g; rm")
+    ),
+    (
+        'engine = "postgres"\ndsn = "postgresql://r@h/d"\ndriver_memory = "4g"',
+        "database.driver_memory: only for engine = 'spark'",
+    ),
     (
         'engine = "postgres"\ndsn = "postgresql://r@h/d"\nduckdb = "x.duckdb"',
         "database.duckdb: only for engine = 'duckdb'",
