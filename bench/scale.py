@@ -5,7 +5,8 @@ Run: `python -m bench.scale [--rows 1000000,10000000] [--engines duckdb,postgres
 [--repeat 3]`. Data comes from the project's generator (sample_data/generate.py, one
 person per 20 prompts as in the demo) and is copied to each engine (sample_data/
 export.py); PostgreSQL is a private cluster (tests/postgres_server.py) with
-work_mem = 256MB. The floor is bench/engine.py's: the per-person pre-aggregation and the
+work_mem = 256MB; Spark's JVM gets the heap dpsql gives the JVM it starts
+(proxy/engines/spark.py, driver_memory: a quarter of the machine, 1-8 GiB). The floor is bench/engine.py's: the per-person pre-aggregation and the
 cross-person aggregation, run alone on the same engine through the same executor;
 dpsql's miss adds clamping, L0 bounding, the ledger charge, noise, the cache write and
 the outer layer. Prints one table per engine and writes bench/out/scale.json and
