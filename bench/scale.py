@@ -10,7 +10,8 @@ work_mem = 256MB; Spark's JVM gets the heap dpsql gives the JVM it starts
 cross-person aggregation, run alone on the same engine through the same executor;
 dpsql's miss adds clamping, L0 bounding, the ledger charge, noise, the cache write and
 the outer layer. Prints one table per engine and writes bench/out/scale.json and
-bench/figures/scale.png (the cost curve). Never a timed assertion.
+bench/figures/engines_scale.png (the cost curve; bench/figures/scale.png is
+bench/run.py's DuckDB-only curve). Never a timed assertion.
 """
 
 from __future__ import annotations
@@ -206,7 +207,7 @@ def plot(results: list[dict[str, Any]]) -> None:
     axes[0].set_ylabel("seconds (median)")
     axes[1].legend(fontsize=7)
     fig.tight_layout()
-    target = ROOT / "bench" / "figures" / "scale.png"
+    target = ROOT / "bench" / "figures" / "engines_scale.png"
     target.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(target, dpi=120)
     print(f"wrote {target}")
