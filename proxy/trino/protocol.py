@@ -113,7 +113,9 @@ def results(
 ) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "id": query_id,
-        "infoUri": f"{base_url}/ui/query.html?{query_id}",
+        # Trino's own points at its web UI's page of the query, which dpsql has not:
+        # the console (the analyst's releases and budget) instead of a 404.
+        "infoUri": f"{base_url}/",
         "stats": stats(state, elapsed_ms=elapsed_ms, rows=len(data or ())),
         "warnings": warnings or [],
     }

@@ -127,6 +127,15 @@ def test_a_non_utf8_body_is_named_as_such(client: TestClient) -> None:
     assert "utf-8" in error["message"].lower(), error
 
 
+def test_the_info_uri_opens_a_page(client: TestClient) -> None:
+    """A client that follows a result's infoUri (the trino CLI prints it) gets dpsql's
+    console, not a 404 (it pointed at Trino's /ui/query.html, which dpsql does not serve)."""
+    info = client.post("/v1/statement", content=b"SELECT 1", headers=auth("ana")).json()["infoUri"]
+    page = client.get(info)
+    assert page.status_code == 200, info
+    assert page.headers["content-type"].startswith("text/html")
+
+
 # --- 5. budget: a series-limit chart refused for its text is charged its ranking ---------
 # door._private_query runs (and charges) the ranking subquery first and only then sends
 # the chart; a chart the engine refuses for its text alone (an unknown function here) is
