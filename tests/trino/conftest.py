@@ -14,7 +14,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 
+from proxy.server.app import create_app
+from proxy.server.settings import Settings
 from tests.server.conftest import DPSQL, KEYS, dataset, free_port, write_policy
 
 trino = pytest.importorskip("trino", reason="the trino client is in the [bi] extra")
@@ -169,3 +172,13 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory, dataset: Path) -> Itera
         yield server
     finally:
         stop(server)
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory, dataset: Path) -> Iterator[TestClient]:
+    """The app in process, rate limit off, errors answered as the server would (the
+    door reviews' probes: a 500 must show as a 500, not raise in the test)."""
+    folder = tmp_path_factory.mktemp("trino-in-process")
+    app = create_app(Settings(policy=write_policy(folder, dataset, cap=50.0), rate_limit="off"))
+    with TestClient(app, base_url="https://127.0.0.1", raise_server_exceptions=False) as c:
+        yield c

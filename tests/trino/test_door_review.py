@@ -7,27 +7,14 @@ catalog directly; none needs the TLS server.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from fastapi.testclient import TestClient
 
 from proxy.errors import DPSQLError
-from proxy.server.app import create_app
-from proxy.server.settings import Settings
 from proxy.trino.shadow import ShadowCatalog
-from tests.server.conftest import auth, write_policy
+from tests.server.conftest import auth
 
 GROUPED = "SELECT region, COUNT(*) AS n FROM users GROUP BY region"
-
-
-@pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory, dataset: Path) -> Iterator[TestClient]:
-    folder = tmp_path_factory.mktemp("trino-review")
-    app = create_app(Settings(policy=write_policy(folder, dataset, cap=50.0), rate_limit="off"))
-    with TestClient(app, base_url="https://127.0.0.1", raise_server_exceptions=False) as c:
-        yield c
 
 
 # --- 1. crash: a non-ASCII Basic credential is an unauthenticated HTTP 500 ---------------

@@ -7,16 +7,12 @@ process under RLIMIT_AS, so a failure cannot take down the machine.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
-from proxy.server.app import create_app
-from proxy.server.settings import Settings
 from tests.capped_child import run_capped
-from tests.server.conftest import auth, write_policy
+from tests.server.conftest import auth
 
 # Run one Trino catalog query on the shadow, as the door does, and report the outcome
 # and the child's peak RSS.
@@ -69,14 +65,6 @@ def test_a_catalog_query_cannot_build_a_large_value_by_composition(name: str) ->
     # refused before it runs, not answered nor stopped by an allocation failure
     assert found["code"] == "unsupported_sql", found
     assert float(found["grew_mb"]) < 200, found  # type: ignore[arg-type]
-
-
-@pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory, dataset: Path) -> Iterator[TestClient]:
-    folder = tmp_path_factory.mktemp("trino-limits-review")
-    app = create_app(Settings(policy=write_policy(folder, dataset, cap=50.0), rate_limit="off"))
-    with TestClient(app, base_url="https://127.0.0.1", raise_server_exceptions=False) as c:
-        yield c
 
 
 def test_a_cte_name_out_of_scope_does_not_reach_duckdbs_own_views(client: TestClient) -> None:
