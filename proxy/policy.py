@@ -706,22 +706,7 @@ def _database(
     str | None,
     DatabaseSettings,
 ]:
-    _only(
-        body,
-        "database",
-        {
-            "duckdb",
-            "csv",
-            "csv_types",
-            "version",
-            "engine",
-            "dsn",
-            "master",
-            "remote",
-            "parquet",
-            "driver_memory",
-        },
-    )
+    _only(body, "database", {"csv_types", "version", "engine"}.union(*_ENGINE_KEYS.values()))
     if "duckdb" in body and "csv" in body:
         raise PolicyError("database: give either duckdb or csv, not both")
     settings = _engine_settings(body, base_dir)
