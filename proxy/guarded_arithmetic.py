@@ -51,6 +51,7 @@ from proxy.engines.kinds import (
     compared_sides,
     decimal_digits,
     duckdb_type,
+    kept_value,
     places_of,
 )
 
@@ -58,10 +59,19 @@ _WIDER = {8: "BIGINT", 16: "BIGINT", 32: "BIGINT", 64: "HUGEINT"}
 # |x| below this is within HUGEINT (2^127 ≈ 1.70141e38) whatever a DOUBLE's rounding.
 _HUGE_DOUBLE = "1.7e38"
 # An interval whose every field is within 10,000 years (months, days and hours), else
-# NULL: two such add and subtract without overflow.
+# NULL: two such add and subtract without overflow. (Checks over `__v`, for _kept.)
 _INTERVAL_FIELDS = (
-    "CASE WHEN ABS(EXTRACT(YEAR FROM __i)) <= 10000 AND ABS(EXTRACT(DAY FROM __i)) <= 3652500 "
-    "AND ABS(EXTRACT(HOUR FROM __i)) <= 87660000 THEN __i END"
+    "ABS(EXTRACT(YEAR FROM __v)) <= 10000 AND ABS(EXTRACT(DAY FROM __v)) <= 3652500 "
+    "AND ABS(EXTRACT(HOUR FROM __v)) <= 87660000"
+)
+# An interval that moves a date, read from the data other than as `INTERVAL (n) unit` (a
+# text cast to INTERVAL, an INTERVAL column, a CASE of them): its fields together within
+# 10,000 years (years of 365 days, of 8,760 hours, rounded up), else NULL; a date within
+# _TIMESTAMP_RANGE moved by it stays within DuckDB's range.
+_MOVING_INTERVAL = (
+    "ABS(CAST(EXTRACT(YEAR FROM __v) AS DOUBLE)) + 1 "
+    "+ ABS(CAST(EXTRACT(DAY FROM __v) AS DOUBLE)) / 365 "
+    "+ ABS(CAST(EXTRACT(HOUR FROM __v) AS DOUBLE)) / 8760 <= 10000"
 )
 # An interval times (or divided by) a number: each field's product, in DOUBLE, within
 # what DuckDB's fields hold (months and days 32-bit, microseconds 64-bit), with a margin;
@@ -128,6 +138,20 @@ _COMPARED = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, 
 _TIMESTAMP_RANGE = ("280000-01-01 (BC)", "284000-12-31")
 _DAY_RANGE = ("5867000-01-01 (BC)", "5871000-12-31")
 _DATES = (Family.DATE, Family.TIMESTAMP)
+# Timestamps within this span are fewer than 2^63 microseconds apart (280,001 years).
+_MICROSECOND_SPAN = ("140000-01-01 (BC)", "140000-12-31")
+_MICROSECOND_UNITS = {"MICROSECOND", "MICROSECONDS", "US", "USEC", "USECS", "USECOND", "USECONDS"}
+# DuckDB's nanosecond timestamps, as its catalog and sqlglot write them
+_NANO_NAMES = frozenset({"TIMESTAMP_NS", "TIMESTAMPTZ_NS"})
+
+
+def _nano_type(name: str) -> exp.DataType:
+    return exp.DataType.build(name, dialect="duckdb", udt=True)
+
+
+def _unit(node: exp.Expr) -> str:
+    unit = node.args.get("unit")
+    return unit.name.upper() if isinstance(unit, (exp.Var, exp.Literal, exp.Column)) else ""
 
 
 def _parse(text: str) -> exp.Expr:
@@ -210,6 +234,21 @@ def _once(value: exp.Expr, node: exp.Expr, check: str, type_sql: str) -> exp.Exp
     )
 
 
+def _kept(value: exp.Expr, check: str) -> exp.Expr:
+    """``value`` where ``check`` (DuckDB SQL over ``__v``, the value) holds, else NULL.
+    A value too large to repeat is read once, through a one-element list (kinds.Typer
+    types it as the element): the checks repeat their value up to four times, so nested
+    moves of a date would otherwise multiply it at every level (a probe, 2026-12-04: nine
+    nested `+ INTERVAL 1 DAY` grew to 1.4 MB of SQL and took 82 s to guard)."""
+    if _simple(value):
+        return _template(f"CASE WHEN {check} THEN __v END", v=value)
+    return _template(
+        f"LIST_TRANSFORM([__v], LAMBDA __guard : CASE WHEN {check.replace('__v', '__guard')} "
+        "THEN __guard END)[1]",
+        v=value,
+    )
+
+
 def _int_kind(kind: Kind) -> int:
     """The width of an integer kind this module guards (0: not one)."""
     return kind.bits if kind.family is Family.INT and kind.bits in (8, 16, 32, 64, 128) else 0
@@ -238,6 +277,8 @@ class _Guard:
     def own(self, node: exp.Expr, kind: Kind) -> exp.Expr:
         if isinstance(node, _MIXED):
             self.implicit_decimals(node)
+        if isinstance(node, (*_MIXED, exp.DateDiff)):
+            self.dates_met_with_timestamps(node)
         if isinstance(node, exp.Cast) and not isinstance(node, exp.TryCast):
             # the rewrite's own casts (a predicate's to BOOLEAN): NULL rather than raise
             return exp.TryCast(this=node.this, to=node.to)
@@ -249,7 +290,7 @@ class _Guard:
             return self.substring(node)
         if isinstance(node, exp.Neg) and self.typer.is_interval(node.this):
             # negating a field at its type's least value raises
-            node.set("this", _template(_INTERVAL_FIELDS, i=node.this))
+            node.set("this", _kept(node.this, _INTERVAL_FIELDS))
             return node
         if isinstance(node, (exp.Mul, exp.Div)) and self.typer.is_interval(node):
             return self.scaled_interval(node)
@@ -258,9 +299,42 @@ class _Guard:
             isinstance(node.expression, exp.Interval) or isinstance(node.this, exp.Interval)
         ):
             return self.moved_date(node)
-        if isinstance(node, (exp.Add, exp.Sub)) and Family.DATE in (
-            self.typer.kind(node.this).family,
-            self.typer.kind(node.expression).family,
+        if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)) and self._date(node.this):
+            # DuckDB truncates a DATE as a TIMESTAMP, and raises on one beyond its range
+            node.set("this", exp.TryCast(this=node.this, to=exp.DataType.build("TIMESTAMP")))
+            return node
+        if isinstance(node, exp.Sub) and self.subtracted_timestamps(node):
+            return node
+        if isinstance(node, (exp.Add, exp.Sub)):
+            moved = self.moved_by_interval(node)
+            if moved is not None:
+                return moved
+            if self.typer.is_interval(node.this) and self.typer.is_interval(node.expression):
+                # two intervals from the data add field by field, and a field past its
+                # 32 or 64 bits raises: each kept within 10,000 years a field
+                for side in (node.this, node.expression):
+                    if not isinstance(side.unnest(), exp.Interval):
+                        side.replace(_kept(side, _INTERVAL_FIELDS))
+                return node
+        if isinstance(node, exp.Add) and (self.is_time(node.this) or self.is_time(node.expression)):
+            date = node.expression if self.is_time(node.this) else node.this
+            if self.typer.kind(date).family is Family.DATE and not isinstance(
+                date.unnest(), exp.Literal
+            ):
+                date.replace(self.within_years(date))
+            return node
+        if isinstance(node, exp.DateDiff) and _unit(node) in _MICROSECOND_UNITS:
+            # microseconds between two timestamps beyond 146,000 years apart overflow
+            for key in ("this", "expression"):
+                side = node.args[key]
+                if not isinstance(side.unnest(), exp.Literal):
+                    side.replace(
+                        _kept(side, f"__v BETWEEN DATE '{_MICROSECOND_SPAN[0]}' AND "
+                              f"DATE '{_MICROSECOND_SPAN[1]}' OR NOT ISFINITE(__v)")
+                    )
+            return node
+        if isinstance(node, (exp.Add, exp.Sub)) and (
+            self.day_dated(node.this) or self.day_dated(node.expression)
         ):
             return self.moved_by_days(node)
         if kind.family is Family.DECIMAL and isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Mod)):
@@ -482,15 +556,138 @@ class _Guard:
             # the sum of two intervals adds their months, days and microseconds: each
             # side's kept within 10,000 years a field, the sums cannot overflow (a
             # literal's amount from the data is bounded so; a constant one is not)
-            date.replace(_template(_INTERVAL_FIELDS, i=date))
+            date.replace(_kept(date, _INTERVAL_FIELDS))
             amount = interval.this
             if amount is not None and isinstance(amount.unnest(), exp.Literal):
-                interval.replace(_template(_INTERVAL_FIELDS, i=interval))  # folded once
+                interval.replace(_kept(interval, _INTERVAL_FIELDS))  # folded once
             return node
+        if self.nanos(date) is not None:  # as in moved_by_interval
+            date = date.replace(exp.TryCast(this=date.copy(), to=exp.DataType.build("TIMESTAMP")))
         if not isinstance(date.unnest(), exp.Literal):
             # a date from the data near DuckDB's limits overflows, even by 1 year
             date.replace(self.within_years(date))
         return node
+
+    def moved_by_interval(self, node: exp.Binary) -> exp.Expr | None:
+        """A date or timestamp plus or minus an interval that is not an ``INTERVAL (n)
+        unit`` (``CAST(text AS INTERVAL)``, an INTERVAL column): the interval within
+        10,000 years in all (_MOVING_INTERVAL) and the date within _TIMESTAMP_RANGE, else
+        NULL, as TRY gives. None when ``node`` is not such a move."""
+        left, right = node.this, node.expression
+        if self.typer.is_interval(right) and not self.typer.is_interval(left):
+            date, interval = left, right
+        elif isinstance(node, exp.Add) and self.typer.is_interval(left) and not (
+            self.typer.is_interval(right)
+        ):
+            date, interval = right, left
+        else:
+            return None
+        if not self.dated(date):
+            return None
+        if self.nanos(date) is not None:
+            # DuckDB moves a TIMESTAMP_NS within its own range (years 1677-2262): moved
+            # as a TIMESTAMP, it cannot leave one
+            date = date.replace(exp.TryCast(this=date.copy(), to=exp.DataType.build("TIMESTAMP")))
+        interval.replace(_kept(interval, _MOVING_INTERVAL))
+        if not isinstance(date.unnest(), exp.Literal):
+            date.replace(self.within_years(date))
+        return node
+
+    def dated(self, node: exp.Expr) -> bool:
+        """Whether ``node`` is a date or timestamp: typed so, or a date moved by an
+        interval (the kinds leave that sum untyped; a TIMESTAMP in DuckDB)."""
+        if self.typer.kind(node).family in _DATES:
+            return True
+        node = node.unnest()
+        if isinstance(node, exp.Try):
+            return self.dated(node.this)
+        if isinstance(node, (exp.Add, exp.Sub)):
+            sides = (node.this, node.expression)
+            return any(self.typer.is_interval(s) for s in sides) and any(
+                not self.typer.is_interval(s) and self.dated(s) for s in sides
+            )
+        return False
+
+    def nanos(self, node: exp.Expr) -> exp.DataType | None:
+        """The type of ``node`` when it is a nanosecond timestamp (a TIMESTAMP_NS or
+        TIMESTAMPTZ_NS column or cast, or a choice among them), else None: DuckDB raises
+        on bringing a TIMESTAMP or DATE beyond years 1677-2262 to one."""
+        node = node.unnest()
+        kept = kept_value(node)
+        if kept is not None:
+            return self.nanos(kept)
+        if isinstance(node, exp.Try):
+            return self.nanos(node.this)
+        if isinstance(node, (exp.Cast, exp.TryCast)):
+            name = node.to.sql(dialect="duckdb").upper()
+            return _nano_type(name) if name in _NANO_NAMES else None
+        if isinstance(node, exp.Column):
+            found = (self.typer.column_type(node) or "").upper()
+            return _nano_type(found) if found in _NANO_NAMES else None
+        if isinstance(node, (exp.Case, exp.If, exp.Coalesce, exp.Least, exp.Greatest)):
+            for operand in _operands(node):
+                found_type = None if operand is None else self.nanos(operand)
+                if found_type is not None:
+                    return found_type
+        return None
+
+    def is_time(self, node: exp.Expr) -> bool:
+        """Whether ``node`` is a TIME (a TIME column or cast): a DATE plus a TIME is a
+        TIMESTAMP, which raises beyond TIMESTAMP's range."""
+        node = node.unnest()
+        if isinstance(node, (exp.Cast, exp.TryCast)):
+            return node.to.this in (exp.DataType.Type.TIME, exp.DataType.Type.TIMETZ)
+        if isinstance(node, exp.Column):
+            found = self.typer.column_type(node)
+            return found is not None and found.upper().startswith("TIME") and not (
+                found.upper().startswith("TIMESTAMP")
+            )
+        return False
+
+    def _date(self, node: exp.Expr) -> bool:
+        return self.typer.kind(node).family is Family.DATE and not isinstance(
+            node.unnest(), exp.Literal
+        )
+
+    def subtracted_timestamps(self, node: exp.Sub) -> bool:
+        """A TIMESTAMP minus a TIMESTAMP (or a DATE) raises when either is infinite, and
+        a DATE beyond TIMESTAMP's range raises in its cast: each side finite and cast
+        with TRY_CAST, else NULL, as TRY gives. False when ``node`` is not such a
+        difference."""
+        kinds = [self.typer.kind(side).family for side in (node.this, node.expression)]
+        if Family.TIMESTAMP not in kinds or any(k not in _DATES for k in kinds):
+            return False
+        for key in ("this", "expression"):
+            side = node.args[key]
+            if self.typer.kind(side).family is Family.DATE:
+                side = exp.TryCast(this=side, to=exp.DataType.build("TIMESTAMP"))
+            node.set(key, _template("CASE WHEN ISFINITE(__t) THEN __t END", t=side))
+        return True
+
+    def dates_met_with_timestamps(self, node: exp.Expr) -> None:
+        """A DATE that DuckDB casts to TIMESTAMP to compare or combine it with one (a
+        comparison, IN, BETWEEN, CASE, COALESCE, LEAST, GREATEST, DATE_DIFF) raises when
+        the date is beyond TIMESTAMP's range (years 290309 BC to 294247 AD; DATEs reach
+        5.8 million years): such an operand is cast with TRY_CAST, NULL without raising."""
+        if isinstance(node, exp.DateDiff):
+            operands = [node.this, node.expression]
+        else:
+            operands = _operands(node)
+        operands = [o for o in operands if o is not None]
+        kinds = [self.typer.kind(o) for o in operands]
+        nano = next((t for t in map(self.nanos, operands) if t is not None), None)
+        if nano is not None:
+            # DuckDB brings a DATE or TIMESTAMP beside a nanosecond one to nanoseconds,
+            # and raises beyond years 1677-2262 (a probe: DATE '3000-01-01')
+            for operand, k in zip(operands, kinds, strict=True):
+                if k.family in _DATES and self.nanos(operand) is None:
+                    operand.replace(exp.TryCast(this=operand.copy(), to=nano.copy()))
+            return
+        if not any(k.family is Family.TIMESTAMP for k in kinds):
+            return
+        for operand, k in zip(operands, kinds, strict=True):
+            if k.family is Family.DATE:
+                operand.replace(exp.TryCast(this=operand.copy(), to=exp.DataType.build("TIMESTAMP")))
 
     def scaled_interval(self, node: exp.Mul | exp.Div) -> exp.Expr:
         """An interval times or divided by a number: the interval where every field's
@@ -511,11 +708,27 @@ class _Guard:
         interval.replace(_template(text, i=interval, n=number))
         return node
 
+    def day_dated(self, node: exp.Expr) -> bool:
+        """Whether ``node`` is a DATE: typed so, or a DATE moved by a number of days (the
+        kinds leave that sum untyped)."""
+        if self.typer.kind(node).family is Family.DATE:
+            return True
+        node = node.unnest()
+        kept = kept_value(node)
+        if kept is not None:
+            return self.day_dated(kept)
+        if isinstance(node, (exp.Add, exp.Sub)):
+            sides = (node.this, node.expression)
+            return any(_int_kind(self.typer.kind(s)) for s in sides) and any(
+                self.day_dated(s) for s in sides
+            )
+        return False
+
     def moved_by_days(self, node: exp.Binary) -> exp.Expr:
         days, date = node.expression, node.this
-        if self.typer.kind(date).family is not Family.DATE:
+        if not self.day_dated(date):
             days, date = node.this, node.expression
-        if self.typer.kind(date).family is not Family.DATE or not _int_kind(self.typer.kind(days)):
+        if not self.day_dated(date) or not _int_kind(self.typer.kind(days)):
             return node
         days.replace(
             _template(
@@ -530,10 +743,7 @@ class _Guard:
         by an interval becomes a TIMESTAMP, whose range is narrower), or infinite (which
         an interval leaves as it is); else NULL, as TRY would give."""
         lo, hi = _DAY_RANGE if days else _TIMESTAMP_RANGE
-        return _template(
-            f"CASE WHEN __d BETWEEN DATE '{lo}' AND DATE '{hi}' OR NOT ISFINITE(__d) THEN __d END",
-            d=date,
-        )
+        return _kept(date, f"__v BETWEEN DATE '{lo}' AND DATE '{hi}' OR NOT ISFINITE(__v)")
 
 
 def under_try(sql: str) -> bool:

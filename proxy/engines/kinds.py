@@ -302,11 +302,32 @@ _TEXTS = (
 )
 
 
+def kept_value(node: exp.Expr) -> exp.Expr | None:
+    """The value inside the DuckDB guards' read-once form, ``LIST_TRANSFORM([v], LAMBDA
+    __guard : CASE WHEN ... THEN __guard END)[1]`` (proxy/guarded_arithmetic.py, _kept:
+    ``v`` or NULL, so of v's type), else None."""
+    if not isinstance(node, exp.Bracket) or not isinstance(node.this, exp.Transform):
+        return None
+    array, body = node.this.this, node.this.expression
+    if not (
+        isinstance(array, exp.Array)
+        and len(array.expressions) == 1
+        and isinstance(body, exp.Lambda)
+        and [p.name for p in body.expressions] == ["__guard"]
+    ):
+        return None
+    return array.expressions[0]
+
+
 class Typer:
     """Kinds of expressions over the core's aliased tables (alias -> column -> type)."""
 
     def __init__(self, columns: Mapping[str, Mapping[str, str]]):
         self._columns = columns
+
+    def column_type(self, node: exp.Column) -> str | None:
+        """The catalog type name of a column of the core's aliased tables, if known."""
+        return self._columns.get(node.table.lower(), {}).get(node.name.lower())
 
     def is_interval(self, node: exp.Expr) -> bool:
         """Whether ``node`` is an INTERVAL (the kinds leave INTERVALs UNKNOWN): an
@@ -316,6 +337,9 @@ class Typer:
         node = node.unnest()
         if isinstance(node, exp.Try):  # the total forms' wrapper: the same type
             return self.is_interval(node.this)
+        kept = kept_value(node)
+        if kept is not None:
+            return self.is_interval(kept)
         if isinstance(node, exp.Interval):
             return True
         if isinstance(node, (exp.Cast, exp.TryCast)):
@@ -350,6 +374,9 @@ class Typer:
     def kind(self, node: exp.Expr) -> Kind:
         if isinstance(node, exp.Paren):
             return self.kind(node.this)
+        kept = kept_value(node)
+        if kept is not None:
+            return self.kind(kept)
         if isinstance(node, exp.Literal):
             return _literal(node)
         if isinstance(node, exp.Null):

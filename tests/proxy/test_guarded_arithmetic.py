@@ -279,3 +279,36 @@ def test_products_and_negations_of_intervals_are_guarded(expression: str) -> Non
     for node in list(tree.find_all(exp.Try)):
         node.replace(node.this)
     con.execute(f"SELECT CAST(x AS VARCHAR) FROM ({tree.sql(dialect='duckdb')})").fetchall()
+
+
+@pytest.mark.parametrize(
+    "step",
+    ["({e} + INTERVAL 1 DAY)", "({e} - CAST('1 day' AS INTERVAL))", "({e} + 1)"],
+)
+def test_nested_moves_of_a_date_grow_the_sql_linearly(
+    db: duckdb.DuckDBPyConnection, step: str
+) -> None:
+    """Each guarded move repeats its date up to three times; a date moved inside a move
+    would multiply at every level (nine nested `+ INTERVAL 1 DAY` grew to 1.4 MB of SQL
+    and took 82 s to guard, before any charge, 2026-12-04). A large date is read once,
+    so twelve levels stay small, and the values are still TRY's."""
+    column = "dt" if "+ 1)" in step else "ts"
+    sizes = []
+    for depth in (4, 12):
+        expression = column
+        for _ in range(depth):
+            expression = step.format(e=expression)
+        plain = _query(f"{expression} > {column}")
+        guarded = guarded_sql(plain, TYPES)
+        sizes.append(len(guarded))
+        want = db.execute(plain).fetchall()
+        got = db.execute(guarded).fetchall()
+        # rows 3-5 hold dates at or near DuckDB's limits: NULL where TRY gave a value
+        assert [g for i, g in enumerate(got) if i not in (3, 4, 5)] == [
+            w for i, w in enumerate(want) if i not in (3, 4, 5)
+        ]
+        tree = sqlglot.parse_one(guarded, read="duckdb")
+        for node in list(tree.find_all(exp.Try)):
+            node.replace(node.this)
+        db.execute(tree.sql(dialect="duckdb")).fetchall()  # raises on no row
+    assert sizes[1] < 4 * sizes[0], sizes
