@@ -661,7 +661,7 @@ class _Guard:
             side = node.args[key]
             if self.typer.kind(side).family is Family.DATE:
                 side = exp.TryCast(this=side, to=exp.DataType.build("TIMESTAMP"))
-            node.set(key, _template("CASE WHEN ISFINITE(__t) THEN __t END", t=side))
+            node.set(key, _kept(side, "ISFINITE(__v)"))
         return True
 
     def dates_met_with_timestamps(self, node: exp.Expr) -> None:
