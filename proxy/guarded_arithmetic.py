@@ -596,11 +596,18 @@ class _Guard:
     def dated(self, node: exp.Expr) -> bool:
         """Whether ``node`` is a date or timestamp: typed so, or a date moved by an
         interval (the kinds leave that sum untyped; a TIMESTAMP in DuckDB)."""
-        if self.typer.kind(node).family in _DATES:
+        if self.typer.kind(node).family in _DATES or self.day_dated(node):
             return True
         node = node.unnest()
+        kept = kept_value(node)
+        if kept is not None:
+            return self.dated(kept)
         if isinstance(node, exp.Try):
             return self.dated(node.this)
+        if isinstance(node, (exp.Case, exp.If, exp.Coalesce, exp.Least, exp.Greatest)):
+            # a choice among moved dates (the guards' own CASE WHEN ... THEN date END)
+            branches = [b for b in _operands(node) if b is not None and not isinstance(b, exp.Null)]
+            return bool(branches) and all(self.dated(b) for b in branches)
         if isinstance(node, (exp.Add, exp.Sub)):
             sides = (node.this, node.expression)
             return any(self.typer.is_interval(s) for s in sides) and any(
@@ -717,6 +724,9 @@ class _Guard:
         kept = kept_value(node)
         if kept is not None:
             return self.day_dated(kept)
+        if isinstance(node, (exp.Case, exp.If, exp.Coalesce, exp.Least, exp.Greatest)):
+            branches = [b for b in _operands(node) if b is not None and not isinstance(b, exp.Null)]
+            return bool(branches) and all(self.day_dated(b) for b in branches)
         if isinstance(node, (exp.Add, exp.Sub)):
             sides = (node.this, node.expression)
             return any(_int_kind(self.typer.kind(s)) for s in sides) and any(

@@ -247,6 +247,19 @@ CONSTRUCTS += [
         "nested_cast_moves",
         f"(ts + CAST('1 day' AS INTERVAL)) + CAST({x(q('99999999 years'), q('1 day'))} AS INTERVAL) > ts",
     ),
+    (
+        "nested_cast_moves_3",
+        "((ts + CAST('1 day' AS INTERVAL)) + CAST('1 day' AS INTERVAL)) + "
+        f"CAST({x(q('99999999 years'), q('1 day'))} AS INTERVAL) > ts",
+    ),
+    (
+        "nested_day_moves_3",
+        f"((CAST(ts AS DATE) + 1) + 1) + {x('2147483647', '1')} > CAST(ts AS DATE)",
+    ),
+    (
+        "nested_mixed_moves",
+        f"((CAST(ts AS DATE) + 1) + CAST('1 day' AS INTERVAL)) + CAST({x(q('99999999 years'), q('1 day'))} AS INTERVAL) > ts",
+    ),
     ("nested_day_moves", f"(CAST(ts AS DATE) + 1) + {x('2147483647', '1')} > CAST(ts AS DATE)"),
     (
         "ns_vs_date",
