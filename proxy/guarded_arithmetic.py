@@ -35,7 +35,7 @@ as it was.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 import sqlglot
@@ -247,6 +247,20 @@ def _kept(value: exp.Expr, check: str) -> exp.Expr:
         "THEN __guard END)[1]",
         v=value,
     )
+
+
+def _peeled(node: exp.Expr) -> exp.Expr:
+    """``node`` without the wrappers that keep its value and type: parentheses, TRY and
+    the guards' read-once list (kinds.kept_value)."""
+    while True:
+        node = node.unnest()
+        kept = kept_value(node)
+        if kept is not None:
+            node = kept
+        elif isinstance(node, exp.Try):
+            node = node.this
+        else:
+            return node
 
 
 def _int_kind(kind: Kind) -> int:
@@ -596,22 +610,36 @@ class _Guard:
     def dated(self, node: exp.Expr) -> bool:
         """Whether ``node`` is a date or timestamp: typed so, or a date moved by an
         interval (the kinds leave that sum untyped; a TIMESTAMP in DuckDB)."""
-        if self.typer.kind(node).family in _DATES or self.day_dated(node):
+        return self._moved(
+            node,
+            lambda n: self.typer.kind(n).family in _DATES or self.day_dated(n),
+            self.typer.is_interval,
+        )
+
+    def day_dated(self, node: exp.Expr) -> bool:
+        """Whether ``node`` is a DATE: typed so, or a DATE moved by a number of days (the
+        kinds leave that sum untyped)."""
+        return self._moved(
+            node,
+            lambda n: self.typer.kind(n).family is Family.DATE,
+            lambda n: bool(_int_kind(self.typer.kind(n))),
+        )
+
+    def _moved(
+        self, node: exp.Expr, base: Callable[[exp.Expr], bool], step: Callable[[exp.Expr], bool]
+    ) -> bool:
+        """Whether ``node`` is a value ``base`` accepts, such a value plus or minus a
+        ``step``, or a choice among such (the guards' own CASE WHEN ... THEN v END)."""
+        if base(node):
             return True
-        node = node.unnest()
-        kept = kept_value(node)
-        if kept is not None:
-            return self.dated(kept)
-        if isinstance(node, exp.Try):
-            return self.dated(node.this)
+        node = _peeled(node)
         if isinstance(node, (exp.Case, exp.If, exp.Coalesce, exp.Least, exp.Greatest)):
-            # a choice among moved dates (the guards' own CASE WHEN ... THEN date END)
             branches = [b for b in _operands(node) if b is not None and not isinstance(b, exp.Null)]
-            return bool(branches) and all(self.dated(b) for b in branches)
+            return bool(branches) and all(self._moved(b, base, step) for b in branches)
         if isinstance(node, (exp.Add, exp.Sub)):
             sides = (node.this, node.expression)
-            return any(self.typer.is_interval(s) for s in sides) and any(
-                not self.typer.is_interval(s) and self.dated(s) for s in sides
+            return any(step(s) for s in sides) and any(
+                not step(s) and self._moved(s, base, step) for s in sides
             )
         return False
 
@@ -619,12 +647,7 @@ class _Guard:
         """The type of ``node`` when it is a nanosecond timestamp (a TIMESTAMP_NS or
         TIMESTAMPTZ_NS column or cast, or a choice among them), else None: DuckDB raises
         on bringing a TIMESTAMP or DATE beyond years 1677-2262 to one."""
-        node = node.unnest()
-        kept = kept_value(node)
-        if kept is not None:
-            return self.nanos(kept)
-        if isinstance(node, exp.Try):
-            return self.nanos(node.this)
+        node = _peeled(node)
         if isinstance(node, (exp.Cast, exp.TryCast)):
             name = node.to.sql(dialect="duckdb").upper()
             return _nano_type(name) if name in _NANO_NAMES else None
@@ -714,25 +737,6 @@ class _Guard:
         text = _SCALED_INTERVAL.replace("__f", factor)
         interval.replace(_template(text, i=interval, n=number))
         return node
-
-    def day_dated(self, node: exp.Expr) -> bool:
-        """Whether ``node`` is a DATE: typed so, or a DATE moved by a number of days (the
-        kinds leave that sum untyped)."""
-        if self.typer.kind(node).family is Family.DATE:
-            return True
-        node = node.unnest()
-        kept = kept_value(node)
-        if kept is not None:
-            return self.day_dated(kept)
-        if isinstance(node, (exp.Case, exp.If, exp.Coalesce, exp.Least, exp.Greatest)):
-            branches = [b for b in _operands(node) if b is not None and not isinstance(b, exp.Null)]
-            return bool(branches) and all(self.day_dated(b) for b in branches)
-        if isinstance(node, (exp.Add, exp.Sub)):
-            sides = (node.this, node.expression)
-            return any(_int_kind(self.typer.kind(s)) for s in sides) and any(
-                self.day_dated(s) for s in sides
-            )
-        return False
 
     def moved_by_days(self, node: exp.Binary) -> exp.Expr:
         days, date = node.expression, node.this
