@@ -211,6 +211,18 @@ def _double(value: exp.Expr, kind: Kind) -> exp.Expr:
     return exp.Cast(this=value, to=exp.DataType.build("DOUBLE"))
 
 
+def _choice_operands(node: exp.Expr) -> list[exp.Expr]:
+    """The values a COALESCE, LEAST, GREATEST, IF or CASE chooses among."""
+    if isinstance(node, exp.Case):
+        parts = [i.args.get("true") for i in node.args.get("ifs") or []]
+        parts.append(node.args.get("default"))
+    elif isinstance(node, exp.If):
+        parts = [node.args.get("true"), node.args.get("false")]
+    else:
+        parts = [node.this, *node.expressions]
+    return [p for p in parts if p is not None]
+
+
 # The years every engine's timestamps hold (DuckDB's key guard, per_person.DATE_KEY_RANGE,
 # keeps keys within them too): PostgreSQL's TIMESTAMP ends in 294276 and starts in 4713
 # BC, and date_trunc or a DATE read as its midnight raised beyond them.
@@ -560,9 +572,31 @@ class _Total:
             return self.extract(node)
         if isinstance(node, exp.Round):
             return self.round(node)
+        if isinstance(node, (exp.Coalesce, exp.Least, exp.Greatest, exp.Case, exp.If)):
+            return self.choice(node)
         if isinstance(node, _STRUCTURAL):
             return self.children(node)
         raise refuse(ENGINE, f"{type(node).__name__.upper()} under a total form")
+
+    def choice(self, node: exp.Expr) -> exp.Expr:
+        """COALESCE, LEAST, GREATEST and CASE over DATEs and TIMESTAMPs: PostgreSQL
+        casts each DATE to the TIMESTAMP they share, and raised on one beyond 294276
+        (a review, 2026-12-04: `COALESCE(<a far date on one person's rows>, ts)` failed
+        on D only, after the charge). A DATE there is read as a TIMESTAMP or NULL, as
+        the cast form does; comparisons are left alone (PostgreSQL's cross-type
+        comparisons of a DATE with a TIMESTAMP do not raise)."""
+        out = self.children(node)
+        families = [self.kind(o).family for o in _choice_operands(node)]
+        if Family.TIMESTAMP in families and Family.DATE in families:
+            for operand, family in zip(_choice_operands(out), families, strict=True):
+                if family is Family.DATE:
+                    operand.replace(
+                        template(
+                            "CASE WHEN __a < DATE '294276-12-31' THEN CAST(__a AS TIMESTAMP) END",
+                            a=operand.copy(),
+                        )
+                    )
+        return out
 
     def children(self, node: exp.Expr) -> exp.Expr:
         out = node.copy()

@@ -285,6 +285,7 @@ def test_postgres_neighbours_integer_division(name: str, pg_demo_side: Side) -> 
 # timestamps reached date_trunc or EXTRACT; a NUMERIC past a double's range was cast
 # inside a guard; TRIM's set cost |value| x |set|. Spark: a LIKE matched by a
 # backtracking regular expression; ROUND to 10^8 digits; a far DATE literal.
+_FAR_DATE = "(CASE WHEN user_id = {pid} THEN DATE '5000000-01-01' ELSE CAST(ts AS DATE) END)"
 ENGINE_PROBES = {
     "pg_trunc_far_date": (
         "SELECT COUNT(*) AS n FROM users WHERE date_trunc('year', CASE WHEN user_id = {pid} "
@@ -329,13 +330,33 @@ ENGINE_PROBES = {
         "SELECT COUNT(*) AS n FROM users WHERE EXTRACT(HOUR FROM CASE WHEN user_id = {pid} "
         "THEN DATE '1000000-01-01' ELSE signup_month END) = 0"
     ),
+    # PostgreSQL brings a DATE beside a TIMESTAMP in a COALESCE, LEAST, GREATEST or CASE
+    # to TIMESTAMP, and raised on one beyond 294276 on the person's rows only (a review,
+    # 2026-12-04: D failed with DatetimeFieldOverflow after the charge, D' answered).
+    **{
+        f"pg_{name}_far_date": (
+            f"SELECT COUNT(*) AS n FROM prompts WHERE {shape.format(far=_FAR_DATE)} > ts"
+        )
+        for name, shape in (
+            ("coalesce", "COALESCE({far}, ts)"),
+            ("greatest", "GREATEST({far}, ts)"),
+            ("least", "LEAST({far}, ts)"),
+            ("case", "CASE WHEN tokens_in >= 0 THEN {far} ELSE ts END"),
+        )
+    },
 }
+# Every engine answers these (the harness alone would pass a refusal on both sides).
+ANSWERED_PROBES = frozenset(
+    f"pg_{name}_far_date" for name in ("coalesce", "greatest", "least", "case")
+)
 
 
 @pytest.mark.parametrize("name", sorted(ENGINE_PROBES))
 def test_postgres_neighbours_engine_probes(name: str, pg_demo_side: Side) -> None:
     report = pg_demo_side.pair.check(ENGINE_PROBES[name].format(**pg_demo_side.facts))
     assert report.ok, report.describe()
+    if name in ANSWERED_PROBES:
+        assert report.answered, report.outcome
 
 
 # Answered on every engine (a refusal on both sides would pass the harness vacuously).
