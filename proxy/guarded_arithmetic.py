@@ -47,6 +47,7 @@ from proxy.engines.kinds import (
     Family,
     Kind,
     Typer,
+    choices,
     common,
     compared_sides,
     decimal_digits,
@@ -177,13 +178,8 @@ _MIXED = (
 
 def _operands(node: exp.Expr) -> list[exp.Expr]:
     """The operands of a ``_MIXED`` node that DuckDB brings to one type."""
-    if isinstance(node, exp.Case):
-        parts = [i.args.get("true") for i in node.args.get("ifs") or []]
-        parts.append(node.args.get("default"))
-    elif isinstance(node, exp.If):
-        parts = [node.args.get("true"), node.args.get("false")]
-    elif isinstance(node, (exp.Coalesce, exp.Least, exp.Greatest)):
-        parts = [node.this, *node.expressions]
+    if isinstance(node, (exp.Case, exp.If, exp.Coalesce, exp.Least, exp.Greatest)):
+        parts: list[exp.Expr | None] = list(choices(node))
     elif isinstance(node, exp.In) and node.args.get("query") is not None:
         parts = []
     else:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
+from proxy.engines.kinds import choices
 from proxy.errors import position_of, unsupported
 
 _INTEGER_NAMES = frozenset(
@@ -132,13 +133,7 @@ def _integer(node: exp.Expr, column_type: ColumnType, dialect: str = "") -> bool
             return False
         return True if all(parts) else None
     if isinstance(node, (exp.Case, exp.If, exp.Coalesce, exp.Greatest, exp.Least)):
-        if isinstance(node, exp.Case):
-            branches = [i.args.get("true") for i in node.args.get("ifs") or []]
-            branches.append(node.args.get("default"))
-        elif isinstance(node, exp.If):
-            branches = [node.args.get("true"), node.args.get("false")]
-        else:
-            branches = [node.this, *node.expressions]
+        branches = choices(node)
         kinds = [
             _integer(b, column_type, dialect)
             for b in branches

@@ -302,6 +302,21 @@ _TEXTS = (
 )
 
 
+def choices(node: exp.Expr) -> list[exp.Expr]:
+    """The values a CASE, IF, COALESCE, LEAST or GREATEST chooses among (absent
+    branches left out); [] for any other node."""
+    if isinstance(node, exp.Case):
+        parts = [i.args.get("true") for i in node.args.get("ifs") or []]
+        parts.append(node.args.get("default"))
+    elif isinstance(node, exp.If):
+        parts = [node.args.get("true"), node.args.get("false")]
+    elif isinstance(node, (exp.Coalesce, exp.Least, exp.Greatest)):
+        parts = [node.this, *node.expressions]
+    else:
+        parts = []
+    return [p for p in parts if p is not None]
+
+
 def kept_value(node: exp.Expr) -> exp.Expr | None:
     """The value inside the DuckDB guards' read-once form, ``LIST_TRANSFORM([v], LAMBDA
     __guard : CASE WHEN ... THEN __guard END)[1]`` (proxy/guarded_arithmetic.py, _kept:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from proxy.engines.kinds import BIGINT, FLOAT, Family, Kind, Typer, of_data_type
+from proxy.engines.kinds import BIGINT, FLOAT, Family, Kind, Typer, choices, of_data_type
 from proxy.engines.postgres_per_person import narrow_sums
 from proxy.engines.render import CutForm, constant_items, keyed_list, refuse, template, uncast
 
@@ -209,18 +209,6 @@ def _double(value: exp.Expr, kind: Kind) -> exp.Expr:
         # pinned person's value times 1e310, divided or added to a DOUBLE).
         return _guarded_double(value)
     return exp.Cast(this=value, to=exp.DataType.build("DOUBLE"))
-
-
-def _choice_operands(node: exp.Expr) -> list[exp.Expr]:
-    """The values a COALESCE, LEAST, GREATEST, IF or CASE chooses among."""
-    if isinstance(node, exp.Case):
-        parts = [i.args.get("true") for i in node.args.get("ifs") or []]
-        parts.append(node.args.get("default"))
-    elif isinstance(node, exp.If):
-        parts = [node.args.get("true"), node.args.get("false")]
-    else:
-        parts = [node.this, *node.expressions]
-    return [p for p in parts if p is not None]
 
 
 # The years every engine's timestamps hold (DuckDB's key guard, per_person.DATE_KEY_RANGE,
@@ -586,9 +574,9 @@ class _Total:
         the cast form does; comparisons are left alone (PostgreSQL's cross-type
         comparisons of a DATE with a TIMESTAMP do not raise)."""
         out = self.children(node)
-        families = [self.kind(o).family for o in _choice_operands(node)]
+        families = [self.kind(o).family for o in choices(node)]
         if Family.TIMESTAMP in families and Family.DATE in families:
-            for operand, family in zip(_choice_operands(out), families, strict=True):
+            for operand, family in zip(choices(out), families, strict=True):
                 if family is Family.DATE:
                     operand.replace(
                         template(
