@@ -25,7 +25,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from proxy.engines import spark_per_person
-from proxy.engines.kinds import Family, Kind, Typer, of_data_type
+from proxy.engines.kinds import Family, Kind, Typer, choices, of_data_type
 from proxy.engines.postgres_forms import IEEE_BY_ZERO
 from proxy.engines.render import CutForm, constant_items, keyed_list, refuse, template
 
@@ -126,6 +126,36 @@ def _seed_text(seed: exp.Expr) -> exp.Expr:
     if isinstance(seed, exp.Literal):
         return seed.copy()
     return exp.Cast(this=seed.copy(), to=exp.DataType.build("STRING"))
+
+
+def _guard_bound(node: exp.Expr) -> bool:
+    """Whether ``node`` is a bound of a guard of the years (_within_years, per_person's
+    date keys): a cast of one of _YEARS's texts in a BETWEEN. Any other operand of a
+    BETWEEN is a value like any other (a review, 2026-12-04: ``ts BETWEEN
+    CAST(<'5000000-01-01' on one person's rows> AS DATE) AND ...`` raised on D only)."""
+    if not isinstance(node, (exp.Cast, exp.TryCast)) or not isinstance(node.parent, exp.Between):
+        return False
+    if node is node.parent.this:
+        return False
+    texts = {t for first, last in _YEARS.values() for t in (first, first[:10], last)}
+    return isinstance(node.this, exp.Literal) and node.this.is_string and node.this.name in texts
+
+
+_SAME_TYPE = (exp.Case, exp.If, exp.Coalesce, exp.Least, exp.Greatest)
+
+
+def _within(value: exp.Expr, typer: Typer) -> bool:
+    """Whether ``value`` is a date or timestamp that :meth:`SparkForms.dates` keeps within
+    the years 1 to 9999: a column or a cast of that family (each guarded, or within by
+    this test), or a choice among such values and NULLs."""
+    value = value.unnest()
+    if isinstance(value, exp.Null):
+        return True
+    if isinstance(value, (exp.Column, exp.Cast, exp.TryCast)):
+        return typer.kind(value).family in _YEARS
+    if isinstance(value, _SAME_TYPE):
+        return all(_within(p, typer) for p in choices(value))
+    return False
 
 
 def _read_within_years(column: exp.Column, family: Family) -> bool:
@@ -287,14 +317,25 @@ class SparkForms:
         """Every date and timestamp column read, and every cast to a date or timestamp
         (a literal ``DATE '1000000-01-01'`` too: a probe, 2026-12-02), within the years
         1 to 9999 (see _YEARS)."""
-        for node in list(tree.find_all(exp.Column, exp.Cast, exp.TryCast)):
-            if isinstance(node, (exp.Cast, exp.TryCast)) and isinstance(node.parent, exp.Between):
+        # Innermost first: an outer node is guarded as a copy, so a node inside it
+        # guarded later was guarded in the detached original only (a review,
+        # 2026-12-05: CAST(CASE ... THEN DATE '5000000-01-01' ... END AS TIMESTAMP)
+        # kept its inner DATE unguarded and raised "long overflow" on D only). A node
+        # always follows its parent in find_all's breadth-first order.
+        found = list(tree.find_all(exp.Column, exp.Cast, exp.TryCast))
+        for node in reversed(found):
+            if _guard_bound(node):
                 continue  # a guard's own bounds
             family = typer.kind(node).family
+            if family not in _YEARS:
+                continue
             if isinstance(node, exp.Column) and _read_within_years(node, family):
                 continue
-            if family in _YEARS:
-                node.replace(_within_years(node.copy(), family))
+            if isinstance(node, (exp.Cast, exp.TryCast)) and _within(node.this, typer):
+                # a date or timestamp already within the years converted: within them
+                # too (guarding it again would double the SQL at every nested cast)
+                continue
+            node.replace(_within_years(node.copy(), family))
 
     def per_person(self, tree: exp.Expr, typer: Typer) -> None:
         """Bounded sums in DOUBLE and two-level grouping for text keys where they give

@@ -178,6 +178,36 @@ def test_spark_sums_integers_in_decimal(engine: Engine) -> None:
     assert "SUM(CAST(p.tokens_in AS DECIMAL(38, 0)))" in floor
 
 
+def test_spark_guards_dates_inside_casts_once(engine: Engine) -> None:
+    """Spark's year guard reaches a far DATE inside a cast and a cast bounding BETWEEN
+    (both raised "long overflow" on one person's rows), and a chain of casts is guarded
+    once, not once per level (the SQL would double at each)."""
+    types = engine.executor.column_types()
+
+    def spark(condition: str) -> str:
+        core = _core(engine, f"SELECT COUNT(*) AS n FROM prompts WHERE {condition}")
+        return render(core, SparkForms(views=True), types).sql
+
+    far = "CAST('5000000-01-01' AS DATE)"
+    text = spark(
+        "CAST(CASE WHEN user_id = 7 THEN DATE '5000000-01-01' ELSE CAST(ts AS DATE) END "
+        "AS TIMESTAMP) > ts"
+    )
+    assert text.count(far) == 2 * text.count(f"{far} BETWEEN") > 0
+    text = spark(
+        "ts BETWEEN CAST(CASE WHEN user_id = 7 THEN '5000000-01-01' ELSE '2000-01-01' END "
+        "AS DATE) AND TIMESTAMP '2030-01-01'"
+    )
+    assert "END AS DATE) BETWEEN CAST('0001-01-01' AS DATE)" in text
+    chain = "ts"
+    sizes = []
+    for depth in range(1, 13):
+        chain = f"CAST(CAST({chain} AS DATE) AS TIMESTAMP)"
+        if depth in (4, 12):
+            sizes.append(len(spark(f"{chain} > ts")))
+    assert sizes[1] < 2 * sizes[0]
+
+
 @pytest.mark.parametrize(
     ("forms", "sql"),
     [
