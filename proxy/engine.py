@@ -60,6 +60,7 @@ from proxy.data_version import released_version
 from proxy.engines import open_executor
 from proxy.engines.executor import Executor, frozen_unique_units
 from proxy.errors import DPSQLError
+from proxy.execute import DuckDBExecutor
 from proxy.in_list_layout import check_in_lists
 from proxy.intervals import ROW, simulated_columns, simulated_widths, with_row_index
 from proxy.memo import Memo
@@ -851,6 +852,8 @@ class Engine:
                 pending += (waiting,)
         if self.executor.dialect == "duckdb":
             check_in_lists(core.sql, self.executor)
+        if isinstance(self.executor, DuckDBExecutor):
+            self.executor.guard(core.sql)
         outer = outer_sql(core, names, domain is None, request.raw_noise)
         columns = self._validate_outer(core, outer, key_types)
         # The CTE trees were rendered into core.sql by the last rule and are never read

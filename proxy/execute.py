@@ -184,6 +184,12 @@ class DuckDBExecutor:
             self._guard_types = self.column_types()
         return guarded_sql(sql, self._guard_types)
 
+    def guard(self, sql: str) -> None:
+        """Write ``sql`` in the form it runs in (``_guard``) now, before any charge: the
+        time that takes, and a refusal (a query nested too deeply to write), then fall
+        before the charge whatever the data; ``run`` finds the text remembered."""
+        self._guarded(sql)
+
     def column_types(self) -> dict[tuple[str, str], dict[str, str]]:
         # duckdb_columns() of the opened database: what information_schema.columns
         # lists at start-up (no temporary tables yet), without building and binding the

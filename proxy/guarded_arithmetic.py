@@ -160,13 +160,45 @@ def _parse(text: str) -> exp.Expr:
 
 
 def _template(text: str, **parts: exp.Expr) -> exp.Expr:
-    """``text`` (DuckDB SQL) with each ``__name`` column replaced by a copy of a part."""
+    """``text`` (DuckDB SQL) with each ``__name`` column replaced by a part: the part
+    itself at its first place, a copy at any other. The caller gives its parts up (they
+    must not lie inside one another), and repeats only small ones: copying a value at
+    every level of a nested expression makes guarding it quadratic in the depth, and
+    repeating it makes the SQL exponential."""
     tree = _parse(text)
+    placed: set[str] = set()
     for column in list(tree.find_all(exp.Column)):
         name = column.name
         if name.startswith("__") and name[2:] in parts:
-            column.replace(parts[name[2:]].copy())
+            part = parts[name[2:]]
+            column.replace(part.copy() if name in placed else part)
+            placed.add(name)
     return tree
+
+
+def _wrap(node: exp.Expr, build: Callable[[exp.Expr], exp.Expr]) -> exp.Expr:
+    """Put ``build(node)`` where ``node`` is, ``node`` itself (not a copy) inside it."""
+    holder = exp.Null()
+    node.replace(holder)
+    built = build(node)
+    holder.replace(built)
+    return built
+
+
+def _read_once(
+    body: str, type_sql: str, fields: Mapping[str, exp.Expr], **parts: exp.Expr
+) -> exp.Expr:
+    """``body`` (DuckDB SQL over ``__guard.<field>``, and ``__<part>`` columns) with each
+    field evaluated once per row: the fields of a one-element list's struct, mapped by a
+    lambda (which sees only its parameter). Cast to ``type_sql``, the type ``body``
+    already has, so that the typer, and the guard of an operation over this one, know
+    it."""
+    struct = ", ".join(f"'{name}': __{name}" for name in fields)
+    return _template(
+        f"CAST(LIST_TRANSFORM([{{{struct}}}], LAMBDA __guard : {body})[1] AS {type_sql})",
+        **fields,
+        **parts,
+    )
 
 
 # Nodes whose operands DuckDB casts to one common type.
@@ -201,32 +233,30 @@ def _within(node: exp.Binary, op: str, limit: str, type_sql: str) -> exp.Expr:
             a=a,
             b=b,
         )
-    # (cast to the operation's own type, which it already has: so that the typer, and
-    # the guard of an operation over this one, know it)
-    return _template(
-        f"CAST(LIST_TRANSFORM([{{'a': __a, 'b': __b}}], LAMBDA __guard : CASE WHEN "
-        f"ABS(CAST(__guard.a AS DOUBLE) {op} CAST(__guard.b AS DOUBLE)) < {limit} "
-        f"THEN __guard.a {op} __guard.b END)[1] AS {type_sql})",
-        a=a,
-        b=b,
+    return _read_once(
+        f"CASE WHEN ABS(CAST(__guard.a AS DOUBLE) {op} CAST(__guard.b AS DOUBLE)) < {limit} "
+        f"THEN __guard.a {op} __guard.b END",
+        type_sql,
+        {"a": a, "b": b},
     )
 
 
-def _once(value: exp.Expr, node: exp.Expr, check: str, type_sql: str) -> exp.Expr:
-    """``node`` (an operation on ``value``, its ``this``) where ``check`` (over ``__v``,
-    the value) holds, else NULL: ``value`` written twice when small (or when the
-    operation's other arguments read the row), else read once through a one-element
-    list, as :func:`_within` does."""
-    others = [a for k, a in node.args.items() if k != "this" and isinstance(a, exp.Expr)]
-    if _simple(value) or any(o.find(exp.Column) is not None for o in others):
-        return _template(f"CASE WHEN {check} THEN __r END", v=value, r=node.copy())
-    body = node.copy()
-    body.set("this", exp.column("__guard"))
-    return _template(
-        f"CAST(LIST_TRANSFORM([__v], LAMBDA __guard : CASE WHEN "
-        f"{check.replace('__v', '__guard')} THEN __r END)[1] AS {type_sql})",
-        v=value,
-        r=body,
+def _once(node: exp.Expr, check: str, type_sql: str) -> exp.Expr:
+    """``node`` (an operation on its ``this``, the value) where ``check`` (over ``__v``,
+    the value) holds, else NULL: the value written twice when small, else read once
+    through a one-element list of a struct, as :func:`_within` does, with the
+    operation's other arguments that read the row (a lambda sees only its parameter)."""
+    value = node.this
+    if _simple(value):
+        return _template(f"CASE WHEN {check} THEN __r END", v=value.copy(), r=node)
+    fields = {"v": value}
+    for key, arg in list(node.args.items()):
+        if key != "this" and isinstance(arg, exp.Expr) and arg.find(exp.Column) is not None:
+            fields[key] = arg
+    for key in fields:
+        node.set("this" if key == "v" else key, exp.column(key, table="__guard"))
+    return _read_once(
+        f"CASE WHEN {check.replace('__v', '__guard.v')} THEN __r END", type_sql, fields, r=node
     )
 
 
@@ -282,7 +312,11 @@ class _Guard:
                 node.set(key, self.form(value))
             elif isinstance(value, list):
                 node.set(key, [self.form(v) if isinstance(v, exp.Expr) else v for v in value])
-        return self.own(node, self.typer.kind(node))
+        out = self.own(node, self.typer.kind(node))
+        # own changes the node and its direct children (a CASE's WHEN ... THEN), never
+        # deeper: what is remembered of them is stale
+        self.typer.forget(node, out, *node.iter_expressions())
+        return out
 
     def own(self, node: exp.Expr, kind: Kind) -> exp.Expr:
         if isinstance(node, _MIXED):
@@ -324,24 +358,24 @@ class _Guard:
                 # 32 or 64 bits raises: each kept within 10,000 years a field
                 for side in (node.this, node.expression):
                     if not isinstance(side.unnest(), exp.Interval):
-                        side.replace(_kept(side, _INTERVAL_FIELDS))
+                        _wrap(side, lambda v: _kept(v, _INTERVAL_FIELDS))
                 return node
         if isinstance(node, exp.Add) and (self.is_time(node.this) or self.is_time(node.expression)):
             date = node.expression if self.is_time(node.this) else node.this
             if self.typer.kind(date).family is Family.DATE and not isinstance(
                 date.unnest(), exp.Literal
             ):
-                date.replace(self.within_years(date))
+                _wrap(date, self.within_years)
             return node
         if isinstance(node, exp.DateDiff) and _unit(node) in _MICROSECOND_UNITS:
             # microseconds between two timestamps beyond 146,000 years apart overflow
             for key in ("this", "expression"):
                 side = node.args[key]
                 if not isinstance(side.unnest(), exp.Literal):
-                    side.replace(
-                        _kept(side, f"__v BETWEEN DATE '{_MICROSECOND_SPAN[0]}' AND "
-                              f"DATE '{_MICROSECOND_SPAN[1]}' OR NOT ISFINITE(__v)")
-                    )
+                    _wrap(side, lambda v: _kept(
+                        v, f"__v BETWEEN DATE '{_MICROSECOND_SPAN[0]}' AND "
+                        f"DATE '{_MICROSECOND_SPAN[1]}' OR NOT ISFINITE(__v)"
+                    ))
             return node
         if isinstance(node, (exp.Add, exp.Sub)) and (
             self.day_dated(node.this) or self.day_dated(node.expression)
@@ -425,9 +459,7 @@ class _Guard:
             if k.family is Family.INT and k.bits == 128:
                 digits = (39, 0)  # DuckDB reads it as DECIMAL(38, 0); its values reach 1.7e38
             if digits is not None and digits[0] - digits[1] > out.precision - out.scale:
-                operand.replace(
-                    exp.TryCast(this=operand.copy(), to=exp.DataType.build(target))
-                )
+                _wrap(operand, lambda v: exp.TryCast(this=v, to=exp.DataType.build(target)))
 
     def compared(self, node: exp.Expr) -> exp.Expr:
         """A text compared with a number or a date is cast per row (and raises on a text
@@ -447,7 +479,7 @@ class _Guard:
                 # a constant is cast once, while DuckDB binds: a bad one ('2024-13-45')
                 # stays an error before any charge, not a silent NULL
                 continue
-            side.replace(exp.TryCast(this=side.copy(), to=exp.DataType.build(target)))
+            _wrap(side, lambda v: exp.TryCast(this=v, to=exp.DataType.build(target)))
         return node
 
     def bounded_interval(self, node: exp.Interval) -> exp.Expr:
@@ -458,12 +490,7 @@ class _Guard:
         limit = _INTERVAL_LIMIT.get(unit.name.upper()) if unit is not None else None
         if amount is None or isinstance(amount.unnest(), exp.Literal) or limit is None:
             return node
-        node.set(
-            "this",
-            _template(
-                f"CASE WHEN __a BETWEEN -{limit} AND {limit} THEN __a END", a=amount.unnest()
-            ),
-        )
+        node.set("this", _kept(amount.unnest(), f"__v BETWEEN -{limit} AND {limit}"))
         return node
 
     def substring(self, node: exp.Substring) -> exp.Expr:
@@ -471,14 +498,7 @@ class _Guard:
             value = node.args.get(key)
             if value is None or isinstance(value.unnest(), exp.Literal):
                 continue
-            node.set(
-                key,
-                _template(
-                    f"CASE WHEN __a BETWEEN -{_SUBSTRING_LIMIT} AND {_SUBSTRING_LIMIT} "
-                    "THEN __a END",
-                    a=value,
-                ),
-            )
+            node.set(key, _kept(value, f"__v BETWEEN -{_SUBSTRING_LIMIT} AND {_SUBSTRING_LIMIT}"))
         return node
 
     def decimal(self, node: exp.Binary, kind: Kind) -> exp.Expr:
@@ -490,9 +510,7 @@ class _Guard:
             k = self.typer.kind(operand)
             if k.family is Family.INT and k.bits == 128:
                 # DuckDB casts it to DECIMAL(38, 0), which raises past 10^38
-                operand.replace(
-                    exp.TryCast(this=operand.copy(), to=exp.DataType.build("DECIMAL(38, 0)"))
-                )
+                _wrap(operand, lambda v: exp.TryCast(this=v, to=exp.DataType.build("DECIMAL(38, 0)")))
         if isinstance(node, exp.Mod):
             return _template("__a % NULLIF(__b, 0)", a=node.this, b=node.expression)
         a = decimal_digits(self.typer.kind(node.this))
@@ -535,9 +553,8 @@ class _Guard:
         inner = self.typer.kind(node.this)
         bits = _int_kind(inner)
         if bits and bits < 128:
-            wide = node.copy()
-            wide.set("this", exp.Cast(this=node.this.copy(), to=exp.DataType.build(_WIDER[bits])))
-            return exp.TryCast(this=wide, to=exp.DataType.build(INT_TYPE_NAMES[bits]))
+            _wrap(node.this, lambda v: exp.Cast(this=v, to=exp.DataType.build(_WIDER[bits])))
+            return exp.TryCast(this=node, to=exp.DataType.build(INT_TYPE_NAMES[bits]))
         if bits == 128:
             top, type_sql = 1.7e38, "HUGEINT"
         elif inner.family is Family.DECIMAL and inner.precision == 38 and inner.scale == 0:
@@ -548,7 +565,7 @@ class _Guard:
             return node  # rounds everything to 0
         carry = 0.5 * 10.0 ** (-places if places is not None and -places < 38 else 38)
         limit = f"{(top - carry) * (1 - 1e-12):.17g}"
-        return _once(node.this, node, f"ABS(CAST(__v AS DOUBLE)) < {limit}", type_sql)
+        return _once(node, f"ABS(CAST(__v AS DOUBLE)) < {limit}", type_sql)
 
     def huge(self, node: exp.Binary, op: str) -> exp.Expr:
         return _within(node, op, _HUGE_DOUBLE, "HUGEINT")
@@ -566,16 +583,16 @@ class _Guard:
             # the sum of two intervals adds their months, days and microseconds: each
             # side's kept within 10,000 years a field, the sums cannot overflow (a
             # literal's amount from the data is bounded so; a constant one is not)
-            date.replace(_kept(date, _INTERVAL_FIELDS))
+            _wrap(date, lambda v: _kept(v, _INTERVAL_FIELDS))
             amount = interval.this
             if amount is not None and isinstance(amount.unnest(), exp.Literal):
-                interval.replace(_kept(interval, _INTERVAL_FIELDS))  # folded once
+                _wrap(interval, lambda v: _kept(v, _INTERVAL_FIELDS))  # folded once
             return node
         if self.nanos(date) is not None:  # as in moved_by_interval
-            date = date.replace(exp.TryCast(this=date.copy(), to=exp.DataType.build("TIMESTAMP")))
+            date = _wrap(date, lambda v: exp.TryCast(this=v, to=exp.DataType.build("TIMESTAMP")))
         if not isinstance(date.unnest(), exp.Literal):
             # a date from the data near DuckDB's limits overflows, even by 1 year
-            date.replace(self.within_years(date))
+            _wrap(date, self.within_years)
         return node
 
     def moved_by_interval(self, node: exp.Binary) -> exp.Expr | None:
@@ -597,10 +614,10 @@ class _Guard:
         if self.nanos(date) is not None:
             # DuckDB moves a TIMESTAMP_NS within its own range (years 1677-2262): moved
             # as a TIMESTAMP, it cannot leave one
-            date = date.replace(exp.TryCast(this=date.copy(), to=exp.DataType.build("TIMESTAMP")))
-        interval.replace(_kept(interval, _MOVING_INTERVAL))
+            date = _wrap(date, lambda v: exp.TryCast(this=v, to=exp.DataType.build("TIMESTAMP")))
+        _wrap(interval, lambda v: _kept(v, _MOVING_INTERVAL))
         if not isinstance(date.unnest(), exp.Literal):
-            date.replace(self.within_years(date))
+            _wrap(date, self.within_years)
         return node
 
     def dated(self, node: exp.Expr) -> bool:
@@ -707,13 +724,13 @@ class _Guard:
             # and raises beyond years 1677-2262 (a probe: DATE '3000-01-01')
             for operand, k in zip(operands, kinds, strict=True):
                 if k.family in _DATES and self.nanos(operand) is None:
-                    operand.replace(exp.TryCast(this=operand.copy(), to=nano.copy()))
+                    _wrap(operand, lambda v: exp.TryCast(this=v, to=nano.copy()))
             return
         if not any(k.family is Family.TIMESTAMP for k in kinds):
             return
         for operand, k in zip(operands, kinds, strict=True):
             if k.family is Family.DATE:
-                operand.replace(exp.TryCast(this=operand.copy(), to=exp.DataType.build("TIMESTAMP")))
+                _wrap(operand, lambda v: exp.TryCast(this=v, to=exp.DataType.build("TIMESTAMP")))
 
     def scaled_interval(self, node: exp.Mul | exp.Div) -> exp.Expr:
         """An interval times or divided by a number: the interval where every field's
@@ -731,8 +748,20 @@ class _Guard:
             else "(1.0 / NULLIF(ABS(CAST(__n AS DOUBLE)), 0))"
         )
         text = _SCALED_INTERVAL.replace("__f", factor)
-        interval.replace(_template(text, i=interval, n=number))
-        return node
+        if _simple(interval) and _simple(number):
+            _wrap(interval, lambda i: _template(text, i=i, n=number.copy()))
+            return node
+        # the check repeats the interval six times and the number three: read once,
+        # through a one-element list of a struct (each level of `(i * 2) * 2` would
+        # otherwise multiply the SQL by seven)
+        guarded = text.replace("__i", "__guard.i").replace("__n", "__guard.n")
+        if isinstance(node, exp.Div):
+            body = f"({guarded}) / __guard.n"
+        elif node.this is interval:
+            body = f"({guarded}) * __guard.n"
+        else:
+            body = f"__guard.n * ({guarded})"
+        return _read_once(body, "INTERVAL", {"i": interval, "n": number})
 
     def moved_by_days(self, node: exp.Binary) -> exp.Expr:
         days, date = node.expression, node.this
@@ -740,12 +769,8 @@ class _Guard:
             days, date = node.this, node.expression
         if not self.day_dated(date) or not _int_kind(self.typer.kind(days)):
             return node
-        days.replace(
-            _template(
-                f"CASE WHEN __a BETWEEN -{_DAYS_LIMIT} AND {_DAYS_LIMIT} THEN __a END", a=days
-            )
-        )
-        date.replace(self.within_years(date, days=True))
+        _wrap(days, lambda v: _kept(v, f"__v BETWEEN -{_DAYS_LIMIT} AND {_DAYS_LIMIT}"))
+        _wrap(date, lambda v: self.within_years(v, days=True))
         return node
 
     def within_years(self, date: exp.Expr, days: bool = False) -> exp.Expr:
@@ -784,7 +809,7 @@ def guarded_sql(sql: str, types: Mapping[tuple[str, str], Mapping[str, str]]) ->
         found = scopes.get(id(select))
         if found is None:
             aliases = _scope_aliases(select, types, ctes) if select is not None else {}
-            found = scopes[id(select)] = (aliases, _Guard(Typer(aliases)))
+            found = scopes[id(select)] = (aliases, _Guard(Typer(aliases, remember=True)))
         aliases, guard = found
         before = node.this.sql(dialect="duckdb")
         _signed_columns(node, aliases)

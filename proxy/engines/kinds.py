@@ -335,10 +335,28 @@ def kept_value(node: exp.Expr) -> exp.Expr | None:
 
 
 class Typer:
-    """Kinds of expressions over the core's aliased tables (alias -> column -> type)."""
+    """Kinds of expressions over the core's aliased tables (alias -> column -> type).
 
-    def __init__(self, columns: Mapping[str, Mapping[str, str]]):
+    With ``remember``, each node's kind (and whether it is an interval) is computed once:
+    typing a node types its whole subtree, so a caller that types every level of a deep
+    expression would otherwise take time quadratic in its depth or worse (a probe,
+    2026-12-04: 80 nested date moves took 46 s to guard). Precondition for ``remember``:
+    the caller types a node only once its subtree is final, and calls :meth:`forget` on
+    a node it changes afterwards. (Entries hold their node, so that an id is not reused
+    while it is remembered.)"""
+
+    def __init__(self, columns: Mapping[str, Mapping[str, str]], *, remember: bool = False):
         self._columns = columns
+        self._kinds: dict[int, tuple[exp.Expr, Kind]] | None = {} if remember else None
+        self._intervals: dict[int, tuple[exp.Expr, bool]] | None = {} if remember else None
+
+    def forget(self, *nodes: exp.Expr) -> None:
+        """Drop what is remembered of ``nodes`` (changed since they were typed)."""
+        if self._kinds is None or self._intervals is None:
+            return
+        for node in nodes:
+            self._kinds.pop(id(node), None)
+            self._intervals.pop(id(node), None)
 
     def column_type(self, node: exp.Column) -> str | None:
         """The catalog type name of a column of the core's aliased tables, if known."""
@@ -349,6 +367,16 @@ class Typer:
         INTERVAL column or literal, a cast to INTERVAL, the difference of two
         timestamps, and the sums, differences, negations, multiples, quotients and
         CASE / COALESCE / LEAST / GREATEST choices of intervals."""
+        if self._intervals is None:
+            return self._is_interval(node)
+        found = self._intervals.get(id(node))
+        if found is not None and found[0] is node:
+            return found[1]
+        answer = self._is_interval(node)
+        self._intervals[id(node)] = (node, answer)
+        return answer
+
+    def _is_interval(self, node: exp.Expr) -> bool:
         node = node.unnest()
         if isinstance(node, exp.Try):  # the total forms' wrapper: the same type
             return self.is_interval(node.this)
@@ -387,6 +415,17 @@ class Typer:
         return False
 
     def kind(self, node: exp.Expr) -> Kind:
+        """The kind of ``node`` (UNKNOWN where it cannot be told)."""
+        if self._kinds is None:
+            return self._kind(node)
+        found = self._kinds.get(id(node))
+        if found is not None and found[0] is node:
+            return found[1]
+        answer = self._kind(node)
+        self._kinds[id(node)] = (node, answer)
+        return answer
+
+    def _kind(self, node: exp.Expr) -> Kind:
         if isinstance(node, exp.Paren):
             return self.kind(node.this)
         kept = kept_value(node)

@@ -11,7 +11,12 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
+from proxy import execute
+from proxy.engine import Engine
+from proxy.engines.kinds import Kind, Typer
 from proxy.guarded_arithmetic import guarded_sql
+from proxy.request import QueryRequest
+from tests.proxy.test_refusals import refused
 
 TYPES = {
     ("main", "t"): {
@@ -312,3 +317,90 @@ def test_nested_moves_of_a_date_grow_the_sql_linearly(
             node.replace(node.this)
         db.execute(tree.sql(dialect="duckdb")).fetchall()  # raises on no row
     assert sizes[1] < 4 * sizes[0], sizes
+
+
+# Guards that repeat a value (a bound checked, then read) nested in themselves: copied
+# at every level, each doubled the SQL (twenty nested SUBSTRINGs would be hundreds of
+# megabytes) and interval products grew sevenfold a level (five took 14 s to guard, a
+# probe, 2026-12-04). A value too large to repeat is read once.
+TEXT_INTERVAL = "CAST(CAST(s AS VARCHAR) || ' days' AS INTERVAL)"
+NESTED = {
+    "substring start": ("CAST(b AS VARCHAR)", "SUBSTRING(CAST(b AS VARCHAR), LENGTH({e}) - 3)"),
+    "interval amount": ("i", "EXTRACT(DAY FROM (ts + INTERVAL ({e}) DAY))"),
+    "days added": ("i", "EXTRACT(DAY FROM (dt + CAST({e} AS INTEGER)))"),
+    "interval scaled": (TEXT_INTERVAL, "({e} * 2)"),
+    "interval divided": (TEXT_INTERVAL, "({e} / 3)"),
+    "scaling factor": ("i", f"EXTRACT(DAY FROM ({TEXT_INTERVAL} * {{e}}))"),
+    "factor first": ("s", f"EXTRACT(DAY FROM ({{e}} * {TEXT_INTERVAL}))"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NESTED))
+def test_nested_guards_grow_the_sql_linearly(db: duckdb.DuckDBPyConnection, name: str) -> None:
+    start, step = NESTED[name]
+    sizes = []
+    for depth in (4, 12):
+        expression = start
+        for _ in range(depth):
+            expression = step.format(e=expression)
+        plain = _query(expression)
+        guarded = guarded_sql(plain, TYPES)
+        sizes.append(len(guarded))
+        want = db.execute(plain).fetchall()
+        got = db.execute(guarded).fetchall()
+        # rows 3-5 hold values at or near DuckDB's limits: NULL where TRY gave a value
+        assert [g for i, g in enumerate(got) if i not in (3, 4, 5)] == [
+            w for i, w in enumerate(want) if i not in (3, 4, 5)
+        ]
+        assert all(g in (w, (None,)) for g, w in zip(got, want, strict=True))
+        tree = sqlglot.parse_one(guarded, read="duckdb")
+        for node in list(tree.find_all(exp.Try)):
+            node.replace(node.this)
+        db.execute(tree.sql(dialect="duckdb")).fetchall()  # raises on no row
+    assert sizes[1] < 4 * sizes[0], sizes
+
+
+@pytest.mark.parametrize(
+    "step", ["({e} + INTERVAL 1 DAY)", "({e} + CAST('1 day' AS INTERVAL))", "({e} + 1)"]
+)
+def test_each_node_is_typed_once(monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    """Typing a node types its subtree: typed again at every level of a chain, 80 moves
+    of a date took 46 s to guard (2026-12-04). The guards remember each node's kind, so
+    the typing grows with the chain, not with its square."""
+    calls = 0
+    kind = Typer._kind
+
+    def counted(self: Typer, node: exp.Expr) -> Kind:
+        nonlocal calls
+        calls += 1
+        return kind(self, node)
+
+    monkeypatch.setattr(Typer, "_kind", counted)
+    column = "dt" if "+ 1)" in step else "ts"
+    counts = []
+    for depth in (20, 40):
+        expression = column
+        for _ in range(depth):
+            expression = step.format(e=expression)
+        calls = 0
+        guarded_sql(_query(f"{expression} > {column}"), TYPES)
+        counts.append(calls)
+    assert counts[1] < 2.5 * counts[0], counts
+
+
+def test_the_guards_are_written_before_the_charge(
+    small_demo: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The core is written in its guarded form while the query is planned: a core too
+    deep to write is refused then, with nothing charged. (A core whose key types come
+    from the catalog was written only when it ran, after the charge.)"""
+
+    def too_deep(sql: str, types: object) -> str:
+        raise RecursionError
+
+    monkeypatch.setattr(execute, "guarded_sql", too_deep)
+    # typed by the catalog, so not bound in the engine while planned
+    sql = "SELECT model, COUNT(*) AS n FROM prompts WHERE tokens_in * 3 > latency_ms GROUP BY model"
+    refused(small_demo, QueryRequest(sql=sql, epsilon=1.0), "too_large")
+    monkeypatch.undo()
+    assert small_demo.run(QueryRequest(sql=sql, epsilon=1.0)).rows
