@@ -27,11 +27,23 @@ chain of PostgreSQL's seeded hash functions under the secret per-query seed (see
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlglot import exp
 
 from proxy.engines.kinds import BIGINT, FLOAT, Family, Kind, Typer, choices, of_data_type
 from proxy.engines.postgres_per_person import narrow_sums
-from proxy.engines.render import CutForm, constant_items, keyed_list, refuse, template, uncast
+from proxy.engines.render import (
+    HELD_ROW,
+    CutForm,
+    Held,
+    constant_items,
+    keyed_list,
+    read_once,
+    refuse,
+    template,
+    uncast,
+)
 
 ENGINE = "postgres"
 # PostgreSQL hashes an IN list of at least this many constants (MIN_ARRAY_SIZE_FOR_HASHED_SAOP)
@@ -153,25 +165,52 @@ def _pg_int(bits: int) -> exp.DataType:
     return exp.DataType.build("DECIMAL") if bits == 128 else exp.DataType.build(_PG_INT[bits])
 
 
-def _fits_int(value: exp.Expr, bits: int) -> exp.Expr:
-    """``value`` (NUMERIC, exact) as DuckDB's integer of ``bits``, NULL if it overflows.
-
-    A HUGEINT stays an unconstrained NUMERIC, with its bounds NUMERIC constants: written
-    into the template they were read as DuckDB SQL, where NUMERIC means DECIMAL(18, 3)
-    (an error past 15 digits, on one person's rows: a probe, 2026-12-02) and a 39-digit
-    number a DOUBLE."""
-    lo, hi = _int_range(bits)
-    if bits == 128:
-        return template(
-            "CASE WHEN __v BETWEEN __lo AND __hi THEN __c END",
-            v=value,
-            lo=_numeric_constant(str(lo)),
-            hi=_numeric_constant(str(hi)),
-            c=_numeric(value.copy()),
-        )
-    return template(
-        f"CASE WHEN __v BETWEEN {lo} AND {hi} THEN CAST(__v AS {_PG_INT[bits]}) END", v=value
+def _held_row(body: exp.Expr, held: list[Held]) -> exp.Expr:
+    """PostgreSQL's read-once form (render.read_once): a scalar subquery over one row of
+    the held operands. OFFSET 0 fences the row: without it the planner pulls it up and
+    writes each operand back at each of its uses (a probe, 2026-12-04: the plan of
+    ``(SELECT ... FROM (VALUES (x + 1)) AS o(v))`` read ``x + 1`` in place of each ``v``),
+    which would multiply the work per row as the text did."""
+    # (built in place: sqlglot's builders copy their operands, each a whole subtree)
+    row = exp.Select(
+        expressions=[exp.alias_(h.value, h.name, copy=False) for h in held],
+        offset=exp.Offset(expression=exp.Literal.number(0)),
     )
+    alias = exp.TableAlias(this=exp.to_identifier(HELD_ROW))
+    return exp.Subquery(
+        this=exp.Select(
+            expressions=[body], from_=exp.From(this=exp.Subquery(this=row, alias=alias))
+        )
+    )
+
+
+def _once(build: Callable[..., exp.Expr], *values: exp.Expr) -> exp.Expr:
+    """``build(*values)`` with each large operand it repeats read once (render.read_once)."""
+    return read_once(ENGINE, build, values, _held_row)
+
+
+def _strictly_within(value: exp.Expr, lo: exp.Expr, hi: exp.Expr) -> exp.Expr:
+    """``value`` if ``lo < value < hi``, else NULL (NULL, NaN and the infinities too),
+    reading ``value`` once: clamped to [lo, hi], then the two ends made NULL (LEAST and
+    GREATEST skip a NULL, which therefore becomes ``lo``, then NULL; NaN sorts above
+    every number). A CASE would repeat ``value``, which nested guards multiply."""
+    clamped = exp.Least(this=exp.Greatest(this=value, expressions=[lo]), expressions=[hi.copy()])
+    return exp.Nullif(this=exp.Nullif(this=clamped, expression=hi), expression=lo.copy())
+
+
+def _fits_int(value: exp.Expr, bits: int) -> exp.Expr:
+    """``value`` (NUMERIC, an integer) as DuckDB's integer of ``bits``, NULL if it
+    overflows.
+
+    Read once (:func:`_strictly_within`), between bounds half a unit beyond the range:
+    the same integers, and a cast of anything between them rounds into the range (no
+    error even for a value that were not an integer). A HUGEINT stays an unconstrained
+    NUMERIC, with its bounds NUMERIC constants: written into a template they were read
+    as DuckDB SQL, where NUMERIC means DECIMAL(18, 3) (an error past 15 digits, on one
+    person's rows: a probe, 2026-12-02) and a 39-digit number a DOUBLE."""
+    lo, hi = _int_range(bits)
+    kept = _strictly_within(value, _numeric_constant(f"{lo}.5"), _numeric_constant(f"{hi}.5"))
+    return _numeric(kept) if bits == 128 else exp.Cast(this=kept, to=_pg_int(bits))
 
 
 def _numeric(value: exp.Expr) -> exp.Expr:
@@ -191,13 +230,16 @@ def _numeric_constant(text: str) -> exp.Expr:
 def _guarded_double(number: exp.Expr) -> exp.Expr:
     """A NUMERIC as a DOUBLE as DuckDB converts it, never failing: beyond a double's
     range ±Infinity, below its smallest subnormal 0 (PostgreSQL raises on both)."""
-    return template(
-        "CASE WHEN ABS(__n) > __max THEN SIGN(__n) * CAST('Infinity' AS DOUBLE) "
-        "WHEN ABS(__n) < __tiny THEN CAST(0 AS DOUBLE) "
-        "ELSE CAST(__n AS DOUBLE) END",
-        n=number,
-        max=_numeric_constant(MAX_DOUBLE),
-        tiny=_numeric_constant(TINY),
+    return _once(
+        lambda n: template(
+            "CASE WHEN ABS(__n) > __max THEN SIGN(__n) * CAST('Infinity' AS DOUBLE) "
+            "WHEN ABS(__n) < __tiny THEN CAST(0 AS DOUBLE) "
+            "ELSE CAST(__n AS DOUBLE) END",
+            n=n,
+            max=_numeric_constant(MAX_DOUBLE),
+            tiny=_numeric_constant(TINY),
+        ),
+        number,
     )
 
 
@@ -221,10 +263,23 @@ def _plain_within(value: exp.Expr, family: Family) -> exp.Expr:
     """``value`` (of ``family``) if within the years 1-9999, else NULL, in its own type."""
     kind = "DATE" if family is Family.DATE else "TIMESTAMP"
     last = _LAST_DAY if family is Family.DATE else f"{_LAST_DAY} 23:59:59.999999"
-    return template(
-        f"CASE WHEN __v BETWEEN CAST('{_FIRST_DAY}' AS {kind}) AND CAST('{last}' AS {kind}) "
-        "THEN __v END",
-        v=value,
+    return _once(
+        lambda v: template(
+            f"CASE WHEN __v BETWEEN CAST('{_FIRST_DAY}' AS {kind}) AND CAST('{last}' AS {kind}) "
+            "THEN __v END",
+            v=v,
+        ),
+        value,
+    )
+
+
+def _date_as_timestamp(value: exp.Expr) -> exp.Expr:
+    """A DATE as a TIMESTAMP, NULL beyond the last day a TIMESTAMP holds."""
+    return _once(
+        lambda a: template(
+            "CASE WHEN __a < DATE '294276-12-31' THEN CAST(__a AS TIMESTAMP) END", a=a
+        ),
+        value,
     )
 
 
@@ -244,10 +299,13 @@ def _within_timestamps(value: exp.Expr, family: Family) -> exp.Expr:
             return exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP"))
         return value
     if family is Family.DATE:
-        return template(
-            f"CASE WHEN __v BETWEEN CAST('{_FIRST_DAY}' AS DATE) AND CAST('{_LAST_DAY}' AS DATE) "
-            "THEN CAST(__v AS TIMESTAMP) END",
-            v=value,
+        return _once(
+            lambda v: template(
+                f"CASE WHEN __v BETWEEN CAST('{_FIRST_DAY}' AS DATE) "
+                f"AND CAST('{_LAST_DAY}' AS DATE) THEN CAST(__v AS TIMESTAMP) END",
+                v=v,
+            ),
+            value,
         )
     return _plain_within(value, family)
 
@@ -578,12 +636,7 @@ class _Total:
         if Family.TIMESTAMP in families and Family.DATE in families:
             for operand, family in zip(choices(out), families, strict=True):
                 if family is Family.DATE:
-                    operand.replace(
-                        template(
-                            "CASE WHEN __a < DATE '294276-12-31' THEN CAST(__a AS TIMESTAMP) END",
-                            a=operand.copy(),
-                        )
-                    )
+                    operand.replace(_date_as_timestamp(operand.copy()))
         return out
 
     def children(self, node: exp.Expr) -> exp.Expr:
@@ -609,43 +662,49 @@ class _Total:
         kind = self.kind(node)
         left, right = self.form(node.left), self.form(node.right)
         op = "+" if isinstance(node, exp.Add) else "-" if isinstance(node, exp.Sub) else "*"
-        if kind.family is Family.INT:
-            exact = template(f"__a {op} __b", a=_numeric(left), b=_numeric(right))
-            return _fits_int(exact, kind.bits)
-        if kind.family is Family.DECIMAL:
+        if kind.family in (Family.INT, Family.DECIMAL):
+            # exact in NUMERIC (built in place: a template copies its operands, a whole
+            # chain at each level)
+            exact = type(node)(this=_numeric(left), expression=_numeric(right))
+            if kind.family is Family.INT:
+                return _fits_int(exact, kind.bits)
             # DuckDB's DECIMAL is exact up to 38 digits; beyond, TRY gives NULL.
-            exact = template(f"__a {op} __b", a=_numeric(left), b=_numeric(right))
-            return template(
-                "CASE WHEN ABS(__v) < __b THEN __v END", v=exact, b=_numeric_constant("1e38")
-            )
+            return _strictly_within(exact, _numeric_constant("-1e38"), _numeric_constant("1e38"))
         if kind.family is Family.FLOAT:
             a = _double(left, self.kind(node.left))
             b = _double(right, self.kind(node.right))
             if op == "*":
                 return self.float_product(a, b)
-            signed = b if op == "+" else template("-__b", b=b)
-            return template(
-                f"CASE WHEN ABS(__a) <= {HALF_MAX} AND ABS(__b) <= {HALF_MAX} THEN __a {op} __c "
-                f"WHEN SIGN(__a) <> SIGN(__d) THEN __a {op} __c "
-                f"WHEN ABS(__a) <= {MAX_DOUBLE} - ABS(__b) THEN __a {op} __c "
-                "ELSE SIGN(__a) * CAST('Infinity' AS DOUBLE) END",
-                a=a,
-                b=b,
-                c=b,
-                d=signed,
+            signed = "__b" if op == "+" else "-__b"
+            return _once(
+                lambda a, b: template(
+                    f"CASE WHEN ABS(__a) <= {HALF_MAX} AND ABS(__b) <= {HALF_MAX} "
+                    f"THEN __a {op} __b "
+                    f"WHEN SIGN(__a) <> SIGN({signed}) THEN __a {op} __b "
+                    f"WHEN ABS(__a) <= {MAX_DOUBLE} - ABS(__b) THEN __a {op} __b "
+                    "ELSE SIGN(__a) * CAST('Infinity' AS DOUBLE) END",
+                    a=a,
+                    b=b,
+                ),
+                a,
+                b,
             )
         raise refuse(ENGINE, f"arithmetic on {kind.family} values")
 
     def float_product(self, a: exp.Expr, b: exp.Expr) -> exp.Expr:
-        return template(
-            "CASE WHEN __a = 0 OR __b = 0 THEN __a * __b "
-            f"WHEN ABS(__b) <= 1 AND ABS(__a) < {TINY} / ABS(__b) "
-            "THEN CAST(0 AS DOUBLE) "
-            f"WHEN ABS(__b) > 1 AND ABS(__a) > {MAX_DOUBLE} / ABS(__b) "
-            "THEN SIGN(__a) * SIGN(__b) * CAST('Infinity' AS DOUBLE) "
-            "ELSE __a * __b END",
-            a=a,
-            b=b,
+        return _once(
+            lambda a, b: template(
+                "CASE WHEN __a = 0 OR __b = 0 THEN __a * __b "
+                f"WHEN ABS(__b) <= 1 AND ABS(__a) < {TINY} / ABS(__b) "
+                "THEN CAST(0 AS DOUBLE) "
+                f"WHEN ABS(__b) > 1 AND ABS(__a) > {MAX_DOUBLE} / ABS(__b) "
+                "THEN SIGN(__a) * SIGN(__b) * CAST('Infinity' AS DOUBLE) "
+                "ELSE __a * __b END",
+                a=a,
+                b=b,
+            ),
+            a,
+            b,
         )
 
     def divide(self, node: exp.Div) -> exp.Expr:
@@ -657,14 +716,18 @@ class _Total:
         )
 
     def float_quotient(self, a: exp.Expr, b: exp.Expr) -> exp.Expr:
-        return template(
-            f"CASE WHEN __b = 0 THEN {IEEE_BY_ZERO} WHEN __a = 0 THEN __a / __b "
-            f"WHEN ABS(__b) < 1 AND ABS(__a) > {MAX_DOUBLE} * ABS(__b) "
-            "THEN SIGN(__a) * SIGN(__b) * CAST('Infinity' AS DOUBLE) "
-            f"WHEN ABS(__b) > 1 AND ABS(__a) < {TINY} * ABS(__b) THEN CAST(0 AS DOUBLE) "
-            "ELSE __a / __b END",
-            a=a,
-            b=b,
+        return _once(
+            lambda a, b: template(
+                f"CASE WHEN __b = 0 THEN {IEEE_BY_ZERO} WHEN __a = 0 THEN __a / __b "
+                f"WHEN ABS(__b) < 1 AND ABS(__a) > {MAX_DOUBLE} * ABS(__b) "
+                "THEN SIGN(__a) * SIGN(__b) * CAST('Infinity' AS DOUBLE) "
+                f"WHEN ABS(__b) > 1 AND ABS(__a) < {TINY} * ABS(__b) THEN CAST(0 AS DOUBLE) "
+                "ELSE __a / __b END",
+                a=a,
+                b=b,
+            ),
+            a,
+            b,
         )
 
     def int_divide(self, node: exp.IntDiv) -> exp.Expr:
@@ -686,10 +749,10 @@ class _Total:
         kind = self.kind(node)
         if kind.family is not Family.INT:
             raise refuse(ENGINE, "% on non-integers")
-        return template(
-            "CASE WHEN __b = 0 THEN NULL ELSE MOD(__a, __b) END",
-            a=self.form(node.left),
-            b=self.form(node.right),
+        return _once(
+            lambda a, b: template("CASE WHEN __b = 0 THEN NULL ELSE MOD(__a, __b) END", a=a, b=b),
+            self.form(node.left),
+            self.form(node.right),
         )
 
     def sign_op(self, node: exp.Expr) -> exp.Expr:
@@ -716,8 +779,11 @@ class _Total:
         if kind.family is Family.FLOAT and digits is None:
             # DuckDB rounds a DOUBLE half away from zero; PostgreSQL's round(float8) is
             # rint (half to even).
-            return template(
-                "CASE WHEN __a >= 0 THEN FLOOR(__a + 0.5) ELSE CEIL(__a - 0.5) END", a=inner
+            return _once(
+                lambda a: template(
+                    "CASE WHEN __a >= 0 THEN FLOOR(__a + 0.5) ELSE CEIL(__a - 0.5) END", a=a
+                ),
+                inner,
             )
         raise refuse(ENGINE, "ROUND of a DOUBLE to decimals")
 
@@ -762,14 +828,19 @@ class _Total:
         # a TIMESTAMP holds.
         value = _within_timestamps(self.form(node.expression), kind.family)
         # PostgreSQL's names (it raises on DAYOFWEEK and DAYOFYEAR, again only per row).
-        unit = exp.var(_PG_PARTS.get(part, part))
-        out = exp.Extract(this=unit, expression=value)
+        unit = _PG_PARTS.get(part, part)
         # An infinite date's parts are infinite, which no BIGINT holds: NULL, as
         # DuckDB's TRY gives.
-        return template(
-            "CASE WHEN ISFINITE(__v) THEN __e END",
-            v=value.copy(),
-            e=exp.Cast(this=out, to=exp.DataType.build("BIGINT")),
+        return _once(
+            lambda v: template(
+                "CASE WHEN ISFINITE(__v) THEN __e END",
+                v=v,
+                e=exp.Cast(
+                    this=exp.Extract(this=exp.var(unit), expression=v.copy()),
+                    to=exp.DataType.build("BIGINT"),
+                ),
+            ),
+            value,
         )
 
     # --- casts ------------------------------------------------------------------------
@@ -798,9 +869,7 @@ class _Total:
         if target.family is Family.DATE and source.family is Family.TIMESTAMP:
             return exp.Cast(this=inner, to=to)
         if target.family is Family.TIMESTAMP and source.family is Family.DATE:
-            return template(
-                "CASE WHEN __a < DATE '294276-12-31' THEN CAST(__a AS TIMESTAMP) END", a=inner
-            )
+            return _date_as_timestamp(inner)
         raise refuse(ENGINE, f"a cast from {source.family} to {node.to.sql('duckdb')}")
 
     def to_int(self, inner: exp.Expr, source: Kind, bits: int) -> exp.Expr:
@@ -815,16 +884,22 @@ class _Total:
         if source.family is Family.FLOAT:
             # float8 -> integer rounds with rint (half to even) on both engines
             # (the type as a node: a template would read NUMERIC as DECIMAL(18, 3))
-            return template(
-                f"CASE WHEN ROUND(__a) >= {lo} AND ROUND(__a) < {hi + 1} THEN __c END",
-                a=inner,
-                c=exp.Cast(this=inner.copy(), to=_pg_int(bits)),
+            return _once(
+                lambda a: template(
+                    f"CASE WHEN ROUND(__a) >= {lo} AND ROUND(__a) < {hi + 1} THEN __c END",
+                    a=a,
+                    c=exp.Cast(this=a.copy(), to=_pg_int(bits)),
+                ),
+                inner,
             )
         if source.family is Family.TEXT:
-            checked = template(
-                "CASE WHEN __a ~ '^\\s*[+-]?[0-9]{1,40}(\\.[0-9]{0,40})?\\s*$' THEN __n END",
-                a=inner,
-                n=_numeric(exp.Trim(this=inner.copy())),
+            checked = _once(
+                lambda a: template(
+                    "CASE WHEN __a ~ '^\\s*[+-]?[0-9]{1,40}(\\.[0-9]{0,40})?\\s*$' THEN __n END",
+                    a=a,
+                    n=_numeric(exp.Trim(this=a.copy())),
+                ),
+                inner,
             )
             return _fits_int(exp.Round(this=checked), bits)
         raise refuse(ENGINE, f"a cast from {source.family} to an integer")
@@ -839,10 +914,13 @@ class _Total:
             value = _numeric(inner)
         elif source.family is Family.FLOAT:
             # the shortest text that reads back as the same double, not 15 digits
-            value = template(
-                "CASE WHEN ABS(__a) < 1e38 THEN __n END",
-                a=inner,
-                n=_numeric(exp.Cast(this=inner.copy(), to=exp.DataType.build("TEXT"))),
+            value = _once(
+                lambda a: template(
+                    "CASE WHEN ABS(__a) < 1e38 THEN __n END",
+                    a=a,
+                    n=_numeric(exp.Cast(this=a.copy(), to=exp.DataType.build("TEXT"))),
+                ),
+                inner,
             )
         elif source.family is Family.BOOL:
             value = exp.Cast(this=inner, to=exp.DataType.build("INTEGER"))
@@ -861,21 +939,27 @@ class _Total:
             # A NUMERIC may lie beyond a double's range (an unconstrained column).
             return _guarded_double(inner)
         if source.family is Family.TEXT:
-            number = template(
-                "CASE WHEN LENGTH(__a) < 400 AND __a ~ '^\\s*[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)"
-                "([eE][+-]?[0-9]{1,3})?\\s*$' THEN __n END",
-                a=inner,
-                n=_numeric(exp.Trim(this=inner.copy())),
+            number = _once(
+                lambda a: template(
+                    "CASE WHEN LENGTH(__a) < 400 AND __a ~ '^\\s*[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)"
+                    "([eE][+-]?[0-9]{1,3})?\\s*$' THEN __n END",
+                    a=a,
+                    n=_numeric(exp.Trim(this=a.copy())),
+                ),
+                inner,
             )
             return _guarded_double(number)
         raise refuse(ENGINE, f"a cast from {source.family} to DOUBLE")
 
 
 def _decimal_cast(value: exp.Expr, to: exp.DataType, scale: int, bound: str) -> exp.Expr:
-    guard = template(f"ABS(ROUND(__v, {scale})) < __b", v=value, b=_numeric_constant(bound))
-    return exp.Case(
-        ifs=[exp.If(this=guard, true=exp.Cast(this=value.copy(), to=to.copy()))],
-    )
+    """``value`` as the DECIMAL ``to`` (of ``scale``), NULL where it would overflow.
+    Rounded to the scale first, read once (:func:`_strictly_within`): casting to a
+    NUMERIC(p, s) rounds half away from zero, as ROUND does, so the cast of the rounded
+    value is the cast of the value."""
+    rounded = exp.Round(this=value, decimals=exp.Literal.number(scale))
+    kept = _strictly_within(rounded, _numeric_constant(f"-{bound}"), _numeric_constant(bound))
+    return exp.Cast(this=kept, to=to.copy())
 
 
 __all__ = ["BIGINT", "FLOAT", "PostgresForms"]

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -50,6 +51,15 @@ from proxy.rewrite import keyed_groups
 # A rendered core longer than this is refused: the guarded forms repeat operands, so a
 # pathologically nested expression could otherwise grow without bound.
 MAX_RENDERED = 1_000_000
+# An operand a guard repeats is written out at each use up to this many nodes; a larger
+# one is read once (:func:`read_once`), since nested guards would otherwise multiply it
+# at every level (a review, 2026-12-04: 25 additions on a DECIMAL(38, 0) took over 300 s
+# to render for PostgreSQL, the SQL doubling at each).
+REPEATABLE_NODES = 64
+# Repeated operands written out beyond this many nodes in all are refused while the
+# forms are built, before the text (:data:`MAX_RENDERED`) would be: long before it.
+_MAX_REPEATED_NODES = MAX_RENDERED // 10
+TOO_DEEP = "an expression nested this deeply"
 
 
 class CutForm(enum.Enum):
@@ -178,6 +188,98 @@ def template(text: str, **parts: exp.Expr) -> exp.Expr:
         return node
 
     return tree.transform(put, copy=False)
+
+
+@dataclass(frozen=True)
+class Held:
+    """An operand a guard reads once: ``value``, read in the guard's body as
+    ``__o.<name>`` (a column of the row of held values, or a field of the struct)."""
+
+    name: str
+    value: exp.Expr
+
+
+HELD_ROW = "__o"  # the name the body reads the held operands under
+_REFERENCE = "__ref"  # an operand's references while its guard is built
+
+
+def simple(node: exp.Expr) -> bool:
+    """An operand small enough to write out at each of its uses (walked no further than
+    that: a guard asks it at each level of a chain)."""
+    return next(itertools.islice(node.walk(), REPEATABLE_NODES, None), None) is None
+
+
+# Marks a form read_once built over values without an aggregate or a window, so that
+# the next level's check stops there (walking the whole chain at each level would take
+# time quadratic in its depth).
+_UNAGGREGATED = "dpsql_unaggregated"
+
+
+def _aggregated(node: exp.Expr) -> bool:
+    """Whether ``node`` holds an aggregate or a window (not looking inside read_once's
+    forms already found to hold none)."""
+    stack = [node]
+    while stack:
+        found = stack.pop()
+        if isinstance(found, (exp.AggFunc, exp.Window)):
+            return True
+        if not found.meta.get(_UNAGGREGATED):
+            stack.extend(found.iter_expressions())
+    return False
+
+
+def read_once(
+    engine: str,
+    build: Callable[..., exp.Expr],
+    values: Sequence[exp.Expr],
+    hold: Callable[[exp.Expr, list[Held]], exp.Expr],
+) -> exp.Expr:
+    """``build(*values)``, with each large value it uses more than once read once. The
+    values become part of the result (not copied): the caller hands them over.
+
+    ``build`` is called with a reference per value and may use each any number of times.
+    A value used at most once, or :func:`simple`, is written in place of its references;
+    the others are held: ``hold(body, held)`` gives the engine's form that evaluates
+    them once and the body over them (PostgreSQL: a scalar subquery over a row of them;
+    Spark: a lambda over a one-element array).
+
+    Nothing is held where a value holds an aggregate or a window (the rewrite's own
+    products of sums are guarded too): inside a subquery, ``COUNT(*)`` would count the
+    subquery's one row and a window would run over it. Large values are then written
+    out at each use, and refused with ``unsupported_sql`` once they would be written
+    beyond a budget: quickly, whatever the data, long before the text would exceed
+    :data:`MAX_RENDERED`."""
+    # (references of their own: a held form built earlier reads __o.__p0 too)
+    refs = [exp.column(f"__p{i}", table=_REFERENCE) for i in range(len(values))]
+    body = build(*refs)
+    uses: dict[str, list[exp.Column]] = {ref.name: [] for ref in refs}
+    for column in body.find_all(exp.Column):
+        if column.table == _REFERENCE and column.name in uses:
+            uses[column.name].append(column)
+    held = []
+    holdable = not any(_aggregated(v) for v in values)
+    for ref, value in zip(refs, values, strict=True):
+        at = uses[ref.name]
+        if len(at) > 1 and not simple(value):
+            if holdable:
+                held.append(Held(ref.name, value))
+                for column in at:
+                    column.set("table", exp.to_identifier(HELD_ROW))
+                continue
+            if sum(1 for _ in value.walk()) * len(at) > _MAX_REPEATED_NODES:
+                raise refuse(engine, TOO_DEEP)
+        for i, column in enumerate(at):
+            # the value itself at its last use (read_once's callers hand over their
+            # operands): copying it at each level would be quadratic in the depth
+            placed = value if i == len(at) - 1 else value.copy()
+            if column is body:
+                body = placed
+            else:
+                column.replace(placed)
+    out = hold(body, held) if held else body
+    if holdable:
+        out.meta[_UNAGGREGATED] = True
+    return out
 
 
 @functools.lru_cache(maxsize=256)
@@ -492,5 +594,5 @@ def render(sql: str, forms: Forms, types: Mapping[tuple[str, str], Mapping[str, 
         first = str(error).splitlines()[0][:120] if str(error) else "a construct"
         raise refuse(forms.engine, f"this query ({first})") from None
     if len(text) > MAX_RENDERED:
-        raise refuse(forms.engine, "an expression nested this deeply")
+        raise refuse(forms.engine, TOO_DEEP)
     return Rendered(text, count, own_seed)
