@@ -22,12 +22,23 @@ first input (see :meth:`SparkForms.keyed_hash` and :func:`_seed_text`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlglot import exp
 
 from proxy.engines import spark_per_person
 from proxy.engines.kinds import Family, Kind, Typer, choices, of_data_type
 from proxy.engines.postgres_forms import IEEE_BY_ZERO
-from proxy.engines.render import CutForm, constant_items, keyed_list, refuse, template
+from proxy.engines.render import (
+    HELD_ROW,
+    CutForm,
+    Held,
+    constant_items,
+    keyed_list,
+    read_once,
+    refuse,
+    template,
+)
 
 ENGINE = "spark"
 # Spark's OptimizeIn turns an IN list of more than this many literals into an InSet
@@ -94,6 +105,25 @@ def _simple_like(pattern: str) -> bool:
     if "%" not in inner:
         return True
     return inner.count("%") == 1 and not pattern.startswith("%") and not pattern.endswith("%")
+
+
+def _held_element(body: exp.Expr, held: list[Held]) -> exp.Expr:
+    """Spark's read-once form (render.read_once): ``body`` as a lambda over a one-element
+    array of a struct of the held operands, each evaluated once per row (Spark has no
+    scalar subquery over a row's own values)."""
+    fields: list[exp.Expr] = []
+    for h in held:
+        fields += [exp.Literal.string(h.name), h.value]
+    row = exp.Array(expressions=[exp.Anonymous(this="named_struct", expressions=fields)])
+    applied = exp.Transform(
+        this=row, expression=exp.Lambda(this=body, expressions=[exp.to_identifier(HELD_ROW)])
+    )
+    return exp.Anonymous(this="element_at", expressions=[applied, exp.Literal.number(1)])
+
+
+def _once(build: Callable[..., exp.Expr], *values: exp.Expr) -> exp.Expr:
+    """``build(*values)`` with each large operand it repeats read once (render.read_once)."""
+    return read_once(ENGINE, build, values, _held_element)
 
 
 def _within_years(value: exp.Expr, family: Family) -> exp.Expr:
@@ -410,11 +440,15 @@ class _Total:
             # overflow, MIN // -1, NULL as under TRY), anything else divided as /.
             if self.typer.kind(node).family is not Family.INT:
                 return self.form(exp.Div(this=node.left, expression=node.right))
-            return template(
-                "CASE WHEN __b = 0 THEN NULL WHEN __b = -1 THEN try_subtract(0, __a) "
-                "ELSE __a // __b END",
-                a=self.form(node.left),
-                b=self.form(node.right),
+            return _once(
+                lambda a, b: template(
+                    "CASE WHEN __b = 0 THEN NULL WHEN __b = -1 THEN try_subtract(0, __a) "
+                    "ELSE __a // __b END",
+                    a=a,
+                    b=b,
+                ),
+                self.form(node.left),
+                self.form(node.right),
             )
         if isinstance(node, exp.Div):
             lk, rk = self.typer.kind(node.left), self.typer.kind(node.right)
@@ -422,16 +456,19 @@ class _Total:
                 raise refuse(ENGINE, "a division of non-numbers")
             double = exp.DataType.build("DOUBLE")
             # DuckDB divides as DOUBLE, by zero as IEEE 754 does; Spark gives NULL.
-            return template(
-                f"CASE WHEN __b = 0 THEN {IEEE_BY_ZERO} ELSE __a / __b END",
-                a=exp.Cast(this=self.form(node.left), to=double),
-                b=exp.Cast(this=self.form(node.right), to=double.copy()),
+            return _once(
+                lambda a, b: template(
+                    f"CASE WHEN __b = 0 THEN {IEEE_BY_ZERO} ELSE __a / __b END", a=a, b=b
+                ),
+                exp.Cast(this=self.form(node.left), to=double),
+                exp.Cast(this=self.form(node.right), to=double.copy()),
             )
         if isinstance(node, exp.Neg):
             return template("try_subtract(0, __a)", a=self.form(node.this))
         if isinstance(node, exp.Abs):
-            return template(
-                "CASE WHEN __a < 0 THEN try_subtract(0, __a) ELSE __a END", a=self.form(node.this)
+            return _once(
+                lambda a: template("CASE WHEN __a < 0 THEN try_subtract(0, __a) ELSE __a END", a=a),
+                self.form(node.this),
             )
         if isinstance(node, exp.Concat):
             parts = [
