@@ -14,7 +14,7 @@ from sqlglot import exp
 from proxy.engine import Engine
 from proxy.engines.kinds import Typer
 from proxy.engines.postgres_forms import PostgresForms
-from proxy.engines.render import CutForm, Rendered, render
+from proxy.engines.render import MAX_RENDERED, CutForm, Held, Rendered, read_once, render
 from proxy.engines.spark_forms import SparkForms
 from proxy.errors import DPSQLError
 from proxy.policy import parse_policy
@@ -383,3 +383,94 @@ def test_groupings_and_joins_of_a_persons_values_are_keyed_on_every_engine(
         if values:
             called = {a.name.lower() for a in on.find_all(exp.Anonymous)}
             assert called & hashes, join.sql(dialect=dialect)
+
+
+# Chains whose guards use an operand more than once (a review, 2026-12-04: 25 additions on
+# a DECIMAL(38, 0), multiplied or ROUNDed, took over 300 s to render for PostgreSQL, the
+# SQL doubling at each level; five at each level for a DOUBLE sum; Spark's DOUBLE
+# quotients, ABS and // grew alike). Each: the condition at a depth, and two depths.
+_D38 = "CAST('" + "9" * 38 + "' AS DECIMAL(38,0))"
+_PINNED_D38 = f"(CASE WHEN user_id = 7 THEN {_D38} ELSE CAST(tokens_in AS DECIMAL(38,0)) END)"
+_NESTED = (3, 9)  # a doubling would grow 2^6 = 64-fold between them
+_WIDE = (2, 4)  # guards that repeat an operand four times or more: fewer levels
+_WIDEST = (1, 2)
+GUARDED_CHAINS = {
+    "decimal38_chain_times": (
+        lambda n: "(CAST(tokens_in AS DECIMAL(38,0)) + "
+        + " + ".join(str(i) for i in range(1, n + 1))
+        + f") * {_PINNED_D38} > 0",
+        _NESTED,
+    ),
+    "round_decimal38_chain": (
+        lambda n: f"ROUND(({_PINNED_D38} + " + " + ".join("0" for _ in range(n)) + "), 2) > 0",
+        _NESTED,
+    ),
+    "bigint_chain": (
+        lambda n: "(CAST(tokens_in AS BIGINT)" + " * 3" * n + ") > 0",
+        _NESTED,
+    ),
+    "decimal_casts": (
+        lambda n: "CAST(" * n + "tokens_in" + " AS DECIMAL(20,2)) + 1" * n + " > 0",
+        _WIDE,
+    ),
+    "abs_chain": (lambda n: "ABS(" * n + "tokens_in - 5" + ")" * n + " > 0", _NESTED),
+    "integer_division_chain": (
+        lambda n: "(CAST(tokens_in AS BIGINT)" + " // 2" * n + ") > 0",
+        _NESTED,
+    ),
+    "double_sum_chain": (lambda n: "(latency_ms * 1e0" + " + 1.5" * n + ") > 0", _WIDEST),
+    "double_quotient_chain": (lambda n: "(latency_ms" + " / 2" * n + ") > 0", _WIDE),
+    "double_to_decimal_chain": (
+        lambda n: "CAST(" * n + "latency_ms * 1.5e0" + " AS DECIMAL(20,3)) * 2.5e0" * n + " > 0",
+        _WIDEST,
+    ),
+}
+
+
+@pytest.mark.parametrize("forms", [PostgresForms(), SparkForms(views=True)], ids=["pg", "spark"])
+@pytest.mark.parametrize("name", sorted(GUARDED_CHAINS))
+def test_guards_grow_linearly_with_a_chains_depth(name: str, forms: object, engine: Engine) -> None:
+    """A guard reads a large operand once (render.read_once), so each level adds the
+    same text: with c the text around the chain and a per level, (c + 9a) / (c + 3a)
+    stays below 9 / 3, where a guard copying its operand twice would grow 64-fold (and
+    (c + 4a) / (c + 2a) below 4 / 2, where four copies would grow 16-fold; a DOUBLE sum
+    repeats each operand five times or more, too slowly to render twice as deep)."""
+    build, (short, deep) = GUARDED_CHAINS[name]
+    types = engine.executor.column_types()
+    sizes = []
+    for depth in (short, deep):
+        core = _core(engine, f"SELECT COUNT(*) AS n FROM prompts WHERE {build(depth)}")
+        sizes.append(len(render(core, forms, types).sql))  # type: ignore[arg-type]
+    assert sizes[1] < deep / short * sizes[0], sizes
+
+
+@pytest.mark.parametrize(
+    ("forms", "held"),
+    [(PostgresForms(), "OFFSET 0) AS __o)"), (SparkForms(views=True), "TRANSFORM(ARRAY(NAMED_STRUCT(")],
+    ids=["pg", "spark"],
+)
+def test_a_large_repeated_operand_is_read_once(forms: object, held: str, engine: Engine) -> None:
+    build, _ = GUARDED_CHAINS["double_quotient_chain"]
+    core = _core(engine, f"SELECT COUNT(*) AS n FROM prompts WHERE {build(3)}")
+    assert held in render(core, forms, engine.executor.column_types()).sql  # type: ignore[arg-type]
+
+
+def test_an_operand_that_cannot_be_held_is_refused_before_it_grows() -> None:
+    """An aggregate is never moved into a subquery (COUNT(*) there would count its one
+    row): repeated instead, within a budget, and refused as soon as it would pass it,
+    long before the text would reach MAX_RENDERED."""
+    value: exp.Expr = exp.Count(this=exp.Star())
+    calls = 0
+
+    def twice(v: exp.Expr) -> exp.Expr:
+        return exp.Add(this=v, expression=v.copy())
+
+    def never(body: exp.Expr, held: list[Held]) -> exp.Expr:
+        raise AssertionError("an aggregate was held")
+
+    with pytest.raises(DPSQLError) as refused:
+        for _ in range(64):
+            value = read_once("postgres", twice, [value], never)
+            calls += 1
+    assert refused.value.code == "unsupported_sql"
+    assert calls < 20 and sum(1 for _ in value.walk()) < MAX_RENDERED // 10
