@@ -488,7 +488,12 @@ class PostgresForms:
         hashes them one-to-one); any other kind becomes ``x = c1 OR x = c2 OR ...``,
         the same three-valued answer, which PostgreSQL 15 evaluates without a hash
         table."""
-        for node in list(tree.find_all(exp.In)):
+        # Innermost first (find_all walks outer nodes first): each form writes its
+        # operand anew, so an outer list replaced first carried its operand's inner list
+        # away unkeyed, and the inner one was keyed in the detached original (a review,
+        # 2026-12-04). The operand, which may now hold inner forms, is read once when
+        # large (render.read_once), so nested lists do not multiply.
+        for node in reversed(list(tree.find_all(exp.In))):
             if not constant_items(node, _HASHED_LIST):
                 continue  # short, or not all constants: PostgreSQL does not hash it
             kind = typer.kind(node.this)
@@ -496,15 +501,26 @@ class PostgresForms:
                 kind.family is Family.INT and 0 < kind.bits <= 32
             ):
                 continue
+            items = list(node.expressions)
             if kind.family in (Family.INT, Family.DECIMAL, Family.TEXT):
-                node.replace(self._keyed_list(node, kind))
+                node.replace(
+                    _once(
+                        lambda x, items=items, kind=kind: self._keyed_list(
+                            exp.In(this=x, expressions=items), kind
+                        ),
+                        node.this,
+                    )
+                )
             else:
                 node.replace(
-                    exp.Paren(
-                        this=exp.or_(
-                            *(exp.EQ(this=node.this.copy(), expression=i.copy()) for i in node.expressions),
-                            copy=False,
-                        )
+                    _once(
+                        lambda x, items=items: exp.Paren(
+                            this=exp.or_(
+                                *(exp.EQ(this=x.copy(), expression=i.copy()) for i in items),
+                                copy=False,
+                            )
+                        ),
+                        node.this,
                     )
                 )
 

@@ -322,7 +322,9 @@ class SparkForms:
         on Spark). Where k(x) is not listed, x is not: an x equal to a listed number is
         a BIGINT of that value, which the cast keeps; the ELSE gives NULL for a NULL x
         or a list holding NULL, else FALSE, as the list would."""
-        for node in list(tree.find_all(exp.In)):
+        # Innermost first, the operand read once when large: as PostgresForms.in_lists
+        # (outer first, an inner list was keyed in a detached copy and ran unkeyed).
+        for node in reversed(list(tree.find_all(exp.In))):
             if not constant_items(node, _IN_SET + 1):
                 continue
             kind = typer.kind(node.this)
@@ -338,7 +340,15 @@ class SparkForms:
                     value = exp.Cast(this=value, to=exp.DataType.build("BIGINT"))
                 return exp.Anonymous(this="xxhash64", expressions=[_seed_text(seed), value])
 
-            node.replace(keyed_list(node, keyed))
+            items = list(node.expressions)
+            node.replace(
+                _once(
+                    lambda x, items=items, keyed=keyed: keyed_list(
+                        exp.In(this=x, expressions=items), keyed
+                    ),
+                    node.this,
+                )
+            )
 
     def decimal_texts(self, tree: exp.Expr, typer: Typer) -> None:
         """Nothing: a Spark DECIMAL's scale is its type's, as DuckDB's is."""

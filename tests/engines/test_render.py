@@ -474,3 +474,29 @@ def test_an_operand_that_cannot_be_held_is_refused_before_it_grows() -> None:
             calls += 1
     assert refused.value.code == "unsupported_sql"
     assert calls < 20 and sum(1 for _ in value.walk()) < MAX_RENDERED // 10
+
+
+@pytest.mark.parametrize(
+    ("forms", "dialect", "head"),
+    [
+        (PostgresForms(), "postgres", "IN (HASHINT8EXTENDED("),
+        (SparkForms(views=True), "spark", "IN (XXHASH64("),
+    ],
+)
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_an_in_list_inside_another_lists_operand_is_keyed(
+    forms: PostgresForms | SparkForms, dialect: str, head: str, depth: int
+) -> None:
+    """Each long IN list is keyed, however deep in another list's operand. Outer first,
+    the outer form wrote its operand anew and the inner list was keyed in the detached
+    original, so the text ran it unkeyed (a review, 2026-12-04); and the nested forms
+    stay small (a large operand read once)."""
+    items = ", ".join(str(i) for i in range(1, 40, 3))
+    condition = "b"
+    for _ in range(depth):
+        condition = f"CASE WHEN {condition} IN ({items}) THEN b ELSE b * 2 END"
+    tree = sqlglot.parse_one(f"SELECT ({condition}) IN ({items}) AS a FROM tab", read="duckdb")
+    forms.in_lists(tree, Typer({"": {"b": "BIGINT"}, "tab": {"b": "BIGINT"}}))
+    text = tree.sql(dialect=dialect).upper()
+    assert text.count(head) >= depth + 1, text
+    assert len(text) < 4_000 * (depth + 1), len(text)

@@ -288,6 +288,8 @@ def test_the_numbered_cut_keeps_the_range_counts_groups_under_ties_on_spark(
         "prompt_id IN ({ids}, NULL)",
         "NOT prompt_id IN ({ids})",
         "model IN ('small', 'large', 'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i')",
+        # a list in another's operand (keyed in a detached copy before: a review)
+        "(CASE WHEN prompt_id IN ({ids}) THEN prompt_id ELSE prompt_id * 2 END) IN ({ids})",
     ],
 )
 def test_long_in_lists_are_keyed_and_answer_as_on_duckdb_on_spark(
