@@ -556,7 +556,7 @@ class PostgresForms:
             kind = typer.kind(cast.this)
             if kind.family is not Family.DECIMAL:
                 continue
-            value = cast.this.copy()
+            value = cast.this  # moved, not copied: a cast inside it is still to come
             canonical = (
                 exp.Round(this=value, decimals=exp.Literal.number(kind.scale))
                 if kind.precision

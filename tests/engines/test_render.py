@@ -500,3 +500,13 @@ def test_an_in_list_inside_another_lists_operand_is_keyed(
     text = tree.sql(dialect=dialect).upper()
     assert text.count(head) >= depth + 1, text
     assert len(text) < 4_000 * (depth + 1), len(text)
+
+
+def test_a_decimal_text_inside_another_is_written_with_its_scale() -> None:
+    """PostgresForms.decimal_texts rounds each DECIMAL cast to text to its type's scale;
+    one inside another's operand was rounded in a detached copy (outer first) and kept
+    PostgreSQL's per-value scale, which can split a group."""
+    inner = "CAST(CAST(n AS VARCHAR) AS DECIMAL(10, 2))"
+    tree = sqlglot.parse_one(f"SELECT CAST({inner} * 1.0 AS VARCHAR) AS k FROM tab", read="duckdb")
+    PostgresForms().decimal_texts(tree, Typer({"": {"n": "DECIMAL(10,2)"}, "tab": {"n": "DECIMAL(10,2)"}}))
+    assert tree.sql(dialect="postgres").upper().count("ROUND(") == 2, tree.sql(dialect="postgres")
