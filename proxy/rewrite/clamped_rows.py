@@ -20,6 +20,15 @@ taken). The conditions are the argument's own, already total (proxy/rewrite/tota
 so testing them on every row adds no way to fail either. Other conditional forms
 (COALESCE, a simple ``CASE x WHEN ...``) are not followed: their clamps count on every
 row, which can only overstate the estimate.
+
+The gates are copies of the analyst's conditions, one set per clamp, so their size is
+the clamps times the conditions around each: a flat CASE of n branches each reading a
+clamped column gates its clamps with 1, 2, ..., n conditions, and a sum of n clamped
+columns under the derived range's CASE copies that whole sum into each of its clamps'
+gates. Both are quadratic in the query (tens of seconds of copying and rendering at a
+few hundred branches, before the charge). Past :data:`GATE_NODES` nodes of gates the
+tests are taken on every row instead, as for COALESCE: it can only overstate the
+estimate, and the limit reads the query's text alone.
 """
 
 from __future__ import annotations
@@ -34,6 +43,10 @@ from proxy.rewrite.clamp_inputs import clamp_columns
 from proxy.rewrite.total_forms import total_value
 
 FLAG = "__cl"
+
+# Nodes of the analyst's conditions the gates may copy in all (about one query at the
+# node limit, proxy/policy.py); past it no clamp is gated.
+GATE_NODES = 2_000
 
 
 def _declared_clamps(arguments: Iterable[exp.Expr]) -> list[tuple[exp.Case, exp.Expr]]:
@@ -72,33 +85,47 @@ def _plain_case(node: exp.Expr | None) -> bool:
     )
 
 
-def _branch_conditions(clamp: exp.Expr, root: exp.Expr) -> list[exp.Expr]:
+def _branch_conditions(clamp: exp.Expr, root: exp.Expr) -> list[tuple[exp.Expr, bool]]:
     """What must hold on a row for ``root`` to evaluate ``clamp``, as far as the
     analyst's searched CASEs and IFs around it say (none: evaluated on every row), in
     the order the analyst's SQL tests them: outer CASEs first, a CASE's branches in
-    their order."""
-    gates: list[exp.Expr] = []
+    their order. Each is the condition itself (not a copy) and whether its branch is
+    taken (:func:`_taken` builds the test), so that their size is known before any is
+    copied."""
+    gates: list[tuple[exp.Expr, bool]] = []
     node = clamp
     while node is not root and node.parent is not None:
         parent, key = node.parent, node.arg_key
-        level: list[exp.Expr] = []
+        level: list[tuple[exp.Expr, bool]] = []
         if _plain_case(parent) and key == "default":
-            level = [_taken(b.this, False) for b in parent.args.get("ifs") or []]
+            level = [(b.this, False) for b in parent.args.get("ifs") or []]
         elif isinstance(parent, exp.If) and parent.parent and _plain_case(parent.parent):
             branches = parent.parent.args.get("ifs") or []
             index = next(i for i, b in enumerate(branches) if b is parent)
-            level = [_taken(b.this, False) for b in branches[:index]]
+            level = [(b.this, False) for b in branches[:index]]
             if key == "true":
-                level.append(_taken(parent.this, True))
+                level.append((parent.this, True))
         elif isinstance(parent, exp.If) and not isinstance(parent.parent, exp.Case):
             # IF(c, a, b)
             if key == "true":
-                level = [_taken(parent.this, True)]
+                level = [(parent.this, True)]
             elif key == "false":
-                level = [_taken(parent.this, False)]
+                level = [(parent.this, False)]
         gates = level + gates  # (walking outwards: an outer CASE is tested first)
         node = parent
     return gates
+
+
+def _within(conditions: Iterable[exp.Expr], limit: int) -> bool:
+    """Whether ``conditions`` have at most ``limit`` nodes in all (counting stops past
+    it, so this costs at most ``limit`` steps plus one per condition)."""
+    left = limit
+    for condition in conditions:
+        for _ in condition.walk():
+            left -= 1
+            if left < 0:
+                return False
+    return True
 
 
 def _nested(gates: list[exp.Expr], test: exp.Expr) -> exp.Expr:
@@ -122,19 +149,29 @@ def clamp_tests(
     bounds: dict[C.DeclaredBound, None] = {}
     # (the texts of the gates, of the clamp's conditions; the gates, the conditions)
     found: list[tuple[frozenset[str], tuple[str, ...], list[exp.Expr], list[exp.Expr]]] = []
-    for clamp, argument in _declared_clamps(arguments):
+    sites = [
+        (clamp, _branch_conditions(clamp, argument))
+        for clamp, argument in _declared_clamps(arguments)
+    ]
+    # Gated only while the copies stay within GATE_NODES (the module's docstring).
+    gated = _within((c for _, conditions in sites for c, _ in conditions), GATE_NODES)
+    for clamp, conditions in sites:
         bounds[clamp.meta[C.DECLARED]] = None
         binds = [branch.this.copy() for branch in clamp.args.get("ifs") or []]
         if not binds:
             continue
-        gates = _branch_conditions(clamp, argument)
+        gates = [_taken(c, taken) for c, taken in conditions] if gated else []
         texts = tuple(b.sql(dialect="duckdb") for b in binds)
         found.append((frozenset(g.sql(dialect="duckdb") for g in gates), texts, gates, binds))
+    # The gate sets of each clamp's tests, to find the ones evaluated under fewer.
+    gate_sets: dict[tuple[str, ...], list[frozenset[str]]] = {}
+    for gate_texts, texts, _, _ in found:
+        gate_sets.setdefault(texts, []).append(gate_texts)
     tests: dict[str, exp.Expr] = {}
     for gate_texts, texts, gates, binds in found:
         # A copy of the same clamp evaluated under fewer conditions (e.g. in the
         # condition of a CASE whose branch holds another copy) already tests these rows.
-        if any(t == texts and other < gate_texts for other, t, _, _ in found):
+        if gate_texts and any(other < gate_texts for other in gate_sets[texts]):
             continue
         if not gates:
             for text, test in zip(texts, binds, strict=True):
