@@ -11,9 +11,10 @@ Anything it cannot type is UNKNOWN, and renderers refuse to guess about it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TypeVar
 
 from sqlglot import exp
 
@@ -334,6 +335,25 @@ def kept_value(node: exp.Expr) -> exp.Expr | None:
     return array.expressions[0]
 
 
+_T = TypeVar("_T")
+
+
+def _remembered(
+    memo: dict[int, tuple[exp.Expr, _T]] | None,
+    node: exp.Expr,
+    compute: Callable[[exp.Expr], _T],
+) -> _T:
+    """``compute(node)``, once per node while ``memo`` is kept (None: every time)."""
+    if memo is None:
+        return compute(node)
+    found = memo.get(id(node))
+    if found is not None and found[0] is node:
+        return found[1]
+    answer = compute(node)
+    memo[id(node)] = (node, answer)
+    return answer
+
+
 class Typer:
     """Kinds of expressions over the core's aliased tables (alias -> column -> type).
 
@@ -367,14 +387,7 @@ class Typer:
         INTERVAL column or literal, a cast to INTERVAL, the difference of two
         timestamps, and the sums, differences, negations, multiples, quotients and
         CASE / COALESCE / LEAST / GREATEST choices of intervals."""
-        if self._intervals is None:
-            return self._is_interval(node)
-        found = self._intervals.get(id(node))
-        if found is not None and found[0] is node:
-            return found[1]
-        answer = self._is_interval(node)
-        self._intervals[id(node)] = (node, answer)
-        return answer
+        return _remembered(self._intervals, node, self._is_interval)
 
     def _is_interval(self, node: exp.Expr) -> bool:
         node = node.unnest()
@@ -416,14 +429,7 @@ class Typer:
 
     def kind(self, node: exp.Expr) -> Kind:
         """The kind of ``node`` (UNKNOWN where it cannot be told)."""
-        if self._kinds is None:
-            return self._kind(node)
-        found = self._kinds.get(id(node))
-        if found is not None and found[0] is node:
-            return found[1]
-        answer = self._kind(node)
-        self._kinds[id(node)] = (node, answer)
-        return answer
+        return _remembered(self._kinds, node, self._kind)
 
     def _kind(self, node: exp.Expr) -> Kind:
         if isinstance(node, exp.Paren):
