@@ -13,7 +13,8 @@ one row can most easily make raise get a form that gives the same NULL without r
   bits, HUGEINT for 64, where no product of two operands overflows) and narrowed with
   ``TRY_CAST``, which yields NULL without raising;
 * integer ``//`` and ``%``: the divisor's zero becomes NULL (``NULLIF``), and ``//`` runs
-  one width up (the minimum divided by -1);
+  one width up (the minimum divided by -1); so does a DOUBLE ``//``'s, and that of the
+  DOUBLE ``%`` DuckDB makes of DECIMALs beside a HUGEINT;
 * 128-bit ``+ - *``: computed only where the DOUBLE result is within 1.7e38 (operands
   that are columns, literals or casts of them; anything deeper stays with TRY);
 * a date or timestamp plus an interval (or a number of days) read from the data: the
@@ -302,6 +303,10 @@ def _simple(node: exp.Expr) -> bool:
 class _Guard:
     def __init__(self, typer: Typer):
         self.typer = typer
+        # family's answers, remembered and forgotten as the typer's kinds are (each
+        # looks through a chain of moves: asked at every level, it made a chain's
+        # guarding 2.5 times slower)
+        self._families: dict[int, tuple[exp.Expr, Family]] = {}
 
     def form(self, node: exp.Expr) -> exp.Expr:
         """``node`` with its children guarded first, then itself (typed over its guarded
@@ -315,7 +320,9 @@ class _Guard:
         out = self.own(node, self.typer.kind(node))
         # own changes the node and its direct children (a CASE's WHEN ... THEN), never
         # deeper: what is remembered of them is stale
-        self.typer.forget(node, out, *node.iter_expressions())
+        for changed in (node, out, *node.iter_expressions()):
+            self.typer.forget(changed)
+            self._families.pop(id(changed), None)
         return out
 
     def own(self, node: exp.Expr, kind: Kind) -> exp.Expr:
@@ -385,6 +392,11 @@ class _Guard:
             return self.decimal(node, kind)
         if isinstance(node, exp.Round) and kind.family in (Family.DECIMAL, Family.INT):
             return self.rounded(node, kind)
+        if kind.family is Family.FLOAT and self.divides_by_zero(node):
+            # DuckDB's // of DOUBLEs, and the % of DECIMALs it reads as DOUBLEs (beside
+            # a HUGEINT), raise on a zero divisor: NULL, as under TRY
+            op = "//" if isinstance(node, exp.IntDiv) else "%"
+            return _template(f"__a {op} NULLIF(__b, 0)", a=node.this, b=node.expression)
         if not bits:
             return node
         if isinstance(node, exp.Mod):  # any width: by zero is NULL, as under TRY
@@ -420,20 +432,62 @@ class _Guard:
             )
         return node
 
+    def divides_by_zero(self, node: exp.Expr) -> bool:
+        """Whether ``node``, a DOUBLE, raises on a zero divisor: any ``//``, and a ``%``
+        of numbers none of which is a DOUBLE (a DOUBLE's ``%`` by zero is NaN)."""
+        if isinstance(node, exp.IntDiv):
+            return True
+        if not isinstance(node, exp.Mod):
+            return False
+        kinds = [self.typer.kind(side) for side in (node.this, node.expression)]
+        return all(k.numeric and k.family is not Family.FLOAT for k in kinds)
+
+    def kind_of(self, node: exp.Expr) -> Kind:
+        """``node``'s kind, a date the kinds leave untyped as its family (family)."""
+        found = self.family(node)
+        return Kind(found) if found in _DATES else self.typer.kind(node)
+
+    def family(self, node: exp.Expr) -> Family:
+        """``node``'s family, with the dates the kinds leave untyped: a DATE moved by a
+        number of days is a DATE, a date moved by an interval a TIMESTAMP (DuckDB's
+        types). The guards that cast a DATE beside a TIMESTAMP need both."""
+        remembered = self._families.get(id(node))
+        if remembered is not None and remembered[0] is node:
+            return remembered[1]
+        found = self._family(node)
+        self._families[id(node)] = (node, found)
+        return found
+
+    def _family(self, node: exp.Expr) -> Family:
+        found = self.typer.kind(node).family
+        if found in _DATES:
+            return found
+        if self.day_dated(node):
+            return Family.DATE
+        if self.dated(node):
+            return Family.TIMESTAMP
+        return found
+
     def huge_unary(self, node: exp.Expr) -> exp.Expr:
         """128-bit negation, abs and //: NULL at HUGEINT's minimum, by zero, and for the
         minimum divided by -1."""
         low = "-170141183460469231731687303715884105727 - 1"
-        if isinstance(node, (exp.Neg, exp.Abs)) and _simple(node.this):
+        if isinstance(node, (exp.Neg, exp.Abs)):
             call = "-__a" if isinstance(node, exp.Neg) else "ABS(__a)"
-            return _template(f"CASE WHEN __a <> {low} THEN {call} END", a=node.this)
-        if isinstance(node, exp.IntDiv) and _simple(node.this):
-            return _template(
-                f"CASE WHEN __a <> {low} OR __b <> -1 THEN __a // NULLIF(__b, 0) END",
-                a=node.this,
-                b=node.expression,
-            )
-        return node
+            text = f"CASE WHEN __a <> {low} THEN {call} END"
+            parts = {"a": node.this}
+        elif isinstance(node, exp.IntDiv):
+            text = f"CASE WHEN __a <> {low} OR __b <> -1 THEN __a // NULLIF(__b, 0) END"
+            parts = {"a": node.this, "b": node.expression}
+        else:
+            return node
+        if all(_simple(part) for part in parts.values()):
+            return _template(text, **parts)
+        # a larger operand read once (left as it was, a guarded difference divided by
+        # zero raised: `i * (h - h) // 0`)
+        for name in parts:
+            text = text.replace(f"__{name}", f"__guard.{name}")
+        return _read_once(text, "HUGEINT", parts)
 
     def implicit_decimals(self, node: exp.Expr) -> None:
         """Values DuckDB casts to a DECIMAL to compare or combine them with one (a
@@ -465,7 +519,9 @@ class _Guard:
         """A text compared with a number or a date is cast per row (and raises on a text
         that is neither): cast with TRY_CAST, which gives TRY's NULL without raising."""
         sides = compared_sides(node)
-        kinds = [self.typer.kind(side) if side is not None else None for side in sides]
+        # (a date moved, which the kinds leave untyped, is a date here: a text beside
+        # `dt - s` was cast per row without TRY_CAST, and raised)
+        kinds = [self.kind_of(side) if side is not None else None for side in sides]
         others = [k for k in kinds if k is not None and k.family not in (Family.TEXT, Family.NULL)]
         if not others or all(k is None or k.family is not Family.TEXT for k in kinds):
             return node
@@ -688,7 +744,7 @@ class _Guard:
         return False
 
     def _date(self, node: exp.Expr) -> bool:
-        return self.typer.kind(node).family is Family.DATE and not isinstance(
+        return self.family(node) is Family.DATE and not isinstance(
             node.unnest(), exp.Literal
         )
 
@@ -697,12 +753,12 @@ class _Guard:
         a DATE beyond TIMESTAMP's range raises in its cast: each side finite and cast
         with TRY_CAST, else NULL, as TRY gives. False when ``node`` is not such a
         difference."""
-        kinds = [self.typer.kind(side).family for side in (node.this, node.expression)]
+        kinds = [self.family(side) for side in (node.this, node.expression)]
         if Family.TIMESTAMP not in kinds or any(k not in _DATES for k in kinds):
             return False
-        for key in ("this", "expression"):
+        for key, family in zip(("this", "expression"), kinds, strict=True):
             side = node.args[key]
-            if self.typer.kind(side).family is Family.DATE:
+            if family is Family.DATE:
                 side = exp.TryCast(this=side, to=exp.DataType.build("TIMESTAMP"))
             node.set(key, _kept(side, "ISFINITE(__v)"))
         return True
@@ -717,19 +773,19 @@ class _Guard:
         else:
             operands = _operands(node)
         operands = [o for o in operands if o is not None]
-        kinds = [self.typer.kind(o) for o in operands]
+        families = [self.family(o) for o in operands]
         nano = next((t for t in map(self.nanos, operands) if t is not None), None)
         if nano is not None:
             # DuckDB brings a DATE or TIMESTAMP beside a nanosecond one to nanoseconds,
             # and raises beyond years 1677-2262 (a probe: DATE '3000-01-01')
-            for operand, k in zip(operands, kinds, strict=True):
-                if k.family in _DATES and self.nanos(operand) is None:
+            for operand, family in zip(operands, families, strict=True):
+                if family in _DATES and self.nanos(operand) is None:
                     _wrap(operand, lambda v: exp.TryCast(this=v, to=nano.copy()))
             return
-        if not any(k.family is Family.TIMESTAMP for k in kinds):
+        if Family.TIMESTAMP not in families:
             return
-        for operand, k in zip(operands, kinds, strict=True):
-            if k.family is Family.DATE:
+        for operand, family in zip(operands, families, strict=True):
+            if family is Family.DATE:
                 _wrap(operand, lambda v: exp.TryCast(this=v, to=exp.DataType.build("TIMESTAMP")))
 
     def scaled_interval(self, node: exp.Mul | exp.Div) -> exp.Expr:
@@ -748,6 +804,12 @@ class _Guard:
             else "(1.0 / NULLIF(ABS(CAST(__n AS DOUBLE)), 0))"
         )
         text = _SCALED_INTERVAL.replace("__f", factor)
+        if isinstance(node, exp.Mul) and _int_kind(self.typer.kind(number)) == 64:
+            # DuckDB multiplies by a BIGINT cast to INTEGER, which raises beyond 2^31
+            # whatever the interval (a probe: INTERVAL 16 MICROSECOND * 3037000500)
+            text = text.replace(
+                "CASE WHEN ", "CASE WHEN __n BETWEEN -2147483648 AND 2147483647 AND ", 1
+            )
         if _simple(interval) and _simple(number):
             _wrap(interval, lambda i: _template(text, i=i, n=number.copy()))
             return node

@@ -137,7 +137,10 @@ def _literal(node: exp.Literal) -> Kind:
         digits = sum(c.isdigit() for c in text)
         scale = sum(c.isdigit() for c in text.split(".", 1)[1])
         return decimal_kind(max(digits, 1), scale)
-    value = int(text)
+    return _integer_literal(int(text))
+
+
+def _integer_literal(value: int) -> Kind:
     # DuckDB types an integer literal by the smallest width that holds it.
     for bits in (32, 64, 128):
         if -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
@@ -156,7 +159,11 @@ def common(a: Kind, b: Kind, *, compared: bool = False) -> Kind:
         return digits
     (p1, s1), (p2, s2) = digits
     whole = max(p1 - s1, p2 - s2)
-    scale = max(s1, s2) if compared else min(max(s1, s2), max(38 - whole, 0))
+    # beside an integer DuckDB keeps the DECIMAL's scale too (a probe: COALESCE(HUGEINT,
+    # DECIMAL(18, 2)) is a DECIMAL(38, 2); typed DECIMAL(38, 0), the guard cast the
+    # DECIMAL to it and answered 1.00 as 1, 9999999999999999.99 as 10000000000000000)
+    keeps_scale = compared or Family.INT in (a.family, b.family)
+    scale = max(s1, s2) if keeps_scale else min(max(s1, s2), max(38 - whole, 0))
     return decimal_kind(min(whole + scale, 38), scale)
 
 
@@ -406,10 +413,13 @@ class Typer:
         if isinstance(node, exp.Neg):
             return self.is_interval(node.this)
         if isinstance(node, (exp.Add, exp.Sub)):
-            if isinstance(node, exp.Sub) and all(
-                self.kind(side).family is Family.TIMESTAMP for side in (node.this, node.expression)
-            ):
-                return True  # DuckDB's and PostgreSQL's difference of two timestamps
+            if isinstance(node, exp.Sub):
+                families = [self._date_family(side) for side in (node.this, node.expression)]
+                if Family.TIMESTAMP in families and None not in families:
+                    # DuckDB's and PostgreSQL's difference of two timestamps (or of a
+                    # timestamp and a date), moved ones too (left out, a product of
+                    # `ts - (dt + INTERVAL 1 DAY)` went unguarded, and raised)
+                    return True
             # a timestamp moved by an interval is a timestamp: both sides are intervals
             return self.is_interval(node.this) and self.is_interval(node.expression)
         if isinstance(node, exp.Mul):
@@ -426,6 +436,40 @@ class Typer:
         if isinstance(node, (exp.Coalesce, exp.Least, exp.Greatest)):
             return any(self.is_interval(b) for b in (node.this, *node.expressions))
         return False
+
+    def _date_family(self, node: exp.Expr) -> Family | None:
+        """DATE or TIMESTAMP when ``node`` is one: typed so, a date moved by an interval
+        (a TIMESTAMP) or by a number of days (a DATE), which the kinds leave untyped, or
+        a choice among such; else None."""
+        found = self.kind(node).family
+        if found in (Family.DATE, Family.TIMESTAMP):
+            return found
+        node = node.unnest()
+        if isinstance(node, exp.Try):
+            return self._date_family(node.this)
+        kept = kept_value(node)
+        if kept is not None:
+            return self._date_family(kept)
+        if isinstance(node, (exp.Add, exp.Sub)):
+            pairs = [(node.this, node.expression)]  # (a date less an amount)
+            if isinstance(node, exp.Add):
+                pairs.append((node.expression, node.this))
+            for date, amount in pairs:
+                family = self._date_family(date)
+                if family is None:
+                    continue
+                if self.is_interval(amount):
+                    return Family.TIMESTAMP
+                if family is Family.DATE and self.kind(amount).family is Family.INT:
+                    return Family.DATE
+            return None
+        branches = [b for b in choices(node) if not isinstance(b, exp.Null)]
+        if not branches:
+            return None
+        families = [self._date_family(b) for b in branches]
+        if None in families:
+            return None
+        return Family.DATE if all(f is Family.DATE for f in families) else Family.TIMESTAMP
 
     def kind(self, node: exp.Expr) -> Kind:
         """The kind of ``node`` (UNKNOWN where it cannot be told)."""
@@ -459,6 +503,15 @@ class Typer:
             # DuckDB's //: an integer of the operands' type for two integers, else as /.
             both = _arithmetic(self.kind(node.left), self.kind(node.right))
             return both if both.family is Family.INT else FLOAT if both.numeric else UNKNOWN
+        if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal):
+            # a negative constant: DuckDB types it as its digits (-2147483648 is a
+            # BIGINT), except the least BIGINT and HUGEINT, which it reads whole (typed
+            # by 9223372036854775808, a HUGEINT, the guards let a BIGINT product with
+            # -9223372036854775808 raise)
+            literal = node.this
+            if not literal.is_string and literal.this.isdigit():
+                value = int(literal.this)
+                return _integer_literal(-value if value in (2**63, 2**127) else value)
         if isinstance(node, (exp.Neg, exp.Abs)):
             return self.kind(node.this)
         if isinstance(node, (exp.Case, exp.If, exp.Coalesce, exp.Nullif)):
@@ -477,9 +530,13 @@ class Typer:
         if isinstance(node, exp.DateTrunc | exp.TimestampTrunc):
             return Kind(Family.TIMESTAMP)
         if isinstance(node, (exp.Least, exp.Greatest)):
-            out = self.kind(node.this)
-            for other in node.expressions:
-                out = common(out, self.kind(other))
+            kinds = [self.kind(part) for part in (node.this, *node.expressions)]
+            dated = _dated(kinds)
+            if dated is not None:
+                return dated
+            out = kinds[0]
+            for other in kinds[1:]:
+                out = common(out, other)
             return out
         if isinstance(node, exp.Count):
             return BIGINT
@@ -527,12 +584,26 @@ class Typer:
         first = known[0]
         if all(k == first for k in known):
             return first
+        dated = _dated(known)
+        if dated is not None:
+            return dated
         if all(k.numeric for k in known):
             out = known[0]
             for k in known[1:]:
                 out = common(out, k)
             return out
         return UNKNOWN
+
+
+def _dated(kinds: list[Kind]) -> Kind | None:
+    """The kind DuckDB gives a choice among DATEs and TIMESTAMPs (NULLs aside): a DATE
+    among DATEs, else a TIMESTAMP (the DATEs cast to it); None for any other choice.
+    (Left UNKNOWN, the guards did not see a DATE beyond TIMESTAMP's range in
+    ``GREATEST(GREATEST(ts, ts), dt)`` and DuckDB raised casting it.)"""
+    known = [k.family for k in kinds if k.family is not Family.NULL]
+    if not known or any(f not in (Family.DATE, Family.TIMESTAMP) for f in known):
+        return None
+    return Kind(Family.DATE) if all(f is Family.DATE for f in known) else Kind(Family.TIMESTAMP)
 
 
 def table_aliases(

@@ -97,6 +97,31 @@ EXPRESSIONS = [
     # operands past 64 nodes, read once (the chain guarded level by level)
     "(w + " + " + ".join(str(k) for k in range(1, 26)) + ") * w",
     "(h + " + " + ".join(str(k) for k in range(1, 26)) + ") * h",
+    # Found by differential fuzzing against TRY (tests/proxy/guard_fuzz.py), minimised:
+    # a HUGEINT beside a DECIMAL(18, 2) is a DECIMAL(38, 2) (typed DECIMAL(38, 0), the
+    # DECIMAL was cast to it and 9999999999999999.99 answered as 10000000000000000)
+    "COALESCE(m, h)",
+    "CASE WHEN i = 1 THEN n ELSE h END",
+    # -9223372036854775808 is a BIGINT (typed HUGEINT, its BIGINT products raised)
+    "i * -9223372036854775808",
+    "-GREATEST(-9223372036854775808, b)",
+    # DOUBLE // and the DOUBLE % of DECIMALs raise on a zero divisor
+    "m % h",
+    "m // i",
+    "b * INTERVAL 16 MICROSECOND",  # a BIGINT factor is cast to INTEGER, and raises
+    # dates the kinds left untyped (moved, or chosen among) met with TIMESTAMPs
+    "DATE_TRUNC('WEEK', LEAST(dt, dt))",
+    "GREATEST(ts, ts) = dt",
+    "ts - (s + dt)",
+    "DATE_DIFF('HOUR', dt - INTERVAL 1 DAY, dt)",
+    "ts - (ts - INTERVAL 1 DAY)",
+    "DATE_TRUNC('MONTH', dt + s)",
+    "ts - (dt + INTERVAL 1 DAY) - INTERVAL 1 DAY",  # an interval, not a date moved
+    "CAST(m AS VARCHAR) = dt - s",  # a text compared with a date moved: TRY_CAST
+    "(ts - (dt - INTERVAL 20 YEAR)) * d",  # an interval (of a date moved) scaled
+    "dt <> ts + (ts - (ts - CAST(CAST(w AS VARCHAR) || ' hours' AS INTERVAL)))",
+    # a 128-bit // whose dividend is too large to repeat
+    "i * (h - h) // (i - i)",
 ]
 
 
@@ -197,6 +222,8 @@ DECIMAL_TYPED = [
     "LEAST(CAST(n AS DECIMAL(38, 10)), CAST(i AS DECIMAL(30, 0)))",
     "LEAST(CAST(n AS DECIMAL(38, 37)), m)", "COALESCE(CAST(n AS DECIMAL(38, 10)), w)",
     "CAST(i AS DECIMAL(30, 0)) % m",
+    # beside an integer DuckDB keeps the DECIMAL's scale, past 38 digits too
+    "COALESCE(h, m)", "LEAST(m, h)", "COALESCE(h, n, m)", "GREATEST(b, CAST(n AS DECIMAL(38, 30)))",
 ]
 
 
