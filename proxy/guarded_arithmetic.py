@@ -55,6 +55,7 @@ from proxy.engines.kinds import (
     duckdb_type,
     kept_value,
     places_of,
+    remembered,
 )
 
 _WIDER = {8: "BIGINT", 16: "BIGINT", 32: "BIGINT", 64: "HUGEINT"}
@@ -451,12 +452,7 @@ class _Guard:
         """``node``'s family, with the dates the kinds leave untyped: a DATE moved by a
         number of days is a DATE, a date moved by an interval a TIMESTAMP (DuckDB's
         types). The guards that cast a DATE beside a TIMESTAMP need both."""
-        remembered = self._families.get(id(node))
-        if remembered is not None and remembered[0] is node:
-            return remembered[1]
-        found = self._family(node)
-        self._families[id(node)] = (node, found)
-        return found
+        return remembered(self._families, node, self._family)
 
     def _family(self, node: exp.Expr) -> Family:
         found = self.typer.kind(node).family

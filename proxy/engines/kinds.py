@@ -345,7 +345,7 @@ def kept_value(node: exp.Expr) -> exp.Expr | None:
 _T = TypeVar("_T")
 
 
-def _remembered(
+def remembered(
     memo: dict[int, tuple[exp.Expr, _T]] | None,
     node: exp.Expr,
     compute: Callable[[exp.Expr], _T],
@@ -394,7 +394,7 @@ class Typer:
         INTERVAL column or literal, a cast to INTERVAL, the difference of two
         timestamps, and the sums, differences, negations, multiples, quotients and
         CASE / COALESCE / LEAST / GREATEST choices of intervals."""
-        return _remembered(self._intervals, node, self._is_interval)
+        return remembered(self._intervals, node, self._is_interval)
 
     def _is_interval(self, node: exp.Expr) -> bool:
         node = node.unnest()
@@ -473,7 +473,7 @@ class Typer:
 
     def kind(self, node: exp.Expr) -> Kind:
         """The kind of ``node`` (UNKNOWN where it cannot be told)."""
-        return _remembered(self._kinds, node, self._kind)
+        return remembered(self._kinds, node, self._kind)
 
     def _kind(self, node: exp.Expr) -> Kind:
         if isinstance(node, exp.Paren):
