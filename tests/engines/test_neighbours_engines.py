@@ -381,6 +381,15 @@ ENGINE_PROBES |= {
         "SELECT COUNT(*) AS n FROM prompts WHERE (CASE WHEN user_id = {pid} "
         "THEN latency_ms * 1e300 ELSE latency_ms * 1e0 END)" + " / 1e-10" * 12 + " > 0"
     ),
+    # a keyed IN list inside another list's operand, aimed at one person (outer first,
+    # the inner list ran unkeyed: a review, 2026-12-04)
+    "nested_in_lists": (
+        "SELECT COUNT(*) AS n FROM prompts WHERE (CASE WHEN user_id IN ({pid}, "
+        + ", ".join(str(i) for i in range(900001, 900012))
+        + ") THEN prompt_id ELSE prompt_id * 2 END) IN ("
+        + ", ".join(str(i) for i in range(1, 400, 13))
+        + ")"
+    ),
 }
 # Every engine answers these (the harness alone would pass a refusal on both sides).
 ANSWERED_PROBES = frozenset(
@@ -388,6 +397,7 @@ ANSWERED_PROBES = frozenset(
         *(f"pg_{name}_far_date" for name in ("coalesce", "greatest", "least", "case")),
         "decimal38_deep_chain",
         "double_quotient_deep",
+        "nested_in_lists",
     }
 )
 
