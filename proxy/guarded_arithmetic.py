@@ -43,6 +43,9 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+# dpsql's handlers in sqlglot's DuckDB generator (imported for that effect): the guarded
+# text is printed with them.
+from proxy import duckdb_dialect  # noqa: F401
 from proxy.engines.kinds import (
     INT_TYPE_NAMES,
     Family,
@@ -277,6 +280,17 @@ def _kept(value: exp.Expr, check: str) -> exp.Expr:
     )
 
 
+def _nonzero(value: exp.Expr) -> exp.Expr:
+    """``value``, NULL where it is zero: a divisor. ``NULLIF(value, 0)`` for a small value
+    holding no NULLIF; any other is read once (_kept), because DuckDB expands NULLIF to a
+    CASE that holds its first argument twice while binding, so divisors nested in divisors
+    doubled the binding's work at every level (a probe, 2026-12-04: 16 nested
+    ``7 // (...)`` took 10.6 s to plan)."""
+    if _simple(value) and value.find(exp.Nullif) is None:
+        return _template("NULLIF(__v, 0)", v=value)
+    return _kept(value, "__v <> 0")
+
+
 def _peeled(node: exp.Expr) -> exp.Expr:
     """``node`` without the wrappers that keep its value and type: parentheses, TRY and
     the guards' read-once list (kinds.kept_value)."""
@@ -308,6 +322,13 @@ class _Guard:
         # looks through a chain of moves: asked at every level, it made a chain's
         # guarding 2.5 times slower)
         self._families: dict[int, tuple[exp.Expr, Family]] = {}
+        # dated, day_dated and nanos look through a chain of choices and moves: asked at
+        # every level of a COALESCE chain (and dated asks day_dated at every level of
+        # its own search), unremembered they took time cubic in the depth (160 nested
+        # COALESCEs: 10 s)
+        self._dated: dict[int, tuple[exp.Expr, bool]] = {}
+        self._day_dated: dict[int, tuple[exp.Expr, bool]] = {}
+        self._nanos: dict[int, tuple[exp.Expr, exp.DataType | None]] = {}
 
     def form(self, node: exp.Expr) -> exp.Expr:
         """``node`` with its children guarded first, then itself (typed over its guarded
@@ -323,7 +344,8 @@ class _Guard:
         # deeper: what is remembered of them is stale
         for changed in (node, out, *node.iter_expressions()):
             self.typer.forget(changed)
-            self._families.pop(id(changed), None)
+            for memo in (self._families, self._dated, self._day_dated, self._nanos):
+                memo.pop(id(changed), None)
         return out
 
     def own(self, node: exp.Expr, kind: Kind) -> exp.Expr:
@@ -397,11 +419,11 @@ class _Guard:
             # DuckDB's // of DOUBLEs, and the % of DECIMALs it reads as DOUBLEs (beside
             # a HUGEINT), raise on a zero divisor: NULL, as under TRY
             op = "//" if isinstance(node, exp.IntDiv) else "%"
-            return _template(f"__a {op} NULLIF(__b, 0)", a=node.this, b=node.expression)
+            return _template(f"__a {op} __b", a=node.this, b=_nonzero(node.expression))
         if not bits:
             return node
         if isinstance(node, exp.Mod):  # any width: by zero is NULL, as under TRY
-            return _template("__a % NULLIF(__b, 0)", a=node.this, b=node.expression)
+            return _template("__a % __b", a=node.this, b=_nonzero(node.expression))
         if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
             op = "+" if isinstance(node, exp.Add) else "-" if isinstance(node, exp.Sub) else "*"
             if bits == 128:
@@ -425,11 +447,13 @@ class _Guard:
                 f"TRY_CAST(ABS(CAST(__a AS {_WIDER[bits]})) AS {INT_TYPE_NAMES[bits]})", a=node.this
             )
         if isinstance(node, exp.IntDiv):
+            divisor = _nonzero(
+                _template(f"CAST(__b AS {_WIDER[bits]})", b=node.expression)
+            )
             return _template(
-                f"TRY_CAST(CAST(__a AS {_WIDER[bits]}) // NULLIF(CAST(__b AS "
-                f"{_WIDER[bits]}), 0) AS {INT_TYPE_NAMES[bits]})",
+                f"TRY_CAST(CAST(__a AS {_WIDER[bits]}) // __b AS {INT_TYPE_NAMES[bits]})",
                 a=node.this,
-                b=node.expression,
+                b=divisor,
             )
         return node
 
@@ -564,7 +588,7 @@ class _Guard:
                 # DuckDB casts it to DECIMAL(38, 0), which raises past 10^38
                 _wrap(operand, lambda v: exp.TryCast(this=v, to=exp.DataType.build("DECIMAL(38, 0)")))
         if isinstance(node, exp.Mod):
-            return _template("__a % NULLIF(__b, 0)", a=node.this, b=node.expression)
+            return _template("__a % __b", a=node.this, b=_nonzero(node.expression))
         a = decimal_digits(self.typer.kind(node.this))
         b = decimal_digits(self.typer.kind(node.expression))
         if a is None or b is None or not kind.precision:
@@ -675,36 +699,51 @@ class _Guard:
     def dated(self, node: exp.Expr) -> bool:
         """Whether ``node`` is a date or timestamp: typed so, or a date moved by an
         interval (the kinds leave that sum untyped; a TIMESTAMP in DuckDB)."""
-        return self._moved(
+        return remembered(
+            self._dated,
             node,
-            lambda n: self.typer.kind(n).family in _DATES or self.day_dated(n),
-            self.typer.is_interval,
+            lambda n: self._moved(
+                n,
+                lambda m: self.typer.kind(m).family in _DATES or self.day_dated(m),
+                self.typer.is_interval,
+                self.dated,
+            ),
         )
 
     def day_dated(self, node: exp.Expr) -> bool:
         """Whether ``node`` is a DATE: typed so, or a DATE moved by a number of days (the
         kinds leave that sum untyped)."""
-        return self._moved(
+        return remembered(
+            self._day_dated,
             node,
-            lambda n: self.typer.kind(n).family is Family.DATE,
-            lambda n: bool(_int_kind(self.typer.kind(n))),
+            lambda n: self._moved(
+                n,
+                lambda m: self.typer.kind(m).family is Family.DATE,
+                lambda m: bool(_int_kind(self.typer.kind(m))),
+                self.day_dated,
+            ),
         )
 
+    @staticmethod
     def _moved(
-        self, node: exp.Expr, base: Callable[[exp.Expr], bool], step: Callable[[exp.Expr], bool]
+        node: exp.Expr,
+        base: Callable[[exp.Expr], bool],
+        step: Callable[[exp.Expr], bool],
+        again: Callable[[exp.Expr], bool],
     ) -> bool:
         """Whether ``node`` is a value ``base`` accepts, such a value plus or minus a
-        ``step``, or a choice among such (the guards' own CASE WHEN ... THEN v END)."""
+        ``step``, or a choice among such (the guards' own CASE WHEN ... THEN v END).
+        ``again`` asks the same of a part (the caller's remembered question)."""
         if base(node):
             return True
         node = _peeled(node)
         if isinstance(node, (exp.Case, exp.If, exp.Coalesce, exp.Least, exp.Greatest)):
             branches = [b for b in _operands(node) if b is not None and not isinstance(b, exp.Null)]
-            return bool(branches) and all(self._moved(b, base, step) for b in branches)
+            return bool(branches) and all(again(b) for b in branches)
         if isinstance(node, (exp.Add, exp.Sub)):
             sides = (node.this, node.expression)
             return any(step(s) for s in sides) and any(
-                not step(s) and self._moved(s, base, step) for s in sides
+                not step(s) and again(s) for s in sides
             )
         return False
 
@@ -712,6 +751,9 @@ class _Guard:
         """The type of ``node`` when it is a nanosecond timestamp (a TIMESTAMP_NS or
         TIMESTAMPTZ_NS column or cast, or a choice among them), else None: DuckDB raises
         on bringing a TIMESTAMP or DATE beyond years 1677-2262 to one."""
+        return remembered(self._nanos, node, self._nanos_of)
+
+    def _nanos_of(self, node: exp.Expr) -> exp.DataType | None:
         node = _peeled(node)
         if isinstance(node, (exp.Cast, exp.TryCast)):
             name = node.to.sql(dialect="duckdb").upper()

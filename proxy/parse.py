@@ -9,6 +9,7 @@ from sqlglot.errors import ParseError, TokenError
 from proxy import spellings
 from proxy.dropped_arguments import check_arguments
 from proxy.errors import DPSQLError
+from proxy.repeated_operands import check_repeated_operands
 
 DIALECTS = ("duckdb", "postgres", "bigquery", "trino", "snowflake")
 
@@ -75,6 +76,7 @@ def parse(sql: str, dialect: str = "duckdb", *, max_length: int, max_nodes: int)
                 f"the query has more than {max_nodes} syntax nodes",
                 "simplify the query or split it",
             )
+    check_repeated_operands(tree)
     return tree
 
 

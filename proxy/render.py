@@ -16,6 +16,10 @@ from __future__ import annotations
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
+# dpsql's handlers in sqlglot's DuckDB generator (imported for that effect): every DuckDB
+# text dpsql prints goes through them.
+from proxy import duckdb_dialect  # noqa: F401
+
 # One shared instance: ``sql(dialect="duckdb")`` builds a new dialect object from the name
 # on every call, and a dialect holds only settings fixed at construction.
 DUCKDB = Dialect.get_or_raise("duckdb")

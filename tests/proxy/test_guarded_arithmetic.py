@@ -406,6 +406,58 @@ def test_each_node_is_typed_once(monkeypatch: pytest.MonkeyPatch, step: str) -> 
     assert counts[1] < 2.5 * counts[0], counts
 
 
+# Divisors nested in divisors: the guards made each divisor's zero NULL with NULLIF, which
+# DuckDB expands while binding to a CASE holding its first argument twice, so the binding
+# doubled at every level (16 nested ``7 // (...)`` took 10.6 s to plan, 2026-12-04).
+DIVISORS = {
+    "integer //": ("i", "(7 // ({e} + 1))"),
+    "integer %": ("b", "(7 % ({e} - 2))"),
+    "double //": ("CAST(i AS DOUBLE)", "(7.5 // ({e} + 1))"),
+    "decimal %": ("m", "(7 % ({e} + 1))"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DIVISORS))
+def test_nested_divisors_are_read_once(db: duckdb.DuckDBPyConnection, name: str) -> None:
+    start, step = DIVISORS[name]
+    _assert_linear_and_tried(db, start, step)
+    expression = start
+    for _ in range(12):
+        expression = step.format(e=expression)
+    tree = sqlglot.parse_one(guarded_sql(_query(expression), TYPES), read="duckdb")
+    for nullif in tree.find_all(exp.Nullif):
+        assert nullif.this.find(exp.Nullif) is None, nullif.sql(dialect="duckdb")[:200]
+
+
+@pytest.mark.parametrize(
+    "step", ["COALESCE({e}, i)", "COALESCE({e}, dt + 1)", "LEAST({e}, ts + INTERVAL 1 DAY)"]
+)
+def test_choices_are_dated_once(monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    """Whether a choice is a date looks through all of its branches: asked again at every
+    level of a chain (and through the branches of every branch), 160 nested COALESCEs took
+    10 s to guard (2026-12-04). The guards remember the answer per node, so the kinds
+    asked for grow with the chain."""
+    calls = 0
+    kind = Typer.kind
+
+    def counted(self: Typer, node: exp.Expr) -> Kind:
+        nonlocal calls
+        calls += 1
+        return kind(self, node)
+
+    monkeypatch.setattr(Typer, "kind", counted)
+    start = "ts" if "ts +" in step else "dt" if "dt +" in step else "i"
+    counts = []
+    for depth in (20, 40):
+        expression = start
+        for _ in range(depth):
+            expression = step.format(e=expression)
+        calls = 0
+        guarded_sql(_query(f"{expression} IS NULL"), TYPES)
+        counts.append(calls)
+    assert counts[1] < 2.5 * counts[0], counts
+
+
 def test_the_guards_are_written_before_the_charge(
     small_demo: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
