@@ -385,25 +385,34 @@ def test_each_node_is_typed_once(monkeypatch: pytest.MonkeyPatch, step: str) -> 
     """Typing a node types its subtree: typed again at every level of a chain, 80 moves
     of a date took 46 s to guard (2026-12-04). The guards remember each node's kind, so
     the typing grows with the chain, not with its square."""
+    column = "dt" if "+ 1)" in step else "ts"
+    counts = _typer_calls(monkeypatch, "_kind", column, step, "{e} > " + column)
+    assert counts[1] < 2.5 * counts[0], counts
+
+
+def _typer_calls(
+    monkeypatch: pytest.MonkeyPatch, method: str, start: str, step: str, test: str
+) -> list[int]:
+    """How many times ``Typer.<method>`` runs while ``test`` is guarded over ``step``
+    nested 20 and 40 times from ``start``."""
     calls = 0
-    kind = Typer._kind
+    kind = getattr(Typer, method)
 
     def counted(self: Typer, node: exp.Expr) -> Kind:
         nonlocal calls
         calls += 1
         return kind(self, node)
 
-    monkeypatch.setattr(Typer, "_kind", counted)
-    column = "dt" if "+ 1)" in step else "ts"
+    monkeypatch.setattr(Typer, method, counted)
     counts = []
     for depth in (20, 40):
-        expression = column
+        expression = start
         for _ in range(depth):
             expression = step.format(e=expression)
         calls = 0
-        guarded_sql(_query(f"{expression} > {column}"), TYPES)
+        guarded_sql(_query(test.format(e=expression)), TYPES)
         counts.append(calls)
-    assert counts[1] < 2.5 * counts[0], counts
+    return counts
 
 
 # Divisors nested in divisors: the guards made each divisor's zero NULL with NULLIF, which
@@ -437,24 +446,8 @@ def test_choices_are_dated_once(monkeypatch: pytest.MonkeyPatch, step: str) -> N
     level of a chain (and through the branches of every branch), 160 nested COALESCEs took
     10 s to guard (2026-12-04). The guards remember the answer per node, so the kinds
     asked for grow with the chain."""
-    calls = 0
-    kind = Typer.kind
-
-    def counted(self: Typer, node: exp.Expr) -> Kind:
-        nonlocal calls
-        calls += 1
-        return kind(self, node)
-
-    monkeypatch.setattr(Typer, "kind", counted)
     start = "ts" if "ts +" in step else "dt" if "dt +" in step else "i"
-    counts = []
-    for depth in (20, 40):
-        expression = start
-        for _ in range(depth):
-            expression = step.format(e=expression)
-        calls = 0
-        guarded_sql(_query(f"{expression} IS NULL"), TYPES)
-        counts.append(calls)
+    counts = _typer_calls(monkeypatch, "kind", start, step, "{e} IS NULL")
     assert counts[1] < 2.5 * counts[0], counts
 
 
