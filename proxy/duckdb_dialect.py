@@ -12,11 +12,13 @@ which deep-copies the operand, at every level of every rendering, so nested trun
 took time quadratic in their depth (a probe, 2026-12-04: 320 levels 10 s to plan, 640
 levels 46 s, before any charge and whatever the data; RELIABILITY.md, "Planning time on
 nested functions"). Here a plain truncation is printed from the call the stock handler
-builds, around the operand itself rather than a copy (whose parent is set back after):
-the same text, each level printed once. ``SAFE_DIVIDE(n, d)``: sqlglot builds the comparison and the quotient
-with builders that copy both operands (320 levels in the numerator: 5.8 s); here the
-same nodes are built around the operands themselves. (The denominator is still written twice:
-proxy/repeated_operands.py limits how deep such operands nest.)
+builds, around the operand itself rather than a copy (its parent set back after): the
+same text, each level printed once.
+
+``SAFE_DIVIDE(n, d)``: sqlglot builds the comparison and the quotient with builders that
+copy both operands (320 levels in the numerator: 5.8 s); here the same nodes are built
+around the operands themselves. The denominator is still written twice:
+proxy/repeated_operands.py limits how deep such operands nest.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ from sqlglot.dialects.dialect import weekstart_unit_to_str
 from sqlglot.generators.duckdb import DuckDBGenerator, _week_trunc_start_dow
 
 _STOCK_TRUNC = DuckDBGenerator.timestamptrunc_sql
-
 
 
 def timestamp_trunc_sql(gen: DuckDBGenerator, expression: exp.TimestampTrunc) -> str:
