@@ -22,7 +22,7 @@ from proxy.joins import check_from, tables_of, unit_columns
 from proxy.pins import pinned_values
 from proxy.quantile_sql import aggregate_call as quantile_call
 from proxy.quantile_sql import is_quantile
-from proxy.render import duckdb_sql
+from proxy.render import KeyTexts, duckdb_sql
 from proxy.string_growth import check_string_growth
 
 MAX_LIMIT = 2**62  # LIMIT/OFFSET: beyond any table, and within the outer layer's BIGINT
@@ -392,7 +392,7 @@ def _aggregate(node: exp.Expr, unit_cols: set[tuple[str, str]], text: str) -> S.
 
 def _collect_outer(
     node: exp.Expr,
-    key_sqls: set[str],
+    key_sqls: KeyTexts,
     aliases: set[str],
     unit_cols: set[tuple[str, str]],
     found: dict[str, S.AggregateCall],
@@ -411,10 +411,11 @@ def _collect_outer(
     # Rendering is the cost: only when a key could match or an aggregate needs its text.
     # An alias (``x AS n``) is never a key (GROUP BY holds expressions; the binder
     # resolves aliases there) and its text is never reused: its child is looked at next.
-    text = duckdb_sql(node) if (key_sqls or aggregate) and not isinstance(node, exp.Alias) else ""
+    key = not isinstance(node, exp.Alias) and key_sqls.could_be(node)
+    text = duckdb_sql(node) if key or aggregate else ""
     if text:
         texts[id(node)] = text
-    if text in key_sqls:
+    if key and text in key_sqls.texts:
         return
     if aggregate:
         call = _aggregate(node, unit_cols, text)
@@ -438,7 +439,7 @@ def _collect_outer(
 
 def _window(
     node: exp.Window,
-    key_sqls: set[str],
+    key_sqls: KeyTexts,
     aliases: set[str],
     unit_cols: set[tuple[str, str]],
     found: dict[str, S.AggregateCall],
@@ -588,7 +589,7 @@ def check_shape(select: exp.Select, catalog: Catalog) -> S.Shape:
                 position_of(key),
             )
     key_texts = tuple(duckdb_sql(k) for k in keys)
-    key_sqls = set(key_texts)
+    key_sqls = KeyTexts(tuple(keys), key_texts)
     aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
     found: dict[str, S.AggregateCall] = {}
     texts: dict[int, str] = {}

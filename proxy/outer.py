@@ -18,7 +18,7 @@ from accounting.partition import Threshold
 from proxy import shape as S
 from proxy.budget import ColumnNoise
 from proxy.outer_functions import lift_windows, rewrite_window
-from proxy.render import duckdb_sql, owned_duckdb_sql
+from proxy.render import KeyTexts, duckdb_sql, owned_duckdb_sql
 from proxy.rewrite import core as C
 
 
@@ -150,7 +150,7 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool, raw: bool =
     keys = {text: f"__k{i}" for i, text in enumerate(core.shape.key_sqls)}
     calls = {c.sql: c for c in core.shape.aggregates}
 
-    key_types = tuple({type(k) for k in core.shape.keys})
+    key_texts = KeyTexts(core.shape.keys, core.shape.key_sqls)
     # WITHIN GROUP and APPROX_QUANTILES(...)[OFFSET(i)] wrap a quantile call.
     aggregate_types = (exp.Count, exp.AggFunc, exp.WithinGroup, exp.Bracket)
 
@@ -174,12 +174,14 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool, raw: bool =
             and duckdb_sql(node) not in keys
         ):
             return exp.column(renamed[node.name.lower()], quoted=True)
-        # Render only nodes that could be a key or an aggregate: rendering is the cost.
-        if not isinstance(node, (*key_types, *aggregate_types)):
+        # Render only nodes that could be a key (as the checker asked: KeyTexts) or an
+        # aggregate: rendering is the cost.
+        key = key_texts.could_be(node)
+        if not key and not isinstance(node, aggregate_types):
             return node
         known = rendered.get(id(node))
         text = known[1] if known is not None else duckdb_sql(node)
-        if text in keys:
+        if key and text in keys:
             return exp.column(keys[text])
         if text in calls:
             return _post_expression(calls[text], core, arg_sql, threshold, raw)

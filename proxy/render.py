@@ -72,3 +72,40 @@ def owned_duckdb_sql(node: exp.Expr) -> str:
     """``node.sql(dialect="duckdb", copy=False)``: for a tree its caller built and never
     reads again (the generator may rewrite it while printing)."""
     return DUCKDB.generate(node, copy=False)
+
+
+class KeyTexts:
+    """The GROUP BY keys' texts, and which nodes of the outer layer could print as one.
+
+    The outer layer (select list, HAVING, ORDER BY) matches a key by its text, and
+    printing every node of a nested expression to compare it is quadratic in the depth
+    (a probe, 2026-12-05: 480 nested ``COUNT(*) / 2`` in HAVING, 1,440 nodes, took 18 s
+    to check). A node prints as a key only if it has as many nodes as that key (both are
+    parsed from the same query in the same dialect): nodes of one size never hold one
+    another, so printing only those prints each node of a clause at most once a key size.
+
+    The checker (proxy/check.py) and the outer layer (proxy/outer.py) ask the same
+    question, so they agree on which nodes are keys."""
+
+    def __init__(self, keys: tuple[exp.Expr, ...], texts: tuple[str, ...]) -> None:
+        self.texts = frozenset(texts)
+        self._sizes = frozenset(_size(k) for k in keys)
+        # the size of each node seen, computed a whole subtree at a time (asked top
+        # down, every node of a clause is counted once); entries hold their node
+        self._known: dict[int, tuple[exp.Expr, int]] = {}
+
+    def could_be(self, node: exp.Expr) -> bool:
+        """Whether ``node`` could print as one of the keys (printing it tells)."""
+        if not self.texts:
+            return False
+        found = self._known.get(id(node))
+        if found is None or found[0] is not node:
+            for below in reversed(list(node.walk())):
+                size = 1 + sum(self._known[id(c)][1] for c in below.iter_expressions())
+                self._known[id(below)] = (below, size)
+            found = self._known[id(node)]
+        return found[1] in self._sizes
+
+
+def _size(node: exp.Expr) -> int:
+    return sum(1 for _ in node.walk())

@@ -9,6 +9,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
 
+from proxy import check, outer
 from proxy.engine import Engine
 from proxy.plan import limits
 from proxy.render import READ_ONLY_TYPES, duckdb_sql, owned_duckdb_sql
@@ -95,3 +96,54 @@ def test_a_type_rewritten_while_printed_is_copied() -> None:
     before = cast.copy()
     assert duckdb_sql(cast) == before.sql(dialect="duckdb")
     assert cast == before
+
+
+# An outer layer nested deep: each clause's chain of `COUNT(*) / 2` over a grouping.
+OUTER_CHAINS = {
+    "HAVING": "SELECT model, COUNT(*) AS n FROM prompts GROUP BY model HAVING {e} > 5",
+    "select list": "SELECT model, {e} AS v FROM prompts GROUP BY model",
+    "ORDER BY": "SELECT model, COUNT(*) AS n FROM prompts GROUP BY model ORDER BY {e}",
+}
+
+
+@pytest.mark.parametrize("clause", sorted(OUTER_CHAINS))
+def test_the_outer_layer_prints_each_node_once_a_key_size(
+    clause: str, small_demo: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checker and the outer layer match keys by their text: printing every node of
+    a nested outer expression to compare it printed text quadratic in the depth (480
+    nested `COUNT(*) / 2` in HAVING took 18 s to plan, 2026-12-05). Only nodes of a key's
+    size are printed (render.KeyTexts), so the text printed grows with the chain."""
+    printed = 0
+
+    def counted(node: exp.Expr) -> str:
+        nonlocal printed
+        text = duckdb_sql(node)
+        printed += len(text)
+        return text
+
+    monkeypatch.setattr(check, "duckdb_sql", counted)
+    monkeypatch.setattr(outer, "duckdb_sql", counted)
+    sizes = []
+    for depth in (20, 40):
+        chain = "COUNT(*)"
+        for _ in range(depth):
+            chain = f"({chain} / 2)"
+        printed = 0
+        small_demo.explain(QueryRequest(OUTER_CHAINS[clause].format(e=chain), epsilon=1.0))
+        sizes.append(printed)
+    assert sizes[1] < 2.5 * sizes[0], sizes
+
+
+def test_keys_are_still_found_in_the_outer_layer(small_demo: Engine) -> None:
+    """Keys inside outer expressions, of several sizes, are still matched by their text
+    (a key's columns are not aggregated: unmatched, the query would be refused)."""
+    sql = (
+        "SELECT date_trunc('day', ts) AS d, model, "
+        "CONCAT(model, '/', CAST(date_trunc('day', ts) AS VARCHAR)) AS label, "
+        "COUNT(*) * 2 AS n FROM prompts GROUP BY date_trunc('day', ts), model "
+        "HAVING date_trunc('day', ts) > TIMESTAMP '2000-01-01' AND model <> 'none' "
+        "ORDER BY date_trunc('day', ts) DESC, LENGTH(model)"
+    )
+    rows = small_demo.run(QueryRequest(sql, epsilon=1000.0)).rows
+    assert rows and all(r[2] == f"{r[1]}/{r[0]}" for r in rows)
