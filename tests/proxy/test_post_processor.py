@@ -19,3 +19,17 @@ def test_a_huge_value_built_from_a_released_number_is_a_clear_error() -> None:
     # The same connection still answers afterwards.
     names, rows = post.run("SELECT n + 1 AS m FROM released", released)
     assert (names, rows) == (["m"], [(401,)])
+
+
+def test_a_chain_of_integer_products_is_evaluated_as_written() -> None:
+    """DuckDB's expression rewriter multiplies a chain's constants together: its time
+    grows exponentially with the chain (160 nested `COUNT(*) * 2` in HAVING took 6 s to
+    bind before the charge, 20 more levels about 3x that; 2026-12-05), and 70 levels over
+    a zero overflowed (2^70) where the value is 0. The outer layer's DuckDB runs without
+    it, so the chain is evaluated level by level."""
+    released = pa.table({"n": pa.array([0, 3], type=pa.int64())})
+    chain = "n"
+    for _ in range(70):
+        chain = f"({chain} * 2)"
+    _, rows = PostProcessor().run(f"SELECT TRY({chain}) AS v FROM released", released)
+    assert rows == [(0,), (None,)]  # 3 * 2^70 overflows a BIGINT: NULL under TRY
