@@ -381,6 +381,11 @@ class Typer:
         # 3.2 s to guard, the time quadratic in the depth
         self._dates: dict[int, tuple[exp.Expr, Family | None]] | None = {} if remember else None
 
+    def remembering(self) -> Typer:
+        """A typer over the same columns that remembers (the class docstring's
+        precondition is the caller's)."""
+        return Typer(self._columns, remember=True)
+
     def forget(self, *nodes: exp.Expr) -> None:
         """Drop what is remembered of ``nodes`` (changed since they were typed)."""
         if self._kinds is None or self._intervals is None or self._dates is None:

@@ -203,6 +203,27 @@ HELD_ROW = "__o"  # the name the body reads the held operands under
 _REFERENCE = "__ref"  # an operand's references while its guard is built
 
 
+def alone(node: exp.Expr) -> exp.Expr:
+    """A copy of ``node`` without its children (their places empty), for a caller that
+    fills them with forms of its own: the total forms rebuild every level of an
+    expression, and copying the whole subtree at each level was quadratic in its depth
+    (a probe, 2026-12-05: 160 nested COALESCEs took 5.5 s to render for PostgreSQL, two
+    thirds of it copying)."""
+    out = type(node)()
+    if node.comments is not None:
+        out.comments = list(node.comments)
+    if node.type is not None:
+        out.type = node.type.copy()
+    if node._meta:
+        out._meta = dict(node._meta)
+    for key, value in node.args.items():
+        if isinstance(value, list):
+            out.args[key] = [v for v in value if not isinstance(v, exp.Expr)]
+        elif not isinstance(value, exp.Expr):
+            out.args[key] = value
+    return out
+
+
 def simple(node: exp.Expr) -> bool:
     """An operand small enough to write out at each of its uses (walked no further than
     that: a guard asks it at each level of a chain)."""
