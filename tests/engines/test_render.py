@@ -4,8 +4,11 @@ DuckDB's heap form keeps -- checked on DuckDB itself, with a tie-prone hash."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import copy
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
 
 import pytest
 import sqlglot
@@ -559,3 +562,41 @@ def test_a_node_alone_has_no_children() -> None:
     assert type(out) is type(node) and out.comments == node.comments
     assert not list(out.iter_expressions())
     assert node.sql() == "COALESCE(COALESCE(a, 1), 2, 3) /* kept */"  # unchanged
+
+
+def _deep_copies(action: Callable[[], object]) -> int:
+    """How many times copy.deepcopy is entered while ``action`` runs."""
+    calls = 0
+
+    def count(frame: FrameType, event: str, _: object) -> None:
+        nonlocal calls
+        if event == "call" and frame.f_code is copy.deepcopy.__code__:
+            calls += 1
+
+    sys.setprofile(count)
+    try:
+        action()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+@pytest.mark.parametrize("forms", [PostgresForms(), SparkForms(views=True)], ids=["pg", "spark"])
+@pytest.mark.parametrize("step", ["(-{e})", "ABS({e})", "COALESCE({e}, 0)"])
+def test_total_forms_copy_no_chain_at_every_level(step: str, forms: object, engine: Engine) -> None:
+    """The total forms rebuild each level of an expression: copying the chain below at
+    each (a whole copy of the node, a template's copy of its parts) was quadratic in its
+    depth (2026-12-05: 160 nested ABS took 6.4 s to render for PostgreSQL, 320 nested
+    negations 9.3 s for Spark; from 20 to 60 levels, 2.6 to 5.8 times the copies). The
+    copies grow with the chain, below a constant part."""
+    types = engine.executor.column_types()
+    counts = []
+    for depth in (20, 60):
+        chain = "tokens_in"
+        for _ in range(depth):
+            chain = step.format(e=chain)
+        core = _core(engine, f"SELECT model, SUM({chain}) AS s FROM prompts GROUP BY model")
+        counts.append(
+            _deep_copies(lambda core=core: render(core, forms, types))  # type: ignore[misc, arg-type]
+        )
+    assert counts[1] < 2 * counts[0], counts
