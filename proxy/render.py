@@ -79,7 +79,7 @@ class KeyTexts:
 
     The outer layer (select list, HAVING, ORDER BY) matches a key by its text, and
     printing every node of a nested expression to compare it is quadratic in the depth
-    (a probe, 2026-12-05: 480 nested ``COUNT(*) / 2`` in HAVING, 1,440 nodes, took 18 s
+    (a probe, 2026-12-04: 480 nested ``COUNT(*) / 2`` in HAVING, 1,440 nodes, took 18 s
     to check). A node prints as a key only if it has as many nodes as that key (both are
     parsed from the same query in the same dialect): nodes of one size never hold one
     another, so printing only those prints each node of a clause at most once a key size.

@@ -207,7 +207,7 @@ def alone(node: exp.Expr) -> exp.Expr:
     """A copy of ``node`` without its children (their places empty), for a caller that
     fills them with forms of its own: the total forms rebuild every level of an
     expression, and copying the whole subtree at each level was quadratic in its depth
-    (a probe, 2026-12-05: 160 nested COALESCEs took 5.5 s to render for PostgreSQL, two
+    (a probe, 2026-12-04: 160 nested COALESCEs took 5.5 s to render for PostgreSQL, two
     thirds of it copying)."""
     out = type(node)()
     if node.comments is not None:

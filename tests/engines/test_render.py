@@ -530,7 +530,7 @@ def test_total_forms_type_each_level_once(
 ) -> None:
     """A total form types the levels of the expression it rebuilds, and typing a node
     types its subtree: unremembered, 160 nested COALESCEs asked 78,000 kinds and took
-    5.5 s to render for PostgreSQL (2026-12-05). The kinds asked grow with the chain."""
+    5.5 s to render for PostgreSQL (2026-12-04). The kinds asked grow with the chain."""
     calls = 0
     kind = Typer._kind
 
@@ -586,7 +586,7 @@ def _deep_copies(action: Callable[[], object]) -> int:
 def test_total_forms_copy_no_chain_at_every_level(step: str, forms: object, engine: Engine) -> None:
     """The total forms rebuild each level of an expression: copying the chain below at
     each (a whole copy of the node, a template's copy of its parts) was quadratic in its
-    depth (2026-12-05: 160 nested ABS took 6.4 s to render for PostgreSQL, 320 nested
+    depth (2026-12-04: 160 nested ABS took 6.4 s to render for PostgreSQL, 320 nested
     negations 9.3 s for Spark; from 20 to 60 levels, 2.6 to 5.8 times the copies). The
     copies grow with the chain, below a constant part."""
     types = engine.executor.column_types()

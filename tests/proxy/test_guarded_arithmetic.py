@@ -395,7 +395,7 @@ def test_each_node_is_typed_once(monkeypatch: pytest.MonkeyPatch, step: str) -> 
 def test_moved_dates_are_dated_once(monkeypatch: pytest.MonkeyPatch, step: str) -> None:
     """Whether a side of a difference is a date looks through the whole chain of moves
     under it, and is asked at every level: 160 nested ``- INTERVAL 1 HOUR`` in WHERE took
-    3.2 s to plan (2026-12-05; before, 20 and 40 levels asked 380 and 1,560 times). The
+    3.2 s to plan (2026-12-04; before, 20 and 40 levels asked 380 and 1,560 times). The
     typer remembers the answer per node, so the questions grow with the chain."""
     counts = _typer_calls(monkeypatch, "_date_family", "ts", step, "{e} > ts")
     assert counts[1] < 2.5 * counts[0], counts
@@ -404,7 +404,7 @@ def test_moved_dates_are_dated_once(monkeypatch: pytest.MonkeyPatch, step: str) 
 def test_an_operand_is_counted_only_up_to_the_repeatable_size() -> None:
     """Whether an operand is small enough to repeat is asked at every level of a chain:
     counting all of its nodes made guarding quadratic in the depth (160 nested date
-    moves spent 1.5 s counting, 2026-12-05). It stops one node past the limit."""
+    moves spent 1.5 s counting, 2026-12-04). It stops one node past the limit."""
     pulled = 0
 
     class Deep:

@@ -24,7 +24,7 @@ def test_a_huge_value_built_from_a_released_number_is_a_clear_error() -> None:
 def test_a_chain_of_integer_products_is_evaluated_as_written() -> None:
     """DuckDB's expression rewriter multiplies a chain's constants together: its time
     grows exponentially with the chain (160 nested `COUNT(*) * 2` in HAVING took 6 s to
-    bind before the charge, 20 more levels about 3x that; 2026-12-05), and 70 levels over
+    bind before the charge, 20 more levels about 3x that; 2026-12-04), and 70 levels over
     a zero overflowed (2^70) where the value is 0. The outer layer's DuckDB runs without
     it, so the chain is evaluated level by level."""
     released = pa.table({"n": pa.array([0, 3], type=pa.int64())})

@@ -112,7 +112,7 @@ def test_the_outer_layer_prints_each_node_once_a_key_size(
 ) -> None:
     """The checker and the outer layer match keys by their text: printing every node of
     a nested outer expression to compare it printed text quadratic in the depth (480
-    nested `COUNT(*) / 2` in HAVING took 18 s to plan, 2026-12-05). Only nodes of a key's
+    nested `COUNT(*) / 2` in HAVING took 18 s to plan, 2026-12-04). Only nodes of a key's
     size are printed (render.KeyTexts), so the text printed grows with the chain."""
     printed = 0
 
