@@ -4,11 +4,8 @@ DuckDB's heap form keeps -- checked on DuckDB itself, with a tie-prone hash."""
 
 from __future__ import annotations
 
-import copy
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 
 import pytest
 import sqlglot
@@ -31,6 +28,7 @@ from proxy.errors import DPSQLError
 from proxy.policy import parse_policy
 from proxy.request import QueryRequest
 from proxy.rewrite import keyed_groups
+from tests.copy_counter import deep_copies
 from tests.engines.conftest import demo_text
 
 L0_QUERIES = (
@@ -523,6 +521,14 @@ def test_a_decimal_text_inside_another_is_written_with_its_scale() -> None:
     assert tree.sql(dialect="postgres").upper().count("ROUND(") == 2, tree.sql(dialect="postgres")
 
 
+def _summed_chain(engine: Engine, step: str, depth: int) -> str:
+    """The core of a SUM over ``step`` nested ``depth`` times from tokens_in."""
+    chain = "tokens_in"
+    for _ in range(depth):
+        chain = step.format(e=chain)
+    return _core(engine, f"SELECT model, SUM({chain}) AS s FROM prompts GROUP BY model")
+
+
 @pytest.mark.parametrize("forms", [PostgresForms(), SparkForms(views=True)], ids=["pg", "spark"])
 @pytest.mark.parametrize("step", ["COALESCE({e}, 0)", "({e} + 1)", "CASE WHEN tokens_in > 3 THEN {e} END"])
 def test_total_forms_type_each_level_once(
@@ -542,10 +548,7 @@ def test_total_forms_type_each_level_once(
     types = engine.executor.column_types()
     counts = []
     for depth in (20, 40):
-        chain = "tokens_in"
-        for _ in range(depth):
-            chain = step.format(e=chain)
-        core = _core(engine, f"SELECT model, SUM({chain}) AS s FROM prompts GROUP BY model")
+        core = _summed_chain(engine, step, depth)
         monkeypatch.setattr(Typer, "_kind", counted)
         calls = 0
         render(core, forms, types)  # type: ignore[arg-type]
@@ -564,23 +567,6 @@ def test_a_node_alone_has_no_children() -> None:
     assert node.sql() == "COALESCE(COALESCE(a, 1), 2, 3) /* kept */"  # unchanged
 
 
-def _deep_copies(action: Callable[[], object]) -> int:
-    """How many times copy.deepcopy is entered while ``action`` runs."""
-    calls = 0
-
-    def count(frame: FrameType, event: str, _: object) -> None:
-        nonlocal calls
-        if event == "call" and frame.f_code is copy.deepcopy.__code__:
-            calls += 1
-
-    sys.setprofile(count)
-    try:
-        action()
-    finally:
-        sys.setprofile(None)
-    return calls
-
-
 @pytest.mark.parametrize("forms", [PostgresForms(), SparkForms(views=True)], ids=["pg", "spark"])
 @pytest.mark.parametrize("step", ["(-{e})", "ABS({e})", "COALESCE({e}, 0)"])
 def test_total_forms_copy_no_chain_at_every_level(step: str, forms: object, engine: Engine) -> None:
@@ -592,11 +578,8 @@ def test_total_forms_copy_no_chain_at_every_level(step: str, forms: object, engi
     types = engine.executor.column_types()
     counts = []
     for depth in (20, 60):
-        chain = "tokens_in"
-        for _ in range(depth):
-            chain = step.format(e=chain)
-        core = _core(engine, f"SELECT model, SUM({chain}) AS s FROM prompts GROUP BY model")
+        core = _summed_chain(engine, step, depth)
         counts.append(
-            _deep_copies(lambda core=core: render(core, forms, types))  # type: ignore[misc, arg-type]
+            deep_copies(lambda core=core: render(core, forms, types))  # type: ignore[misc, arg-type]
         )
     assert counts[1] < 2 * counts[0], counts

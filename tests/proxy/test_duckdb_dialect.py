@@ -3,10 +3,7 @@ handlers' text, printed without copying the operand at every level."""
 
 from __future__ import annotations
 
-import copy
-import sys
-from types import FrameType
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 import sqlglot
@@ -15,6 +12,7 @@ from sqlglot.generators.duckdb import DuckDBGenerator
 
 from proxy import duckdb_dialect
 from proxy.render import DUCKDB
+from tests.copy_counter import deep_copies
 
 QUERIES = [
     "SELECT date_trunc('day', ts), date_trunc('week', ts + INTERVAL 1 DAY)",
@@ -33,7 +31,7 @@ BIGQUERY = [
     "SELECT timestamp_trunc(ts, week(monday)), timestamp_trunc(ts, day, 'UTC')",
     "SELECT timestamp_trunc(ts + INTERVAL 1 DAY, hour), safe_divide(x, y)",
 ]
-STOCK = {
+STOCK: dict[type[exp.Expr], Callable[..., str]] = {
     exp.SafeDivide: DuckDBGenerator.safedivide_sql,
     exp.TimestampTrunc: duckdb_dialect._STOCK_TRUNC,
 }
@@ -78,19 +76,7 @@ def test_printing_leaves_the_tree_as_it_was(tree: exp.Expr) -> None:
 def _deep_copies(text: str, dialect: str = "duckdb") -> int:
     """How many times copy.deepcopy is entered while ``text`` is printed in place."""
     tree = sqlglot.parse_one(text, read=dialect)
-    calls = 0
-
-    def count(frame: FrameType, event: str, _: Any) -> None:
-        nonlocal calls
-        if event == "call" and frame.f_code is copy.deepcopy.__code__:
-            calls += 1
-
-    sys.setprofile(count)
-    try:
-        DUCKDB.generate(tree, copy=False)
-    finally:
-        sys.setprofile(None)
-    return calls
+    return deep_copies(lambda: DUCKDB.generate(tree, copy=False))
 
 
 @pytest.mark.parametrize(
