@@ -40,6 +40,7 @@ from proxy.engines.render import (
     alone,
     constant_items,
     keyed_list,
+    placed,
     read_once,
     refuse,
     template,
@@ -758,7 +759,7 @@ class _Total:
         kind = self.kind(node)
         if kind.family is not Family.INT:
             return self.divide(exp.Div(this=node.left, expression=node.right))
-        quotient = template(
+        quotient = placed(
             "TRUNC(__a / NULLIF(__b, 0))",
             a=_numeric(self.form(node.left)),
             b=_numeric(self.form(node.right)),

@@ -190,6 +190,24 @@ def template(text: str, **parts: exp.Expr) -> exp.Expr:
     return tree.transform(put, copy=False)
 
 
+def placed(text: str, **parts: exp.Expr) -> exp.Expr:
+    """:func:`template` with each part put in itself at its first place (a copy at any
+    other): for a caller that gives its parts up. The total forms rebuild every level of
+    an expression around the forms of the level below, and a template's copy of them
+    made that quadratic in the depth (a probe, 2026-12-04: 40 nested ``// 2`` took 0.78 s
+    to render for PostgreSQL, 20 levels 0.28 s)."""
+    tree = _parsed(text).copy()
+    placed_once: set[str] = set()
+    for column in list(tree.find_all(exp.Column)):
+        name = column.name
+        if column.table or not name.startswith("__") or name[2:] not in parts:
+            continue
+        part = parts[name[2:]]
+        column.replace(part.copy() if name in placed_once else part)
+        placed_once.add(name)
+    return tree
+
+
 @dataclass(frozen=True)
 class Held:
     """An operand a guard reads once: ``value``, read in the guard's body as
