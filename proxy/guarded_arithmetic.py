@@ -61,6 +61,7 @@ from proxy.engines.kinds import (
     places_of,
     remembered,
 )
+from proxy.engines.render import placed
 
 _WIDER = {8: "BIGINT", 16: "BIGINT", 32: "BIGINT", 64: "HUGEINT"}
 # |x| below this is within HUGEINT (2^127 ≈ 1.70141e38) whatever a DOUBLE's rounding.
@@ -165,23 +166,6 @@ def _parse(text: str) -> exp.Expr:
     return sqlglot.parse_one(text, read="duckdb")
 
 
-def _template(text: str, **parts: exp.Expr) -> exp.Expr:
-    """``text`` (DuckDB SQL) with each ``__name`` column replaced by a part: the part
-    itself at its first place, a copy at any other. The caller gives its parts up (they
-    must not lie inside one another), and repeats only small ones: copying a value at
-    every level of a nested expression makes guarding it quadratic in the depth, and
-    repeating it makes the SQL exponential."""
-    tree = _parse(text)
-    placed: set[str] = set()
-    for column in list(tree.find_all(exp.Column)):
-        name = column.name
-        if name.startswith("__") and name[2:] in parts:
-            part = parts[name[2:]]
-            column.replace(part.copy() if name in placed else part)
-            placed.add(name)
-    return tree
-
-
 def _wrap(node: exp.Expr, build: Callable[[exp.Expr], exp.Expr]) -> exp.Expr:
     """Put ``build(node)`` where ``node`` is, ``node`` itself (not a copy) inside it."""
     holder = exp.Null()
@@ -200,7 +184,7 @@ def _read_once(
     already has, so that the typer, and the guard of an operation over this one, know
     it."""
     struct = ", ".join(f"'{name}': __{name}" for name in fields)
-    return _template(
+    return placed(
         f"CAST(LIST_TRANSFORM([{{{struct}}}], LAMBDA __guard : {body})[1] AS {type_sql})",
         **fields,
         **parts,
@@ -233,7 +217,7 @@ def _within(node: exp.Binary, op: str, limit: str, type_sql: str) -> exp.Expr:
     additions under a product kept TRY's fallback, 3.71 s against 0.137 s)."""
     a, b = node.this, node.expression
     if _simple(a) and _simple(b):
-        return _template(
+        return placed(
             f"CASE WHEN ABS(CAST(__a AS DOUBLE) {op} CAST(__b AS DOUBLE)) < {limit} "
             f"THEN __a {op} __b END",
             a=a,
@@ -254,7 +238,7 @@ def _once(node: exp.Expr, check: str, type_sql: str) -> exp.Expr:
     operation's other arguments that read the row (a lambda sees only its parameter)."""
     value = node.this
     if _simple(value):
-        return _template(f"CASE WHEN {check} THEN __r END", v=value.copy(), r=node)
+        return placed(f"CASE WHEN {check} THEN __r END", v=value.copy(), r=node)
     fields = {"v": value}
     for key, arg in list(node.args.items()):
         if key != "this" and isinstance(arg, exp.Expr) and arg.find(exp.Column) is not None:
@@ -273,8 +257,8 @@ def _kept(value: exp.Expr, check: str) -> exp.Expr:
     moves of a date would otherwise multiply it at every level (a probe, 2026-12-04: nine
     nested `+ INTERVAL 1 DAY` grew to 1.4 MB of SQL and took 82 s to guard)."""
     if _simple(value):
-        return _template(f"CASE WHEN {check} THEN __v END", v=value)
-    return _template(
+        return placed(f"CASE WHEN {check} THEN __v END", v=value)
+    return placed(
         f"LIST_TRANSFORM([__v], LAMBDA __guard : CASE WHEN {check.replace('__v', '__guard')} "
         "THEN __guard END)[1]",
         v=value,
@@ -288,7 +272,7 @@ def _nonzero(value: exp.Expr) -> exp.Expr:
     doubled the binding's work at every level (a probe, 2026-12-04: 16 nested
     ``7 // (...)`` took 10.6 s to plan)."""
     if _simple(value) and value.find(exp.Nullif) is None:
-        return _template("NULLIF(__v, 0)", v=value)
+        return placed("NULLIF(__v, 0)", v=value)
     return _kept(value, "__v <> 0")
 
 
@@ -423,16 +407,16 @@ class _Guard:
             # DuckDB's // of DOUBLEs, and the % of DECIMALs it reads as DOUBLEs (beside
             # a HUGEINT), raise on a zero divisor: NULL, as under TRY
             op = "//" if isinstance(node, exp.IntDiv) else "%"
-            return _template(f"__a {op} __b", a=node.this, b=_nonzero(node.expression))
+            return placed(f"__a {op} __b", a=node.this, b=_nonzero(node.expression))
         if not bits:
             return node
         if isinstance(node, exp.Mod):  # any width: by zero is NULL, as under TRY
-            return _template("__a % __b", a=node.this, b=_nonzero(node.expression))
+            return placed("__a % __b", a=node.this, b=_nonzero(node.expression))
         if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
             op = "+" if isinstance(node, exp.Add) else "-" if isinstance(node, exp.Sub) else "*"
             if bits == 128:
                 return self.huge(node, op)
-            return _template(
+            return placed(
                 f"TRY_CAST(CAST(__a AS {_WIDER[bits]}) {op} CAST(__b AS {_WIDER[bits]}) "
                 f"AS {INT_TYPE_NAMES[bits]})",
                 a=node.this,
@@ -443,18 +427,18 @@ class _Guard:
         if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal):
             return node  # a negative constant (DuckDB types the literal wide enough)
         if isinstance(node, exp.Neg):
-            return _template(
+            return placed(
                 f"TRY_CAST(-CAST(__a AS {_WIDER[bits]}) AS {INT_TYPE_NAMES[bits]})", a=node.this
             )
         if isinstance(node, exp.Abs):
-            return _template(
+            return placed(
                 f"TRY_CAST(ABS(CAST(__a AS {_WIDER[bits]})) AS {INT_TYPE_NAMES[bits]})", a=node.this
             )
         if isinstance(node, exp.IntDiv):
             divisor = _nonzero(
-                _template(f"CAST(__b AS {_WIDER[bits]})", b=node.expression)
+                placed(f"CAST(__b AS {_WIDER[bits]})", b=node.expression)
             )
-            return _template(
+            return placed(
                 f"TRY_CAST(CAST(__a AS {_WIDER[bits]}) // __b AS {INT_TYPE_NAMES[bits]})",
                 a=node.this,
                 b=divisor,
@@ -506,7 +490,7 @@ class _Guard:
         else:
             return node
         if all(_simple(part) for part in parts.values()):
-            return _template(text, **parts)
+            return placed(text, **parts)
         # a larger operand read once (left as it was, a guarded difference divided by
         # zero raised: `i * (h - h) // 0`)
         for name in parts:
@@ -592,7 +576,7 @@ class _Guard:
                 # DuckDB casts it to DECIMAL(38, 0), which raises past 10^38
                 _wrap(operand, lambda v: exp.TryCast(this=v, to=exp.DataType.build("DECIMAL(38, 0)")))
         if isinstance(node, exp.Mod):
-            return _template("__a % __b", a=node.this, b=_nonzero(node.expression))
+            return placed("__a % __b", a=node.this, b=_nonzero(node.expression))
         a = decimal_digits(self.typer.kind(node.this))
         b = decimal_digits(self.typer.kind(node.expression))
         if a is None or b is None or not kind.precision:
@@ -602,7 +586,7 @@ class _Guard:
             natural = p1 + p2
             if kind.precision == 18 and natural > 18:
                 # both operands within 18 digits: the product has at most 36
-                return _template(
+                return placed(
                     f"TRY_CAST(CAST(__a AS DECIMAL(38, {s1})) * CAST(__b AS DECIMAL(38, {s2})) "
                     f"AS DECIMAL(18, {kind.scale}))",
                     a=node.this,
@@ -853,7 +837,7 @@ class _Guard:
                 "CASE WHEN ", "CASE WHEN __n BETWEEN -2147483648 AND 2147483647 AND ", 1
             )
         if _simple(interval) and _simple(number):
-            _wrap(interval, lambda i: _template(text, i=i, n=number.copy()))
+            _wrap(interval, lambda i: placed(text, i=i, n=number.copy()))
             return node
         # the check repeats the interval six times and the number three: read once,
         # through a one-element list of a struct (each level of `(i * 2) * 2` would

@@ -192,10 +192,12 @@ def template(text: str, **parts: exp.Expr) -> exp.Expr:
 
 def placed(text: str, **parts: exp.Expr) -> exp.Expr:
     """:func:`template` with each part put in itself at its first place (a copy at any
-    other): for a caller that gives its parts up. The total forms rebuild every level of
-    an expression around the forms of the level below, and a template's copy of them
-    made that quadratic in the depth (a probe, 2026-12-04: 40 nested ``// 2`` took 0.78 s
-    to render for PostgreSQL, 20 levels 0.28 s)."""
+    other): for a caller that gives its parts up (they must not lie inside one another),
+    repeating only small ones. The total forms and the DuckDB guards
+    (proxy/guarded_arithmetic.py) rebuild every level of an expression around the forms
+    of the level below, and a template's copy of them made that quadratic in the depth
+    (a probe, 2026-12-04: 40 nested ``// 2`` took 0.78 s to render for PostgreSQL, 20
+    levels 0.28 s); repeating a large part makes the SQL exponential."""
     tree = _parsed(text).copy()
     placed_once: set[str] = set()
     for column in list(tree.find_all(exp.Column)):
