@@ -390,6 +390,15 @@ ENGINE_PROBES |= {
         + ", ".join(str(i) for i in range(1, 400, 13))
         + ")"
     ),
+    # nested integer divisors, zero on one person's rows (PostgreSQL's // places its
+    # parts rather than copying them: render.placed, 2026-12-04)
+    "nested_divisors": (
+        "SELECT COUNT(*) AS n FROM prompts WHERE "
+        + "(7 // (tokens_in + " * 12
+        + "(CASE WHEN user_id = {pid} THEN 0 ELSE 1 END)"
+        + "))" * 12
+        + " >= 0"
+    ),
 }
 # Every engine answers these (the harness alone would pass a refusal on both sides).
 ANSWERED_PROBES = frozenset(
@@ -398,6 +407,7 @@ ANSWERED_PROBES = frozenset(
         "decimal38_deep_chain",
         "double_quotient_deep",
         "nested_in_lists",
+        "nested_divisors",
     }
 )
 

@@ -887,6 +887,43 @@ DEMO: tuple[Entry, ...] = (
         "WHERE p.user_id = {pid} AND u.signup_month + u.age * 10000000 < p.ts",
         "a far date compared with a timestamp",
     ),
+    # Planning time on nested functions (2026-12-04, later): the new read-once and
+    # moved forms, each aimed at one person's rows.
+    Entry(
+        "adv_nested_divisors_zero",
+        "SELECT COUNT(*) AS n FROM prompts WHERE "
+        + "(7 // (tokens_in + " * 12
+        + "(CASE WHEN user_id = {pid} THEN 0 ELSE 1 END)"
+        + "))" * 12
+        + " >= 0",
+        "integer divisors nested in divisors (read once past 64 nodes), zero on one "
+        "person's rows only",
+    ),
+    Entry(
+        "adv_nested_safe_divide_zero",
+        "SELECT COUNT(*) AS n FROM prompts WHERE "
+        + "SAFE_DIVIDE(1, " * 3
+        + "SAFE_DIVIDE(tokens_in, CASE WHEN user_id = {pid} THEN 0 ELSE 2 END)"
+        + ")" * 3
+        + " IS NULL",
+        "four SAFE_DIVIDEs nested in denominators (the limit), a zero on one person",
+    ),
+    Entry(
+        "adv_nested_date_choices",
+        "SELECT COUNT(*) AS n FROM prompts WHERE "
+        + "COALESCE(" * 30
+        + "CASE WHEN user_id = {pid} THEN DATE '5000000-01-01' END"
+        + ", CAST(ts AS DATE))" * 30
+        + " > ts",
+        "a far DATE through 30 nested COALESCEs met by a TIMESTAMP (dated once per node)",
+    ),
+    Entry(
+        "adv_outer_product_chain",
+        "SELECT model, " + "(" * 30 + "COUNT(*)" + " * 2)" * 30 + " AS m FROM prompts "
+        "GROUP BY model",
+        "an integer product chain over a released count (the outer layer's DuckDB runs "
+        "without its expression rewriter)",
+    ),
     *KEY_JOIN,
 )
 
