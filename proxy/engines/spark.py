@@ -82,7 +82,6 @@ class SparkExecutor:
             builder = (
                 builder.master(str(settings.master))
                 .config("spark.ui.enabled", "false")
-                .config("spark.sql.shuffle.partitions", str(max(2, policy.proxy.threads * 2)))
                 .config("spark.driver.memory", settings.driver_memory or driver_memory())
             )
         self._spark = builder.getOrCreate().newSession()
@@ -106,6 +105,12 @@ class SparkExecutor:
                     )
                 frame = self._spark.read.parquet(str(folder))
                 frame.createOrReplaceTempView(view_name(db, name))
+        if not self._remote:
+            # (a Spark Connect server keeps its own setting: its operator sized it)
+            self._spark.conf.set(
+                "spark.sql.shuffle.partitions",
+                str(shuffle_partitions(policy.proxy.threads, _parquet_bytes(policy))),
+            )
         self._forms = SparkForms(self._views)
         self._types = self._introspect(policy)
         self._render = functools.lru_cache(maxsize=512)(self._render_uncached)
@@ -256,6 +261,40 @@ def driver_memory(physical: int | None = None) -> str:
         physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     gib = min(8, max(1, physical // 4 // 2**30))
     return f"{gib}g"
+
+
+# One shuffle partition per this much of the tables' Parquet (see shuffle_partitions).
+_PARTITION_BYTES = 64 * 2**20
+
+
+def shuffle_partitions(threads: int, input_bytes: int) -> int:
+    """How many partitions a shuffle of a local-mode query gets: one per 64 MiB of the
+    policy's Parquet tables, and at least two per thread.
+
+    Each partition of the person-hashed rows is aggregated by one task in one hash map.
+    With 4 partitions (two per thread) at 100M prompts (1.9 GB of Parquet) each task's
+    map held about 25M (person, day) groups and the private key's core took 178 s
+    against an 87 s floor; with 32 it took 52 s against 72 s (BENCHMARKS.md, Spark).
+    At 1M rows 4 partitions were the fastest (32 cost 15%, 200 cost 40%) and at 10M,
+    4 to 64 measured alike, so the count grows with the data only past 64 MiB a
+    partition. The size is read once, when the engine opens: it is a property of the
+    tables, not of any query, and every query on them gets the same plan."""
+    return max(2, 2 * threads, -(-input_bytes // _PARTITION_BYTES))
+
+
+def _parquet_bytes(policy: Policy) -> int:
+    """The size of the policy's tables in their Parquet folders (0 without them: the
+    session's own catalog is not measured)."""
+    folder = policy.database.parquet
+    if folder is None:
+        return 0
+    total = 0
+    for table in policy.tables:
+        db, name = split_name(table.name)
+        for path in (folder / db / name).rglob("*"):
+            if path.is_file():
+                total += path.stat().st_size
+    return total
 
 
 def _now() -> float:

@@ -15,7 +15,7 @@ from sqlglot import exp
 from proxy.engine import Engine
 from proxy.engines.kinds import Kind
 from proxy.engines.render import CutForm, render
-from proxy.engines.spark import driver_memory
+from proxy.engines.spark import _parquet_bytes, driver_memory, shuffle_partitions
 from proxy.engines.spark_forms import SparkForms
 from proxy.errors import DPSQLError
 from proxy.policy import parse_policy
@@ -239,6 +239,31 @@ def test_the_local_jvm_gets_the_heap_dpsql_sized(pair: dict[str, tuple[Engine, E
     assert session.sparkContext.getConf().get("spark.driver.memory") == wanted
     heap = session._jvm.java.lang.Runtime.getRuntime().maxMemory()
     assert heap >= 0.8 * int(wanted[:-1]) * 2**30
+
+
+def test_shuffle_partitions_grow_with_the_tables_only_past_64_mib_each() -> None:
+    """Two per thread for small tables (the fastest at 1M rows, 19 MB of Parquet), one
+    per 64 MiB past that (100M rows, 1.9 GB: 4 partitions cost the private key 2x)."""
+    assert shuffle_partitions(2, 0) == 4
+    assert shuffle_partitions(1, 0) == 2
+    assert shuffle_partitions(2, 19 * 2**20) == 4
+    assert shuffle_partitions(2, 256 * 2**20) == 4
+    assert shuffle_partitions(2, 256 * 2**20 + 1) == 5
+    assert shuffle_partitions(2, 1900 * 2**20) == 30
+    assert shuffle_partitions(8, 1900 * 2**20) == 30
+    assert shuffle_partitions(32, 1900 * 2**20) == 64
+
+
+def test_the_session_shuffles_into_the_partitions_sized_at_opening(
+    pair: dict[str, tuple[Engine, Engine]],
+) -> None:
+    _, spark = pair["demo"]
+    policy = spark.policy
+    size = _parquet_bytes(policy)
+    assert size > 0  # the demo's Parquet folders were measured
+    session = spark.executor._spark  # type: ignore[attr-defined]
+    wanted = shuffle_partitions(policy.proxy.threads, size)
+    assert session.conf.get("spark.sql.shuffle.partitions") == str(wanted)
 
 
 class _TieProne(SparkForms):
