@@ -2,7 +2,7 @@
 per-person floor, at growing row counts, on DuckDB, PostgreSQL and Spark local[2].
 
 Run: `python -m bench.scale [--rows 1000000,10000000] [--engines duckdb,postgres,spark]
-[--repeat 3]`. Data comes from the project's generator (sample_data/generate.py, one
+[--repeat 3] [--min-seconds 5]`. Data comes from the project's generator (sample_data/generate.py, one
 person per 20 prompts as in the demo) and is copied to each engine (sample_data/
 export.py); PostgreSQL is a private cluster (tests/postgres_server.py) with
 work_mem = 256MB; Spark's JVM gets the heap dpsql gives the JVM it starts
@@ -41,6 +41,7 @@ from sample_data.generate import generate  # noqa: E402
 
 QUERIES = (("public key", PUBLIC_KEY, PUBLIC_FLOOR), ("private key", PRIVATE_KEY, PRIVATE_FLOOR))
 OUT = ROOT / "bench" / "out"
+MAX_PAIRS = 51
 
 
 def median_time(fn: Callable[[], object], repeat: int) -> float:
@@ -70,7 +71,11 @@ def dataset(rows: int) -> Path:
     return db
 
 
-def measure(database: str, repeat: int) -> list[dict[str, Any]]:
+def measure(database: str, repeat: int, min_seconds: float = 0.0) -> list[dict[str, Any]]:
+    """Floor and miss of each query, interleaved: at least ``repeat`` pairs, and more (up
+    to ``MAX_PAIRS``) until the pairs have taken ``min_seconds``, so that a query of tens
+    of milliseconds gets enough rounds for a stable median (at 1M on DuckDB five pairs
+    moved the ratios by 0.15-0.2 between runs)."""
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         text = policy_text(database, Path(tmp) / "ledger.sqlite", 3600.0)
@@ -84,7 +89,9 @@ def measure(database: str, repeat: int) -> list[dict[str, Any]]:
                 # drift on a shared machine hits both alike
                 floors: list[float] = []
                 misses: list[float] = []
-                for i in range(repeat):
+                began = time.perf_counter()
+                i = 0
+                while i < repeat or (time.perf_counter() - began < min_seconds and i < MAX_PAIRS):
                     pair = [
                         (floors, lambda f=floor: engine.executor.evaluate(f)),
                         (
@@ -96,9 +103,11 @@ def measure(database: str, repeat: int) -> list[dict[str, Any]]:
                     ]
                     for times, fn in pair[:: 1 if i % 2 == 0 else -1]:
                         times.append(median_time(fn, 1))
+                    i += 1
                 out.append(
                     {
                         "query": name,
+                        "pairs": i,
                         "floor_s": statistics.median(floors),
                         "dpsql_s": statistics.median(misses),
                         "load": list(os.getloadavg()),
@@ -114,6 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", default="1000000,10000000")
     parser.add_argument("--engines", default="duckdb,postgres,spark")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--min-seconds",
+        type=float,
+        default=5.0,
+        help="keep pairing floor and miss until they took this long (at most 51 pairs)",
+    )
     args = parser.parse_args(argv)
     sizes = [int(r) for r in args.rows.split(",")]
     engines = args.engines.split(",")
@@ -155,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                         f'[database]\nengine = "spark"\nmaster = "local[2]"\nparquet = "{folder}"'
                     )
                 print(f"measuring {kind} at {rows:,} rows ...", flush=True)
-                for row in measure(database, args.repeat):
+                for row in measure(database, args.repeat, args.min_seconds):
                     results.append({"engine": kind, "rows": rows, **row})
                 if kind == "postgres" and cluster is not None:
                     cluster.execute(f"DROP DATABASE scale_{rows}")
@@ -169,11 +184,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(results: list[dict[str, Any]]) -> None:
-    print(f"\n{'engine':<10}{'rows':>13}  {'query':<13}{'floor s':>9}{'dpsql s':>9}{'ratio':>8}")
+    print(
+        f"\n{'engine':<10}{'rows':>13}  {'query':<13}{'floor s':>9}{'dpsql s':>9}{'ratio':>8}"
+        f"{'pairs':>7}"
+    )
     for r in results:
         print(
             f"{r['engine']:<10}{r['rows']:>13,}  {r['query']:<13}{r['floor_s']:>9.3f}"
-            f"{r['dpsql_s']:>9.3f}{r['dpsql_s'] / r['floor_s']:>7.2f}x"
+            f"{r['dpsql_s']:>9.3f}{r['dpsql_s'] / r['floor_s']:>7.2f}x{r.get('pairs', ''):>7}"
         )
 
 
