@@ -168,6 +168,9 @@ class DatabaseSettings:
     # spark, classic master: the heap of the JVM dpsql starts, e.g. "6g" (None: dpsql
     # sizes it, proxy/engines/spark.py driver_memory)
     driver_memory: str | None = None
+    # spark, classic master: partitions of a shuffle (None: dpsql sizes them from the
+    # Parquet folders, proxy/engines/spark.py shuffle_partitions)
+    shuffle_partitions: int | None = None
 
     @property
     def location(self) -> str:
@@ -782,8 +785,10 @@ def _suggested_types(file: Path) -> str:
 _ENGINE_KEYS = {
     EngineKind.DUCKDB: {"duckdb", "csv"},
     EngineKind.POSTGRES: {"dsn"},
-    EngineKind.SPARK: {"master", "remote", "parquet", "driver_memory"},
+    EngineKind.SPARK: {"master", "remote", "parquet", "driver_memory", "shuffle_partitions"},
 }
+# More shuffle partitions than this is a typo: each costs every map task a file.
+_MAX_SHUFFLE_PARTITIONS = 100_000
 # A JVM memory size as Spark reads spark.driver.memory: a whole number of k, m, g or t.
 _JVM_MEMORY = re.compile(r"[1-9][0-9]{0,6}[kmgt]")
 
@@ -829,12 +834,25 @@ def _engine_settings(body: Mapping[str, Any], base_dir: Path) -> DatabaseSetting
                 raise PolicyError(
                     'database.driver_memory: a JVM memory size such as "4g" or "512m"'
                 )
+        partitions = _opt_count(body, "database", "shuffle_partitions")
+        if partitions is not None:
+            if remote is not None:
+                raise PolicyError(
+                    "database.shuffle_partitions: only for a classic master (a Spark Connect "
+                    "server keeps its own spark.sql.shuffle.partitions)"
+                )
+            if partitions > _MAX_SHUFFLE_PARTITIONS:
+                raise PolicyError(
+                    f"database.shuffle_partitions: {partitions} is more than "
+                    f"{_MAX_SHUFFLE_PARTITIONS:,}"
+                )
         return DatabaseSettings(
             engine=engine,
             master=master,
             remote=remote,
             parquet=_resolve(base_dir, parquet) if parquet else None,
             driver_memory=memory,
+            shuffle_partitions=partitions,
         )
     return DatabaseSettings()
 

@@ -107,10 +107,10 @@ class SparkExecutor:
                 frame.createOrReplaceTempView(view_name(db, name))
         if not self._remote:
             # (a Spark Connect server keeps its own setting: its operator sized it)
-            self._spark.conf.set(
-                "spark.sql.shuffle.partitions",
-                str(shuffle_partitions(policy.proxy.threads, _parquet_bytes(policy))),
+            partitions = settings.shuffle_partitions or shuffle_partitions(
+                policy.proxy.threads, _parquet_bytes(policy)
             )
+            self._spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
         self._forms = SparkForms(self._views)
         self._types = self._introspect(policy)
         self._render = functools.lru_cache(maxsize=512)(self._render_uncached)
@@ -283,8 +283,9 @@ def shuffle_partitions(threads: int, input_bytes: int) -> int:
 
 
 def _parquet_bytes(policy: Policy) -> int:
-    """The size of the policy's tables in their Parquet folders (0 without them: the
-    session's own catalog is not measured)."""
+    """The size of the policy's tables in their Parquet folders (0 without them: tables
+    of the session's own catalog are not measured; ``[database] shuffle_partitions``
+    sizes their shuffles)."""
     folder = policy.database.parquet
     if folder is None:
         return 0

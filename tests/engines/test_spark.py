@@ -266,6 +266,22 @@ def test_the_session_shuffles_into_the_partitions_sized_at_opening(
     assert session.conf.get("spark.sql.shuffle.partitions") == str(wanted)
 
 
+def test_the_policy_can_set_the_shuffle_partitions(
+    spark_sources: dict[str, Path], engine_demo_db: Path, tmp_path: Path
+) -> None:
+    """For tables of the session's catalog, which dpsql does not measure, the operator
+    sizes the shuffle: ``[database] shuffle_partitions``."""
+    section = database_section("spark", str(spark_sources["demo"])) + "\nshuffle_partitions = 7"
+    engine = Engine(
+        parse_policy(with_database(demo_text(tmp_path, engine_demo_db), section), base_dir=tmp_path)
+    )
+    try:
+        session = engine.executor._spark  # type: ignore[attr-defined]
+        assert session.conf.get("spark.sql.shuffle.partitions") == "7"
+    finally:
+        engine.close()
+
+
 class _TieProne(SparkForms):
     """Spark's forms with a hash of five values (-2..2): ties at the K-th hash are then
     common, so both window forms Spark can run must drop tied groups alike."""

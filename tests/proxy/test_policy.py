@@ -319,6 +319,9 @@ def test_a_spark_engine_local_or_connect(tmp_path):
     assert local.database.driver_memory is remote.database.driver_memory is None
     sized = parse(on('engine = "spark"\nmaster = "local[2]"\ndriver_memory = " 6G "'))
     assert sized.database.driver_memory == "6g"
+    assert local.database.shuffle_partitions is remote.database.shuffle_partitions is None
+    split = parse(on('engine = "spark"\nmaster = "local[2]"\nshuffle_partitions = 64'))
+    assert split.database.shuffle_partitions == 64
 
 
 def test_spark_sizes_its_own_jvm_from_the_machines_memory():
@@ -361,6 +364,20 @@ ENGINE_REFUSALS = [
         'engine = "spark"\nremote = "sc://h:15002"\ndriver_memory = "4g"',
         "database.driver_memory: only for a classic master",
     ),
+    (
+        'engine = "spark"\nremote = "sc://h:15002"\nshuffle_partitions = 8',
+        "database.shuffle_partitions: only for a classic master",
+    ),
+    *(
+        (f'engine = "spark"\nmaster = "local[2]"\nshuffle_partitions = {n}', message)
+        for n, message in (
+            ("0", "database.shuffle_partitions: 0 must be >= 1"),
+            ('"8"', "database.shuffle_partitions: must be an integer"),
+            ("2.5", "database.shuffle_partitions: must be an integer"),
+            ("100001", "database.shuffle_partitions: 100001 is more than 100,000"),
+        )
+    ),
+    ('engine = "postgres"\ndsn = "x"\nshuffle_partitions = 8', "database.shuffle_partitions: only for engine = 'spark'"),
     *(
         (
             f'engine = "spark"\nmaster = "local[2]"\ndriver_memory = "{size}"',
