@@ -1363,7 +1363,12 @@ class SQLiteLedger(Ledger):
                     self._wait_when_busy(conn)
                     row = conn.execute(
                         f"SELECT ({self._queries.newest_total}), "
-                        "(SELECT max(id) FROM events WHERE cap IS NOT NULL), "
+                        # (the partial index holds only the cap-setting events;
+                        # without INDEXED BY, SQLite walked back through every event,
+                        # 22 ms at 200,000 events, read again after each commit of
+                        # another process: BENCHMARKS.md, "Cache hits in two processes")
+                        "(SELECT max(id) FROM events INDEXED BY events_caps "
+                        "WHERE cap IS NOT NULL), "
                         "(SELECT count(*) FROM populations)"
                     ).fetchone()
                     self._foreign = (seen, tuple(row))

@@ -58,6 +58,44 @@ def test_two_connections_alternating_admit_exactly_what_one_would(tmp_path: Path
     b.close()
 
 
+def _version_steps(reader: SQLiteLedger, writer: SQLiteLedger, charge_id: int) -> int:
+    """SQLite steps (in tens of VM instructions) of ``reader.version()`` after a commit
+    of another connection, which makes it read the store's state again."""
+    writer.replay(charge_id, analyst="x", fingerprint="f")
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    conn = reader._conn  # the store's one connection
+    assert conn is not None
+    conn.set_progress_handler(count, 10)
+    try:
+        reader.version()
+    finally:
+        conn.set_progress_handler(None, 10)
+    return steps
+
+
+def test_the_version_token_reads_the_same_few_rows_however_long_the_log(tmp_path: Path) -> None:
+    # Every commit of another process (a charge, or a door's replays, several a second)
+    # makes version() read the store's state again; it walked back through every event
+    # to find the newest cap (22 ms at 200,000 events) until it read the caps' index.
+    a, b = _open(tmp_path / "l.sqlite"), _open(tmp_path / "l.sqlite")
+    charge_id = b.charge("users", zcdp_curve(RHO), analyst="x", fingerprint="f").event_id
+    a.version()
+    short = _version_steps(a, b, charge_id)
+    for _ in range(3000):
+        b.replay(charge_id, analyst="x", fingerprint="f")
+    long = _version_steps(a, b, charge_id)
+    assert short > 0
+    assert long <= short + 5, (short, long)
+    a.close()
+    b.close()
+
+
 def test_version_moves_with_other_connections_cost_events_only(tmp_path: Path) -> None:
     a, b = _open(tmp_path / "l.sqlite"), _open(tmp_path / "l.sqlite")
     first = a.version()
