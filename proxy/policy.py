@@ -787,6 +787,8 @@ _ENGINE_KEYS = {
     EngineKind.POSTGRES: {"dsn"},
     EngineKind.SPARK: {"master", "remote", "parquet", "driver_memory", "shuffle_partitions"},
 }
+# Spark settings of the JVM dpsql starts, and what a Spark Connect server sets instead.
+_CLASSIC_ONLY = {"driver_memory": "memory", "shuffle_partitions": "spark.sql.shuffle.partitions"}
 # More shuffle partitions than this is a typo: each costs every map task a file.
 _MAX_SHUFFLE_PARTITIONS = 100_000
 # A JVM memory size as Spark reads spark.driver.memory: a whole number of k, m, g or t.
@@ -822,30 +824,24 @@ def _engine_settings(body: Mapping[str, Any], base_dir: Path) -> DatabaseSetting
         if remote is not None and not remote.startswith("sc://"):
             raise PolicyError("database.remote: must be a Spark Connect URL (sc://host:port)")
         parquet = _opt_str(body, "database", "parquet")
+        for key in sorted(_CLASSIC_ONLY.keys() & set(body)) if remote is not None else ():
+            raise PolicyError(
+                f"database.{key}: only for a classic master (a Spark Connect server's "
+                f"{_CLASSIC_ONLY[key]} is set where it runs)"
+            )
         memory = _opt_str(body, "database", "driver_memory")
         if memory is not None:
-            if remote is not None:
-                raise PolicyError(
-                    "database.driver_memory: only for a classic master (a Spark Connect "
-                    "server's memory is set where it runs)"
-                )
             memory = memory.strip().lower()
             if not _JVM_MEMORY.fullmatch(memory):
                 raise PolicyError(
                     'database.driver_memory: a JVM memory size such as "4g" or "512m"'
                 )
         partitions = _opt_count(body, "database", "shuffle_partitions")
-        if partitions is not None:
-            if remote is not None:
-                raise PolicyError(
-                    "database.shuffle_partitions: only for a classic master (a Spark Connect "
-                    "server keeps its own spark.sql.shuffle.partitions)"
-                )
-            if partitions > _MAX_SHUFFLE_PARTITIONS:
-                raise PolicyError(
-                    f"database.shuffle_partitions: {partitions} is more than "
-                    f"{_MAX_SHUFFLE_PARTITIONS:,}"
-                )
+        if partitions is not None and partitions > _MAX_SHUFFLE_PARTITIONS:
+            raise PolicyError(
+                f"database.shuffle_partitions: {partitions} is more than "
+                f"{_MAX_SHUFFLE_PARTITIONS:,}"
+            )
         return DatabaseSettings(
             engine=engine,
             master=master,
