@@ -36,7 +36,6 @@ as it was.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
@@ -61,7 +60,12 @@ from proxy.engines.kinds import (
     places_of,
     remembered,
 )
+
+# _simple: an operand repeated by a guard (the 128-bit ones) has at most REPEATABLE_NODES
+# nodes, the other engines' guards' limit; nested guards repeat their operands again, so
+# deeper ones keep TRY.
 from proxy.engines.render import placed
+from proxy.engines.render import simple as _simple
 
 _WIDER = {8: "BIGINT", 16: "BIGINT", 32: "BIGINT", 64: "HUGEINT"}
 # |x| below this is within HUGEINT (2^127 ≈ 1.70141e38) whatever a DOUBLE's rounding.
@@ -126,9 +130,6 @@ INTERVAL_UNITS: Mapping[str, int] = MappingProxyType(_INTERVAL_LIMIT)
 _DAYS_LIMIT = _INTERVAL_LIMIT["DAY"]
 # DuckDB refuses a substring offset or length beyond 2^32 - 1 (an error on that row).
 _SUBSTRING_LIMIT = 4_294_967_295
-# An operand repeated by a guard (the 128-bit ones) may have at most this many nodes:
-# nested guards repeat their operands again, so deeper ones keep TRY.
-_REPEATABLE_NODES = 64
 # Unsigned types read as the signed type one width up (what Typer assumes), so that
 # their arithmetic cannot fail below zero.
 _SIGNED = {
@@ -293,14 +294,6 @@ def _peeled(node: exp.Expr) -> exp.Expr:
 def _int_kind(kind: Kind) -> int:
     """The width of an integer kind this module guards (0: not one)."""
     return kind.bits if kind.family is Family.INT and kind.bits in (8, 16, 32, 64, 128) else 0
-
-
-def _simple(node: exp.Expr) -> bool:
-    """An operand small enough to evaluate twice (the 128-bit guards repeat it).
-
-    Counted no further than the limit: asked at every level of a chain, a whole count
-    made guarding quadratic in its depth (160 nested date moves: 1.5 s of counting)."""
-    return next(itertools.islice(node.walk(), _REPEATABLE_NODES, None), None) is None
 
 
 class _Guard:

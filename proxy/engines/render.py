@@ -178,16 +178,9 @@ def keyed_list(node: exp.In, keyed: Callable[[exp.Expr], exp.Expr]) -> exp.Expr:
 
 
 def template(text: str, **parts: exp.Expr) -> exp.Expr:
-    """``text`` (DuckDB SQL) with the columns named like ``__a`` replaced by ``parts``."""
-    tree = _parsed(text).copy()
-    wanted = {f"__{k}": v for k, v in parts.items()}
-
-    def put(node: exp.Expr) -> exp.Expr:
-        if isinstance(node, exp.Column) and not node.table and node.name in wanted:
-            return wanted[node.name].copy()
-        return node
-
-    return tree.transform(put, copy=False)
+    """``text`` (DuckDB SQL) with the columns named like ``__a`` replaced by copies of
+    ``parts``."""
+    return _filled(text, parts, given=False)
 
 
 def placed(text: str, **parts: exp.Expr) -> exp.Expr:
@@ -198,15 +191,24 @@ def placed(text: str, **parts: exp.Expr) -> exp.Expr:
     of the level below, and a template's copy of them made that quadratic in the depth
     (a probe, 2026-12-04: 40 nested ``// 2`` took 0.78 s to render for PostgreSQL, 20
     levels 0.28 s); repeating a large part makes the SQL exponential."""
+    return _filled(text, parts, given=True)
+
+
+def _filled(text: str, parts: dict[str, exp.Expr], *, given: bool) -> exp.Expr:
+    """``text`` parsed, each ``__name`` column replaced by ``parts[name]``: a copy, or
+    (``given``) the part itself at its first place."""
     tree = _parsed(text).copy()
-    placed_once: set[str] = set()
+    seen: set[str] = set()
     for column in list(tree.find_all(exp.Column)):
         name = column.name
         if column.table or not name.startswith("__") or name[2:] not in parts:
             continue
         part = parts[name[2:]]
-        column.replace(part.copy() if name in placed_once else part)
-        placed_once.add(name)
+        put = part if given and name not in seen else part.copy()
+        seen.add(name)
+        if column is tree:
+            return put
+        column.replace(put)
     return tree
 
 

@@ -15,7 +15,9 @@ from sqlglot import exp
 from proxy import execute
 from proxy.engine import Engine
 from proxy.engines.kinds import Kind, Typer
-from proxy.guarded_arithmetic import _REPEATABLE_NODES, _simple, guarded_sql
+from proxy.engines.render import REPEATABLE_NODES as _REPEATABLE_NODES
+from proxy.engines.render import simple as _simple
+from proxy.guarded_arithmetic import guarded_sql
 from proxy.request import QueryRequest
 from tests.proxy.test_refusals import refused
 
