@@ -180,27 +180,37 @@ def _build(policy: Policy, config: dict[str, Any], path: Path, *, sync: bool) ->
             os.close(fd)
 
 
+def kept_copy(policy: Policy, config: dict[str, Any]) -> Path | None:
+    """The kept copy of the policy's CSV tables (built now if missing), or None when it
+    has no state folder to keep one in. One thread of a process at a time: the copy is
+    built under a name of this process's."""
+    if policy.ledger_url is not None or not policy.ledger_path.parent.is_dir():
+        return None
+    folder = policy.ledger_path.with_name(policy.ledger_path.stem + "-csv")
+    path = folder / f"{copy_key(policy, config)}.duckdb"
+    if not path.exists():
+        folder.mkdir(exist_ok=True)
+        partial = folder / f".{path.name}.{os.getpid()}.partial"
+        with contextlib.suppress(FileNotFoundError):
+            partial.unlink()
+        try:
+            # Whole and on disk before the rename: a reader never sees a part.
+            _build(policy, config, partial, sync=True)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                partial.unlink()
+            raise
+        os.replace(partial, path)
+        _drop_others(folder, keep=path)
+    return path
+
+
 def csv_copy(policy: Policy, config: dict[str, Any]) -> CsvCopy:
     """A DuckDB file with the policy's CSV tables: the kept copy when the state folder
     exists (built now if missing), else a private one in a temporary folder."""
-    if policy.ledger_url is None and policy.ledger_path.parent.is_dir():
-        folder = policy.ledger_path.with_name(policy.ledger_path.stem + "-csv")
-        path = folder / f"{copy_key(policy, config)}.duckdb"
-        if not path.exists():
-            folder.mkdir(exist_ok=True)
-            partial = folder / f".{path.name}.{os.getpid()}.partial"
-            with contextlib.suppress(FileNotFoundError):
-                partial.unlink()
-            try:
-                # Whole and on disk before the rename: a reader never sees a part.
-                _build(policy, config, partial, sync=True)
-            except BaseException:
-                with contextlib.suppress(FileNotFoundError):
-                    partial.unlink()
-                raise
-            os.replace(partial, path)
-            _drop_others(folder, keep=path)
-        return CsvCopy(path, None)
+    kept = kept_copy(policy, config)
+    if kept is not None:
+        return CsvCopy(kept, None)
     scratch = tempfile.TemporaryDirectory(prefix="dpsql-csv-")
     path = Path(scratch.name) / "data.duckdb"
     _build(policy, config, path, sync=False)  # removed at close: a crash loses it anyway

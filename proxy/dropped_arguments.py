@@ -20,7 +20,6 @@ argument is refused.
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 from sqlglot import exp
 from sqlglot.tokens import Token, TokenType
 
+from proxy import duckdb_functions
 from proxy.errors import DPSQLError
 
 _OPEN = {TokenType.L_PAREN, TokenType.L_BRACKET, TokenType.L_BRACE}
@@ -120,29 +120,6 @@ _SEPARATORS = frozenset(
 )
 
 
-@functools.lru_cache(maxsize=1)
-def duckdb_arities() -> dict[str, tuple[frozenset[int], int | None]]:
-    """{function name: (argument counts of its overloads, the fewest a variadic one
-    takes or None)} for DuckDB's scalar, aggregate and macro functions, read once from
-    ``duckdb_functions()`` of an empty in-memory database."""
-    import duckdb  # the catalog of the installed DuckDB: its own functions only
-
-    out: dict[str, tuple[set[int], int | None]] = {}
-    with duckdb.connect(":memory:") as con:
-        rows = con.sql(
-            "SELECT lower(function_name), len(parameters), varargs IS NOT NULL "
-            "FROM duckdb_functions() WHERE function_type IN ('scalar', 'aggregate', 'macro')"
-        ).fetchall()
-    for name, count, variadic in rows:
-        counts, least = out.setdefault(str(name), (set(), None))
-        if variadic:
-            least = int(count) if least is None else min(least, int(count))
-            out[str(name)] = (counts, least)
-        else:
-            counts.add(int(count))
-    return {name: (frozenset(counts), least) for name, (counts, least) in out.items()}
-
-
 def _built(tree: exp.Expr, calls: dict[int, Call]) -> dict[int, exp.Expr]:
     """{a call's start: the node the parser built for it}: the outermost node at the
     call's position, when it is a function (or what a builder made of one: a CASE, an
@@ -180,7 +157,7 @@ def _check_duckdb_arity(call: Call) -> None:
     overloads takes (``length(x, 2)``, ``left(s, 2, 3)``) is refused. DuckDB itself
     rejects it, and sqlglot's builder would drop the extra ones silently where the node
     check cannot see it (a builder that wraps its result)."""
-    found = duckdb_arities().get(call.name.lower())
+    found = duckdb_functions.arities().get(call.name.lower())
     if found is None or call.separated:
         return
     counts, least = found

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import itertools
 import math
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -23,23 +24,12 @@ import pyarrow as pa
 
 from proxy.catalog import FanOut, TableInfo, split_name
 from proxy.csv_copies import CsvCopy, csv_copy
+from proxy.duckdb_sandbox import sandbox_settings
 from proxy.engines.collations import refuse_duckdb_collations
 from proxy.engines.executor import check_one_row_per_person
 from proxy.errors import DPSQLError, query_timeout
 from proxy.guarded_arithmetic import guarded_sql, under_try
 from proxy.policy import Policy
-
-
-def _sandbox_settings(policy: Policy) -> dict[str, Any]:
-    return {
-        "threads": policy.proxy.threads,
-        "memory_limit": policy.proxy.memory_limit,
-        "autoinstall_known_extensions": False,
-        "autoload_known_extensions": False,
-        "allow_community_extensions": False,
-        "error_on_division_by_zero": False,
-    }
-
 
 # duplicate_groups: that optimizer drops a grouping column that is a function of the
 # others, and so the keyed first column of a grouping by one column (the keyed hash
@@ -119,7 +109,7 @@ class DuckDBExecutor:
 
     def __init__(self, policy: Policy):
         self.timeout_s = policy.proxy.query_timeout_s
-        config = _sandbox_settings(policy)
+        config = sandbox_settings(policy)
         path = policy.duckdb_path
         self._csv: CsvCopy | None = None
         if policy.csv_tables:
@@ -301,8 +291,12 @@ class DuckDBExecutor:
 
 def _with_nulls(values: Any) -> np.ndarray:
     """A fetched column with SQL NULLs as None (np.asarray would drop the mask)."""
-    if isinstance(values, np.ma.MaskedArray) and np.ma.is_masked(values):
+    # DuckDB imports numpy.ma to hand back a column with NULLs: until then no value can
+    # be a masked array, and NumPy's lazy import of numpy.ma (about 10 ms of a cold
+    # `dpsql query`) is left to the first result that needs it.
+    ma = sys.modules.get("numpy.ma")
+    if ma is not None and isinstance(values, ma.MaskedArray) and ma.is_masked(values):
         out = values.data.astype(object)
-        out[np.ma.getmaskarray(values)] = None
+        out[ma.getmaskarray(values)] = None
         return np.asarray(out)
     return np.asarray(values)

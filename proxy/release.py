@@ -29,6 +29,7 @@ from proxy import quantile_release
 from proxy.budget import ColumnNoise
 from proxy.errors import DPSQLError
 from proxy.plan import Plan
+from proxy.post_database import POST_MEMORY_LIMIT, open_post_database
 from proxy.rewrite import core as C
 
 _FLOAT_LIMIT = 1e300  # finite; the mechanism clamps to its own grid range below this
@@ -257,49 +258,28 @@ def _key_order(table: pa.Table, keys: tuple[str, ...]) -> pa.Array:
         return pa.array(sorted(range(len(text)), key=text.__getitem__), type=pa.int64())
 
 
-# Released tables are small (at most the policy's partition cap of rows), but an outer
-# layer can build huge values from released numbers (REPEAT('x', n * 1000000)): bounded
-# here so that it fails as a clear error instead of exhausting the proxy's memory.
-POST_MEMORY_LIMIT = "512MB"
-
-
 class PostProcessor:
     """Runs outer layers over released tables in a private in-memory DuckDB."""
 
-    def __init__(self, memory_limit: str = POST_MEMORY_LIMIT) -> None:
+    def __init__(
+        self,
+        memory_limit: str = POST_MEMORY_LIMIT,
+        *,
+        database: duckdb.DuckDBPyConnection | None = None,
+    ) -> None:
         # The database is opened on first use: starting a DuckDB instance is a
         # noticeable part of a cold CLI process that may never run an outer layer.
+        # ``database``: one open_post_database opened already (proxy/engine_opening.py).
         self._memory_limit = memory_limit
-        self._db: duckdb.DuckDBPyConnection | None = None
+        self._db: duckdb.DuckDBPyConnection | None = database
         self._opening = threading.Lock()
         self._local = threading.local()
 
     def _database(self) -> duckdb.DuckDBPyConnection:
         with self._opening:
             if self._db is None:
-                db = duckdb.connect(
-                    ":memory:",
-                    config={
-                        "enable_external_access": False,
-                        "autoinstall_known_extensions": False,
-                        "autoload_known_extensions": False,
-                        "threads": 1,
-                        "memory_limit": self._memory_limit,
-                        # DuckDB's expression rewriter takes time exponential in the
-                        # depth of a chain of integer products (160 nested `COUNT(*) * 2`
-                        # in HAVING: 6 s to bind, before the charge; 20 more levels,
-                        # about 3x). It only simplifies, and a released table is small.
-                        "disabled_optimizers": "expression_rewriter",
-                    },
-                )
-                db.execute("SET lock_configuration = true")
-                self._db = db
+                self._db = open_post_database(self._memory_limit)
             return self._db
-
-    def open(self) -> None:
-        """Open the database now rather than at first use (proxy/engine_opening.py opens it
-        on a thread of its own while the CLI imports the planner)."""
-        self._database()
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         cursor = getattr(self._local, "cursor", None)

@@ -11,8 +11,9 @@ import duckdb
 import pytest
 
 from proxy.csv_copies import _connect_unsynced, copy_key, csv_copy
+from proxy.duckdb_sandbox import sandbox_settings as _sandbox_settings
 from proxy.errors import DPSQLError
-from proxy.execute import DuckDBExecutor, _sandbox_settings
+from proxy.execute import DuckDBExecutor
 from proxy.policy import Policy, PolicyError, parse_policy
 
 POLICY = """

@@ -135,3 +135,50 @@ def test_names_are_printed_as_written_not_as_emoji(tmp_path: Path) -> None:
     sql = 'SELECT sex AS ":smile:", COUNT(*) AS n FROM PUMS.PUMS GROUP BY sex'
     out, _ = _dpsql(policy, "query", sql, "--epsilon", "1")
     assert ":smile:" in out and "\N{SMILING FACE WITH OPEN MOUTH AND SMILING EYES}" not in out
+
+
+def test_the_arity_table_read_over_the_post_database_is_duckdb_own(tmp_path: Path) -> None:
+    """The first thread reads DuckDB's function catalog over the post-processing
+    database it opens: that table must be the one an empty database gives, and a cold
+    command must refuse a call no overload takes."""
+    import duckdb
+
+    from proxy import duckdb_functions
+
+    duckdb_functions._known = None
+    engine = Opening(pums_policy(tmp_path)).engine()
+    try:
+        learnt = duckdb_functions._known
+        assert learnt is not None  # read while opening, not at the first check
+        with duckdb.connect(":memory:") as empty:
+            assert learnt == duckdb_functions.read_arities(empty)
+        assert learnt["length"][0] == frozenset({1})
+    finally:
+        engine.close()
+    policy = _policy(tmp_path)
+    proc = subprocess.run(
+        [DPSQL, "--policy", str(policy), "query",
+         "SELECT COUNT(*) AS n FROM PUMS.PUMS WHERE length(CAST(sex AS VARCHAR), 2) > 0",
+         "--epsilon", "1"],
+        capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
+    )
+    assert proc.returncode == 2
+    assert "unsupported_sql" in proc.stderr and "length" in proc.stderr
+
+
+def test_a_failure_of_the_first_thread_stops_the_command_and_closes_everything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from proxy import post_database
+
+    def refuse(*args: object) -> object:
+        raise DPSQLError("internal", "no post-processing database here", "none")
+
+    monkeypatch.setattr(post_database, "open_post_database", refuse)
+    interval = sys.getswitchinterval()
+    with pytest.raises(DPSQLError, match="no post-processing database"):
+        Opening(pums_policy(tmp_path)).engine()
+    assert sys.getswitchinterval() == interval
+    assert _open_files_under(tmp_path) == []
+    # The copy was built by the first thread and is whole: no partial file is left.
+    assert [p.name for p in (tmp_path / "ledger-csv").iterdir() if "partial" in p.name] == []
