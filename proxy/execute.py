@@ -27,6 +27,7 @@ from proxy.csv_copies import CsvCopy, csv_copy
 from proxy.duckdb_sandbox import sandbox_settings
 from proxy.engines.collations import refuse_duckdb_collations
 from proxy.engines.executor import check_one_row_per_person
+from proxy.engines.rows_first_cut import rows_first
 from proxy.errors import DPSQLError, query_timeout
 from proxy.guarded_arithmetic import guarded_sql, under_try
 from proxy.policy import Policy
@@ -166,8 +167,11 @@ class DuckDBExecutor:
         return frozenset(key for key in wanted if key in base)
 
     def _guard(self, sql: str) -> str:
-        """``sql`` as it runs (the catalog's types read once, by the first core that has
-        a TRY: start-up reads none)."""
+        """``sql`` as it runs: an L0 cut over a fine time key rows first (the same rows,
+        proxy/engines/rows_first_cut.py), then what raises under TRY in its guarded form
+        (the catalog's types read once, by the first core that has a TRY: start-up reads
+        none)."""
+        sql = rows_first(sql)
         if not under_try(sql):
             return sql
         if self._guard_types is None:

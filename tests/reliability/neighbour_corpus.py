@@ -409,6 +409,19 @@ DEMO: tuple[Entry, ...] = (
         "SELECT model, COUNT(*) AS n FROM prompts WHERE user_id >= {pid} GROUP BY model",
         "a target-first filter with a public key",
     ),
+    # the L0 cut rows first (proxy/engines/rows_first_cut.py: day and finer keys)
+    Entry(
+        "rows_first_daily_sum",
+        "SELECT date_trunc('day', ts) AS d, COUNT(*) AS n, SUM(tokens_in) AS s "
+        "FROM prompts GROUP BY d",
+        "a daily key: each person's groups cut before the per-person aggregation",
+    ),
+    Entry(
+        "rows_first_hourly_model",
+        "SELECT date_trunc('hour', ts) AS h, model, COUNT(*) AS n FROM prompts "
+        "WHERE user_id >= {pid} GROUP BY h, model",
+        "an hourly key with a second key, the removed person first in the filter",
+    ),
     Entry(
         "single_out_weeks",
         "SELECT date_trunc('week', ts) AS d, COUNT(*) AS n FROM prompts "

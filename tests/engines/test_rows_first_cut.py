@@ -1,0 +1,164 @@
+"""The L0 cut rows first on DuckDB (proxy/engines/rows_first_cut.py): chosen from the
+core's text alone, and the same groups, values and clipping marks as the cut of
+proxy/rewrite/l0.py, ties and many rows per group included."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import duckdb
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy.engine import Engine, Explanation
+from proxy.engines.rows_first_cut import rows_first
+from proxy.request import QueryRequest
+from proxy.rewrite import l0
+from proxy.rewrite.l0 import takes_seed
+from sample_data.generate import generate
+from tests.proxy.conftest import demo_policy
+from tests.proxy.test_l0_rule import kept_by_rule
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    tmp = tmp_path_factory.mktemp("rows-first")
+    # 40 prompts per person over the generator's days: some days hold several of a
+    # person's rows, so their row heaps see repeated hashes.
+    db = generate(tmp / "usage.duckdb", people=500, prompts=20000, seed=5)
+    engine = Engine(demo_policy(tmp, db))
+    yield engine
+    engine.close()
+
+
+def _core(engine: Engine, sql: str) -> str:
+    explanation = engine.explain(QueryRequest(sql, epsilon=1.0))
+    assert isinstance(explanation, Explanation)
+    return explanation.plan.core_sql
+
+
+def _raw_rows(engine: Engine, sql: str, seed: int) -> list[tuple[Any, ...]]:
+    """``sql`` run as written (not through the executor, which would put a cut rows
+    first itself)."""
+    cursor = engine.executor._db.cursor()  # type: ignore[attr-defined]
+    try:
+        columns = cursor.execute(sql, [seed] if takes_seed(sql) else []).fetchnumpy()
+    finally:
+        cursor.close()
+    return sorted(zip(*(columns[c].tolist() for c in sorted(columns)), strict=True))
+
+
+FINE = [
+    "SELECT date_trunc('day', ts) AS d, COUNT(*) AS n, SUM(tokens_in) AS s "
+    "FROM prompts GROUP BY d",
+    "SELECT date_trunc('hour', ts) AS h, model, COUNT(*) AS n FROM prompts GROUP BY h, model",
+    "SELECT CAST(ts AS DATE) AS d, AVG(latency_ms) AS a FROM prompts GROUP BY d",
+    "SELECT model, date_trunc('minute', ts) AS m, COUNT(*) AS n FROM prompts "
+    "WHERE tokens_in > 100 GROUP BY model, m",
+]
+COARSE = [
+    "SELECT date_trunc('month', ts) AS m, COUNT(*) AS n FROM prompts GROUP BY m",
+    "SELECT date_trunc('week', ts) AS w, COUNT(*) AS n FROM prompts GROUP BY w",
+    "SELECT model, COUNT(*) AS n FROM prompts GROUP BY model",
+    "SELECT COUNT(*) AS n FROM prompts",
+]
+
+
+@pytest.mark.parametrize("sql", FINE)
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_rows_first_returns_the_cores_rows(engine: Engine, sql: str, seed: int) -> None:
+    core = _core(engine, sql)
+    variant = rows_first(core)
+    assert variant != core and "early AS (" in variant  # chosen for a fine time key
+    want = _raw_rows(engine, core, seed)
+    assert want
+    assert _raw_rows(engine, variant, seed) == want
+    # and the executor runs it so, with the same answer
+    columns = engine.executor.run(core, [seed])
+    assert sorted(zip(*(columns[c].tolist() for c in sorted(columns)), strict=True)) == want
+
+
+@pytest.mark.parametrize("sql", COARSE)
+def test_other_keys_keep_the_cut_after_the_aggregation(engine: Engine, sql: str) -> None:
+    core = _core(engine, sql)
+    assert rows_first(core) == core
+
+
+def test_the_cut_is_left_alone_above_the_heap_size() -> None:
+    core = (
+        "WITH r AS (SELECT t.u AS __u, DATE_TRUNC('DAY', t.ts) AS __k0 FROM t), "
+        "pp AS (SELECT __u, __k0, COUNT(*) AS __s0 FROM r GROUP BY HASH(HASH(__u, __k0, $1), "
+        f"$1), __u, __k0), pph AS ({l0._hashed(1, True).sql('duckdb')}), "
+        "heavy AS ({heavy}), bounded AS ({cut}) SELECT __k0, SUM(__s0) FROM bounded GROUP BY __k0"
+    )
+    for k, moved in ((4, True), (l0.HEAP_K, True), (l0.HEAP_K + 1, False)):
+        text = core.format(heavy=l0._heavy(k).sql("duckdb"), cut=l0._CUT.sql("duckdb"))
+        assert (rows_first(text) != text) is moved, k
+    # not a core (no cut) and text sqlglot cannot read: returned as is
+    assert rows_first("SELECT 1") == "SELECT 1"
+    assert rows_first("heavy AS ( $1 ((") == "heavy AS ( $1 (("
+
+
+# The rule's reference with hashes chosen by the test: each person's groups get hashes
+# from a small range (ties at the K-th and (K+1)-th hash, among the heap's rows) or a
+# large one, and one to four rows each (a person's smallest group can fill the heap).
+GROUPS = st.lists(
+    st.tuples(
+        st.one_of(st.integers(min_value=0, max_value=4), st.integers(0, 2**62)),
+        st.integers(min_value=1, max_value=4),
+    ),
+    max_size=10,
+)
+PERSONS = st.dictionaries(st.integers(min_value=1, max_value=25), GROUPS, min_size=1, max_size=8)
+
+
+def _cut_with_hashes(k: int) -> str:
+    """A core in l0.py's shape over table t (person, day, chosen hash), rows first, the
+    row hash read from t instead of computed."""
+    core = (
+        "WITH r AS (SELECT t.u AS __u, DATE_TRUNC('DAY', t.ts) AS __k0, t.hh AS __hh FROM t), "
+        "pp AS (SELECT __u, __k0, COUNT(*) AS __s0 FROM r GROUP BY HASH(HASH(__u, __k0, $1), "
+        f"$1), __u, __k0), pph AS ({l0._hashed(1, True).sql('duckdb')}), "
+        f"heavy AS ({l0._heavy(k).sql('duckdb')}), bounded AS ({l0._CUT.sql('duckdb')}) "
+        "SELECT __u, __k0, __s0, __l0cut FROM bounded"
+    )
+    variant = rows_first(core)
+    hashed = "CAST(HASH(r.__u, r.__k0, $1) >> 1 AS BIGINT)"
+    assert variant != core and hashed in variant
+    return variant.replace(hashed, "r.__hh")
+
+
+@settings(max_examples=60, deadline=None)
+@given(PERSONS, st.sampled_from([1, 2, 4, l0.HEAP_K]))
+def test_the_early_cut_keeps_the_rules_groups_ties_included(
+    persons: dict[int, list[tuple[int, int]]], k: int
+) -> None:
+    con = duckdb.connect()
+    try:
+        con.execute("CREATE TABLE t (u BIGINT, ts TIMESTAMP, hh BIGINT)")
+        rows = [
+            (u, g, h, row)
+            for u, groups in persons.items()
+            for g, (h, n) in enumerate(groups)
+            for row in range(n)
+        ]
+        for u, g, h, row in rows:
+            con.execute(
+                "INSERT INTO t VALUES (?, TIMESTAMP '2024-01-01' + ? * INTERVAL 1 DAY "
+                "+ ? * INTERVAL 1 MINUTE, ?)",
+                [u, g, row, h],
+            )
+        out = con.execute(_cut_with_hashes(k), [7]).fetchall()
+    finally:
+        con.close()
+    kept: dict[int, dict[int, tuple[int, int]]] = {u: {} for u in persons}
+    for u, day, count, mark in out:
+        kept[u][(day - day.replace(month=1, day=1)).days] = (count, mark)
+    for u, groups in persons.items():
+        want = kept_by_rule([h for h, _ in groups], k)
+        assert set(kept[u]) == want, (u, groups, k)
+        for g in want:
+            # the group's whole count, and the clipping mark iff the person has > K groups
+            assert kept[u][g] == (groups[g][1], int(len(groups) > k)), (u, groups, g)
