@@ -15,8 +15,10 @@ wall time on a shared machine) of:
 * ``ANY_VALUE keys``: for a key constant per person (the public key), the core with
   ``ANY_VALUE`` instead of ``MIN`` picking each person's key (not shipped, see
   BENCHMARKS.md); its result is checked to equal the core's;
-* ``rows-first``: an experimental plan, not shipped (see the BENCHMARKS.md section
-  "Issue 18: the L0 step"): each person's threshold is taken from a heap over their
+* ``rows-first``: the plan measured before it was shipped in another form (DuckDB runs
+  proxy/engines/rows_first_cut.py for day-or-finer time keys since 2026-12-05, through
+  the executor, so the *core* of the daily key is that form now; see the BENCHMARKS.md
+  section "Issue 18: the L0 step"): each person's threshold is taken from a heap over their
   rows before the per-(person, key) aggregation, which then aggregates only the rows
   below it, and the shipped cut runs exactly on what is left. Its result is checked
   to equal the core's;
@@ -702,8 +704,10 @@ def markdown(
             f"{_ratio(plans, 'private month', 'rows-first (not shipped)')} on the monthly key "
             f"(core: {_ratio(plans, 'private month', 'core')}), where each (person, month) "
             "holds many rows: its extra pass over all rows then buys little. Which plan wins "
-            "depends on rows per (person, key), a property of the data; it is not shipped "
-            "until a data-independent rule to choose it exists. Public key: "
+            "depends on rows per (person, key), a property of the data; since 2026-12-05 "
+            "DuckDB runs it for keys that truncate time to a day or finer, chosen from the "
+            "core's text (proxy/engines/rows_first_cut.py; the executor applies it, so the "
+            "*core* row of a daily key is that form). Public key: "
             f"{_ratio(plans, 'public key', 'core')} the floor; the core joins each "
             "person's key after the per-person aggregation (proxy/rewrite/key_join.py, MIN "
             "per person over the users table); the form before it, MIN over the VARCHAR key "
