@@ -112,6 +112,11 @@ def _templates(k: int, n_keys: int) -> dict[str, exp.Expr]:
     return {name: sqlglot.parse_one(text, read="duckdb") for name, text in texts.items()}
 
 
+def _in_ctes(node: exp.Expr) -> bool:
+    """Whether ``node`` lies inside a CTE of the statement."""
+    return node.find_ancestor(exp.CTE) is not None
+
+
 def _cut_k(heavy: exp.Expr) -> int | None:
     """K of l0.py's ``heavy`` (its ``MIN(h, K + 1)``), or None for another shape."""
     mins = [m for m in heavy.find_all(exp.Min) if m.args.get("count") is not None]
@@ -139,6 +144,21 @@ def rows_first(sql: str) -> str:
         return sql
     k = _cut_k(ctes["heavy"].this)
     r, pp = ctes["r"].this, ctes["pp"].this
+    if not isinstance(r, exp.Select) or {e.alias_or_name for e in r.expressions} & {
+        "__h",
+        "__c",
+    }:
+        return sql
+    # pph is dropped (pp carries the hash): nothing but heavy and bounded may read it
+    readers = {
+        cte.alias
+        for cte in with_.expressions
+        for table in cte.this.find_all(exp.Table)
+        if table.name == "pph"
+    }
+    outside = [t for t in tree.find_all(exp.Table) if t.name == "pph" and not _in_ctes(t)]
+    if readers - {"heavy", "bounded"} or outside:
+        return sql
     keys = [e for e in r.expressions if e.alias.startswith("__k")]
     if k is None or k > HEAP_K or not keys or not any(_fine_time(e.this) for e in keys):
         return sql

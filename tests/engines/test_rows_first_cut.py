@@ -47,7 +47,27 @@ def _raw_rows(engine: Engine, sql: str, seed: int) -> list[tuple[Any, ...]]:
         columns = cursor.execute(sql, [seed] if takes_seed(sql) else []).fetchnumpy()
     finally:
         cursor.close()
-    return sorted(zip(*(columns[c].tolist() for c in sorted(columns)), strict=True))
+    return _sorted_rows(columns)
+
+
+def _plain(value: Any) -> Any:
+    """A cell comparable and sortable: a list (a histogram's bins) as a tuple."""
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _sorted_rows(columns: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """The rows, sorted; a quantile's histogram (its bins ``X_b`` and counts ``X_n``,
+    lists in whatever order DuckDB's threads aggregated them) as its sorted pairs."""
+    cells = {c: [_plain(v) for v in columns[c].tolist()] for c in sorted(columns)}
+    for name in [c for c in cells if c.endswith("_b") and c[:-2] + "_n" in cells]:
+        counts = cells.pop(name[:-2] + "_n")
+        cells[name] = [
+            tuple(sorted(zip(b or (), n or (), strict=True)))
+            for b, n in zip(cells[name], counts, strict=True)
+        ]
+    return sorted(zip(*(cells[c] for c in sorted(cells)), strict=True), key=repr)
 
 
 FINE = [
@@ -58,6 +78,20 @@ FINE = [
     "SELECT model, date_trunc('minute', ts) AS m, COUNT(*) AS n FROM prompts "
     "WHERE tokens_in > 100 GROUP BY model, m",
 ]
+# More shapes over a daily key: each is either cut rows first with the core's rows, or
+# left as it is (a core whose per-person aggregation does not read r directly).
+SHAPES = [
+    "SELECT date_trunc('day', ts) AS d, COUNT(DISTINCT model) AS m FROM prompts GROUP BY d",
+    "SELECT date_trunc('day', ts) AS d, MEDIAN(tokens_in) AS med, "
+    "QUANTILE_CONT(latency_ms, 0.9) AS q FROM prompts GROUP BY d",
+    "SELECT date_trunc('day', p.ts) AS d, u.region, COUNT(*) AS n FROM prompts p "
+    "JOIN users u ON u.user_id = p.user_id GROUP BY d, u.region",
+    "SELECT date_trunc('day', ts) AS d, MIN(tokens_out) AS lo, MAX(tokens_out) AS hi, "
+    "VAR_POP(latency_ms) AS v FROM prompts WHERE flagged GROUP BY d HAVING COUNT(*) > 3",
+    "SELECT date_trunc('hour', ts) AS h, SUM(CASE WHEN model = 'small' THEN tokens_in END) "
+    "AS s FROM prompts WHERE user_id IN (SELECT user_id FROM users WHERE age > 30) GROUP BY h",
+]
+
 COARSE = [
     "SELECT date_trunc('month', ts) AS m, COUNT(*) AS n FROM prompts GROUP BY m",
     "SELECT date_trunc('week', ts) AS w, COUNT(*) AS n FROM prompts GROUP BY w",
@@ -76,8 +110,18 @@ def test_rows_first_returns_the_cores_rows(engine: Engine, sql: str, seed: int) 
     assert want
     assert _raw_rows(engine, variant, seed) == want
     # and the executor runs it so, with the same answer
-    columns = engine.executor.run(core, [seed])
-    assert sorted(zip(*(columns[c].tolist() for c in sorted(columns)), strict=True)) == want
+    assert _sorted_rows(engine.executor.run(core, [seed])) == want
+
+
+@pytest.mark.parametrize("sql", SHAPES)
+def test_other_shapes_over_a_daily_key_give_the_cores_rows(engine: Engine, sql: str) -> None:
+    explanation = engine.explain(QueryRequest(sql, epsilon=1.0))
+    assert isinstance(explanation, Explanation)
+    core = explanation.plan.core_sql
+    variant = rows_first(core)
+    want = _raw_rows(engine, core, 4)
+    assert want
+    assert _raw_rows(engine, variant, 4) == want
 
 
 @pytest.mark.parametrize("sql", COARSE)
