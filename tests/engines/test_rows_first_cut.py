@@ -4,7 +4,6 @@ proxy/rewrite/l0.py, ties and many rows per group included."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import duckdb
@@ -17,20 +16,12 @@ from proxy.engines.rows_first_cut import rows_first
 from proxy.request import QueryRequest
 from proxy.rewrite import l0
 from proxy.rewrite.l0 import takes_seed
-from sample_data.generate import generate
-from tests.proxy.conftest import demo_policy
+from tests.bench import test_l0_plans
 from tests.proxy.test_l0_rule import kept_by_rule
 
-
-@pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    tmp = tmp_path_factory.mktemp("rows-first")
-    # 40 prompts per person over the generator's days: some days hold several of a
-    # person's rows, so their row heaps see repeated hashes.
-    db = generate(tmp / "usage.duckdb", people=500, prompts=20000, seed=5)
-    engine = Engine(demo_policy(tmp, db))
-    yield engine
-    engine.close()
+# The engine over 500 people's 20,000 prompts, some days holding several of a person's
+# rows (so that their row heaps see repeated hashes): the L0 plans' fixture.
+engine = test_l0_plans.engine
 
 
 def _core(engine: Engine, sql: str) -> str:
