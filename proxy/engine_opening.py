@@ -121,6 +121,10 @@ class Opening:
             try:
                 if self._duckdb and self._policy.csv_tables:
                     kept_copy(self._policy, sandbox_settings(self._policy))
+            except BaseException as error:
+                # recorded before the other thread is woken, which then opens nothing
+                self._early_error = error
+                raise
             finally:
                 self._copy_done.set()
             if self._post:

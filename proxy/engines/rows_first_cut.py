@@ -41,6 +41,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from proxy.rewrite import l0
 from proxy.rewrite.l0 import HEAP_K
 
 # Truncations whose buckets hold few of one person's rows.
@@ -49,6 +50,7 @@ _FINE_UNITS = frozenset(
 )
 
 _CTES = ("r", "pp", "pph", "heavy", "bounded")
+_CUT_SQL = l0._CUT.sql("duckdb")
 
 
 def _fine_time(key: exp.Expr) -> bool:
@@ -163,6 +165,25 @@ def rows_first(sql: str) -> str:
     if k is None or k > HEAP_K or not keys or not any(_fine_time(e.this) for e in keys):
         return sql
     if not isinstance(pp, exp.Select) or pp.args.get("from_") is None:
+        return sql
+    # pp must aggregate r's rows as they are (a filter on its groups would make groups
+    # it drops count towards a person's early bound), and only the cut may read pp and
+    # heavy, in l0.py's own forms (a change there must be made here too)
+    if any(pp.args.get(a) for a in ("where", "having", "joins", "qualify")):
+        return sql
+    pp_readers = {
+        cte.alias
+        for cte in with_.expressions
+        for table in cte.this.find_all(exp.Table)
+        if table.name in ("pp", "heavy")
+    }
+    if pp_readers - {"pph", "heavy", "bounded"} or any(
+        t.name in ("pp", "heavy") and not _in_ctes(t) for t in tree.find_all(exp.Table)
+    ):
+        return sql
+    if ctes["bounded"].this.sql("duckdb") != _CUT_SQL or ctes["pph"].this.sql(
+        "duckdb"
+    ) != l0._hashed(len(keys), True).sql("duckdb"):
         return sql
     source = pp.args["from_"].this
     if not (isinstance(source, exp.Table) and source.name == "r" and not source.alias):

@@ -197,3 +197,21 @@ def test_the_early_cut_keeps_the_rules_groups_ties_included(
         for g in want:
             # the group's whole count, and the clipping mark iff the person has > K groups
             assert kept[u][g] == (groups[g][1], int(len(groups) > k)), (u, groups, g)
+
+
+def test_a_core_of_another_shape_is_left_alone() -> None:
+    """A per-person aggregation that filters its groups (its dropped groups would count
+    towards the early bound) or a cut not in l0.py's own form keeps the cut after pp."""
+    core = (
+        "WITH r AS (SELECT t.u AS __u, DATE_TRUNC('DAY', t.ts) AS __k0, t.ok AS __ok FROM t), "
+        "pp AS (SELECT __u, __k0, COUNT(*) AS __s0 FROM r GROUP BY HASH(HASH(__u, __k0, $1), "
+        f"$1), __u, __k0{{having}}), pph AS ({l0._hashed(1, True).sql('duckdb')}), "
+        f"heavy AS ({l0._heavy(1).sql('duckdb')}), bounded AS ({{cut}}) "
+        "SELECT __k0, SUM(__s0) FROM bounded GROUP BY __k0"
+    )
+    plain = core.format(having="", cut=l0._CUT.sql("duckdb"))
+    assert rows_first(plain) != plain
+    filtered = core.format(having=" HAVING BOOL_AND(__ok)", cut=l0._CUT.sql("duckdb"))
+    assert rows_first(filtered) == filtered
+    other_cut = core.format(having="", cut="SELECT * FROM pph")
+    assert rows_first(other_cut) == other_cut
