@@ -46,7 +46,7 @@ from sqlglot.errors import ErrorLevel, SqlglotError
 from accounting.mechanisms import secret_seed
 from proxy.engines.kinds import Family, Kind, Typer, table_aliases
 from proxy.errors import DPSQLError
-from proxy.rewrite import keyed_groups
+from proxy.rewrite import keyed_groups, l0
 
 # A rendered core longer than this is refused: the guarded forms repeat operands, so a
 # pathologically nested expression could otherwise grow without bound.
@@ -377,11 +377,9 @@ def _window_cut(tree: exp.Expr, forms: Forms, kinds: Typer) -> None:
     ctes = _ctes(tree)
     if not {"pp", "pph", "heavy", "bounded"} <= set(ctes):
         return
-    heavy = ctes["heavy"].this
-    mins = [m for m in heavy.find_all(exp.Min) if m.args.get("count") is not None]
-    if len(mins) != 1:
+    k = l0.cut_k(ctes["heavy"].this)
+    if k is None:
         raise refuse(forms.engine, "this L0 cut")
-    k = int(mins[0].args["count"].to_py()) - 1
     pp = ctes["pp"].this
     names = [e.alias_or_name for e in pp.expressions]
     keys = [exp.column(n, table="pp") for n in names if n.startswith("__k")]

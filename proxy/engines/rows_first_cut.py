@@ -98,11 +98,6 @@ def _templates(k: int, n_keys: int) -> dict[str, exp.Expr]:
             "LEFT JOIN early ON rh.__u = early.__u "
             "WHERE early.__d IS NULL OR rh.__h < early.__d"
         ),
-        "heavy": (
-            f"SELECT __u, __l[{k}] AS __t, __l[{k}] = __l[{k + 1}] AS __tie FROM "
-            f"(SELECT pp.__u, MIN(pp.__h, {k + 1}) AS __l FROM pp "
-            f"GROUP BY pp.__u HAVING COUNT(*) > {k})"
-        ),
         "bounded": (
             "SELECT pp.* EXCLUDE (__h, __c), "
             "CAST(pp.__c OR heavy.__u IS NOT NULL AS INTEGER) AS __l0cut "
@@ -111,20 +106,22 @@ def _templates(k: int, n_keys: int) -> dict[str, exp.Expr]:
             "OR (pp.__h = heavy.__t AND NOT heavy.__tie)"
         ),
     }
-    return {name: sqlglot.parse_one(text, read="duckdb") for name, text in texts.items()}
+    bodies = {name: sqlglot.parse_one(text, read="duckdb") for name, text in texts.items()}
+    # l0.py's heavy, over pp (which carries the hash now) instead of pph
+    bodies["heavy"] = l0._heavy(k).transform(_pph_as_pp)
+    return bodies
 
 
-def _in_ctes(node: exp.Expr) -> bool:
-    """Whether ``node`` lies inside a CTE of the statement."""
-    return node.find_ancestor(exp.CTE) is not None
+def _pph_as_pp(node: exp.Expr) -> exp.Expr:
+    if isinstance(node, exp.Table | exp.Identifier) and node.name == "pph":
+        return exp.to_identifier("pp") if isinstance(node, exp.Identifier) else exp.to_table("pp")
+    return node
 
 
-def _cut_k(heavy: exp.Expr) -> int | None:
-    """K of l0.py's ``heavy`` (its ``MIN(h, K + 1)``), or None for another shape."""
-    mins = [m for m in heavy.find_all(exp.Min) if m.args.get("count") is not None]
-    if len(mins) != 1 or not isinstance(mins[0].args["count"], exp.Literal):
-        return None
-    return int(mins[0].args["count"].to_py()) - 1
+def _reader(table: exp.Table) -> str | None:
+    """The name of the CTE whose body reads ``table`` (None: the main query)."""
+    cte = table.find_ancestor(exp.CTE)
+    return cte.alias if cte is not None else None
 
 
 def rows_first(sql: str) -> str:
@@ -144,22 +141,12 @@ def rows_first(sql: str) -> str:
     ctes = {cte.alias: cte for cte in with_.expressions}
     if any(name not in ctes for name in _CTES) or set(ctes) & {"rh", "early", "rk"}:
         return sql
-    k = _cut_k(ctes["heavy"].this)
+    k = l0.cut_k(ctes["heavy"].this)
     r, pp = ctes["r"].this, ctes["pp"].this
     if not isinstance(r, exp.Select) or {e.alias_or_name for e in r.expressions} & {
         "__h",
         "__c",
     }:
-        return sql
-    # pph is dropped (pp carries the hash): nothing but heavy and bounded may read it
-    readers = {
-        cte.alias
-        for cte in with_.expressions
-        for table in cte.this.find_all(exp.Table)
-        if table.name == "pph"
-    }
-    outside = [t for t in tree.find_all(exp.Table) if t.name == "pph" and not _in_ctes(t)]
-    if readers - {"heavy", "bounded"} or outside:
         return sql
     keys = [e for e in r.expressions if e.alias.startswith("__k")]
     if k is None or k > HEAP_K or not keys or not any(_fine_time(e.this) for e in keys):
@@ -167,18 +154,14 @@ def rows_first(sql: str) -> str:
     if not isinstance(pp, exp.Select) or pp.args.get("from_") is None:
         return sql
     # pp must aggregate r's rows as they are (a filter on its groups would make groups
-    # it drops count towards a person's early bound), and only the cut may read pp and
-    # heavy, in l0.py's own forms (a change there must be made here too)
+    # it drops count towards a person's early bound), and only the cut may read pp, pph
+    # and heavy, in l0.py's own forms (a change there must be made here too; pph is
+    # dropped, pp carrying the hash)
     if any(pp.args.get(a) for a in ("where", "having", "joins", "qualify")):
         return sql
-    pp_readers = {
-        cte.alias
-        for cte in with_.expressions
-        for table in cte.this.find_all(exp.Table)
-        if table.name in ("pp", "heavy")
-    }
-    if pp_readers - {"pph", "heavy", "bounded"} or any(
-        t.name in ("pp", "heavy") and not _in_ctes(t) for t in tree.find_all(exp.Table)
+    if any(
+        t.name in ("pp", "pph", "heavy") and _reader(t) not in ("pph", "heavy", "bounded")
+        for t in tree.find_all(exp.Table)
     ):
         return sql
     if ctes["bounded"].this.sql("duckdb") != _CUT_SQL or ctes["pph"].this.sql(

@@ -101,6 +101,15 @@ def _heavy(k: int) -> exp.Expr:
     )
 
 
+def cut_k(heavy: exp.Expr) -> int | None:
+    """K of a ``heavy`` CTE body this rule wrote (its one ``MIN(h, K + 1)``), or None for
+    another shape (read back by the engines' forms of the cut)."""
+    mins = [m for m in heavy.find_all(exp.Min) if m.args.get("count") is not None]
+    if len(mins) != 1 or not isinstance(mins[0].args["count"], exp.Literal):
+        return None
+    return int(mins[0].args["count"].to_py()) - 1
+
+
 def apply(core: C.Core) -> C.Core:
     ctes = dict(core.ctes)
     if core.one_group_per_person or not core.keys or not core.bounding:
