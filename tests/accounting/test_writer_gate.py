@@ -10,6 +10,7 @@ wait that must end does so by its time limit.
 
 from __future__ import annotations
 
+import fcntl
 import math
 import os
 import sqlite3
@@ -21,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from accounting import store_sqlite
+from accounting import store_sqlite, writer_gate
 from accounting.ledger import LedgerUnavailable, PopulationSpec
 from accounting.rdp import zcdp_curve
 from accounting.store_sqlite import SQLiteLedger
@@ -323,6 +324,89 @@ def test_an_interrupted_wait_gives_its_turn_back(
     third.leave()
     assert waiting.enter(10.0)  # and the interrupted gate still waits normally
     waiting.leave()
+
+
+def test_a_turn_let_go_while_the_writer_asks_is_taken_without_the_waiting_thread(
+    gates: Callable[[int], list[WriterGate]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer that finds the turn taken asks again for ``SPIN_S`` before it hands the
+    wait to the waiting thread: a turn let go meanwhile is taken by the asking loop, with
+    no thread started (two wake-ups saved per hand-over)."""
+    monkeypatch.setattr(writer_gate, "SPIN_S", 60.0)  # asks for the whole test
+    holder, asking = gates(2)
+    assert holder.enter(1.0)
+    got: list[bool] = []
+    caller = threading.Thread(target=lambda: got.append(asking.enter(30.0)))
+    caller.start()
+    caller.join(0.3)
+    assert caller.is_alive() and not got  # still asking while the holder holds it
+    holder.leave()
+    caller.join(30)
+    assert got == [True]
+    assert asking._waiter is None  # taken by asking, not by the waiting thread
+    with pytest.raises(GateTimeout):
+        holder.enter(0.0)
+    asking.leave()
+    assert holder.enter(1.0)
+    holder.leave()
+
+
+def test_a_writer_stops_asking_after_spin_s_and_waits_on_its_thread(
+    gates: Callable[[int], list[WriterGate]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writer_gate, "SPIN_S", 0.05)
+    holder, waiting = gates(2)
+    assert holder.enter(1.0)
+    got: list[bool] = []
+    caller = threading.Thread(target=lambda: got.append(waiting.enter(30.0)))
+    caller.start()
+    caller.join(0.5)
+    assert caller.is_alive() and not got
+    assert waiting._waiter is not None  # gave up asking; the thread waits in flock
+    holder.leave()
+    caller.join(30)
+    assert got == [True]
+    waiting.leave()
+
+
+@pytest.mark.parametrize("when", ["while asking", "just after the turn was taken"])
+def test_an_exception_while_asking_lets_the_turn_go(
+    gates: Callable[[int], list[WriterGate]], monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """A signal handler's exception can come at any point of the asking loop, also right
+    after ``flock`` gave the turn and before ``enter`` returned: the turn goes back, or
+    every writer would wait for a caller that never leaves it."""
+    monkeypatch.setattr(writer_gate, "SPIN_S", 60.0)
+    holder, asking, third = gates(3)
+    assert holder.enter(1.0)
+    real_flock = fcntl.flock
+    yields = 0
+
+    def yield_cpu() -> None:
+        nonlocal yields
+        yields += 1
+        if yields == 3:
+            if when == "while asking":
+                raise _Interrupted
+            holder.leave()  # the next ask takes the turn
+
+    def flock(fd: int, operation: int) -> None:
+        real_flock(fd, operation)  # BlockingIOError while the holder holds the turn
+        if operation & fcntl.LOCK_NB:
+            raise _Interrupted  # the turn was just taken
+
+    monkeypatch.setattr(writer_gate.os, "sched_yield", yield_cpu)
+    if when != "while asking":
+        monkeypatch.setattr(writer_gate.fcntl, "flock", flock)
+    with pytest.raises(_Interrupted):
+        asking.enter(30.0)
+    monkeypatch.undo()
+    if when == "while asking":
+        holder.leave()
+    assert third.enter(1.0)  # nobody kept the turn
+    third.leave()
+    assert asking.enter(1.0)  # and the interrupted gate takes turns normally
+    asking.leave()
 
 
 @pytest.mark.parametrize("limit", [-1.0, -0.5, 0.0, math.nan])
