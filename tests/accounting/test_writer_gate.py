@@ -326,47 +326,35 @@ def test_an_interrupted_wait_gives_its_turn_back(
     waiting.leave()
 
 
-def test_a_turn_let_go_while_the_writer_asks_is_taken_without_the_waiting_thread(
-    gates: Callable[[int], list[WriterGate]], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("spin_s", "by_thread"), [(60.0, False), (0.05, True)])
+def test_a_writer_asks_for_spin_s_then_waits_on_its_thread(
+    gates: Callable[[int], list[WriterGate]],
+    monkeypatch: pytest.MonkeyPatch,
+    spin_s: float,
+    by_thread: bool,
 ) -> None:
     """A writer that finds the turn taken asks again for ``SPIN_S`` before it hands the
-    wait to the waiting thread: a turn let go meanwhile is taken by the asking loop, with
-    no thread started (two wake-ups saved per hand-over)."""
-    monkeypatch.setattr(writer_gate, "SPIN_S", 60.0)  # asks for the whole test
-    holder, asking = gates(2)
-    assert holder.enter(1.0)
-    got: list[bool] = []
-    caller = threading.Thread(target=lambda: got.append(asking.enter(30.0)))
-    caller.start()
-    caller.join(0.3)
-    assert caller.is_alive() and not got  # still asking while the holder holds it
-    holder.leave()
-    caller.join(30)
-    assert got == [True]
-    assert asking._waiter is None  # taken by asking, not by the waiting thread
-    with pytest.raises(GateTimeout):
-        holder.enter(0.0)
-    asking.leave()
-    assert holder.enter(1.0)
-    holder.leave()
-
-
-def test_a_writer_stops_asking_after_spin_s_and_waits_on_its_thread(
-    gates: Callable[[int], list[WriterGate]], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(writer_gate, "SPIN_S", 0.05)
+    wait to the waiting thread: a turn let go meanwhile is taken by the asking loop with
+    no thread started (two wake-ups saved per hand-over); past ``SPIN_S`` the thread
+    waits in flock and takes it."""
+    monkeypatch.setattr(writer_gate, "SPIN_S", spin_s)  # 60 s: asks for the whole test
     holder, waiting = gates(2)
     assert holder.enter(1.0)
     got: list[bool] = []
     caller = threading.Thread(target=lambda: got.append(waiting.enter(30.0)))
     caller.start()
     caller.join(0.5)
-    assert caller.is_alive() and not got
-    assert waiting._waiter is not None  # gave up asking; the thread waits in flock
+    assert caller.is_alive() and not got  # still waiting while the holder holds it
+    assert (waiting._waiter is not None) == by_thread
     holder.leave()
     caller.join(30)
     assert got == [True]
+    assert (waiting._waiter is not None) == by_thread
+    with pytest.raises(GateTimeout):
+        holder.enter(0.0)
     waiting.leave()
+    assert holder.enter(1.0)
+    holder.leave()
 
 
 @pytest.mark.parametrize("when", ["while asking", "just after the turn was taken"])
