@@ -293,8 +293,8 @@ def test_a_forked_childs_copy_does_not_keep_its_parents_turn(
         os.waitpid(pid, 0)
 
 
-class _Interrupted(Exception):
-    pass
+class _Interrupted(BaseException):
+    """As KeyboardInterrupt: not an Exception, so ``except Exception`` misses it."""
 
 
 def test_an_interrupted_wait_gives_its_turn_back(
@@ -345,6 +345,10 @@ def test_a_writer_asks_for_spin_s_then_waits_on_its_thread(
     caller.start()
     caller.join(0.5)
     assert caller.is_alive() and not got  # still waiting while the holder holds it
+    if by_thread:  # past SPIN_S: wait for the thread rather than for a fixed time
+        deadline = time.monotonic() + 20
+        while waiting._waiter is None and time.monotonic() < deadline:
+            time.sleep(0.01)
     assert (waiting._waiter is not None) == by_thread
     holder.leave()
     caller.join(30)
@@ -395,6 +399,47 @@ def test_an_exception_while_asking_lets_the_turn_go(
     third.leave()
     assert asking.enter(1.0)  # and the interrupted gate takes turns normally
     asking.leave()
+
+
+def test_a_writer_does_not_ask_while_its_thread_is_in_an_abandoned_wait(
+    gates: Callable[[int], list[WriterGate]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The abandoned wait's thread may get the turn of the same open file at any moment
+    and let it go: asking meanwhile could return a turn that is then let go under the
+    caller. Such a writer waits for the thread only."""
+    holder, waiting = gates(2)
+    assert holder.enter(1.0)
+    with pytest.raises(GateTimeout):
+        waiting.enter(0.5)  # its thread is still blocked in flock
+    assert waiting._busy
+    asked: list[float] = []
+    ask = WriterGate._ask
+    monkeypatch.setattr(
+        WriterGate, "_ask", staticmethod(lambda fd, s: asked.append(s) or ask(fd, s))
+    )
+    with pytest.raises(GateTimeout):
+        waiting.enter(0.1)
+    assert asked == []
+    holder.leave()
+    assert waiting.enter(10.0)
+    waiting.leave()
+
+
+def test_the_wait_after_asking_gets_only_the_time_left(
+    gates: Callable[[int], list[WriterGate]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writer_gate, "SPIN_S", 0.2)
+    holder, waiting = gates(2)
+    assert holder.enter(1.0)
+    limits: list[float] = []
+    wait = WriterGate._wait
+    monkeypatch.setattr(
+        WriterGate, "_wait", lambda self, fd, t: limits.append(t) or wait(self, fd, t)
+    )
+    with pytest.raises(GateTimeout):
+        waiting.enter(0.5)
+    assert len(limits) == 1 and limits[0] <= 0.5 - 0.2
+    holder.leave()
 
 
 @pytest.mark.parametrize("limit", [-1.0, -0.5, 0.0, math.nan])
