@@ -67,6 +67,18 @@ def json_value(value: Any) -> Any:
     return str(value)
 
 
+# What a spreadsheet reads as the start of a formula in a cell it opens from CSV. A text
+# value is data a person wrote (a key released with enough people behind it, a public
+# table's text), and "=HYPERLINK(...)" or "@SUM(...)" must not run in the analyst's
+# spreadsheet: such text gets a leading apostrophe, which spreadsheets show as text.
+# Numbers keep their sign: only text values are changed (JSON and Arrow keep the text).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _csv_text(text: str) -> str:
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
 def _csv_value(value: Any) -> Any:
     if value is None:
         return ""
@@ -74,7 +86,8 @@ def _csv_value(value: Any) -> Any:
         return "true" if value else "false"
     if isinstance(value, float):
         return repr(value)
-    return json_value(value)
+    out = json_value(value)
+    return _csv_text(out) if isinstance(out, str) else out
 
 
 @dataclass(frozen=True)
@@ -125,7 +138,12 @@ def render(page: Page, media: str, *, objects: bool = False) -> bytes:
         widths = [
             i for i in range(len(page.columns)) if any(w[i] is not None for w in page.intervals)
         ]
-        writer.writerow([*page.columns, *(f"{page.columns[i]}_ci95" for i in widths)])
+        writer.writerow(
+            [
+                _csv_text(str(c))
+                for c in (*page.columns, *(f"{page.columns[i]}_ci95" for i in widths))
+            ]
+        )
         writer.writerows(
             [*(_csv_value(v) for v in row), *(_csv_value(w[i]) for i in widths)]
             for row, w in zip(page.rows, page.intervals, strict=True)

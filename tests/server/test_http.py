@@ -275,6 +275,23 @@ FORMAT_SQL = (
 )
 
 
+def test_csv_text_that_a_spreadsheet_would_run_is_written_as_text(c: httpx.Client) -> None:
+    """Text starting with = + - @ TAB or CR gets a leading apostrophe in CSV (a released
+    key is text people wrote); numbers keep their sign, and JSON keeps the text as is."""
+    sql = (
+        "SELECT '=HYPERLINK(1)' AS \"=a\", '@SUM(1)' AS b, '+1' AS c, '-x' AS d, "
+        "'\tt' AS e, 'plain' AS f, -3 AS g, -1.5 AS h"
+    )
+    js = ask(c, {"sql": sql})
+    assert js.status_code == 200, js.text
+    assert js.json()["rows"] == [["=HYPERLINK(1)", "@SUM(1)", "+1", "-x", "\tt", "plain", -3, -1.5]]
+    r = ask(c, {"sql": sql}, params={"format": "csv"})
+    assert r.status_code == 200, r.text
+    header, row = list(csv.reader(io.StringIO(r.text)))
+    assert header[:8] == ["'=a", "b", "c", "d", "e", "f", "g", "h"]  # then any _ci95 columns
+    assert row[:8] == ["'=HYPERLINK(1)", "'@SUM(1)", "'+1", "'-x", "'\tt", "plain", "-3", "-1.5"]
+
+
 def test_csv_and_arrow_parse_back_to_the_json_values(c: httpx.Client) -> None:
     body = {"sql": FORMAT_SQL, "epsilon": 0.45}
     js = ask(c, body).json()
