@@ -4,6 +4,7 @@ proxy/rewrite/l0.py, ties and many rows per group included."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -215,3 +216,44 @@ def test_a_core_of_another_shape_is_left_alone() -> None:
     assert rows_first(filtered) == filtered
     other_cut = core.format(having="", cut="SELECT * FROM pph")
     assert rows_first(other_cut) == other_cut
+
+
+def test_one_persons_rows_do_not_set_the_memory_the_cut_takes(tmp_path: Path) -> None:
+    """The core as written streams a person's rows into their groups, so its memory
+    follows groups; rows first must not write every row out (DuckDB materialises a CTE
+    read twice), or one person's rows on one day could make the statement fail after
+    the charge where the core does not. A review, 2026-12-05: 20M rows of one person
+    took 655 MB against the core's 95 MB. Here, under a memory limit with nowhere to
+    spill, both forms must run and return the same rows."""
+    from proxy.policy import parse_policy
+    from tests.policies import users_policy
+
+    db = tmp_path / "heavy.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE ev (user_id BIGINT, ts TIMESTAMP, n INTEGER)")
+        con.execute(  # 1,000 people with ten rows over ten days
+            "INSERT INTO ev SELECT 1000 + x // 10, TIMESTAMP '2024-01-01' + "
+            "(x % 10) * INTERVAL 1 DAY, x % 7 FROM range(10000) t(x)"
+        )
+        con.execute(  # one person with 4M rows, all on one day
+            "INSERT INTO ev SELECT 1, TIMESTAMP '2024-01-01' + (x % 86400) * INTERVAL 1 SECOND, "
+            "x % 7 FROM range(4000000) t(x)"
+        )
+    text = users_policy(
+        '[tables.ev]\npopulation = "users"\nunit = "user_id"\nmax_groups = 4\n'
+        "max_rows_per_group = 3\ncolumns.n = {{ lower = 0, upper = 20 }}\n"
+    )
+    engine = Engine(parse_policy(text.format(db=db, folder=tmp_path), base_dir=tmp_path))
+    try:
+        core = _core(
+            engine,
+            "SELECT date_trunc('day', ts) AS k, COUNT(*) AS c, SUM(n) AS s FROM ev GROUP BY 1",
+        )
+        as_run = engine.executor._guard(core)  # type: ignore[attr-defined]
+    finally:
+        engine.close()
+    assert as_run != core and "heavy AS (" in core
+    config = {"memory_limit": "48MB", "temp_directory": "", "threads": 2}
+    with duckdb.connect(str(db), read_only=True, config=config) as con:
+        expected = sorted(con.execute(core, [7]).fetchall(), key=repr)
+        assert sorted(con.execute(as_run, [7]).fetchall(), key=repr) == expected
