@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -24,7 +25,7 @@ import pyarrow as pa
 
 from proxy.catalog import FanOut, TableInfo, split_name
 from proxy.csv_copies import CsvCopy, csv_copy
-from proxy.duckdb_sandbox import sandbox_settings
+from proxy.duckdb_sandbox import sandbox_settings, spill_directory
 from proxy.engines.collations import refuse_duckdb_collations
 from proxy.engines.executor import check_one_row_per_person
 from proxy.engines.rows_first_cut import rows_first
@@ -41,6 +42,11 @@ _LOCKDOWN: dict[str, str | bool] = {
     "lock_configuration": True,
     "disabled_optimizers": "duplicate_groups",
 }
+
+
+def _spill(path: Path) -> dict[str, str]:
+    """Spill to a folder of dpsql's own, not beside the data (see spill_directory)."""
+    return {"temp_directory": spill_directory(path)}
 
 
 class _Watchdog:
@@ -125,7 +131,9 @@ class DuckDBExecutor:
         # Read-only and locked at connect: DuckDB shares one instance per file within a
         # process, and every connection must then ask for the same locked configuration.
         try:
-            self._db = duckdb.connect(str(path), read_only=True, config={**config, **_LOCKDOWN})
+            self._db = duckdb.connect(
+                str(path), read_only=True, config={**config, **_LOCKDOWN, **_spill(path)}
+            )
         except duckdb.IOException:
             if self._csv is None or path.exists():
                 raise
@@ -133,7 +141,9 @@ class DuckDBExecutor:
             # connect (proxy/csv_copies.py): build it again.
             self._csv = csv_copy(policy, config)
             self._db = duckdb.connect(
-                str(self._csv.path), read_only=True, config={**config, **_LOCKDOWN}
+                str(self._csv.path),
+                read_only=True,
+                config={**config, **_LOCKDOWN, **_spill(self._csv.path)},
             )
         refuse_duckdb_collations(self.evaluate)
         check_one_row_per_person(policy, self)
