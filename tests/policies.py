@@ -44,3 +44,12 @@ delta = 1e-4
 def users_policy(tables: str) -> str:
     """The header above followed by ``tables`` (TOML ``[tables.*]`` sections)."""
     return _HEADER + "\n" + tables.lstrip("\n")
+
+
+def ev_policy(max_rows_per_group: int, columns: str = "") -> str:
+    """:func:`users_policy` with one table ``ev`` of the users' rows (``user_id``, K = 4
+    groups a person) and ``columns`` (TOML lines such as ``columns.n = {{ ... }}``)."""
+    return users_policy(
+        '[tables.ev]\npopulation = "users"\nunit = "user_id"\nmax_groups = 4\n'
+        f"max_rows_per_group = {max_rows_per_group}\n{columns}"
+    )

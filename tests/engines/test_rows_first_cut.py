@@ -226,7 +226,7 @@ def test_one_persons_rows_do_not_set_the_memory_the_cut_takes(tmp_path: Path) ->
     took 655 MB against the core's 95 MB. Here, under a memory limit with nowhere to
     spill, both forms must run and return the same rows."""
     from proxy.policy import parse_policy
-    from tests.policies import users_policy
+    from tests.policies import ev_policy
 
     db = tmp_path / "heavy.duckdb"
     with duckdb.connect(str(db)) as con:
@@ -239,10 +239,7 @@ def test_one_persons_rows_do_not_set_the_memory_the_cut_takes(tmp_path: Path) ->
             "INSERT INTO ev SELECT 1, TIMESTAMP '2024-01-01' + (x % 86400) * INTERVAL 1 SECOND, "
             "x % 7 FROM range(4000000) t(x)"
         )
-    text = users_policy(
-        '[tables.ev]\npopulation = "users"\nunit = "user_id"\nmax_groups = 4\n'
-        "max_rows_per_group = 3\ncolumns.n = {{ lower = 0, upper = 20 }}\n"
-    )
+    text = ev_policy(3, "columns.n = {{ lower = 0, upper = 20 }}\n")
     engine = Engine(parse_policy(text.format(db=db, folder=tmp_path), base_dir=tmp_path))
     try:
         core = _core(

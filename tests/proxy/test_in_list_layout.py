@@ -32,7 +32,7 @@ from tests.hash_collisions import (
     double_hashing_to,
     texts_hashing_to,
 )
-from tests.policies import users_policy
+from tests.policies import ev_policy, users_policy
 
 POLICY = users_policy(
     """
@@ -257,10 +257,7 @@ def test_lists_of_every_type_answer_or_refuse_cleanly(tmp_path: Path) -> None:
             "CAST(i % 200 AS UTINYINT) AS ut, CAST(i AS HUGEINT) AS h, INTERVAL (i) DAY AS iv "
             "FROM range(0, 300) r(i)"
         )
-    text = users_policy(
-        '[tables.ev]\npopulation = "users"\nunit = "user_id"\nmax_groups = 4\n'
-        "max_rows_per_group = 100\n"
-    )
+    text = ev_policy(100)
     engine = Engine(parse_policy(text.format(db=db, folder=tmp_path), base_dir=tmp_path))
     rng = random.Random(3)
     answered = 0

@@ -14,7 +14,7 @@ from proxy.duckdb_sandbox import spill_directory
 from proxy.engine import Engine
 from proxy.policy import parse_policy
 from proxy.request import QueryRequest
-from tests.policies import users_policy
+from tests.policies import ev_policy
 
 
 def _engine(tmp_path: Path) -> tuple[Engine, Path]:
@@ -29,10 +29,9 @@ def _engine(tmp_path: Path) -> tuple[Engine, Path]:
     # Where DuckDB would spill by default cannot be made: as a read-only folder would
     # (this works as root too)
     Path(f"{db}.tmp").write_text("not a folder")
-    text = users_policy(
-        '[tables.ev]\npopulation = "users"\nunit = "user_id"\nmax_groups = 4\n'
-        "max_rows_per_group = 3\n"
-    ).replace('mechanism = "gaussian"', 'mechanism = "gaussian"\nmemory_limit = "48MB"')
+    text = ev_policy(3).replace(
+        'mechanism = "gaussian"', 'mechanism = "gaussian"\nmemory_limit = "48MB"'
+    )
     return Engine(parse_policy(text.format(db=db, folder=tmp_path), base_dir=tmp_path)), db
 
 
