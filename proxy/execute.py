@@ -12,7 +12,6 @@ import contextlib
 import functools
 import itertools
 import math
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -305,12 +304,18 @@ class DuckDBExecutor:
 
 def _with_nulls(values: Any) -> np.ndarray:
     """A fetched column with SQL NULLs as None (np.asarray would drop the mask)."""
-    # DuckDB imports numpy.ma to hand back a column with NULLs: until then no value can
-    # be a masked array, and NumPy's lazy import of numpy.ma (about 10 ms of a cold
-    # `dpsql query`) is left to the first result that needs it.
-    ma = sys.modules.get("numpy.ma")
-    if ma is not None and isinstance(values, ma.MaskedArray) and ma.is_masked(values):
-        out = values.data.astype(object)
-        out[ma.getmaskarray(values)] = None
-        return np.asarray(out)
-    return np.asarray(values)
+    # DuckDB hands back a column with NULLs as a numpy.ma masked array, which carries
+    # its own mask. The mask is read from the value, never through numpy.ma: NumPy
+    # imports numpy.ma lazily (about 10 ms of a cold `dpsql query`, left to the first
+    # result with NULLs), and a module looked up while another thread's DuckDB is
+    # importing it is half-built (an AttributeError on a loaded server, 2026-12-05: a
+    # failure after the charge that a result with NULLs set off).
+    mask = getattr(values, "mask", None) if isinstance(values, np.ndarray) else None
+    if mask is None:
+        return np.asarray(values)
+    hidden = np.broadcast_to(np.asarray(mask, dtype=bool), np.shape(values))
+    if not hidden.any():
+        return np.asarray(values)
+    out = np.array(np.asarray(values.data), dtype=object)
+    out[hidden] = None
+    return out
