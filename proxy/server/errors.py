@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from proxy.errors import CODES, DPSQLError
-from proxy.server.logs import log
+from proxy.server.logs import code_locations, log
 from proxy.server.web.headers import add_fixed
 
 _HTTP_CODES = {
@@ -82,7 +82,13 @@ def _dpsql_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 def _internal(request: Request, exc: Exception) -> JSONResponse:
-    log("internal_error", logging.ERROR, exception=type(exc).__name__, path=request.url.path)
+    log(
+        "internal_error",
+        logging.ERROR,
+        exception=type(exc).__name__,
+        at=code_locations(exc.__traceback__),
+        path=request.url.path,
+    )
     response = error_response(
         request,
         DPSQLError("internal", "internal error", "the operator's logs record the failure"),

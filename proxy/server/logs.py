@@ -7,9 +7,13 @@ from __future__ import annotations
 import json
 import logging
 import time
+import traceback
+from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 LOGGER = "dpsql.server"
+PGWIRE_LOGGER = "dpsql.pgwire"
 
 
 class JSONFormatter(logging.Formatter):
@@ -24,9 +28,21 @@ class JSONFormatter(logging.Formatter):
         if isinstance(fields, dict):
             body.update(fields)
         if record.exc_info and record.exc_info[0] is not None:
-            # The type only: a message or traceback could quote data.
+            # The type and where it was raised, never its message or the traceback's
+            # text: a message could quote data, a code location cannot.
             body["exception"] = record.exc_info[0].__name__
+            body["at"] = code_locations(record.exc_info[2])
         return json.dumps(body, default=str, separators=(",", ":"))
+
+
+def code_locations(tb: TracebackType | None, frames: int = 8) -> list[str]:
+    """The innermost ``frames`` frames of a traceback as "file.py:line in function":
+    enough for an operator to find an internal error, and nothing a message or a
+    variable's value could carry."""
+    return [
+        f"{Path(f.filename).name}:{f.lineno} in {f.name}"
+        for f in traceback.extract_tb(tb)[-frames:]
+    ]
 
 
 class TextFormatter(logging.Formatter):
@@ -59,6 +75,9 @@ def uvicorn_log_config(level: str = "INFO", *, json_lines: bool = True) -> dict[
             "uvicorn.error": {"handlers": ["stderr"], "level": level, "propagate": False},
             "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},
             LOGGER: {"handlers": ["stderr"], "level": level, "propagate": False},
+            # The PostgreSQL door's logger: without it, Python's last-resort handler would
+            # print its records' tracebacks, messages included, to stderr.
+            PGWIRE_LOGGER: {"handlers": ["stderr"], "level": level, "propagate": False},
         },
     }
 

@@ -188,3 +188,47 @@ def test_an_internal_error_carries_the_security_headers(tmp_path: Path, dataset:
     assert r.status_code == 500 and r.json()["error"]["code"] == "internal"
     assert r.headers.get("x-content-type-options") == "nosniff"
     assert "default-src 'none'" in r.headers.get("content-security-policy", "")
+
+
+def test_an_internal_error_logs_where_it_was_raised_and_not_its_message(
+    tmp_path: Path, dataset: Path
+) -> None:
+    """The operator's log line names the code that failed (file, line, function), so an
+    internal error can be found; the exception's message, which could quote data, stays
+    out."""
+    import io
+    import json
+    import logging
+
+    from proxy.server import hits
+    from proxy.server.logs import LOGGER, JSONFormatter
+
+    app = create_app(Settings(policy=write_policy(tmp_path, dataset)))
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a value that must not reach the log: 4242")
+
+    lines = io.StringIO()
+    handler = logging.StreamHandler(lines)
+    handler.setFormatter(JSONFormatter())
+    logger = logging.getLogger(LOGGER)
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    original = hits.CacheHits._answer
+    hits.CacheHits._answer = broken  # type: ignore[method-assign, assignment]
+    try:
+        with TestClient(app, raise_server_exceptions=False) as c:
+            r = c.post("/v1/query", json={"sql": DOOR_SQL}, headers=auth("ana"))
+    finally:
+        hits.CacheHits._answer = original  # type: ignore[method-assign]
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert r.status_code == 500
+    events = [json.loads(line) for line in lines.getvalue().splitlines()]
+    internal = [e for e in events if e["event"] == "internal_error"]
+    assert len(internal) == 1, events
+    assert internal[0]["exception"] == "RuntimeError"
+    assert internal[0]["at"][-1].startswith("test_cache_hit_door.py:")
+    assert internal[0]["at"][-1].endswith(" in broken")
+    assert "4242" not in lines.getvalue()
