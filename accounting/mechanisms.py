@@ -43,6 +43,25 @@ def _contrib() -> None:
     enable_features("contrib")
 
 
+def load_samplers() -> None:
+    """Import now every module the samplers import on first use, and enable OpenDP's
+    contrib features.
+
+    Precondition: none. Privacy claim: none (no noise is drawn). For a process that will
+    draw on several threads at once (a server): a package whose modules import one
+    another, imported by two threads at the same moment, can hand one of them a module
+    still half-built (Python breaks that deadlock so), and after a charge that would be
+    a failure. A one-shot process keeps importing lazily."""
+    import concurrent.futures  # noqa: F401  (the helper thread's pool)
+
+    import opendp.domains
+    import opendp.measurements
+    import opendp.measures
+    import opendp.metrics  # noqa: F401
+
+    _contrib()
+
+
 # A float column's grid is 2^-GRID_BITS of its noise scale (rounded down to a power of two),
 # so the noise is between 2^24 and 2^25 grid units: rounding is invisible next to the
 # noise, and the slack it adds to the L2 sensitivity is √m·g ≤ √m·2^-24·σ (for m = 100

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from proxy import thread_imports
 from proxy.engine import Engine
 from proxy.pgwire.session_settings import Privacy
 from proxy.pgwire.shadow import PUBLIC, VisibleColumn, VisibleTable
@@ -37,6 +38,8 @@ class EngineDoor:
 
     @classmethod
     def open(cls, policy_path: str) -> EngineDoor:
+        # Answers run on a pool of threads: import now what the engine imports lazily.
+        thread_imports.import_now()
         return cls(Engine(load_policy(policy_path)))
 
     @property

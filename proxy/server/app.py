@@ -18,6 +18,7 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from proxy import thread_imports
 from proxy.engine import Engine
 from proxy.errors import DPSQLError
 from proxy.policy import PolicyError, load_policy
@@ -162,6 +163,8 @@ def create_app(settings: Settings, *, freeze_after_start: bool = False) -> FastA
             policy = load_policy(settings.policy)
         except (PolicyError, OSError) as error:
             raise RuntimeError(f"cannot load policy {settings.policy}: {error}") from None
+        # Before the first request: it is answered on a thread of a pool.
+        thread_imports.import_now()
         engine = Engine(policy)
         ctx = Context(
             settings=settings,
