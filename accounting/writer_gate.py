@@ -154,7 +154,7 @@ class WriterGate:
         if busy:
             # The waiting thread is still in a wait its caller abandoned: the open file
             # may get the turn under it at any moment, so only that thread hands it out.
-            self._wait(fd, timeout)
+            self._wait(fd, timeout, timeout)
             return True
         start = time.monotonic()
         try:
@@ -164,7 +164,7 @@ class WriterGate:
             self._unusable = True
             return False
         if not taken:
-            self._wait(fd, timeout - (time.monotonic() - start))
+            self._wait(fd, timeout - (time.monotonic() - start), timeout)
         return True
 
     @staticmethod
@@ -198,7 +198,9 @@ class WriterGate:
                 pass
             raise
 
-    def _wait(self, fd: int, timeout: float) -> None:
+    def _wait(self, fd: int, timeout: float, limit: float) -> None:
+        # ``limit`` is the caller's whole time limit, for the message: ``timeout`` is
+        # what is left of it after asking.
         # A time limit a raw lock accepts: never negative (nor NaN), never beyond the
         # platform's limit (an unbounded limit is out of range there, not forever).
         timeout = min(timeout, threading.TIMEOUT_MAX) if timeout > 0 else 0.0
@@ -245,7 +247,7 @@ class WriterGate:
             # Otherwise the thread lets the turn go again as soon as it gets it.
         if woken:
             raise GateTimeout("the wait for the ledger's write turn ended without it")
-        raise GateTimeout(f"another process held the ledger's write turn for {timeout:g} s")
+        raise GateTimeout(f"another process held the ledger's write turn for {limit:g} s")
 
     def _wake(self) -> None:
         """Wake the waiting thread (under ``_state``); once is enough for any number of
