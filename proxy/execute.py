@@ -151,6 +151,8 @@ class DuckDBExecutor:
         # row made DuckDB redo its whole vector row by row: proxy/guarded_arithmetic.py).
         self._guarded = functools.lru_cache(maxsize=512)(self._guard)
         self._guard_types: dict[tuple[str, str], dict[str, str]] | None = None
+        # The first cores with a TRY may be written on several threads at once.
+        self._guard_types_lock = threading.Lock()
 
     def _frozen_one_row_tables(self, policy: Policy) -> frozenset[tuple[str, str]]:
         """The one_row_per_person tables that stay as the check above found them: base
@@ -183,9 +185,11 @@ class DuckDBExecutor:
         sql = rows_first(sql)
         if not under_try(sql):
             return sql
-        if self._guard_types is None:
-            self._guard_types = self.column_types()
-        return guarded_sql(sql, self._guard_types)
+        with self._guard_types_lock:
+            if self._guard_types is None:
+                self._guard_types = self.column_types()
+            types = self._guard_types
+        return guarded_sql(sql, types)
 
     def guard(self, sql: str) -> None:
         """Write ``sql`` in the form it runs in (``_guard``) now, before any charge: the
@@ -198,10 +202,17 @@ class DuckDBExecutor:
         # lists at start-up (no temporary tables yet), without building and binding the
         # system catalog's default views. With the collation check, which reads the same
         # way, the executor's start-up took 34 ms of CPU and takes 21.
-        rows = self._db.execute(
-            "SELECT schema_name, table_name, column_name, data_type FROM duckdb_columns() "
-            "WHERE database_name = current_database() AND NOT internal ORDER BY column_index"
-        ).fetchall()
+        # On a cursor of its own, as every other read here: DuckDB (2.0) refuses a call on
+        # a connection another thread is using ("connection is busy with another call"),
+        # and the first cores with a TRY read these types on request threads.
+        cursor = self._db.cursor()
+        try:
+            rows = cursor.execute(
+                "SELECT schema_name, table_name, column_name, data_type FROM duckdb_columns() "
+                "WHERE database_name = current_database() AND NOT internal ORDER BY column_index"
+            ).fetchall()
+        finally:
+            cursor.close()
         out: dict[tuple[str, str], dict[str, str]] = {}
         for schema, table, column, dtype in rows:
             out.setdefault((str(schema).lower(), str(table).lower()), {})[str(column).lower()] = (
