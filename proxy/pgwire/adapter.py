@@ -15,7 +15,7 @@ from proxy import thread_imports
 from proxy.engine import Engine
 from proxy.pgwire.session_settings import Privacy
 from proxy.pgwire.shadow import PUBLIC, VisibleColumn, VisibleTable
-from proxy.policy import AnalystPolicy, Policy, load_policy
+from proxy.policy import AnalystPolicy, ColumnPolicy, Policy, load_policy
 from proxy.request import QueryRequest
 from proxy.result import Result
 from proxy.server.auth import Caller
@@ -30,6 +30,26 @@ class Ask:
     sql: str
     privacy: Privacy
     caller: Caller
+
+
+def _bounds_note(rule: ColumnPolicy) -> str:
+    """The clamping bounds of a column, a side chosen from the data ("auto") named with
+    its limit; "" for a column without bounds. A one-sided "auto" leaves the other side
+    a number and this side None (proxy/policy.py): formatting None raised TypeError, which
+    closed every connection of an analyst who could see such a column."""
+    if rule.lower is not None:
+        low = f"{rule.lower:g}"
+    elif rule.lower_limit is not None:
+        low = f"auto (from {rule.lower_limit:g})"
+    else:
+        return ""
+    if rule.upper is not None:
+        high = f"{rule.upper:g}"
+    elif rule.upper_limit is not None:
+        high = f"auto (up to {rule.upper_limit:g})"
+    else:
+        return ""
+    return f"clamped to [{low}, {high}]"
 
 
 class EngineDoor:
@@ -97,8 +117,8 @@ class EngineDoor:
                     note = "public values: " + ", ".join(
                         str(v).lower() if isinstance(v, bool) else str(v) for v in rule.values
                     )
-                elif rule is not None and rule.lower is not None:
-                    note = f"clamped to [{rule.lower:g}, {rule.upper:g}]"
+                elif rule is not None:
+                    note = _bounds_note(rule)
                 columns.append(VisibleColumn(name, type_, note))
             note = (
                 "dpsql public table"
