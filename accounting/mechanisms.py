@@ -52,12 +52,11 @@ def load_samplers() -> None:
     another, imported by two threads at the same moment, can hand one of them a module
     still half-built (Python breaks that deadlock so), and after a charge that would be
     a failure. A one-shot process keeps importing lazily."""
-    import concurrent.futures  # noqa: F401  (the helper thread's pool)
+    # The helper thread's pool (concurrent.futures imports it on first access), the
+    # measurements' modules, and the module OpenDP loads at its first draw.
+    from concurrent.futures import ThreadPoolExecutor  # noqa: F401
 
-    import opendp.domains
-    import opendp.measurements
-    import opendp.measures
-    import opendp.metrics  # noqa: F401
+    from opendp import _data, domains, measurements, measures, metrics  # noqa: F401
 
     _contrib()
 
