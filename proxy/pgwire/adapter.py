@@ -37,19 +37,19 @@ def _bounds_note(rule: ColumnPolicy) -> str:
     its limit; "" for a column without bounds. A one-sided "auto" leaves the other side
     a number and this side None (proxy/policy.py): formatting None raised TypeError, which
     closed every connection of an analyst who could see such a column."""
-    if rule.lower is not None:
-        low = f"{rule.lower:g}"
-    elif rule.lower_limit is not None:
-        low = f"auto (from {rule.lower_limit:g})"
-    else:
-        return ""
-    if rule.upper is not None:
-        high = f"{rule.upper:g}"
-    elif rule.upper_limit is not None:
-        high = f"auto (up to {rule.upper_limit:g})"
-    else:
+    low = _side(rule.lower, rule.lower_limit, "from")
+    high = _side(rule.upper, rule.upper_limit, "up to")
+    if low is None or high is None:
         return ""
     return f"clamped to [{low}, {high}]"
+
+
+def _side(bound: float | None, limit: float | None, word: str) -> str | None:
+    """One side of a column's bounds: its number, or "auto" with its limit; None when
+    the column has neither."""
+    if bound is not None:
+        return f"{bound:g}"
+    return None if limit is None else f"auto ({word} {limit:g})"
 
 
 class EngineDoor:
