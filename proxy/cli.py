@@ -454,9 +454,18 @@ def cmd_serve(args: argparse.Namespace, out: Console) -> int:
 
 def cmd_pg(args: argparse.Namespace, out: Console) -> int:
     """The PostgreSQL door alone."""
+    import logging.config
+
     from proxy.pgwire import server as pg
+    from proxy.server.logs import uvicorn_log_config
+    from proxy.server.settings import Settings
 
     _policy(args.policy)
+    # The served process's log lines (proxy/server/logs.py), as `dpsql serve` writes
+    # them: without a handler, Python's last-resort one would print the door's
+    # tracebacks, messages included.
+    env = Settings.from_env({**os.environ, "DPSQL_POLICY": str(args.policy)})
+    logging.config.dictConfig(uvicorn_log_config(env.log_level.upper(), json_lines=env.json_logs))
     pg.run(str(Path(args.policy).resolve()), _pg_settings(args, args.host, args.port))
     return 0
 

@@ -24,8 +24,9 @@ from proxy.pgwire import codec
 from proxy.pgwire.sqlstate import INVALID_AUTHORIZATION, INVALID_PASSWORD, WireError
 from proxy.policy import Policy
 from proxy.server.auth import Authenticator, Caller, readable_tables
+from proxy.server.logs import PGWIRE_LOGGER
 
-log = logging.getLogger("dpsql.pgwire")
+log = logging.getLogger(PGWIRE_LOGGER)
 
 SCRAM = "SCRAM-SHA-256"
 ITERATIONS = 4096

@@ -51,11 +51,12 @@ from proxy.pgwire.statements import (
 )
 from proxy.result import Result
 from proxy.server.auth import Caller
+from proxy.server.logs import PGWIRE_LOGGER
 
 if TYPE_CHECKING:
     from proxy.pgwire.server import PgServer
 
-log = logging.getLogger("dpsql.pgwire")
+log = logging.getLogger(PGWIRE_LOGGER)
 T = TypeVar("T")
 
 

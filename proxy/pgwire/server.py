@@ -34,8 +34,9 @@ from proxy.pgwire.sqlstate import (
     WireError,
 )
 from proxy.server.auth import Caller, RateLimiter
+from proxy.server.logs import PGWIRE_LOGGER
 
-log = logging.getLogger("dpsql.pgwire")
+log = logging.getLogger(PGWIRE_LOGGER)
 
 PROTOCOL_3 = 3 << 16
 DEFAULT_PORT = 5433
