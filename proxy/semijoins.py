@@ -132,6 +132,12 @@ def normalize(select: exp.Select) -> exp.Select:
     for conj in _conjuncts(where.this):
         negated = isinstance(conj, exp.Not)
         body = conj.this.unnest() if negated else conj
+        if not isinstance(body, exp.Exists | exp.In):
+            # Kept as written: rebuilt as Not(body) without its parentheses, NOT (a OR b)
+            # printed as NOT a OR b, a different filter (found by an answer oracle,
+            # 2026-12-05: 883 people counted where the query's filter keeps 369).
+            parts.append(conj)
+            continue
         if isinstance(body, exp.Exists):
             body = _exists_to_in(body)
         if isinstance(body, exp.In) and body.args.get("query") is not None:
@@ -149,7 +155,7 @@ def normalize(select: exp.Select) -> exp.Select:
                         else exp.and_(exp.Paren(this=old.this), not_null, copy=False)
                     ),
                 )
-        parts.append(exp.Not(this=body) if negated else body)
+        parts.append(exp.not_(body, copy=False) if negated else body)
     where.set("this", exp.and_(*parts, copy=False) if len(parts) > 1 else parts[0])
     return select
 

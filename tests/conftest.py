@@ -1,10 +1,15 @@
-"""Fixtures every suite may use: one real PostgreSQL server per test session.
+"""Fixtures every suite may use: one real PostgreSQL server per test session, and a check
+of every SQL text the engine prints in the test process.
 
 ``pg_server_session`` starts it on first use (initdb + pg_ctl in a temp dir, 127.0.0.1 only;
 see tests/postgres_server.py) and stops it at the end of the session; tests that need it are
 skipped with the reason when the PostgreSQL binaries or psycopg are missing (CI
 installs both: .ci/run, ``make install``). ``pg_database`` gives each test a fresh,
 empty database owned by the non-superuser role ``dpsql``.
+
+``render_check`` (autouse) wraps the printers of the core and of the outer layer: a test
+fails if any text printed while it ran groups its operators otherwise than the tree it
+was printed from (tests/render_check.py).
 """
 
 from __future__ import annotations
@@ -16,8 +21,37 @@ from dataclasses import dataclass
 import pytest
 
 from tests import postgres_server
+from tests.render_check import RenderCheck
 
 _FAILED: list[str] = []
+_RENDERS = RenderCheck()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _printers_checked() -> Iterator[None]:
+    from proxy import outer
+    from proxy.rewrite import cross_person
+
+    patched = [(outer, "owned_duckdb_sql"), (cross_person, "owned_duckdb_sql")]
+    originals = [getattr(module, name) for module, name in patched]
+    for (module, name), original in zip(patched, originals, strict=True):
+        setattr(module, name, _RENDERS.wrap(original))
+    try:
+        yield
+    finally:
+        for (module, name), original in zip(patched, originals, strict=True):
+            setattr(module, name, original)
+
+
+@pytest.fixture(autouse=True)
+def render_check(_printers_checked: None) -> Iterator[RenderCheck]:
+    """Fails the test if a core or outer-layer text printed during it regroups the
+    operators of its tree."""
+    _RENDERS.regrouped.clear()
+    yield _RENDERS
+    found = list(_RENDERS.regrouped)
+    _RENDERS.regrouped.clear()
+    assert not found, f"printed SQL groups its operators otherwise than its tree: {found[:3]}"
 
 
 @dataclass(frozen=True)

@@ -65,19 +65,24 @@ def _scaled(total: exp.Expr, col: str, max_rows: int | None) -> exp.Expr:
     rows would give at their own mean. Counts are capped at C (the Linf rule), so a sum
     scaled this way keeps the person's mean (and mean square) in every ratio taken with
     their count, instead of clamping the sum of all n rows into C rows' range, which
-    pulled heavy persons' means to a bound. |scaled| ≤ C·max|x| by construction; the
-    Linf rule still clamps it."""
+    pulled heavy persons' means to a bound. |scaled| ≤ C·max|x| up to DOUBLE rounding;
+    the Linf rule still clamps it.
+
+    Computed as (DOUBLE total · C) / n, the grouping its text has always had: the tree
+    once held total · (C / n) and printed without the parentheses, so what ran was not
+    what the tree said (tests/render_check.py now compares the two)."""
     if max_rows is None:
         return total
     n = exp.Count(this=exp.column(col))
-    factor = exp.Div(this=exp.Literal.number(max_rows), expression=n, typed=False, safe=False)
+    scaled = exp.Mul(
+        this=exp.Cast(this=total.copy(), to=_DOUBLE.copy()),
+        expression=exp.Literal.number(max_rows),
+    )
     return exp.Case(
         ifs=[
             exp.If(
                 this=exp.GT(this=n.copy(), expression=exp.Literal.number(max_rows)),
-                true=exp.Mul(
-                    this=exp.Cast(this=total.copy(), to=_DOUBLE.copy()), expression=factor
-                ),
+                true=exp.Div(this=scaled, expression=n, typed=False, safe=False),
             )
         ],
         default=total,
