@@ -165,17 +165,45 @@ def lift_windows(select: exp.Select) -> exp.Select:
     The outer layer evaluates each item under TRY(...) so that arithmetic over released
     values yields NULL rather than failing after the charge; DuckDB allows neither a
     window nor a volatile function under TRY. Computing them first, each as a column of
-    ``SELECT *, … FROM released``, keeps every item under TRY."""
+    ``SELECT *, … FROM released``, keeps every item under TRY.
+
+    SQL computes windows after HAVING, over the groups it keeps: with a HAVING (the
+    outer layer's WHERE), the windows' subquery reads the rows that pass it, and the
+    RAND()s of the HAVING itself are computed one level below, so that the filter sees
+    them. (It once read every released row: ``COUNT(*) OVER ()`` beside ``HAVING sex =
+    1`` counted both groups; an answer oracle, 2026-12-05.)"""
+    before = _lift(select, ("where",), "__v")
+    after = _lift(select, ("expressions", "order"), "__w")
+    if not before and not after:
+        return select
+    source: exp.Expr = exp.to_table("released")
+    if before:
+        source = _over(source, before)
+    where = select.args.get("where")
+    if where is not None and any(node.find(exp.Window) for node in after):
+        inner = exp.Select(expressions=[exp.Star(), *after]).from_(source)
+        inner.set("where", where)
+        select.set("where", None)
+        source = _named(inner)
+    elif after:
+        source = _over(source, after)
+    select.set("from_", exp.From(this=source))
+    return select
+
+
+def _lift(select: exp.Select, keys: tuple[str, ...], prefix: str) -> list[exp.Expr]:
+    """Each window or RAND() in ``select``'s ``keys`` clauses replaced by a column named
+    ``prefix`` and a number; returns the aliased nodes taken out."""
     lifted: list[exp.Expr] = []
 
     def lift(node: exp.Expr) -> exp.Expr:
         if not _lifted(node):
             return node
-        name = f"__w{len(lifted)}"
+        name = f"{prefix}{len(lifted)}"
         lifted.append(exp.alias_(node, name, copy=False))
         return exp.column(name)
 
-    for key in ("expressions", "where", "order"):
+    for key in keys:
         value = select.args.get(key)
         # Most outer layers hold neither: a search is cheaper than a transform that
         # would hand every node back unchanged.
@@ -185,13 +213,13 @@ def lift_windows(select: exp.Select) -> exp.Select:
             select.set(key, [v.transform(lift, copy=False) for v in value])
         elif isinstance(value, exp.Expr):
             select.set(key, value.transform(lift, copy=False))
-    if not lifted:
-        return select
-    inner = exp.Select(expressions=[exp.Star(), *lifted]).from_("released")
-    select.set(
-        "from_",
-        exp.From(
-            this=exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier("released")))
-        ),
-    )
-    return select
+    return lifted
+
+
+def _over(source: exp.Expr, lifted: list[exp.Expr]) -> exp.Expr:
+    """``(SELECT *, <lifted> FROM source) AS released``."""
+    return _named(exp.Select(expressions=[exp.Star(), *lifted]).from_(source))
+
+
+def _named(select: exp.Select) -> exp.Expr:
+    return exp.Subquery(this=select, alias=exp.TableAlias(this=exp.to_identifier("released")))
