@@ -19,6 +19,7 @@ from proxy.errors import bad_request
 from proxy.render import duckdb_sql
 from proxy.rewrite import core as C
 from proxy.rewrite.core import DECLARED, DeclaredBound
+from proxy.rewrite.math_ranges import clamp_pattern
 from proxy.rewrite.ranges import Range, bounded_range
 
 
@@ -84,12 +85,42 @@ def as_double(expression: exp.Expr) -> exp.Expr:
 
 
 def clamp_columns(core: C.Core, expression: exp.Expr) -> exp.Expr:
-    """``expression`` (copied) with every column that has declared bounds clamped to them,
-    each clamp marked with its :class:`DeclaredBound`."""
+    """``expression`` (copied) with every column that has declared bounds clamped to them
+    where its value is read, each clamp marked with its :class:`DeclaredBound`.
+
+    A column read only by a comparison (``income > 100000``, ``x IN (...)``, ``BETWEEN``,
+    ``IS NULL``, ``LIKE``; sqlglot's predicates) is left as it is: a predicate's value
+    is TRUE, FALSE or NULL whatever its operands, so the range analysis never reads
+    their bounds (proxy/rewrite/ranges.py), and clamped there it changed which rows a
+    CASE takes rather than what they add. ``SUM(CASE WHEN income > 100000 THEN 1 ELSE 0
+    END)`` with income declared within [0, 100000] counted 0 of the 56 people above it
+    (an answer oracle, 2026-12-05), where the same query's WHERE and COUNT read the
+    column as it is. The values the aggregate adds are still clamped, and the derived
+    range's own clamp (:func:`clamped_argument`) still bounds the whole argument.
+
+    The analyst's own clamp, ``CASE WHEN e < lo THEN lo WHEN e > hi THEN hi ELSE e END``
+    (and BigQuery's contribution bounds, written so), tests the value it returns: its
+    conditions are clamped with it, so that the three ``e`` stay one expression and the
+    range analysis still reads the form as a clamp to [lo, hi]
+    (math_ranges.clamp_pattern); clamping its tests with its value gives what the clamp
+    of the clamped value gives."""
     tables = core.shape.tables
+    copied = expression.copy()
+    tests = {
+        id(branch.this)
+        for case in copied.find_all(exp.Case)
+        if clamp_pattern(case) is not None
+        for branch in case.args["ifs"]
+    }
+    compared = {
+        id(c)
+        for p in copied.find_all(exp.Predicate)
+        if id(p) not in tests
+        for c in p.find_all(exp.Column)
+    }
 
     def visit(node: exp.Expr) -> exp.Expr:
-        if isinstance(node, exp.Column):
+        if isinstance(node, exp.Column) and id(node) not in compared:
             info = tables.get(node.table.lower())
             policy = info.column(node.name) if info else None
             if policy is not None and policy.lower is not None and policy.upper is not None:
@@ -111,7 +142,7 @@ def clamp_columns(core: C.Core, expression: exp.Expr) -> exp.Expr:
                 return clamped
         return node
 
-    return expression.copy().transform(visit, copy=False)
+    return copied.transform(visit, copy=False)
 
 
 def _is_clamp(node: exp.Expr) -> bool:

@@ -640,6 +640,24 @@ DEMO: tuple[Entry, ...] = (
         "AS DECIMAL(38, 36))) AS v FROM prompts WHERE user_id = {pid} GROUP BY model",
         "a wide DECIMAL under a public key, with centred squares",
     ),
+    # Columns read only by a comparison inside an aggregate's argument are compared as
+    # they are, not clamped (an answer oracle, 2026-12-05: a clamp there changed which
+    # rows a CASE took): the person's raw values meet the analyst's literals.
+    Entry(
+        "adv_raw_predicate_case",
+        "SELECT SUM(CASE WHEN tokens_in > 3999 THEN 1 ELSE 0 END) AS n, SUM(CASE WHEN "
+        "tokens_in * 1000000 > latency_ms OR age BETWEEN 18 AND 30 THEN tokens_out ELSE 0 END) "
+        "AS s, AVG(CASE WHEN latency_ms IN (0, 60000) THEN latency_ms END) AS a "
+        "FROM prompts JOIN users USING (user_id) WHERE user_id = {pid}",
+        "raw bounded columns in CASE conditions beside clamped values in the branches",
+    ),
+    Entry(
+        "adv_raw_predicate_decimal",
+        "SELECT SUM(CASE WHEN CAST(tokens_in AS DECIMAL(38, 36)) > 100000 THEN 1 ELSE 0 END) "
+        "AS n, SUM(CAST(age AS DECIMAL(38, 37)) < 5) AS m FROM prompts JOIN users "
+        "USING (user_id) WHERE user_id = {pid}",
+        "a wide DECIMAL compared with a literal it cannot hold, on the person's rows only",
+    ),
     Entry(
         "adv_decimal_per_person_sum",
         "SELECT COUNT(*) AS n FROM (SELECT user_id, SUM(CAST(tokens_in AS DECIMAL(38, 35))) "
