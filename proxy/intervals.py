@@ -21,7 +21,6 @@ widths and AVG cells Fieller's interval (proxy/result.py); keys have none.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,6 +32,7 @@ from sqlglot import exp
 from accounting.calibrate import Mechanism
 from accounting.confidence import profile_offsets, z_95
 from accounting.mechanisms import simulation_table
+from proxy.cell_values import is_finite_number
 from proxy.errors import DPSQLError
 from proxy.outer import ROW, direct_columns
 from proxy.plan import Plan
@@ -147,18 +147,6 @@ def simulated_widths(
     return out
 
 
-def _finite(value: Any) -> bool:
-    """A finite number as a float: a Python int past 2^64 (DuckDB's HUGEINT) made
-    np.isfinite raise a TypeError after the charge (a probe, 2026-12-02); past a
-    double's range it has no width to speak of."""
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return False
-    try:
-        return math.isfinite(float(value))
-    except OverflowError:
-        return False
-
-
 def _profile(
     plan: Plan,
     base: pa.Table,
@@ -190,17 +178,24 @@ def _profile(
         row = int(r[0])
         for c in columns:
             v = r[c + 1]
-            if _finite(v):
+            if is_finite_number(v):
                 values.setdefault((row, c), []).append(float(v))
             else:
                 failed[(row, c)] = failed.get((row, c), 0) + 1
     out: dict[tuple[int, int], float | None] = {}
     for row in range(n):
+        released = value0.get(row)
         for c in columns:
-            at = value0[row][c + 1]
+            at: Any = None if released is None else released[c + 1]
             found = values.get((row, c), [])
-            if failed.get((row, c), 0) > 0.1 * points or not isinstance(at, int | float):
-                # The expression fails (NULL) over much of the region: no stable width.
+            if (
+                not found
+                or failed.get((row, c), 0) > 0.1 * points
+                or not is_finite_number(at)
+            ):
+                # The expression fails (NULL) over much of the region, or the row is not
+                # in the outer query's FROM (a HAVING beside a window filters there,
+                # outer_functions.lift_windows, and may drop a point): no stable width.
                 out[(row, c)] = None
                 continue
             out[(row, c)] = max(max(found) - float(at), float(at) - min(found), 0.0)
@@ -236,8 +231,8 @@ def _bootstrap(
     for r in reps:
         row = int(r[0])
         for c in columns:
-            a, b = r[c + 1], value0[row][c + 1]
-            if isinstance(a, int | float) and isinstance(b, int | float):
+            a, b = r[c + 1], value0.get(row, (None,) * (c + 2))[c + 1]
+            if is_finite_number(a) and is_finite_number(b):
                 spread.setdefault((row, c), []).append(abs(float(a) - float(b)))
     out: dict[tuple[int, int], float | None] = {}
     for row in range(n):
