@@ -1,0 +1,1 @@
+"""The answer oracle: dpsql's answers against DuckDB's own (RELIABILITY.md)."""
