@@ -40,19 +40,27 @@ def _unwrapped(node: exp.Expr) -> exp.Expr:
     return node
 
 
+def _operator(node: exp.Expr) -> bool:
+    # A negative number is a literal, whether the tree holds Literal('-1') or, as the
+    # parser builds it, a minus over Literal('1').
+    return isinstance(node, OPERATORS) and not (
+        isinstance(node, exp.Neg) and isinstance(_unwrapped(node.this), exp.Literal)
+    )
+
+
 def operator_edges(tree: exp.Expr, *, through_parentheses: bool = True) -> list[tuple[str, str, str]]:
     """(parent operator, argument, child operator) for every operator directly under
     another, sorted; with ``through_parentheses`` a child in parentheses counts too
     (looked through), else only a bare one."""
     out: list[tuple[str, str, str]] = []
     for node in tree.walk():
-        if isinstance(node, exp.Paren) or not isinstance(node, OPERATORS):
+        if isinstance(node, exp.Paren) or not _operator(node):
             continue
         for child in node.iter_expressions():
             if isinstance(child, exp.Paren) and not through_parentheses:
                 continue
             inner = _unwrapped(child)
-            if isinstance(inner, OPERATORS):
+            if _operator(inner):
                 out.append((type(node).__name__, str(child.arg_key), type(inner).__name__))
     return sorted(out)
 

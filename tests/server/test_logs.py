@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import logging
 import logging.config
+import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -37,11 +39,32 @@ def configured() -> Iterator[None]:
             logger.propagate = propagate
 
 
+def _apply(config: dict[str, Any], name: str) -> None:
+    """What ``logging.config.dictConfig(config)`` sets up for the logger ``name``, set up
+    for it alone: dictConfig itself shuts down every handler in the process first, and
+    within a test run that closed pytest's own capture file (the rest of the run then
+    failed on "I/O operation on closed file")."""
+    entry = config["loggers"][name]
+    configurator = logging.config.BaseConfigurator(config)
+    handlers = []
+    for handler_name in entry["handlers"]:
+        spec = config["handlers"][handler_name]
+        assert spec["class"] == "logging.StreamHandler" and spec["stream"] == "ext://sys.stderr"
+        handler = logging.StreamHandler(sys.stderr)
+        factory = configurator.resolve(config["formatters"][spec["formatter"]]["()"])
+        handler.setFormatter(factory())
+        handlers.append(handler)
+    logger = logging.getLogger(name)
+    logger.handlers[:] = handlers
+    logger.setLevel(entry["level"])
+    logger.propagate = entry["propagate"]
+
+
 @pytest.mark.parametrize("name", DPSQL_LOGGERS)
 def test_an_exception_is_logged_as_one_json_line_without_its_message(
     name: str, configured: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    logging.config.dictConfig(uvicorn_log_config("INFO"))
+    _apply(uvicorn_log_config("INFO"), name)
 
     def fails() -> None:
         raise ValueError("a value from the data: 31337")
