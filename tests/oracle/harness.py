@@ -230,9 +230,9 @@ def _group_exprs(select: exp.Select) -> list[exp.Expr]:
     return out
 
 
-def caps_sql(sql: str, person: str) -> str | None:
-    """SQL giving (max rows of a person in one group, max groups of a person) for the
-    grouping of ``sql``; None if the query is not one SELECT over rows."""
+def _grouping(sql: str) -> tuple[exp.Select, list[exp.Expr]] | None:
+    """The SELECT over rows of ``sql`` and its GROUP BY expressions; None when ``sql``
+    does not parse or is not one SELECT over rows."""
     try:
         tree = sqlglot.parse_one(sql, read="duckdb")
     except Exception:
@@ -240,7 +240,11 @@ def caps_sql(sql: str, person: str) -> str | None:
     select = _select_of(tree)
     if select is None:
         return None
-    keys = _group_exprs(select)
+    return select, _group_exprs(select)
+
+
+def _rows_by_person(select: exp.Select, keys: list[exp.Expr], person: str) -> exp.Select:
+    """``select``'s rows as (``__p`` the person, ``__k0``... its group keys)."""
     q = select.copy()
     for arg in ("group", "having", "order", "limit", "offset", "qualify", "distinct"):
         q.set(arg, None)
@@ -249,6 +253,17 @@ def caps_sql(sql: str, person: str) -> str | None:
         [exp.alias_(exp.column(person) if "." not in person else sqlglot.parse_one(person), "__p")]
         + [exp.alias_(k, f"__k{i}") for i, k in enumerate(keys)],
     )
+    return q
+
+
+def caps_sql(sql: str, person: str) -> str | None:
+    """SQL giving (max rows of a person in one group, max groups of a person) for the
+    grouping of ``sql``; None if the query is not one SELECT over rows."""
+    found = _grouping(sql)
+    if found is None:
+        return None
+    select, keys = found
+    q = _rows_by_person(select, keys, person)
     keycols = ", ".join(["__p"] + [f"__k{i}" for i in range(len(keys))])
     return (
         f"WITH __r AS ({q.sql(dialect='duckdb')}), "
@@ -260,24 +275,13 @@ def caps_sql(sql: str, person: str) -> str | None:
 
 def persons_sql(sql: str, person: str) -> str | None:
     """SQL giving each group's key values and its number of distinct persons."""
-    try:
-        tree = sqlglot.parse_one(sql, read="duckdb")
-    except Exception:
+    found = _grouping(sql)
+    if found is None:
         return None
-    select = _select_of(tree)
-    if select is None:
-        return None
-    keys = _group_exprs(select)
+    select, keys = found
     if not keys:
         return None
-    q = select.copy()
-    for arg in ("group", "having", "order", "limit", "offset", "qualify", "distinct"):
-        q.set(arg, None)
-    q.set(
-        "expressions",
-        [exp.alias_(exp.column(person) if "." not in person else sqlglot.parse_one(person), "__p")]
-        + [exp.alias_(k, f"__k{i}") for i, k in enumerate(keys)],
-    )
+    q = _rows_by_person(select, keys, person)
     keycols = ", ".join(f"__k{i}" for i in range(len(keys)))
     return (
         f"WITH __r AS ({q.sql(dialect='duckdb')}) SELECT {keycols}, COUNT(DISTINCT __p) "

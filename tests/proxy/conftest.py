@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from proxy.engine import Engine
@@ -13,6 +14,7 @@ from sample_data.generate import generate
 from tests.policies import fixed_caps
 
 ROOT = Path(__file__).resolve().parents[2]
+PUMS_CSV = ROOT / "sample_data" / "pums" / "PUMS_pid.csv"
 
 
 def pums_policy(tmp: Path, *, cap: float = 1000.0, mechanism: str = "gaussian") -> Policy:
@@ -61,3 +63,22 @@ def small_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     engine = Engine(demo_policy(tmp, db, cap=1e6))
     yield engine
     engine.close()
+
+
+@pytest.fixture(scope="module")
+def pums_near_exact(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    """The PUMS engine with a population cap that allows rho = 1e6 per query (a count's
+    noise below 0.01): its answers are compared with ``pums_exact``'s."""
+    engine = Engine(pums_policy(tmp_path_factory.mktemp("pums-near-exact"), cap=1e12))
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def pums_exact() -> Iterator[duckdb.DuckDBPyConnection]:
+    """The PUMS rows in a plain DuckDB (``pums.pums``): SQL's own answers."""
+    con = duckdb.connect()
+    con.execute("CREATE SCHEMA pums")
+    con.execute(f"CREATE TABLE pums.pums AS SELECT * FROM read_csv('{PUMS_CSV}')")
+    yield con
+    con.close()

@@ -18,9 +18,8 @@ import pytest
 from proxy.engine import Engine
 from proxy.policy import parse_policy
 from proxy.request import QueryRequest
-from tests.proxy.conftest import ROOT
+from tests.proxy.conftest import PUMS_CSV, ROOT
 
-CSV = ROOT / "sample_data" / "pums" / "PUMS_pid.csv"
 DECLARED = "columns.income  = { lower = 0, upper = 500000 }"
 TIGHT = "columns.income  = { lower = 0, upper = 100000 }"
 
@@ -46,20 +45,12 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     tmp = tmp_path_factory.mktemp("raw-predicates")
     text = (ROOT / "sample_data" / "pums" / "policy.toml").read_text()
     assert DECLARED in text
-    text = text.replace(DECLARED, TIGHT).replace('"PUMS_pid.csv"', f'"{CSV}"')
+    text = text.replace(DECLARED, TIGHT).replace('"PUMS_pid.csv"', f'"{PUMS_CSV}"')
     text = text.replace('"../../state/pums-ledger.sqlite"', f'"{tmp / "ledger.sqlite"}"')
     out = Engine(parse_policy(text.replace("epsilon_cap = 10.0", "epsilon_cap = 1e12"), base_dir=tmp))
     yield out
     out.close()
 
-
-@pytest.fixture(scope="module")
-def exact() -> Iterator[duckdb.DuckDBPyConnection]:
-    con = duckdb.connect()
-    con.execute("CREATE SCHEMA pums")
-    con.execute(f"CREATE TABLE pums.pums AS SELECT * FROM read_csv('{CSV}')")
-    yield con
-    con.close()
 
 
 def _close(got: object, want: object) -> bool:
@@ -70,10 +61,10 @@ def _close(got: object, want: object) -> bool:
 
 @pytest.mark.parametrize(("sql", "moved"), QUERIES)
 def test_compared_columns_are_read_as_they_are(
-    engine: Engine, exact: duckdb.DuckDBPyConnection, sql: str, moved: bool
+    engine: Engine, pums_exact: duckdb.DuckDBPyConnection, sql: str, moved: bool
 ) -> None:
     answer = engine.run(QueryRequest(sql, rho=1e6))
-    want = exact.execute(sql).fetchall()
+    want = pums_exact.execute(sql).fetchall()
     clipping = answer.privacy.clipping
     cut = 0.0 if clipping is None else clipping.total_cut
     if moved:

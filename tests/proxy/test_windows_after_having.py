@@ -8,16 +8,12 @@ to the same query on the same rows."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import duckdb
 import pytest
 
 from proxy.engine import Engine
 from proxy.request import QueryRequest
-from tests.proxy.conftest import ROOT, pums_policy
-
-CSV = ROOT / "sample_data" / "pums" / "PUMS_pid.csv"
 
 QUERIES = (
     "SELECT sex, COUNT(*) AS n, COUNT(*) OVER () AS groups FROM PUMS.PUMS GROUP BY sex "
@@ -39,20 +35,6 @@ QUERIES = (
 )
 
 
-@pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    out = Engine(pums_policy(tmp_path_factory.mktemp("windows-having"), cap=1e12))
-    yield out
-    out.close()
-
-
-@pytest.fixture(scope="module")
-def exact() -> Iterator[duckdb.DuckDBPyConnection]:
-    con = duckdb.connect()
-    con.execute("CREATE SCHEMA pums")
-    con.execute(f"CREATE TABLE pums.pums AS SELECT * FROM read_csv('{CSV}')")
-    yield con
-    con.close()
 
 
 def _close(got: object, want: object) -> bool:
@@ -63,10 +45,10 @@ def _close(got: object, want: object) -> bool:
 
 @pytest.mark.parametrize("sql", QUERIES)
 def test_windows_see_the_groups_having_keeps(
-    engine: Engine, exact: duckdb.DuckDBPyConnection, sql: str
+    pums_near_exact: Engine, pums_exact: duckdb.DuckDBPyConnection, sql: str
 ) -> None:
-    got = engine.run(QueryRequest(sql, rho=1e6)).rows
-    want = exact.execute(sql).fetchall()
+    got = pums_near_exact.run(QueryRequest(sql, rho=1e6)).rows
+    want = pums_exact.execute(sql).fetchall()
     assert len(got) == len(want), (got, want)
     for row, expected in zip(got, want, strict=True):
         assert all(_close(g, w) for g, w in zip(row, expected, strict=True)), (row, expected)
