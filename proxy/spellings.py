@@ -13,6 +13,11 @@
 * BigQuery's ``SAFE_ADD``/``SAFE_SUBTRACT``/``SAFE_MULTIPLY``/``SAFE_NEGATE`` and the
   ``SAFE.`` prefix return NULL where the plain operation would raise: DuckDB's
   ``TRY(...)``. (``SAFE_DIVIDE`` stays: sqlglot writes it as a CASE on the divisor.)
+* DuckDB's ``date_part('year', ts)`` (and ``datepart``) is its ``EXTRACT(year FROM
+  ts)``, which is how sqlglot already reads it in the PostgreSQL dialect; read with
+  DuckDB's, it stayed an unknown function and was refused in GROUP BY where EXTRACT is
+  answered (an answer oracle, 2026-12-05). Only a literal part among DuckDB's names is
+  respelled (the name is printed into the core's text); anything else stays as written.
 """
 
 from __future__ import annotations
@@ -35,6 +40,18 @@ _AGGREGATE_SPELLINGS: dict[str, type[exp.Func]] = {
     "STDEVP": exp.StddevPop,
     "STDDEVP": exp.StddevPop,
 }
+
+
+# DuckDB's date part names (its date_part and EXTRACT accept the same ones).
+_DATE_PARTS = frozenset(
+    {
+        "century", "day", "dayofmonth", "dayofweek", "dayofyear", "decade", "dow", "doy",
+        "epoch", "era", "hour", "isodow", "isoyear", "julian", "microsecond",
+        "microseconds", "millennium", "millisecond", "milliseconds", "minute", "minutes",
+        "month", "quarter", "second", "seconds", "timezone", "timezone_hour",
+        "timezone_minute", "week", "weekday", "weekofyear", "year", "yearweek",
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -128,6 +145,9 @@ def _respell(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.SafeFunc):
         return exp.Try(this=node.this)
     if isinstance(node, exp.Anonymous) and isinstance(node.this, str):
+        part = _date_part(node)
+        if part is not None:
+            return exp.Extract(this=exp.var(part.upper()), expression=node.expressions[1])
         target = _AGGREGATE_SPELLINGS.get(node.this.upper())
         if target is not None:
             if len(node.expressions) != 1:
@@ -139,6 +159,17 @@ def _respell(node: exp.Expr) -> exp.Expr:
                 )
             return target(this=node.expressions[0])
     return node
+
+
+def _date_part(node: exp.Anonymous) -> str | None:
+    """The part of ``date_part('<part>', x)`` when it is one of DuckDB's names."""
+    if node.this.upper() not in ("DATE_PART", "DATEPART") or len(node.expressions) != 2:
+        return None
+    part = node.expressions[0]
+    if not (isinstance(part, exp.Literal) and part.is_string):
+        return None
+    name = str(part.this).strip().lower()
+    return name if name in _DATE_PARTS else None
 
 
 # Nodes a query's simple CASEs may add by repeating their operand (see _searched).
