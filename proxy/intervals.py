@@ -230,8 +230,11 @@ def _bootstrap(
     spread: dict[tuple[int, int], list[float]] = {}
     for r in reps:
         row = int(r[0])
+        released = value0.get(row)  # None: the HAVING beside a window dropped it
+        if released is None:
+            continue
         for c in columns:
-            a, b = r[c + 1], value0.get(row, (None,) * (c + 2))[c + 1]
+            a, b = r[c + 1], released[c + 1]
             if is_finite_number(a) and is_finite_number(b):
                 spread.setdefault((row, c), []).append(abs(float(a) - float(b)))
     out: dict[tuple[int, int], float | None] = {}
