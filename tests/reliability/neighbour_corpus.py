@@ -658,6 +658,22 @@ DEMO: tuple[Entry, ...] = (
         "USING (user_id) WHERE user_id = {pid}",
         "a wide DECIMAL compared with a literal it cannot hold, on the person's rows only",
     ),
+    # A negated disjunction keeps its parentheses (it once ran as (NOT a) OR b), and
+    # windows run after HAVING, whose filter the interval simulation must survive when
+    # noise moves a row across it (a KeyError after the charge, 2026-12-05).
+    Entry(
+        "adv_negated_disjunction",
+        "SELECT COUNT(*) AS n, SUM(tokens_in) AS s FROM prompts "
+        "WHERE NOT (model = 'small' OR user_id <> {pid})",
+        "a person pinned inside NOT (a OR b)",
+    ),
+    Entry(
+        "adv_window_after_having",
+        "SELECT model, COUNT(*) AS n, RANK() OVER (ORDER BY COUNT(*)) AS r, "
+        "CAST(100.0 * COUNT(*) / SUM(COUNT(*)) OVER () AS DECIMAL(9, 2)) AS pct "
+        "FROM prompts WHERE user_id = {pid} GROUP BY model HAVING COUNT(*) > 1",
+        "windows after a HAVING on the person's own counts, a DECIMAL share among them",
+    ),
     Entry(
         "adv_decimal_per_person_sum",
         "SELECT COUNT(*) AS n FROM (SELECT user_id, SUM(CAST(tokens_in AS DECIMAL(38, 35))) "
