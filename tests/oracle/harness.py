@@ -396,13 +396,19 @@ class Query:
     loose: bool = False  # compare quantile-like outputs loosely
 
 
-def _agg_columns(sql: str, ncols: int) -> list[bool] | None:
-    """Per output column: does its select expression hold an aggregate or window."""
+def _top_select(sql: str) -> exp.Select | None:
+    """``sql`` parsed, when it is one SELECT."""
     try:
         tree = sqlglot.parse_one(sql, read="duckdb")
     except Exception:
         return None
-    if not isinstance(tree, exp.Select):
+    return tree if isinstance(tree, exp.Select) else None
+
+
+def _agg_columns(sql: str, ncols: int) -> list[bool] | None:
+    """Per output column: does its select expression hold an aggregate or window."""
+    tree = _top_select(sql)
+    if tree is None:
         return None
     items = tree.expressions
     if any(isinstance(i, exp.Star) for i in items) or len(items) != ncols:
@@ -413,11 +419,8 @@ def _agg_columns(sql: str, ncols: int) -> list[bool] | None:
 def _order_spec(sql: str, names: list[str]) -> list[tuple[int, bool, bool | None]] | None:
     """The top-level ORDER BY as (output column, descending, nulls_first) when every item
     names an output column; [] without ORDER BY; None when some item cannot be placed."""
-    try:
-        tree = sqlglot.parse_one(sql, read="duckdb")
-    except Exception:
-        return None
-    if not isinstance(tree, exp.Select):
+    tree = _top_select(sql)
+    if tree is None:
         return None
     order = tree.args.get("order")
     if order is None:
