@@ -7,9 +7,10 @@ skipped with the reason when the PostgreSQL binaries or psycopg are missing (CI
 installs both: .ci/run, ``make install``). ``pg_database`` gives each test a fresh,
 empty database owned by the non-superuser role ``dpsql``.
 
-``render_check`` (autouse) wraps the printers of the core and of the outer layer: a test
-fails if any text printed while it ran groups its operators otherwise than the tree it
-was printed from (tests/render_check.py).
+``render_check`` (autouse) wraps the printers of the core (DuckDB's, the rows-first L0
+cut's, PostgreSQL's and Spark's) and of the outer layer: a test fails if any text
+printed while it ran groups its operators otherwise than the tree it was printed from
+(tests/render_check.py).
 """
 
 from __future__ import annotations
@@ -30,12 +31,19 @@ _RENDERS = RenderCheck()
 @pytest.fixture(scope="session", autouse=True)
 def _printers_checked() -> Iterator[None]:
     from proxy import outer
+    from proxy.engines import render, rows_first_cut
     from proxy.rewrite import cross_person
 
-    patched = [(outer, "owned_duckdb_sql"), (cross_person, "owned_duckdb_sql")]
+    patched = [
+        (outer, "owned_duckdb_sql"),
+        (cross_person, "owned_duckdb_sql"),
+        (rows_first_cut, "owned_duckdb_sql"),
+        (render, "printed"),
+    ]
     originals = [getattr(module, name) for module, name in patched]
     for (module, name), original in zip(patched, originals, strict=True):
-        setattr(module, name, _RENDERS.wrap(original))
+        wrapped = _RENDERS.wrap_dialect(original) if name == "printed" else _RENDERS.wrap(original)
+        setattr(module, name, wrapped)
     try:
         yield
     finally:

@@ -12,7 +12,9 @@ NOT, unary minus, BETWEEN, IN, IS), which operator sits directly under it and in
 argument. A text whose parse has an operator directly under another, without
 parentheses, where the tree has no such pair groups the operators differently: a wrong
 answer, whatever the data (:func:`regrouped`). The tests' conftest checks every core and
-outer-layer text the engine prints in the test process (:class:`RenderCheck`).
+outer-layer text the engine prints in the test process (:class:`RenderCheck`): the
+DuckDB core, the rows-first L0 cut, the outer layer, and the PostgreSQL and Spark texts
+the engine renderer prints.
 """
 
 from __future__ import annotations
@@ -42,9 +44,12 @@ def _unwrapped(node: exp.Expr) -> exp.Expr:
 
 def _operator(node: exp.Expr) -> bool:
     # A negative number is a literal, whether the tree holds Literal('-1') or, as the
-    # parser builds it, a minus over Literal('1').
-    return isinstance(node, OPERATORS) and not (
-        isinstance(node, exp.Neg) and isinstance(_unwrapped(node.this), exp.Literal)
+    # parser builds it, a minus over Literal('1'). A field access (``o.f``, a Dot when
+    # parsed in a lambda, a Column in the tree) binds tighter than any operator.
+    return (
+        isinstance(node, OPERATORS)
+        and not isinstance(node, exp.Dot)
+        and not (isinstance(node, exp.Neg) and isinstance(_unwrapped(node.this), exp.Literal))
     )
 
 
@@ -90,6 +95,21 @@ class RenderCheck:
             before = tree.copy()
             text = render(tree)
             if regrouped(before, text):
+                self.regrouped.append(text)
+            return text
+
+        return checked
+
+    def wrap_dialect(
+        self, render: Callable[[exp.Expr, str], str]
+    ) -> Callable[[exp.Expr, str], str]:
+        """As :meth:`wrap`, for a printer of another engine's dialect (PostgreSQL,
+        Spark): the text is parsed back in that dialect."""
+
+        def checked(tree: exp.Expr, dialect: str) -> str:
+            before = tree.copy()
+            text = render(tree, dialect)
+            if regrouped(before, text, dialect):
                 self.regrouped.append(text)
             return text
 

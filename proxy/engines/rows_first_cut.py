@@ -41,6 +41,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from proxy.render import owned_duckdb_sql
 from proxy.rewrite import l0
 from proxy.rewrite.l0 import HEAP_K
 
@@ -204,4 +205,4 @@ def rows_first(sql: str) -> str:
     built[names.index("rh")].set("materialized", False)
     if r_read_once:
         built[names.index("r")].set("materialized", False)
-    return tree.sql(dialect="duckdb")
+    return owned_duckdb_sql(tree)
