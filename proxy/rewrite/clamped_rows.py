@@ -34,6 +34,7 @@ estimate, and the limit reads the query's text alone.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from decimal import Decimal, InvalidOperation
 
 from sqlglot import exp
 
@@ -116,6 +117,56 @@ def _branch_conditions(clamp: exp.Expr, root: exp.Expr) -> list[tuple[exp.Expr, 
     return gates
 
 
+def _number(node: exp.Expr) -> Decimal | None:
+    """The value of a numeric literal (or a minus over one), exactly; else None."""
+    negative = isinstance(node, exp.Neg)
+    if negative:
+        node = node.this
+    if not (isinstance(node, exp.Literal) and node.is_number):
+        return None
+    try:
+        value = Decimal(node.this)
+    except InvalidOperation:
+        return None
+    return -value if negative else value
+
+
+def _moot(clamp: exp.Case, branch: exp.If) -> bool:
+    """Whether the analyst's own LEAST or GREATEST above the clamp gives every row this
+    branch sets the value it would have given the raw value. For the upper bound hi:
+    where x > hi the clamp reads hi, and ``LEAST(.., c)`` with a constant c <= hi reads
+    c either way (min(hi, c, ...) = min(x, c, ...); the other arguments are the same on
+    both sides, and a NULL among them is skipped alike); a ``GREATEST`` between them
+    keeps both sides at or above hi, so it is looked through. The lower bound likewise,
+    with the roles of the two swapped. Counting such a row as cut overstated the
+    clipping (an oracle query, 2026-12-05: ``SUM(LEAST(tokens_in, 1000))`` under an
+    upper bound of 1000). Only these two functions and parentheses are looked through:
+    a cast between them may round the bound past c."""
+    upper = isinstance(branch.this, exp.GT)
+    if not upper and not isinstance(branch.this, exp.LT):
+        return False
+    bound = _number(branch.args["true"])
+    if bound is None:
+        return False
+    through, reads = (exp.Greatest, exp.Least) if upper else (exp.Least, exp.Greatest)
+    node: exp.Expr = clamp
+    while True:
+        parent = node.parent
+        while isinstance(parent, exp.Paren):
+            node, parent = parent, parent.parent
+        if isinstance(parent, reads):
+            for argument in (parent.this, *parent.expressions):
+                if argument is node:
+                    continue
+                constant = _number(argument.unnest())
+                if constant is not None and (constant <= bound if upper else constant >= bound):
+                    return True
+            return False
+        if not isinstance(parent, through):
+            return False
+        node = parent
+
+
 def _within(conditions: Iterable[exp.Expr], limit: int) -> bool:
     """Whether ``conditions`` have at most ``limit`` nodes in all (counting stops past
     it, so this costs at most ``limit`` steps plus one per condition)."""
@@ -157,7 +208,11 @@ def clamp_tests(
     gated = _within((c for _, conditions in sites for c, _ in conditions), GATE_NODES)
     for clamp, conditions in sites:
         bounds[clamp.meta[C.DECLARED]] = None
-        binds = [branch.this.copy() for branch in clamp.args.get("ifs") or []]
+        binds = [
+            branch.this.copy()
+            for branch in clamp.args.get("ifs") or []
+            if not _moot(clamp, branch)
+        ]
         if not binds:
             continue
         gates = [_taken(c, taken) for c, taken in conditions] if gated else []

@@ -116,22 +116,7 @@ def datasets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Dat
         ds.close()
 
 
-# Known and documented (README, "The clipping estimate"): a declared clamp the analyst's
-# own LEAST makes moot still counts, so the estimate overstates. Strict: the test says
-# so when it is fixed.
-OVERSTATED = pytest.mark.xfail(
-    strict=True, reason="the clipping estimate counts a clamp the analyst's LEAST makes moot"
-)
-
-
-@pytest.mark.parametrize(
-    "query",
-    [
-        pytest.param(q, marks=OVERSTATED) if q.qid == "demo_tight-c7" else q
-        for q in CORPUS
-    ],
-    ids=[q.qid for q in CORPUS],
-)
+@pytest.mark.parametrize("query", CORPUS, ids=[q.qid for q in CORPUS])
 def test_honest_answer(query: Query, datasets: dict[str, Dataset]) -> None:
     ds = datasets[query.dataset]
     if query.expect_cut and query.exact_cut is None and query.cut_sql is None:

@@ -252,6 +252,38 @@ def test_a_clamp_in_a_branch_counts_only_where_the_branch_is_taken(
     assert abs(clip.total_cut - moved) <= 3 * clip.total_cut_half_width + 0.5
 
 
+@pytest.mark.parametrize(
+    ("sql", "moved"),
+    [
+        # the analyst's own LEAST at or below the upper bound: 500 and its clamp 100 both
+        # read 100 (or 80): the bound changes nobody's value
+        ("SELECT SUM(LEAST(v, 100)) AS s FROM ev", 0),
+        ("SELECT SUM(LEAST(80, (v), 200)) AS s FROM ev", 0),
+        # the clamp README suggests, within the bounds, either way round
+        ("SELECT SUM(LEAST(GREATEST(v, 0), 100)) AS s FROM ev", 0),
+        ("SELECT SUM(GREATEST(LEAST(v, 90), 10)) AS s FROM ev", 0),
+        ("SELECT SUM(LEAST(GREATEST(v, 0), 150)) AS s FROM ev", 30),
+        # above the bound the clamp still moves 500 to 100 where LEAST would read 150
+        ("SELECT SUM(LEAST(v, 150)) AS s FROM ev", 30),
+        # GREATEST works at the lower bound: it does not hide the upper clamp
+        ("SELECT SUM(GREATEST(v, 0)) AS s FROM ev", 30),
+        # only a constant counts: another expression may lie above the bound
+        ("SELECT SUM(LEAST(v, v * 0.5 + 60)) AS s FROM ev", 30),
+        # a clamp under a cast is not read through (the cast may round the bound)
+        ("SELECT SUM(LEAST(CAST(v AS INTEGER), 100)) AS s FROM ev", 30),
+    ],
+)
+def test_a_clamp_the_analysts_least_makes_moot_is_not_counted(
+    clamped, sql: str, moved: int
+) -> None:
+    """``LEAST(v, c)`` with c at or below v's upper bound reads c whether v was clamped
+    or not: before, the 30 people above the bound were said to be cut from a sum the
+    bound did not change (the answer oracle's demo_tight-c7)."""
+    clip = clamped.run(QueryRequest(sql, epsilon=1e4)).privacy.clipping
+    assert clip is not None
+    assert abs(clip.total_cut - moved) <= 3 * clip.total_cut_half_width + 0.5
+
+
 def test_a_simple_case_is_checked_as_the_comparisons_it_makes(clamped) -> None:
     """``CASE k WHEN 1`` is ``k = 1``, refused before any charge as the WHERE form is:
     as written it raised under TRY on every row whose text is not a number, and DuckDB

@@ -658,6 +658,15 @@ DEMO: tuple[Entry, ...] = (
         "USING (user_id) WHERE user_id = {pid}",
         "a wide DECIMAL compared with a literal it cannot hold, on the person's rows only",
     ),
+    # A declared bound the analyst's own LEAST / GREATEST makes moot is not tested for
+    # the clipping estimate (read from the query's text alone); the person's values
+    # beyond it still meet the clamp and the analyst's functions.
+    Entry(
+        "adv_moot_bound_least",
+        "SELECT SUM(LEAST(GREATEST(tokens_in, 0), 1000)) AS s, AVG(GREATEST(LEAST(tokens_out, "
+        "10), -5)) AS a, SUM(LEAST(tokens_in, 1e6)) AS l FROM prompts WHERE user_id = {pid}",
+        "the analyst's clamps within, at and beyond the declared bounds",
+    ),
     # A negated disjunction keeps its parentheses (it once ran as (NOT a) OR b), and
     # windows run after HAVING, whose filter the interval simulation must survive when
     # noise moves a row across it (a KeyError after the charge, 2026-12-05).
