@@ -18,6 +18,13 @@
   DuckDB's, it stayed an unknown function and was refused in GROUP BY where EXTRACT is
   answered (an answer oracle, 2026-12-05). Only a literal part among DuckDB's names is
   respelled (the name is printed into the core's text); anything else stays as written.
+* DuckDB's ``GROUP BY ALL`` groups by every select item that holds a column and no
+  aggregate or window (a constant such as ``1 AS k`` is not grouped, as DuckDB does not
+  group it): it is read as ``GROUP BY`` those items' positions, the same release. An
+  item mixing an aggregate with a column is not grouped: its column must then be one of
+  the grouped items (``COUNT(*) + sex`` beside ``sex``, which DuckDB refuses under ALL,
+  is answered per group as under ``GROUP BY sex``), else the query is refused as any
+  ungrouped column is.
 """
 
 from __future__ import annotations
@@ -204,10 +211,29 @@ def _searched(case: exp.Case) -> exp.Case:
     return exp.Case(ifs=ifs, default=case.args.get("default"))
 
 
+def _grouped_by_all(select: exp.Select) -> None:
+    """``GROUP BY ALL`` as ``GROUP BY`` the positions DuckDB would group by."""
+    group = select.args.get("group")
+    if group is None or not group.args.get("all") or group.expressions:
+        return
+    items = select.expressions
+    if any(isinstance(i, exp.Star) or (isinstance(i, exp.Column) and i.is_star) for i in items):
+        return  # (a star is refused with the aggregate beside it, as before)
+    positions = [
+        exp.Literal.number(n)
+        for n, item in enumerate(items, start=1)
+        if item.find(exp.Column) is not None and item.find(exp.AggFunc, exp.Window) is None
+    ]
+    select.set("group", exp.Group(expressions=positions) if positions else None)
+
+
 def normalize(tree: exp.Expr) -> exp.Expr:
-    """Aggregate spellings of other systems as the nodes dpsql answers, and simple
-    CASEs as searched ones (deepest first, so that each operand copied is final)."""
+    """Aggregate spellings of other systems as the nodes dpsql answers, simple CASEs as
+    searched ones (deepest first, so that each operand copied is final), and ``GROUP BY
+    ALL`` as the positions it groups by."""
     tree = tree.transform(_respell, copy=False)
+    for select in list(tree.find_all(exp.Select)):
+        _grouped_by_all(select)
     simple = [c for c in tree.find_all(exp.Case) if c.args.get("this") is not None]
     added = sum(
         sum(1 for _ in c.this.walk()) * max(len(c.args.get("ifs") or []) - 1, 0) for c in simple
