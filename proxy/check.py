@@ -319,19 +319,48 @@ def _check_text_against_number(
         )
 
 
+def _dated(node: exp.Expr, typer: Typer) -> bool:
+    """Whether ``node`` is a DATE or TIMESTAMP by its type alone: typed so, or one moved
+    by an interval (``ts + INTERVAL 1 DAY``, DATE_ADD)."""
+    node = node.unnest()
+    if typer.kind(node).family in (Family.DATE, Family.TIMESTAMP):
+        return True
+    if isinstance(node, (exp.Add, exp.Sub)):
+        sides = (node.this.unnest(), node.expression.unnest())
+        if isinstance(sides[1], exp.Interval):
+            return _dated(sides[0], typer)
+        if isinstance(sides[0], exp.Interval) and isinstance(node, exp.Add):
+            return _dated(sides[1], typer)
+        return False
+    if isinstance(node, (exp.DateAdd, exp.DateSub)):
+        return _dated(node.this, typer)
+    return False
+
+
 def check_date_diff_columns(select: exp.Select, tables: Mapping[str, TableInfo]) -> None:
-    """Refuse DATE_DIFF of a TIME column (the catalog's type), as of a TIME cast above."""
+    """Refuse DATE_DIFF unless each operand is a DATE or TIMESTAMP by its type (or a text
+    constant beside one). DuckDB's DATE_DIFF of times of day raises on every row that
+    reaches it, and TRY does not catch that error: the check once looked for a bare TIME
+    cast or column only, so ``date_diff('day', (CAST(ts AS TIME)), ...)`` or a TIME
+    column under TRY or COALESCE got through and failed after the charge on one
+    person's rows alone (an adversarial probe, 2026-12-05). Deciding by the type, not
+    the spelling, leaves no wrapper to hide a TIME in."""
+    typer = Typer({alias: info.column_types for alias, info in tables.items()})
     for node in select.find_all(exp.DateDiff):
-        for arg in (node.this, node.expression):
-            if not isinstance(arg, exp.Column):
-                continue
-            kind = column_type(tables, arg.table, arg.name)
-            if kind.startswith("TIME") and not kind.startswith("TIMESTAMP"):
-                raise unsupported(
-                    "DATE_DIFF between times of day is not answered",
-                    "take the difference of timestamps, or of EXTRACT(EPOCH ...) values",
-                    position_of(node),
-                )
+        operands = [node.this, node.expression]
+        dated = [_dated(arg, typer) for arg in operands]
+        text = [
+            isinstance(arg.unnest(), exp.Literal) and arg.unnest().is_string for arg in operands
+        ]
+        if all(d or (t and any(dated)) for d, t in zip(dated, text, strict=True)):
+            continue
+        raise unsupported(
+            "DATE_DIFF is answered between DATE or TIMESTAMP values only (a time of day, "
+            "or a value whose type is not known here, is not)",
+            "cast each operand: date_diff('day', CAST(a AS TIMESTAMP), CAST(b AS TIMESTAMP)); "
+            "for times of day take the difference of EXTRACT(EPOCH ...) values",
+            position_of(node),
+        )
 
 
 def is_person_id(node: exp.Expr, unit_cols: set[tuple[str, str]]) -> bool:

@@ -658,6 +658,15 @@ DEMO: tuple[Entry, ...] = (
         "USING (user_id) WHERE user_id = {pid}",
         "a wide DECIMAL compared with a literal it cannot hold, on the person's rows only",
     ),
+    # DuckDB's DATE_DIFF of times of day raises on each row that reaches it, past TRY:
+    # a TIME in parentheses once got past the checker and failed after the charge on
+    # the person's rows only (an adversarial probe, 2026-12-05).
+    Entry(
+        "adv_time_date_diff_wrapped",
+        "SELECT COUNT(*) AS n FROM prompts WHERE user_id = {pid} AND "
+        "date_diff('day', (CAST(ts AS TIME)), (CAST(ts AS TIME))) = 0",
+        "DATE_DIFF of a time of day in parentheses, on the person's rows only",
+    ),
     # A declared bound the analyst's own LEAST / GREATEST makes moot is not tested for
     # the clipping estimate (read from the query's text alone); the person's values
     # beyond it still meet the clamp and the analyst's functions.
