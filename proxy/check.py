@@ -142,8 +142,21 @@ def _check_scalar(node: exp.Expr, where: str) -> None:
                 "write the amount into the interval: ts + INTERVAL (n * 7) DAY",
                 position_of(sub),
             )
+        if (
+            isinstance(sub, (exp.Cast, exp.TryCast))
+            and sub.to.this == exp.DataType.Type.USERDEFINED
+            and sub.to.sql("duckdb").upper() not in _UNSIGNED_ALIASES
+        ):
+            # A name sqlglot does not know (VARINT, a typo): DuckDB alone would say what
+            # it is, after the charge where the catalog types the query.
+            raise unsupported(
+                f"a cast to {sub.to.sql('duckdb')} is not answered",
+                "cast to one of DuckDB's standard types: BIGINT, HUGEINT, DOUBLE, "
+                "DECIMAL(p, s), VARCHAR, DATE or TIMESTAMP",
+                position_of(sub),
+            )
         if isinstance(sub, (exp.Cast, exp.TryCast)) and sub.to.sql("duckdb").upper() in (
-            UNSIGNED_TYPES
+            UNSIGNED_TYPES | _UNSIGNED_ALIASES
         ):
             raise unsupported(
                 f"a cast to {sub.to.sql('duckdb')} is not answered: unsigned arithmetic "
@@ -177,6 +190,9 @@ _DATE_PARTS = (
     exp.DateTrunc,
 )
 _NO_ROW_UNITS = frozenset({"ERA", "TIMEZONE", "TIMEZONE_HOUR", "TIMEZONE_MINUTE"})
+# DuckDB's other names of its unsigned integers (sqlglot keeps them as user-defined
+# types): refused as UTINYINT ... UBIGINT are (a probe, 2026-12-05, found them answered).
+_UNSIGNED_ALIASES = frozenset({"UINT8", "UINT16", "UINT32", "UINT64"})
 _TIME_TYPES = (exp.DataType.Type.TIME, exp.DataType.Type.TIMETZ)
 
 

@@ -100,14 +100,17 @@ def _branch_conditions(clamp: exp.Expr, root: exp.Expr) -> list[tuple[exp.Expr, 
         level: list[tuple[exp.Expr, bool]] = []
         if _plain_case(parent) and key == "default":
             level = [(b.this, False) for b in parent.args.get("ifs") or []]
-        elif isinstance(parent, exp.If) and parent.parent and _plain_case(parent.parent):
-            branches = parent.parent.args.get("ifs") or []
-            index = next(i for i, b in enumerate(branches) if b is parent)
-            level = [(b.this, False) for b in branches[:index]]
-            if key == "true":
-                level.append((parent.this, True))
-        elif isinstance(parent, exp.If) and not isinstance(parent.parent, exp.Case):
-            # IF(c, a, b)
+        elif isinstance(parent, exp.If) and parent.arg_key == "ifs":
+            # a WHEN branch (of the analyst's CASE; a clamp's own are not gates)
+            if _plain_case(parent.parent):
+                branches = parent.parent.args.get("ifs") or []
+                index = next(i for i, b in enumerate(branches) if b is parent)
+                level = [(b.this, False) for b in branches[:index]]
+                if key == "true":
+                    level.append((parent.this, True))
+        elif isinstance(parent, exp.If):
+            # IF(c, a, b), anywhere but among a CASE's branches (a CASE's ELSE may be
+            # one: taken for a branch, it raised StopIteration, a probe 2026-12-05)
             if key == "true":
                 level = [(parent.this, True)]
             elif key == "false":

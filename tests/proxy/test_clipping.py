@@ -240,6 +240,9 @@ def test_only_the_declared_clamps_are_flagged(clamped) -> None:
         # nested: the inner branch counts where both hold (k = 'a': even ids)
         ("SELECT SUM(CASE WHEN user_id > 10 THEN CASE WHEN k = 'a' THEN v END END) AS s FROM ev", 10),
         ("SELECT SUM(CASE (user_id > 10) WHEN TRUE THEN v ELSE 0 END) AS s FROM ev", 20),
+        # an IF as a CASE's ELSE (it was taken for a WHEN branch: StopIteration)
+        ("SELECT SUM(CASE WHEN k = 'zzz' THEN 0 ELSE IF(k = 'a', v, 0) END) AS s FROM ev", 15),
+        ("SELECT SUM(CASE WHEN k = 'a' THEN 0 ELSE IF(user_id > 10, v, 0) END) AS s FROM ev", 10),
     ],
 )
 def test_a_clamp_in_a_branch_counts_only_where_the_branch_is_taken(
