@@ -102,8 +102,9 @@ def _branch_conditions(clamp: exp.Expr, root: exp.Expr) -> list[tuple[exp.Expr, 
             level = [(b.this, False) for b in parent.args.get("ifs") or []]
         elif isinstance(parent, exp.If) and parent.arg_key == "ifs":
             # a WHEN branch (of the analyst's CASE; a clamp's own are not gates)
-            if _plain_case(parent.parent):
-                branches = parent.parent.args.get("ifs") or []
+            case = parent.parent
+            if case is not None and _plain_case(case):
+                branches = case.args.get("ifs") or []
                 index = next(i for i, b in enumerate(branches) if b is parent)
                 level = [(b.this, False) for b in branches[:index]]
                 if key == "true":
