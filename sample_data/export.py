@@ -69,20 +69,22 @@ def source(policy: Policy) -> Iterator[duckdb.DuckDBPyConnection]:
 
 
 def to_postgres(con: duckdb.DuckDBPyConnection, dsn: str) -> list[str]:
-    """Create (or replace) every table of ``con`` in the PostgreSQL database ``dsn``."""
+    """Create (or replace) every table of ``con`` in the PostgreSQL database ``dsn``,
+    its schema, table and column names in lower case (as PostgreSQL folds unquoted
+    names, and as dpsql reads them: a DuckDB schema ``PUMS`` becomes ``pums``)."""
     import psycopg
 
     done = []
     with psycopg.connect(dsn, autocommit=True) as pg, tempfile.TemporaryDirectory() as tmp:
         for schema, table in tables_of(con):
-            target_schema = "public" if schema == "main" else schema
-            target = f"{_quote(target_schema)}.{_quote(table)}"
+            target_schema = "public" if schema == "main" else schema.lower()
+            target = f"{_quote(target_schema)}.{_quote(table.lower())}"
             columns = con.execute(
                 "SELECT column_name, data_type FROM information_schema.columns "
                 "WHERE table_schema = ? AND table_name = ? ORDER BY ordinal_position",
                 [schema, table],
             ).fetchall()
-            ddl = ", ".join(f"{_quote(str(c))} {_pg_type(str(t))}" for c, t in columns)
+            ddl = ", ".join(f"{_quote(str(c).lower())} {_pg_type(str(t))}" for c, t in columns)
             pg.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote(target_schema)}")
             pg.execute(f"DROP TABLE IF EXISTS {target}")
             pg.execute(f"CREATE TABLE {target} ({ddl})")
@@ -100,7 +102,7 @@ def to_postgres(con: duckdb.DuckDBPyConnection, dsn: str) -> list[str]:
                     copy.write(chunk)
             csv.unlink()
             pg.execute(f"ANALYZE {target}")
-            done.append(f"{target_schema}.{table}")
+            done.append(f"{target_schema}.{table.lower()}")
     return done
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from proxy.catalog import FanOut
+from proxy.catalog import FanOut, split_name
 from proxy.engines.collations import refuse_postgres_collations
 from proxy.engines.executor import ColumnTypes, check_one_row_per_person, columns_of, plain
 from proxy.engines.postgres_forms import PostgresForms
@@ -138,6 +138,7 @@ class PostgresExecutor:
         self._guard = threading.Lock()
         self._closed = False
         self._types, wide = self._introspect()
+        self._refuse_capitals(policy)
         self._forms = PostgresForms(base_tables=self._base_tables(), wide_numerics=wide)
         self._render = functools.lru_cache(maxsize=512)(self._render_uncached)
         refuse_postgres_collations(lambda sql: self._fetch(sql, ())[1])
@@ -206,6 +207,31 @@ class PostgresExecutor:
             if _wide_numeric(str(dtype), precision):
                 wide.add(key)
         return out, frozenset(wide)
+
+    def _refuse_capitals(self, policy: Policy) -> None:
+        """Refuse to start when a table the policy names has a capital letter in its
+        schema, table or column names: dpsql reads PostgreSQL's names in lower case, as
+        an unquoted name is, and such a table then failed at start with the driver's
+        own error (an answer oracle, 2026-12-05)."""
+        named = {split_name(t.name) for t in policy.tables}
+        rows = self._fetch(
+            "SELECT table_schema, table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema NOT IN ('pg_catalog', 'information_schema') AND "
+            "(table_schema <> lower(table_schema) OR table_name <> lower(table_name) "
+            "OR column_name <> lower(column_name))",
+            (),
+        )[1]
+        for schema, table, column in rows:
+            db = "main" if schema == "public" else str(schema).lower()
+            if (db, str(table).lower()) not in named:
+                continue
+            raise DPSQLError(
+                "policy_error",
+                f'PostgreSQL table "{schema}"."{table}" (column "{column}") has capital '
+                "letters in its names, which dpsql does not read",
+                "rename them in lower case (ALTER TABLE ... RENAME), as PostgreSQL folds "
+                "unquoted names",
+            )
 
     def _base_tables(self) -> frozenset[tuple[str, str]]:
         """(db, table) of the plain tables, in the catalog's naming: ordinary tables

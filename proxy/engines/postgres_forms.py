@@ -570,6 +570,9 @@ class PostgresForms:
         """Small clamped integers summed as INTEGER (proxy/engines/postgres_per_person.py);
         text and NUMERIC states stay in PostgreSQL's hash aggregation as they are."""
         narrow_sums(tree, typer, self.base_tables)
+        # (and PostgreSQL's forms of what DuckDB does with booleans, on the whole tree)
+        _boolean_extremes(tree, typer)
+        _boolean_comparisons(tree, typer)
 
     def exact_sum(self, node: exp.Sum, argument: Kind) -> exp.Expr:
         # SUM(integer) is NUMERIC on PostgreSQL: exact, like DuckDB's 128-bit sum.
@@ -599,7 +602,48 @@ class PostgresForms:
     # --- total forms -----------------------------------------------------------------
 
     def total(self, node: exp.Expr, typer: Typer) -> exp.Expr:
-        return _Total(typer).form(node)
+        # TRY(...) is a call: its form takes its place under any operator, so a bare
+        # operator at the top of the form keeps its grouping in parentheses.
+        return _grouped(_Total(typer).form(node))
+
+
+# Operators sqlglot prints without parentheses of their own (a tree needs a Paren node
+# wherever an operator sits under a tighter-binding one).
+_OPERATORS = (exp.Binary, exp.Not, exp.Neg, exp.BitwiseNot, exp.Between, exp.In, exp.Is)
+
+
+def _grouped(node: exp.Expr) -> exp.Expr:
+    """``node`` in parentheses when it is a bare operator."""
+    return exp.Paren(this=node) if isinstance(node, _OPERATORS) else node
+
+
+def _boolean_extremes(tree: exp.Expr, typer: Typer) -> None:
+    """MIN/MAX over BOOLEAN (the per-person key of a one-row-per-person grouping,
+    proxy/rewrite/per_person.py, and key_join.py) as BOOL_AND/BOOL_OR: PostgreSQL has
+    no min(boolean), and FALSE < TRUE makes them the same aggregate."""
+    for node in list(tree.find_all(exp.Min, exp.Max)):
+        if node.args.get("count") is not None or node.args.get("expressions"):
+            continue
+        if typer.kind(node.this).family is Family.BOOL:
+            kind = exp.LogicalAnd if isinstance(node, exp.Min) else exp.LogicalOr
+            node.replace(kind(this=node.this.copy()))
+
+
+_ORDERED = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
+
+
+def _boolean_comparisons(tree: exp.Expr, typer: Typer) -> None:
+    """A comparison of an integer with a boolean (``married = TRUE``) as DuckDB reads it:
+    the boolean as the integer 0 or 1 (``2 = TRUE`` is false there). PostgreSQL has no
+    such operator and refused the query with its own words (an answer oracle,
+    2026-12-05)."""
+    for node in list(tree.find_all(*_ORDERED)):
+        sides = (node.this, node.expression)
+        families = [typer.kind(side).family for side in sides]
+        if sorted(families) != sorted((Family.BOOL, Family.INT)):
+            continue
+        flag = sides[families.index(Family.BOOL)]
+        flag.replace(exp.Cast(this=flag.copy(), to=exp.DataType.build("INT")))
 
 
 class _Total:
@@ -884,7 +928,9 @@ class _Total:
         if target.family is Family.TEXT:
             return exp.Cast(this=inner, to=exp.DataType.build("TEXT"))
         if target == source and target.family is not Family.DECIMAL:
-            return inner
+            # The cast goes, its grouping must not: CAST(a OR b AS BOOLEAN) AND c
+            # printed as `a OR b AND c` is a different filter.
+            return _grouped(inner)
         if target.family is Family.INT:
             return self.to_int(inner, source, target.bits)
         if target.family is Family.DECIMAL:

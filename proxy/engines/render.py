@@ -482,11 +482,30 @@ def _value_hash(tree: exp.Expr, forms: Forms, kinds: Typer) -> None:
     engine's hash of the same record. Which values a person over the cap keeps then
     differs from DuckDB's choice, as the L0 cut's kept groups do: the bound (at most C
     values per person and group) is the same on every engine."""
+    ctes = _ctes(tree)
     for call in list(tree.find_all(exp.Anonymous)):
         if str(call.this).upper() == "HASH":
             values = list(call.expressions)
-            typed = [kinds.kind(v) for v in values]
+            typed = [_distinct_value_kind(v, call, ctes, kinds) for v in values]
             call.replace(forms.keyed_hash(values, typed, exp.Literal.number(0)))
+
+
+def _distinct_value_kind(
+    value: exp.Expr, call: exp.Expr, ctes: dict[str, exp.CTE], kinds: Typer
+) -> Kind:
+    """The kind of a value the distinct-values rule hashes. Its ``__v`` is the one CTE
+    column named alike in several CTEs (dv0, dv1, ... one per DISTINCT argument, of
+    different types): typed by name alone it took the first one's type, and PostgreSQL
+    cast a text value to BIGINT after the charge. ``dk<i>`` reads ``dv<i>``'s."""
+    cte = call.find_ancestor(exp.CTE)
+    if isinstance(value, exp.Column) and value.name == "__v" and cte is not None:
+        name = str(cte.alias)
+        source = ctes.get("dv" + name[2:]) if name.startswith("dk") else None
+        if source is not None and isinstance(source.this, exp.Select):
+            for item in source.this.expressions:
+                if isinstance(item, exp.Alias) and item.alias == "__v":
+                    return kinds.kind(item.this)
+    return kinds.kind(value)
 
 
 def _wide_integers(tree: exp.Expr, forms: Forms) -> None:
@@ -508,6 +527,9 @@ def _cte_columns(tree: exp.Expr, typer: Typer) -> dict[str, str]:
         for item in cte.this.expressions:
             if isinstance(item, exp.Alias):
                 kind = typer.kind(item.this)
+                if kind.family is Family.UNKNOWN and item.alias in out:
+                    # pp's MIN(__k0) AS __k0 (one group per person) is r's __k0
+                    continue
                 out[item.alias] = _type_name(kind)
     return out
 
