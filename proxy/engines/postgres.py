@@ -137,12 +137,16 @@ class PostgresExecutor:
         self._made = 0
         self._guard = threading.Lock()
         self._closed = False
-        self._types, wide = self._introspect()
-        self._refuse_capitals(policy)
-        self._forms = PostgresForms(base_tables=self._base_tables(), wide_numerics=wide)
-        self._render = functools.lru_cache(maxsize=512)(self._render_uncached)
-        refuse_postgres_collations(lambda sql: self._fetch(sql, ())[1])
-        check_one_row_per_person(policy, self)
+        try:
+            self._types, wide = self._introspect()
+            self._refuse_capitals(policy)
+            self._forms = PostgresForms(base_tables=self._base_tables(), wide_numerics=wide)
+            self._render = functools.lru_cache(maxsize=512)(self._render_uncached)
+            refuse_postgres_collations(lambda sql: self._fetch(sql, ())[1])
+            check_one_row_per_person(policy, self)
+        except BaseException:
+            self.close()  # a refusal to start leaves no connection behind
+            raise
 
     # --- connections ------------------------------------------------------------------
 

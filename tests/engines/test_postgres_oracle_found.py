@@ -4,8 +4,8 @@ Each failed before its fix: a dropped cast took the parentheses of an OR with it
 filter ANDed with its right side only: 262 prompts where 119 pass), MIN over a boolean
 per-person key (no such aggregate in PostgreSQL), two DISTINCT arguments' values typed
 by their shared column name (a text cast to BIGINT, after the charge), an integer
-compared with a boolean (no such operator), and table names with capitals (the driver's
-own error at start)."""
+compared with a boolean (no such operator), DuckDB's part functions (``dayofweek(ts)``:
+refused), and table names with capitals (the driver's own error at start)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,9 @@ FOUND = (
     ("pums", "SELECT COUNT(*) AS n FROM PUMS.PUMS WHERE married = TRUE"),
     ("demo", "SELECT COUNT(*) AS n FROM prompts WHERE flagged = 1"),
     ("pums", "SELECT SUM(CASE WHEN TRUE <> married THEN 1 ELSE 0 END) AS n FROM PUMS.PUMS"),
+    ("demo", "SELECT dayofweek(ts) AS d, COUNT(*) AS n FROM prompts GROUP BY 1"),
+    ("demo", "SELECT year(ts) AS y, quarter(ts) AS q, COUNT(*) AS n FROM prompts "
+     "WHERE dayofmonth(ts) < 15 GROUP BY 1, 2"),
 )  # fmt: skip
 
 
