@@ -43,6 +43,7 @@ from proxy.engines.render import (
     placed,
     read_once,
     refuse,
+    strftime_supported,
     template,
     uncast,
 )
@@ -681,6 +682,8 @@ class _Total:
             return self.date_trunc(node)
         if isinstance(node, exp.Extract):
             return self.extract(node)
+        if isinstance(node, exp.TimeToStr):
+            return self.time_to_str(node)
         if isinstance(node, exp.Round):
             return self.round(node)
         if isinstance(node, (exp.Coalesce, exp.Least, exp.Greatest, exp.Case, exp.If)):
@@ -913,6 +916,20 @@ class _Total:
             ),
             value,
         )
+
+    def time_to_str(self, node: exp.TimeToStr) -> exp.Expr:
+        """DuckDB's ``strftime(x, '%Y-%m')`` as ``to_char(x, 'YYYY-MM')`` (sqlglot writes
+        the format) for the codes both read alike, of a date within the years a
+        TIMESTAMP holds here (else NULL, as EXTRACT)."""
+        if not strftime_supported(node):
+            raise refuse(
+                ENGINE, "strftime with a format other than %Y %m %d %H %M %S %y and - / : . _ ,"
+            )
+        kind = self.kind(node.this)
+        if kind.family not in (Family.DATE, Family.TIMESTAMP):
+            raise refuse(ENGINE, "strftime of a non-date")
+        value = _within_timestamps(self.form(node.this), kind.family)
+        return exp.TimeToStr(this=value, format=node.args["format"].copy())
 
     # --- casts ------------------------------------------------------------------------
 

@@ -225,6 +225,35 @@ HELD_ROW = "__o"  # the name the body reads the held operands under
 _REFERENCE = "__ref"  # an operand's references while its guard is built
 
 
+# DuckDB's strftime codes that sqlglot writes in both engines' own formats with DuckDB's
+# meaning (PostgreSQL's to_char YYYY MM DD HH24 MI SS YY, Spark's date_format yyyy MM dd
+# HH mm ss yy: zero-padded as DuckDB pads), and the characters that are text in all
+# three. Others are refused: sqlglot writes %j as Spark's two-digit DD, %% as a percent
+# before the next code, and a letter as a pattern of Spark's that raises.
+STRFTIME_CODES = frozenset("YmdHMSy")
+STRFTIME_TEXT = frozenset(" -/:._,")
+
+
+def strftime_supported(node: exp.TimeToStr) -> bool:
+    """Whether ``node``'s format is a literal of :data:`STRFTIME_CODES` and
+    :data:`STRFTIME_TEXT` alone."""
+    fmt = node.args.get("format")
+    if not (isinstance(fmt, exp.Literal) and fmt.is_string) or node.args.get("zone"):
+        return False
+    text, at = str(fmt.this), 0
+    while at < len(text):
+        if text[at] == "%":
+            code = text[at + 1 : at + 2]
+            if not code or code not in STRFTIME_CODES:
+                return False
+            at += 2
+        elif text[at] in STRFTIME_TEXT:
+            at += 1
+        else:
+            return False
+    return bool(text)
+
+
 def alone(node: exp.Expr) -> exp.Expr:
     """A copy of ``node`` without its children (their places empty), for a caller that
     fills them with forms of its own: the total forms rebuild every level of an

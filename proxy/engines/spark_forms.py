@@ -38,6 +38,7 @@ from proxy.engines.render import (
     keyed_list,
     read_once,
     refuse,
+    strftime_supported,
     template,
 )
 
@@ -541,6 +542,18 @@ class _Total:
                 raise refuse(ENGINE, f"EXTRACT({part})")
             out = exp.Extract(this=node.this.copy(), expression=self.form(node.expression))
             return exp.Cast(this=out, to=exp.DataType.build("BIGINT"))
+        if isinstance(node, exp.TimeToStr):
+            # DuckDB's strftime(x, '%Y-%m') as date_format(x, 'yyyy-MM') (sqlglot writes
+            # the format) for the codes both read alike; dates are kept within the
+            # years 1 to 9999 on Spark (forms.dates)
+            if not strftime_supported(node):
+                raise refuse(
+                    ENGINE,
+                    "strftime with a format other than %Y %m %d %H %M %S %y and - / : . _ ,",
+                )
+            if self.typer.kind(node.this).family not in (Family.DATE, Family.TIMESTAMP):
+                raise refuse(ENGINE, "strftime of a non-date")
+            return exp.TimeToStr(this=self.form(node.this), format=node.args["format"].copy())
         if isinstance(node, _STRUCTURAL):
             return self.children(node)
         raise refuse(ENGINE, f"{type(node).__name__.upper()} under a total form")

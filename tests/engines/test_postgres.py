@@ -94,7 +94,20 @@ TOTALITY = (
 )
 
 # Constructs with no total form of DuckDB's meaning on PostgreSQL: refused, uncharged.
+# DuckDB's strftime with the codes every engine writes alike (render.strftime_supported):
+# to_char on PostgreSQL, date_format on Spark; other formats are refused.
+STRFTIME = (
+    "SELECT strftime(ts, '%Y-%m') AS ym, COUNT(*) AS n FROM prompts GROUP BY 1",
+    "SELECT strftime(CAST(ts AS DATE), '%d/%m/%y %H:%M:%S') AS d, COUNT(*) AS n FROM prompts "
+    "WHERE strftime(ts, '%H.%M') > '11.30' GROUP BY 1",
+)
+STRFTIME_REFUSED = tuple(
+    f"SELECT COUNT(*) AS n FROM prompts WHERE strftime(ts, '{fmt}') <> 'x'"
+    for fmt in ("%j", "%%Y", "%Y-%m-%dT%H", "%W", "%b")
+)
+
 REFUSED = (
+    *STRFTIME_REFUSED,
     "SELECT COUNT(*) AS n FROM prompts WHERE regexp_matches(model, 'sm.*')",
     "SELECT COUNT(*) AS n FROM prompts WHERE model LIKE 'a\\%'",
     "SELECT COUNT(*) AS n FROM prompts WHERE CAST(model AS DATE) IS NULL",
@@ -174,6 +187,12 @@ def test_pums_corpus_gives_the_same_bounded_answers(
 def test_total_forms_answer_like_duckdbs_try(
     sql: str, pair: dict[str, tuple[Engine, Engine]]
 ) -> None:
+    duck, pg = pair["demo"]
+    compare.assert_same(duck, pg, sql)
+
+
+@pytest.mark.parametrize("sql", STRFTIME)
+def test_strftime_answers_like_duckdb(sql: str, pair: dict[str, tuple[Engine, Engine]]) -> None:
     duck, pg = pair["demo"]
     compare.assert_same(duck, pg, sql)
 

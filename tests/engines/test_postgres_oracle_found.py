@@ -38,6 +38,9 @@ FOUND = (
     ("demo", "SELECT COUNT(*) AS n FROM prompts WHERE flagged = 1"),
     ("pums", "SELECT SUM(CASE WHEN TRUE <> married THEN 1 ELSE 0 END) AS n FROM PUMS.PUMS"),
     ("demo", "SELECT dayofweek(ts) AS d, COUNT(*) AS n FROM prompts GROUP BY 1"),
+    ("demo", "SELECT strftime(ts, '%Y-%m') AS ym, COUNT(*) AS n FROM prompts GROUP BY 1"),
+    ("demo", "SELECT strftime(CAST(ts AS DATE), '%y/%m/%d %H:%M:%S') AS t, COUNT(*) AS n "
+     "FROM prompts WHERE strftime(ts, '%H') < '12' GROUP BY 1"),
     ("demo", "SELECT year(ts) AS y, quarter(ts) AS q, COUNT(*) AS n FROM prompts "
      "WHERE dayofmonth(ts) < 15 GROUP BY 1, 2"),
 )  # fmt: skip

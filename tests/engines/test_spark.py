@@ -22,7 +22,7 @@ from proxy.policy import parse_policy
 from proxy.request import QueryRequest
 from tests.engines import compare
 from tests.engines.conftest import database_section, demo_text, pums_text, with_database
-from tests.engines.test_postgres import GOLDEN, TOTALITY, _facts, _read
+from tests.engines.test_postgres import GOLDEN, STRFTIME, STRFTIME_REFUSED, TOTALITY, _facts, _read
 from tests.policies import users_policy
 from tests.proxy.test_keyed_float_joins import TEXTUAL_TABLES
 from tests.reliability import neighbour_corpus as corpus
@@ -38,6 +38,7 @@ CI_GOLDEN = (
 )
 CI_TOTALITY = (TOTALITY[0], TOTALITY[-4], TOTALITY[-1])  # by zero; // of integers; DECIMAL keys
 REFUSED = (
+    STRFTIME_REFUSED[0],
     "SELECT COUNT(*) AS n FROM prompts WHERE regexp_matches(model, 'sm.*')",
     "SELECT COUNT(*) AS n FROM prompts WHERE model LIKE 'a\\%'",
     "SELECT COUNT(*) AS n FROM prompts WHERE CAST(CAST(latency_ms AS DOUBLE) AS VARCHAR) = '1.5'",
@@ -119,6 +120,12 @@ def test_pums_corpus_gives_the_same_bounded_answers(
 def test_total_forms_answer_like_duckdbs_try(
     sql: str, pair: dict[str, tuple[Engine, Engine]]
 ) -> None:
+    duck, spark = pair["demo"]
+    compare.assert_same(duck, spark, sql)
+
+
+@pytest.mark.parametrize("sql", STRFTIME)
+def test_strftime_answers_like_duckdb(sql: str, pair: dict[str, tuple[Engine, Engine]]) -> None:
     duck, spark = pair["demo"]
     compare.assert_same(duck, spark, sql)
 
