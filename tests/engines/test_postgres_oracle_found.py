@@ -9,7 +9,6 @@ refused), and table names with capitals (the driver's own error at start)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -19,7 +18,8 @@ from proxy.engine import Engine
 from proxy.errors import DPSQLError
 from proxy.policy import parse_policy
 from tests.engines import compare
-from tests.engines.conftest import database_section, demo_text, pums_text, with_database
+from tests.engines.conftest import database_section, with_database
+from tests.engines.test_postgres import pair  # noqa: F401 (the DuckDB and PostgreSQL engines)
 from tests.policies import users_policy
 from tests.postgres_server import PgServer
 
@@ -46,32 +46,11 @@ FOUND = (
 )  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def engines(
-    pg_sources: dict[str, str], engine_demo_db: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, tuple[Engine, Engine]]]:
-    """policy name -> (DuckDB engine, PostgreSQL engine) over the same data."""
-    out: dict[str, tuple[Engine, Engine]] = {}
-    for name in ("demo", "pums"):
-        pair = []
-        for kind in ("duckdb", "postgres"):
-            tmp = tmp_path_factory.mktemp(f"found-{name}-{kind}")
-            text = demo_text(tmp, engine_demo_db) if name == "demo" else pums_text(tmp)
-            if kind == "postgres":
-                text = with_database(text, database_section("postgres", pg_sources[name]))
-            pair.append(Engine(parse_policy(text, base_dir=tmp)))
-        out[name] = (pair[0], pair[1])
-    yield out
-    for pair_ in out.values():
-        for engine in pair_:
-            engine.close()
-
-
 @pytest.mark.parametrize(("policy", "sql"), FOUND, ids=[f"q{i}" for i in range(len(FOUND))])
 def test_the_oracles_queries_give_duckdbs_bounded_answers(
-    policy: str, sql: str, engines: dict[str, tuple[Engine, Engine]]
+    policy: str, sql: str, pair: dict[str, tuple[Engine, Engine]]  # noqa: F811
 ) -> None:
-    duck, pg = engines[policy]
+    duck, pg = pair[policy]
     compare.assert_same(duck, pg, sql)
 
 
