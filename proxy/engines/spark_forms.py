@@ -79,6 +79,8 @@ _STRUCTURAL = (
     exp.Round,
 )
 _INTEGER_PARTS = {"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "DOW", "DOY", "HOUR", "MINUTE"}
+# DuckDB's other names of those parts (dayofweek(x) reaches here as EXTRACT(DAYOFWEEK)).
+_PART_NAMES = {"DAYOFWEEK": "DOW", "DAYOFYEAR": "DOY", "DAYOFMONTH": "DAY", "WEEKOFYEAR": "WEEK"}
 _TRUNC_UNITS = {"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND"}
 # Spark converts a DATE to a 64-bit count of microseconds wherever it meets a TIMESTAMP or
 # a time part (EXTRACT(HOUR), date_trunc, a comparison with a timestamp), and raises
@@ -126,6 +128,22 @@ def _held_element(body: exp.Expr, held: list[Held]) -> exp.Expr:
 def _once(build: Callable[..., exp.Expr], *values: exp.Expr) -> exp.Expr:
     """``build(*values)`` with each large operand it repeats read once (render.read_once)."""
     return read_once(ENGINE, build, values, _held_element)
+
+
+# Beyond 2^52 every DOUBLE is an integer: FLOOR and CEIL give it back unchanged.
+_DOUBLE_INTEGRAL = 4503599627370496
+
+
+def _round_double(value: exp.Expr, digits: int) -> exp.Expr:
+    """A DOUBLE rounded as DuckDB's cast to DECIMAL(p, d) rounds it (d >= 0): round(x *
+    10^d) / 10^d. Spark's cast rounds the shortest decimal text of x half up (0.285 ->
+    0.29 where DuckDB gives 0.28); its ROUND of a DOUBLE to an integer rounds half away
+    from zero, as C's round does, and keeps NaN and the infinities, which the cast then
+    makes NULL as DuckDB's TRY_CAST does (as a product past the DOUBLE range, whose x no
+    DECIMAL of 38 digits holds). The operand is read once: the form grows with it."""
+    scale = exp.Var(this=f"1e{digits}D")  # a DOUBLE (Spark reads 1e2 as a DECIMAL)
+    product = exp.Mul(this=value, expression=scale)
+    return exp.Div(this=exp.Round(this=product), expression=scale.copy())
 
 
 def _within_years(value: exp.Expr, family: Family) -> exp.Expr:
@@ -443,8 +461,28 @@ class _Total:
                 if isinstance(node, exp.Mul)
                 else "try_mod"
             )
-            done = exp.Anonymous(this=fn, expressions=[self.form(node.left), self.form(node.right)])
             kinds = (self.typer.kind(node.left), self.typer.kind(node.right))
+            if isinstance(node, exp.Sub) and all(k.family is Family.DATE for k in kinds):
+                # DuckDB: a BIGINT number of days; Spark's try_subtract gives an INTERVAL
+                return exp.Cast(
+                    this=exp.Anonymous(
+                        this="datediff", expressions=[self.form(node.left), self.form(node.right)]
+                    ),
+                    to=exp.DataType.build("BIGINT"),
+                )
+            if isinstance(node, exp.Mod) and self.typer.kind(node).family is Family.FLOAT:
+                # DuckDB's DOUBLE % 0 is NaN (fmod); Spark's try_mod gives NULL
+                return _once(
+                    lambda a, b: template(
+                        "CASE WHEN __b = 0 AND NOT __a IS NULL THEN CAST('NaN' AS DOUBLE) "
+                        "ELSE try_mod(__a, __b) END",
+                        a=a,
+                        b=b,
+                    ),
+                    self.form(node.left),
+                    self.form(node.right),
+                )
+            done = exp.Anonymous(this=fn, expressions=[self.form(node.left), self.form(node.right)])
             if sum(k.family is Family.DATE for k in kinds) == 1 and any(k.numeric for k in kinds):
                 # A date moved by a number of days: try_add moves it past 9999 (or wraps
                 # it) without failing. (Two dates' difference is a number of days.)
@@ -489,6 +527,10 @@ class _Total:
                 lambda a: template("CASE WHEN __a < 0 THEN try_subtract(0, __a) ELSE __a END", a=a),
                 self.form(node.this),
             )
+        if isinstance(node, (exp.Concat, exp.DPipe)):
+            for part in node.expressions if isinstance(node, exp.Concat) else (node.this, node.expression):
+                if self.typer.kind(part).family is Family.FLOAT:
+                    raise refuse(ENGINE, "a DOUBLE turned into text (Spark writes 1.0E10)")
         if isinstance(node, exp.Concat):
             parts = [
                 exp.Coalesce(
@@ -522,7 +564,31 @@ class _Total:
                 # Spark rounds by BigDecimal.setScale, whose cost grows with the digits:
                 # ROUND(x, 100000000) ran 20 s on one person's rows.
                 raise refuse(ENGINE, f"ROUND to more than {_ROUND_DIGITS} digits")
+            if (
+                digits is not None
+                and int(digits.this) != 0
+                and self.typer.kind(node.this).family is Family.FLOAT
+            ):
+                # DuckDB rounds the exact binary value (2.675 -> 2.67, 0.285 -> 0.28);
+                # Spark rounds its shortest decimal text half up (2.68, 0.29)
+                raise refuse(ENGINE, "ROUND of a DOUBLE to decimals")
             return self.children(node)
+        if (
+            isinstance(node, (exp.Floor, exp.Ceil))
+            and node.args.get("decimals") is None
+            and self.typer.kind(node.this).family is Family.FLOAT
+        ):
+            # Spark's FLOOR/CEIL of a DOUBLE is a BIGINT, saturated past 2^63 (NaN: 0);
+            # DuckDB's is a DOUBLE
+            fn = "FLOOR" if isinstance(node, exp.Floor) else "CEIL"
+            return _once(
+                lambda a: template(
+                    f"CASE WHEN abs(__a) < {_DOUBLE_INTEGRAL} THEN CAST({fn}(__a) AS DOUBLE) "
+                    "ELSE __a END",
+                    a=a,
+                ),
+                self.form(node.this),
+            )
         if isinstance(node, exp.Substring):
             for part, low in ((node.args.get("start"), 1), (node.args.get("length"), 0)):
                 if part is not None and not (
@@ -537,10 +603,14 @@ class _Total:
                 raise refuse(ENGINE, f"DATE_TRUNC to {name or 'a computed unit'}")
             return exp.TimestampTrunc(this=self.form(node.this), unit=exp.var(name))
         if isinstance(node, exp.Extract):
-            part = node.this.name.upper()
+            part = _PART_NAMES.get(node.this.name.upper(), node.this.name.upper())
             if part not in _INTEGER_PARTS:
                 raise refuse(ENGINE, f"EXTRACT({part})")
-            out = exp.Extract(this=node.this.copy(), expression=self.form(node.expression))
+            out: exp.Expr = exp.Extract(this=exp.var(part), expression=self.form(node.expression))
+            if part == "DOW":
+                # Spark counts Sunday as 1, DuckDB as 0 (an answer oracle, 2026-12-05:
+                # EXTRACT(dow ...) was answered one day off)
+                out = exp.Sub(this=out, expression=exp.Literal.number(1))
             return exp.Cast(this=out, to=exp.DataType.build("BIGINT"))
         if isinstance(node, exp.TimeToStr):
             # DuckDB's strftime(x, '%Y-%m') as date_format(x, 'yyyy-MM') (sqlglot writes
@@ -584,6 +654,12 @@ class _Total:
             raise refuse(ENGINE, f"a cast from {source.family} to {node.to.sql('duckdb')}")
         if target.family is Family.TEXT and source.family is Family.FLOAT:
             raise refuse(ENGINE, "a cast of a DOUBLE to text (Spark writes 1.0E10)")
+        if target.family is Family.DECIMAL and source.family is Family.FLOAT:
+            # DuckDB scales the binary value and rounds it (0.285 -> 0.28); Spark rounds
+            # the shortest decimal text half up (0.29)
+            scale = target.scale
+            if target.precision and 0 <= scale <= _ROUND_DIGITS:
+                inner = _round_double(inner, scale)
         if target.family is Family.INT and source.family is Family.FLOAT:
             inner = exp.Anonymous(this="bround", expressions=[inner])
         elif target.family is Family.INT and source.family is Family.DECIMAL:
@@ -593,4 +669,23 @@ class _Total:
             inner = exp.Round(
                 this=exp.TryCast(this=exp.Trim(this=inner), to=exp.DataType.build("DECIMAL(38, 9)"))
             )
-        return exp.TryCast(this=inner, to=node.to.copy())
+        cast = exp.TryCast(this=inner, to=node.to.copy())
+        if (
+            target.family is Family.INT
+            and target.bits in (8, 16, 32, 64)
+            and source.family is not Family.BOOL
+            and not (source.family is Family.INT and 0 < source.bits <= target.bits)
+        ):
+            # sqlglot prints TRY_CAST as CAST for Spark, and with ANSI off a narrowing
+            # CAST wraps (INT -> TINYINT) or saturates (DOUBLE -> INT): NULL out of
+            # range, as DuckDB's TRY_CAST
+            lo, hi = -(2 ** (target.bits - 1)), 2 ** (target.bits - 1)
+            return _once(
+                lambda a: template(
+                    f"CASE WHEN __a >= {lo} AND __a < {hi} THEN __c END",
+                    a=a,
+                    c=exp.TryCast(this=a.copy(), to=node.to.copy()),
+                ),
+                inner,
+            )
+        return cast
