@@ -142,28 +142,8 @@ def _check_scalar(node: exp.Expr, where: str) -> None:
                 "write the amount into the interval: ts + INTERVAL (n * 7) DAY",
                 position_of(sub),
             )
-        if (
-            isinstance(sub, (exp.Cast, exp.TryCast))
-            and sub.to.this == exp.DataType.Type.USERDEFINED
-            and sub.to.sql("duckdb").upper() not in _UNSIGNED_ALIASES
-        ):
-            # A name sqlglot does not know (VARINT, a typo): DuckDB alone would say what
-            # it is, after the charge where the catalog types the query.
-            raise unsupported(
-                f"a cast to {sub.to.sql('duckdb')} is not answered",
-                "cast to one of DuckDB's standard types: BIGINT, HUGEINT, DOUBLE, "
-                "DECIMAL(p, s), VARCHAR, DATE or TIMESTAMP",
-                position_of(sub),
-            )
-        if isinstance(sub, (exp.Cast, exp.TryCast)) and sub.to.sql("duckdb").upper() in (
-            UNSIGNED_TYPES | _UNSIGNED_ALIASES
-        ):
-            raise unsupported(
-                f"a cast to {sub.to.sql('duckdb')} is not answered: unsigned arithmetic "
-                "fails below zero on the rows that reach it",
-                "cast to a signed type: BIGINT or HUGEINT",
-                position_of(sub),
-            )
+        if isinstance(sub, (exp.Cast, exp.TryCast)):
+            _check_cast_type(sub)
         if isinstance(sub, (exp.TimestampTrunc, exp.DateTrunc)) and sub.args.get("zone"):
             # Rendered as AT TIME ZONE: an unknown zone (a column's value, say) raises a
             # NotImplementedException on each row that reaches it, which TRY does not
@@ -227,6 +207,28 @@ def _check_interval(node: exp.Interval) -> None:
             + ", ".join(sorted(u for u in INTERVAL_UNITS if not u.endswith("S"))).lower(),
             "write INTERVAL (n) DAY, with n a number",
             position_of(node),
+        )
+
+
+def _check_cast_type(cast: exp.Cast) -> None:
+    """Refuse casts to unsigned integers, by any of DuckDB's names, and to type names
+    sqlglot does not know."""
+    name = cast.to.sql("duckdb")
+    if name.upper() in UNSIGNED_TYPES | _UNSIGNED_ALIASES:
+        raise unsupported(
+            f"a cast to {name} is not answered: unsigned arithmetic "
+            "fails below zero on the rows that reach it",
+            "cast to a signed type: BIGINT or HUGEINT",
+            position_of(cast),
+        )
+    if cast.to.this == exp.DataType.Type.USERDEFINED:
+        # A name sqlglot does not know (VARINT, a typo): DuckDB alone would say what it
+        # is, after the charge where the catalog types the query.
+        raise unsupported(
+            f"a cast to {name} is not answered",
+            "cast to one of DuckDB's standard types: BIGINT, HUGEINT, DOUBLE, "
+            "DECIMAL(p, s), VARCHAR, DATE or TIMESTAMP",
+            position_of(cast),
         )
 
 

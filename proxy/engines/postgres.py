@@ -117,6 +117,25 @@ PLAIN_TABLES_SQL = (
 )
 
 
+def _refuse_capitals(policy: Policy, capitals: list[tuple[str, str, str]]) -> None:
+    """Refuse to start when a table the policy names has a capital letter in its schema,
+    table or column names (``capitals``, from the introspection): dpsql reads
+    PostgreSQL's names in lower case, as an unquoted name is, and such a table then
+    failed at start with the driver's own error (an answer oracle, 2026-12-05)."""
+    named = {split_name(t.name) for t in policy.tables}
+    for schema, table, column in capitals:
+        db = "main" if schema == "public" else schema.lower()
+        if (db, table.lower()) not in named:
+            continue
+        raise DPSQLError(
+            "policy_error",
+            f'PostgreSQL table "{schema}"."{table}" (column "{column}") has capital '
+            "letters in its names, which dpsql does not read",
+            "rename them in lower case (ALTER TABLE ... RENAME), as PostgreSQL folds "
+            "unquoted names",
+        )
+
+
 class PostgresExecutor:
     """A few connections to one PostgreSQL database, each call in its own read-only
     transaction."""
@@ -138,8 +157,8 @@ class PostgresExecutor:
         self._guard = threading.Lock()
         self._closed = False
         try:
-            self._types, wide = self._introspect()
-            self._refuse_capitals(policy)
+            self._types, wide, capitals = self._introspect()
+            _refuse_capitals(policy, capitals)
             self._forms = PostgresForms(base_tables=self._base_tables(), wide_numerics=wide)
             self._render = functools.lru_cache(maxsize=512)(self._render_uncached)
             refuse_postgres_collations(lambda sql: self._fetch(sql, ())[1])
@@ -193,8 +212,11 @@ class PostgresExecutor:
 
     # --- the interface ------------------------------------------------------------------
 
-    def _introspect(self) -> tuple[ColumnTypes, frozenset[tuple[str, str, str]]]:
-        """The catalog's column types, and the (db, table, column) of wide NUMERICs."""
+    def _introspect(
+        self,
+    ) -> tuple[ColumnTypes, frozenset[tuple[str, str, str]], list[tuple[str, str, str]]]:
+        """The catalog's column types, the (db, table, column) of wide NUMERICs, and the
+        (schema, table, column) names, as written, that hold a capital letter."""
         rows = self._fetch(
             "SELECT table_schema, table_name, column_name, data_type, numeric_precision, "
             "numeric_scale FROM information_schema.columns WHERE table_schema NOT IN "
@@ -204,38 +226,17 @@ class PostgresExecutor:
         )[1]
         out: ColumnTypes = {}
         wide: set[tuple[str, str, str]] = set()
+        capitals: list[tuple[str, str, str]] = []
         for schema, table, column, dtype, precision, scale in rows:
+            names = (str(schema), str(table), str(column))
+            if any(name != name.lower() for name in names):
+                capitals.append(names)
             db = "main" if schema == "public" else str(schema).lower()
             key = (db, str(table).lower(), str(column).lower())
             out.setdefault(key[:2], {})[key[2]] = _catalog_type(str(dtype), precision, scale)
             if _wide_numeric(str(dtype), precision):
                 wide.add(key)
-        return out, frozenset(wide)
-
-    def _refuse_capitals(self, policy: Policy) -> None:
-        """Refuse to start when a table the policy names has a capital letter in its
-        schema, table or column names: dpsql reads PostgreSQL's names in lower case, as
-        an unquoted name is, and such a table then failed at start with the driver's
-        own error (an answer oracle, 2026-12-05)."""
-        named = {split_name(t.name) for t in policy.tables}
-        rows = self._fetch(
-            "SELECT table_schema, table_name, column_name FROM information_schema.columns "
-            "WHERE table_schema NOT IN ('pg_catalog', 'information_schema') AND "
-            "(table_schema <> lower(table_schema) OR table_name <> lower(table_name) "
-            "OR column_name <> lower(column_name))",
-            (),
-        )[1]
-        for schema, table, column in rows:
-            db = "main" if schema == "public" else str(schema).lower()
-            if (db, str(table).lower()) not in named:
-                continue
-            raise DPSQLError(
-                "policy_error",
-                f'PostgreSQL table "{schema}"."{table}" (column "{column}") has capital '
-                "letters in its names, which dpsql does not read",
-                "rename them in lower case (ALTER TABLE ... RENAME), as PostgreSQL folds "
-                "unquoted names",
-            )
+        return out, frozenset(wide), capitals
 
     def _base_tables(self) -> frozenset[tuple[str, str]]:
         """(db, table) of the plain tables, in the catalog's naming: ordinary tables
