@@ -400,9 +400,40 @@ ENGINE_PROBES |= {
         + " >= 0"
     ),
 }
+# The forms the answer oracle over PostgreSQL and Spark prompted (2026-12-05), pinned to
+# the person: strftime, narrowing casts, FLOOR and % 0 of a DOUBLE, DATE - DATE,
+# EXTRACT(dow), an integer compared with a boolean, two DISTINCT arguments' types.
+ORACLE_FORMS = {
+    "oracle_strftime_key": (
+        "SELECT strftime(ts, '%Y-%m') AS ym, COUNT(*) AS n FROM prompts WHERE user_id = {pid} "
+        "GROUP BY 1"
+    ),
+    "oracle_narrowing_cast": (
+        "SELECT COUNT(*) AS n FROM prompts WHERE user_id = {pid} AND "
+        "(CAST(tokens_in * 1e10 AS INTEGER) IS NULL OR CAST(tokens_in AS TINYINT) > 0)"
+    ),
+    "oracle_double_floor_mod": (
+        "SELECT COUNT(*) AS n FROM prompts WHERE user_id = {pid} AND "
+        "(FLOOR(tokens_in * 1e17) > 1e19 OR CAST(tokens_in AS DOUBLE) % 0 IS NULL)"
+    ),
+    "oracle_date_difference_dow": (
+        "SELECT EXTRACT(dow FROM ts) AS d, COUNT(*) AS n FROM prompts WHERE user_id = {pid} "
+        "AND CAST(ts AS DATE) - DATE '2024-01-01' > 100 GROUP BY 1"
+    ),
+    "oracle_flag_compared": (
+        "SELECT COUNT(*) AS n FROM prompts WHERE user_id = {pid} AND flagged = 1"
+    ),
+    "oracle_distinct_two_types": (
+        "SELECT COUNT(DISTINCT model) AS m, COUNT(DISTINCT tokens_in // 1000) AS b "
+        "FROM prompts WHERE user_id = {pid}"
+    ),
+}
+ENGINE_PROBES |= ORACLE_FORMS
 # Every engine answers these (the harness alone would pass a refusal on both sides).
 ANSWERED_PROBES = frozenset(
     {
+        # (PostgreSQL refuses DATE - DATE and % of a DOUBLE before any charge)
+        *(n for n in ORACLE_FORMS if n not in ("oracle_date_difference_dow", "oracle_double_floor_mod")),
         *(f"pg_{name}_far_date" for name in ("coalesce", "greatest", "least", "case")),
         "decimal38_deep_chain",
         "double_quotient_deep",
@@ -539,7 +570,10 @@ def test_spark_neighbours_infinite_dates(sql: str, spark_infinite_side: Side) ->
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param(n, marks=() if n.startswith("spark_far_date_") else pytest.mark.slow)
+        pytest.param(
+            n,
+            marks=() if n.startswith(("spark_far_date_", "oracle_")) else pytest.mark.slow,
+        )
         for n in sorted(ENGINE_PROBES)
     ],
 )
