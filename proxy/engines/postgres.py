@@ -23,10 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from proxy.catalog import FanOut, split_name
+from proxy.catalog import FanOut
 from proxy.engines.collations import refuse_postgres_collations
 from proxy.engines.executor import ColumnTypes, check_one_row_per_person, columns_of, plain
 from proxy.engines.postgres_forms import PostgresForms
+from proxy.engines.postgres_names import PostgresNames, catalog_db
 from proxy.engines.render import Rendered, render
 from proxy.errors import DPSQLError, query_timeout
 from proxy.policy import Policy
@@ -117,25 +118,6 @@ PLAIN_TABLES_SQL = (
 )
 
 
-def _refuse_capitals(policy: Policy, capitals: list[tuple[str, str, str]]) -> None:
-    """Refuse to start when a table the policy names has a capital letter in its schema,
-    table or column names (``capitals``, from the introspection): dpsql reads
-    PostgreSQL's names in lower case, as an unquoted name is, and such a table then
-    failed at start with the driver's own error (an answer oracle, 2026-12-05)."""
-    named = {split_name(t.name) for t in policy.tables}
-    for schema, table, column in capitals:
-        db = "main" if schema == "public" else schema.lower()
-        if (db, table.lower()) not in named:
-            continue
-        raise DPSQLError(
-            "policy_error",
-            f'PostgreSQL table "{schema}"."{table}" (column "{column}") has capital '
-            "letters in its names, which dpsql does not read",
-            "rename them in lower case (ALTER TABLE ... RENAME), as PostgreSQL folds "
-            "unquoted names",
-        )
-
-
 class PostgresExecutor:
     """A few connections to one PostgreSQL database, each call in its own read-only
     transaction."""
@@ -157,9 +139,11 @@ class PostgresExecutor:
         self._guard = threading.Lock()
         self._closed = False
         try:
-            self._types, wide, capitals = self._introspect()
-            _refuse_capitals(policy, capitals)
-            self._forms = PostgresForms(base_tables=self._base_tables(), wide_numerics=wide)
+            self._types, wide, self._names = self._introspect()
+            self._names.refuse_folded(policy)
+            self._forms = PostgresForms(
+                base_tables=self._base_tables(), wide_numerics=wide, names=self._names
+            )
             self._render = functools.lru_cache(maxsize=512)(self._render_uncached)
             refuse_postgres_collations(lambda sql: self._fetch(sql, ())[1])
             check_one_row_per_person(policy, self)
@@ -212,11 +196,9 @@ class PostgresExecutor:
 
     # --- the interface ------------------------------------------------------------------
 
-    def _introspect(
-        self,
-    ) -> tuple[ColumnTypes, frozenset[tuple[str, str, str]], list[tuple[str, str, str]]]:
-        """The catalog's column types, the (db, table, column) of wide NUMERICs, and the
-        (schema, table, column) names, as written, that hold a capital letter."""
+    def _introspect(self) -> tuple[ColumnTypes, frozenset[tuple[str, str, str]], PostgresNames]:
+        """The catalog's column types, the (db, table, column) of wide NUMERICs, and
+        PostgreSQL's own spelling of the names (proxy/engines/postgres_names.py)."""
         rows = self._fetch(
             "SELECT table_schema, table_name, column_name, data_type, numeric_precision, "
             "numeric_scale FROM information_schema.columns WHERE table_schema NOT IN "
@@ -226,27 +208,20 @@ class PostgresExecutor:
         )[1]
         out: ColumnTypes = {}
         wide: set[tuple[str, str, str]] = set()
-        capitals: list[tuple[str, str, str]] = []
         for schema, table, column, dtype, precision, scale in rows:
-            names = (str(schema), str(table), str(column))
-            if any(name != name.lower() for name in names):
-                capitals.append(names)
-            db = "main" if schema == "public" else str(schema).lower()
-            key = (db, str(table).lower(), str(column).lower())
+            key = (catalog_db(str(schema)), str(table).lower(), str(column).lower())
             out.setdefault(key[:2], {})[key[2]] = _catalog_type(str(dtype), precision, scale)
             if _wide_numeric(str(dtype), precision):
                 wide.add(key)
-        return out, frozenset(wide), capitals
+        names = PostgresNames.from_columns((str(r[0]), str(r[1]), str(r[2])) for r in rows)
+        return out, frozenset(wide), names
 
     def _base_tables(self) -> frozenset[tuple[str, str]]:
         """(db, table) of the plain tables, in the catalog's naming: ordinary tables
         without inheritance children (a view, a partitioned or foreign table, or a
         parent of inherited tables reads rows beyond one table's size limit)."""
         rows = self._fetch(PLAIN_TABLES_SQL, ())[1]
-        return frozenset(
-            ("main" if schema == "public" else str(schema).lower(), str(table).lower())
-            for schema, table in rows
-        )
+        return frozenset((catalog_db(str(schema)), str(table).lower()) for schema, table in rows)
 
     def column_types(self) -> ColumnTypes:
         return {k: dict(v) for k, v in self._types.items()}
@@ -310,24 +285,24 @@ class PostgresExecutor:
         return columns_of(names, rows)
 
     def distinct_values(self, db: str, table: str, column: str, limit: int) -> list[Any]:
-        schema = "public" if db == "main" else db
+        name = ".".join(map(_quote, self._names.table(db, table)))
+        value = _quote(self._names.column(db, table, column))
         _, rows = self._fetch(
-            f"SELECT DISTINCT {_quote(column)} FROM {_quote(schema)}.{_quote(table)} "
-            f"WHERE {_quote(column)} IS NOT NULL ORDER BY 1 LIMIT {int(limit) + 1}",
+            f"SELECT DISTINCT {value} FROM {name} "
+            f"WHERE {value} IS NOT NULL ORDER BY 1 LIMIT {int(limit) + 1}",
             (),
             self.timeout_s,
         )
         return [plain(r[0]) for r in rows]
 
     def fan_out(self, db: str, table: str, columns: tuple[str, ...]) -> FanOut:
-        schema = "public" if db == "main" else db
-        name = f"{_quote(schema)}.{_quote(table)}"
+        name = ".".join(map(_quote, self._names.table(db, table)))
         _, rows = self._fetch(f"SELECT COUNT(*) FROM {name}", (), self.timeout_s)
         per_value = {}
         for column in columns:
             _, top = self._fetch(
                 f"SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM {name} "
-                f"GROUP BY {_quote(column)}) AS c",
+                f"GROUP BY {_quote(self._names.column(db, table, column))}) AS c",
                 (),
                 self.timeout_s,
             )

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from proxy.engines.kinds import BIGINT, FLOAT, Family, Kind, Typer, choices, of_data_type
+from proxy.engines.postgres_names import PostgresNames
 from proxy.engines.postgres_per_person import narrow_sums
 from proxy.engines.render import (
     HELD_ROW,
@@ -323,9 +324,12 @@ class PostgresForms:
         schema_of: dict[str, str] | None = None,
         base_tables: frozenset[tuple[str, str]] = frozenset(),
         wide_numerics: frozenset[tuple[str, str, str]] = frozenset(),
+        names: PostgresNames | None = None,
     ):
         # catalog schema -> PostgreSQL schema ("main" is DuckDB's default, "public" PG's)
         self._schema_of = schema_of or {"main": "public"}
+        # the server's own spelling of the catalog's lower-case names (capitals kept)
+        self._names = names
         # (db, table) of the base tables, in the catalog's naming: what the INTEGER sums
         # of postgres_per_person may read (a view's rows have no bound).
         self.base_tables = base_tables
@@ -337,10 +341,18 @@ class PostgresForms:
         return f"${index + 1}"
 
     def table(self, db: str, name: str) -> exp.Table:
-        return exp.Table(
-            this=exp.to_identifier(name, quoted=True),
-            db=exp.to_identifier(self._schema_of.get(db, db), quoted=True),
+        schema, table = (
+            self._names.table(db, name)
+            if self._names is not None
+            else (self._schema_of.get(db, db), name)
         )
+        return exp.Table(
+            this=exp.to_identifier(table, quoted=True),
+            db=exp.to_identifier(schema, quoted=True),
+        )
+
+    def column(self, db: str, table: str, name: str) -> str | None:
+        return self._names.column(db, table, name) if self._names is not None else None
 
     def source_values(self, tree: exp.Expr, ctes: set[str]) -> None:
         """Read each wide NUMERIC column as the DECIMAL(38, 9) its catalog type says:
@@ -414,12 +426,16 @@ class PostgresForms:
         if kind.family is Family.FLOAT:
             number = exp.Coalesce(
                 this=exp.Cast(this=value.copy(), to=exp.DataType.build("DOUBLE")),
-                expressions=[exp.Cast(this=exp.Literal.string("NaN"), to=exp.DataType.build("DOUBLE"))],
+                expressions=[
+                    exp.Cast(this=exp.Literal.string("NaN"), to=exp.DataType.build("DOUBLE"))
+                ],
             )
             return exp.Anonymous(this="hashfloat8extended", expressions=[number, previous])
         if kind.family in (Family.TEXT, Family.DECIMAL, Family.INT, Family.DATE, Family.TIMESTAMP):
             canonical = value.copy()
-            if kind.family is Family.DECIMAL or (kind.family is Family.INT and not 0 < kind.bits <= 64):
+            if kind.family is Family.DECIMAL or (
+                kind.family is Family.INT and not 0 < kind.bits <= 64
+            ):
                 canonical = _trimmed_number(canonical)
             elif kind.family is Family.TIMESTAMP:
                 # the instant, not its text: a TIMESTAMP equals a TIMESTAMPTZ of the same

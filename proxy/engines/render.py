@@ -95,9 +95,9 @@ class Forms(Protocol):
 
     def parameter(self, index: int) -> str: ...
     def table(self, db: str, name: str) -> exp.Table: ...
-    def keyed_hash(
-        self, values: list[exp.Expr], kinds: list[Kind], seed: exp.Expr
-    ) -> exp.Expr: ...
+    # A catalog table's column as the engine spells it (None: as the catalog does)
+    def column(self, db: str, table: str, name: str) -> str | None: ...
+    def keyed_hash(self, values: list[exp.Expr], kinds: list[Kind], seed: exp.Expr) -> exp.Expr: ...
     def total(self, node: exp.Expr, typer: Typer) -> exp.Expr: ...
     def exact_sum(self, node: exp.Sum, argument: Kind) -> exp.Expr: ...
     def wide_integer(self) -> exp.DataType: ...
@@ -170,7 +170,9 @@ def keyed_list(node: exp.In, keyed: Callable[[exp.Expr], exp.Expr]) -> exp.Expr:
         exp.Null()
         if nulls
         else exp.Case(
-            ifs=[exp.If(this=exp.Is(this=node.this.copy(), expression=exp.Null()), true=exp.Null())],
+            ifs=[
+                exp.If(this=exp.Is(this=node.this.copy(), expression=exp.Null()), true=exp.Null())
+            ],
             default=exp.false(),
         )
     )
@@ -600,6 +602,63 @@ def _type_name(kind: Kind) -> str:
     }.get(kind.family, "UNKNOWN")
 
 
+def _sources(select: exp.Select) -> list[tuple[str, exp.Expr]]:
+    """(alias, source) of what a SELECT reads in its FROM and JOINs."""
+    found = [select.args.get("from_"), *(select.args.get("joins") or [])]
+    return [(s.this.alias_or_name.lower(), s.this) for s in found if s is not None]
+
+
+def _catalog_table(
+    source: exp.Expr, ctes: set[str], types: Mapping[tuple[str, str], Mapping[str, str]]
+) -> tuple[str, str] | None:
+    if not isinstance(source, exp.Table) or (not source.db and source.name.lower() in ctes):
+        return None
+    key = ((source.db or "main").lower(), source.name.lower())
+    return key if key in types else None
+
+
+def _column_table(
+    column: exp.Column, ctes: set[str], types: Mapping[tuple[str, str], Mapping[str, str]]
+) -> tuple[str, str] | None:
+    """The catalog table a column reads, by its scope: the nearest SELECT whose FROM or
+    JOINs name its qualifier (or, unqualified, the SELECT's one source)."""
+    qualifier = column.table.lower()
+    select = column.find_ancestor(exp.Select)
+    while select is not None:
+        sources = _sources(select)
+        if not qualifier:
+            if len(sources) != 1:
+                return None
+            key = _catalog_table(sources[0][1], ctes, types)
+            return key if key and column.name.lower() in types[key] else None
+        for alias, source in sources:
+            if alias == qualifier:
+                return _catalog_table(source, ctes, types)
+        select = select.find_ancestor(exp.Select)  # a correlated reference
+    return None
+
+
+def _spelled_columns(
+    tree: exp.Expr,
+    forms: Forms,
+    ctes: set[str],
+    types: Mapping[tuple[str, str], Mapping[str, str]],
+) -> None:
+    """Each column of a catalog table written as the engine spells it: PostgreSQL keeps
+    the capitals of a quoted name that the catalog holds in lower case
+    (proxy/engines/postgres_names.py). A name resolved wrongly here fails the engine's
+    own prepare (the executor's ``describe``), before any charge."""
+    for column in list(tree.find_all(exp.Column)):
+        if isinstance(column.this, exp.Star):
+            continue
+        table = _column_table(column, ctes, types)
+        if table is None:
+            continue
+        spelled = forms.column(*table, column.name.lower())
+        if spelled is not None and spelled != column.name:
+            column.set("this", exp.to_identifier(spelled, quoted=True))
+
+
 def printed(tree: exp.Expr, dialect: str) -> str:
     """The engine's text of a rendered tree; raises where the dialect has no form for a
     node (the tests check that the text groups its operators as the tree does)."""
@@ -656,6 +715,7 @@ def render(sql: str, forms: Forms, types: Mapping[tuple[str, str], Mapping[str, 
     ctes = set(_ctes(tree))  # (after the forms, which may add one)
     # Table columns holding values their catalog type cannot (PostgreSQL's NUMERIC).
     forms.source_values(tree, ctes)
+    _spelled_columns(tree, forms, ctes, types)
     for table in list(tree.find_all(exp.Table)):
         if not table.db and table.name.lower() in ctes:
             continue

@@ -272,6 +272,9 @@ class SparkForms:
             db=exp.to_identifier("default" if db == "main" else db, quoted=True),
         )
 
+    def column(self, db: str, table: str, name: str) -> str | None:
+        return None  # Spark matches column names without case (spark.sql.caseSensitive)
+
     def keyed_hash(self, values: list[exp.Expr], kinds: list[Kind], seed: exp.Expr) -> exp.Expr:
         """A 64-bit hash of ``values`` (of DuckDB kinds ``kinds``) under the secret
         per-query ``seed``: the L0 cut's order of a person's groups, and the keyed first
@@ -296,7 +299,14 @@ class SparkForms:
                 zero = exp.EQ(this=value.copy(), expression=exp.Literal.number(0))
                 parts.append(
                     exp.Case(
-                        ifs=[exp.If(this=zero, true=exp.Cast(this=exp.Literal.number(0), to=exp.DataType.build("DOUBLE")))],
+                        ifs=[
+                            exp.If(
+                                this=zero,
+                                true=exp.Cast(
+                                    this=exp.Literal.number(0), to=exp.DataType.build("DOUBLE")
+                                ),
+                            )
+                        ],
                         default=value.copy(),
                     )
                 )
@@ -528,7 +538,9 @@ class _Total:
                 self.form(node.this),
             )
         if isinstance(node, (exp.Concat, exp.DPipe)):
-            for part in node.expressions if isinstance(node, exp.Concat) else (node.this, node.expression):
+            for part in (
+                node.expressions if isinstance(node, exp.Concat) else (node.this, node.expression)
+            ):
                 if self.typer.kind(part).family is Family.FLOAT:
                     raise refuse(ENGINE, "a DOUBLE turned into text (Spark writes 1.0E10)")
         if isinstance(node, exp.Concat):
