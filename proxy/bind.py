@@ -62,6 +62,11 @@ def check_tables(tree: exp.Expr, catalog: Catalog, allowed: frozenset[str] | Non
                 "operator if a table you need is missing",
                 position_of(table),
             )
+    for column in tree.find_all(exp.Column):
+        # "dpsql"."main"."prompts"."model" (Trino clients and Tableau qualify columns
+        # as fully as tables): the catalog is dpsql's own, as for a table above.
+        if column.args.get("catalog") and column.args["catalog"].name.lower() == CATALOG_NAME:
+            column.set("catalog", None)
 
 
 SchemaKey = tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...]

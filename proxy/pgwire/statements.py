@@ -294,6 +294,16 @@ def _engine_sql(
                     table.set("db", exp.to_identifier(schema))
                     changed = True
                     break
+    for column in list(tree.find_all(exp.Column)):
+        # Metabase writes every column "public"."prompts"."model": its schema and
+        # database go as the table's do above.
+        catalog, db = column.text("catalog").lower(), column.text("db").lower()
+        if catalog and catalog == database.lower() and db:
+            column.set("catalog", None)
+            changed = True
+        if db == PUBLIC:
+            column.set("db", None)
+            changed = True
     for node in list(tree.find_all(exp.Parameter, exp.Placeholder)):
         index = _param_index(node)
         if index is None or not 1 <= index <= len(params):

@@ -151,3 +151,20 @@ def test_psycopg2_simple_protocol_and_refusal(door: PgDoor) -> None:
         conn.rollback()
     finally:
         conn.close()
+
+
+def test_metabase_qualifies_every_column_with_its_schema(door: PgDoor) -> None:
+    # Metabase's PostgreSQL driver writes "public"."prompts"."model" for every column;
+    # the door dropped the schema of tables only, and DuckDB's binder refused the rest
+    # (a corpus of BI tools' SQL, 2026-12-06).
+    plain = "SELECT model AS model, COUNT(*) AS count FROM prompts GROUP BY model ORDER BY model"
+    metabase = (
+        'SELECT "public"."prompts"."model" AS "model", count(*) AS "count" '
+        'FROM "public"."prompts" GROUP BY "public"."prompts"."model" '
+        'ORDER BY "public"."prompts"."model" ASC'
+    )
+    with psycopg.connect(door.dsn(), autocommit=True) as conn:
+        first = conn.execute(plain).fetchall()
+        again = conn.execute(metabase).fetchall()
+        assert again == first and [m for m, _ in again] == sorted(m for m, _ in first)
+        assert last_release(conn)["cached"]  # the same release, replayed free
