@@ -31,6 +31,10 @@
   the grouped items (``COUNT(*) + sex`` beside ``sex``, which DuckDB refuses under ALL,
   is answered per group as under ``GROUP BY sex``), else the query is refused as any
   ungrouped column is.
+* DuckDB's ``ORDER BY ALL`` orders by every select item, left to right, in the one
+  direction given: it is read as ``ORDER BY`` their positions (it reached DuckDB's
+  parser as the outer layer's text and failed there; a corpus of BI and notebook SQL,
+  2026-12-06).
 """
 
 from __future__ import annotations
@@ -250,13 +254,37 @@ def _grouped_by_all(select: exp.Select) -> None:
     select.set("group", exp.Group(expressions=positions) if positions else None)
 
 
+def _ordered_by_all(select: exp.Select) -> None:
+    """``ORDER BY ALL`` as ``ORDER BY`` every select item's position, left to right, each
+    in its direction (DuckDB's meaning)."""
+    order = select.args.get("order")
+    if order is None or len(order.expressions) != 1:
+        return
+    only = order.expressions[0]
+    if not (isinstance(only.this, exp.Var) and only.this.name.upper() == "ALL"):
+        return
+    items = select.expressions
+    if any(isinstance(i, exp.Star) or (isinstance(i, exp.Column) and i.is_star) for i in items):
+        return  # (a star's width is the binder's to say; refused there with its reason)
+    order.set(
+        "expressions",
+        [
+            exp.Ordered(
+                this=exp.Literal.number(n), **{k: v for k, v in only.args.items() if k != "this"}
+            )
+            for n in range(1, len(items) + 1)
+        ],
+    )
+
+
 def normalize(tree: exp.Expr) -> exp.Expr:
     """Aggregate spellings of other systems as the nodes dpsql answers, simple CASEs as
     searched ones (deepest first, so that each operand copied is final), and ``GROUP BY
-    ALL`` as the positions it groups by."""
+    ALL`` and ``ORDER BY ALL`` as the positions they name."""
     tree = tree.transform(_respell, copy=False)
     for select in list(tree.find_all(exp.Select)):
         _grouped_by_all(select)
+        _ordered_by_all(select)
     simple = [c for c in tree.find_all(exp.Case) if c.args.get("this") is not None]
     added = sum(
         sum(1 for _ in c.this.walk()) * max(len(c.args.get("ifs") or []) - 1, 0) for c in simple

@@ -1,5 +1,5 @@
 """DuckDB's ``GROUP BY ALL`` is ``GROUP BY`` the select items that hold a column and no
-aggregate or window (proxy/spellings.py). It was refused with a message naming a column
+aggregate or window (proxy/spellings.py), and ``ORDER BY ALL`` is ``ORDER BY`` every item. It was refused with a message naming a column
 that is grouped (an answer oracle, 2026-12-05); it is now the same release as the
 positional form, so either spelling after the other is a free replay."""
 
@@ -59,3 +59,31 @@ def test_an_ungrouped_column_under_all_is_refused_before_any_charge(small_demo: 
         assert refused.value.code in ("unsupported_sql", "bad_request")
         assert "without an aggregate" in str(refused.value)
     assert small_demo.ledger.history() == spent
+
+
+@pytest.mark.parametrize(
+    ("by_all", "explicit"),
+    [
+        (
+            "SELECT model, COUNT(*) AS n FROM prompts GROUP BY model ORDER BY ALL",
+            "SELECT model, COUNT(*) AS n FROM prompts GROUP BY model ORDER BY 1, 2",
+        ),
+        (
+            "SELECT year(ts) AS y, month(ts) AS m, COUNT(*) AS n FROM prompts "
+            "GROUP BY ALL ORDER BY ALL DESC",
+            "SELECT year(ts) AS y, month(ts) AS m, COUNT(*) AS n FROM prompts "
+            "GROUP BY 1, 2 ORDER BY 1 DESC, 2 DESC, 3 DESC",
+        ),
+    ],
+    ids=["asc", "desc_with_group_by_all"],
+)
+def test_order_by_all_orders_by_every_item(
+    small_demo: Engine, by_all: str, explicit: str
+) -> None:
+    """``ORDER BY ALL`` failed in DuckDB's parser as the outer layer's text (a corpus of
+    BI and notebook SQL, 2026-12-06); it is the positions of every item, left to right."""
+    first = small_demo.run(QueryRequest(explicit, epsilon=1.0))
+    again = small_demo.run(QueryRequest(by_all, epsilon=1.0))
+    assert again.privacy.cached and again.rows == first.rows
+    descending = "DESC" in explicit
+    assert again.rows == sorted(again.rows, reverse=descending)
