@@ -1049,7 +1049,9 @@ class Engine:
         stand_in = self.post.stand_in(plan.released_columns)
         names, rows = self.post.run(plan.outer_sql, stand_in)
         shown = len(plan.output_names)
-        table = nested.table_of(tuple(names[:shown]), [tuple(r[:shown]) for r in rows])
+        types = self.post.types(plan.outer_sql, stand_in)[:shown]
+        found = replace(found, inner_types=types or None)
+        table = nested.table_of(tuple(names[:shown]), [tuple(r[:shown]) for r in rows], types)
         try:
             self._run_outer(found, table)
             return found
@@ -1078,7 +1080,7 @@ class Engine:
         inner_request = replace(request, sql=found.inner.sql(dialect=request.dialect))
         found = self._validate_nested(inner_request, found)
         inner = self._run(inner_request)
-        table = nested.table_of(inner.columns, inner.rows)
+        table = nested.table_of(inner.columns, inner.rows, found.inner_types)
         try:
             try:
                 names, rows = self._run_outer(found, table)

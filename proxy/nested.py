@@ -38,6 +38,10 @@ class NestedQuery:
     total_outer: exp.Select  # the same in forms that cannot fail (:func:`total`)
     # run in its total form, or as written where that form does not bind
     as_total: bool = True
+    # The inner answer's column types, from its outer layer run on a stand-in (None
+    # until validated): a column of NULLs only, or of no rows, keeps its type, so that
+    # the outer query's date functions bind on it (pyarrow types it "null").
+    inner_types: tuple[pa.DataType, ...] | None = None
 
     @property
     def run_outer(self) -> exp.Select:
@@ -183,12 +187,25 @@ def check_outer(outer: exp.Select) -> None:
         )
 
 
-def table_of(columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> pa.Table:
-    """The released inner answer as the outer query's table, with each row's index."""
+def table_of(
+    columns: tuple[str, ...],
+    rows: list[tuple[Any, ...]],
+    types: tuple[pa.DataType, ...] | None = None,
+) -> pa.Table:
+    """The released inner answer as the outer query's table, with each row's index;
+    ``types``: the columns' types where known (else read from the values)."""
     data: dict[str, list[Any]] = {c: [r[i] for r in rows] for i, c in enumerate(columns)}
     data[ROW_NAME] = list(range(len(rows)))
+    known = dict(zip(columns, types, strict=False)) if types is not None else {}
     arrays = {}
     for name, values in data.items():
+        kind = known.get(name)
+        if kind is not None and not pa.types.is_null(kind):
+            try:
+                arrays[name] = pa.array(values, type=kind)
+                continue
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+                pass  # read from the values, as below
         try:
             arrays[name] = pa.array(values)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):

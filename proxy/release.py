@@ -308,6 +308,16 @@ class PostProcessor:
             ) from None
         return names, rows
 
+    def types(self, outer_sql: str, table: pa.Table) -> tuple[pa.DataType, ...]:
+        """The column types of ``outer_sql`` over ``table`` (as Arrow gives them)."""
+        cursor = self._cursor()
+        cursor.register("released", table)
+        try:
+            schema = cursor.sql(f"SELECT * FROM ({outer_sql}) LIMIT 0").to_arrow_table().schema
+        except duckdb.Error:
+            return ()  # (the run above it bound: nothing here is expected to fail)
+        return tuple(schema.types)
+
     def double(self, literal_sql: str) -> float:
         """DuckDB's DOUBLE value of a numeric literal as written in an outer layer (what
         its arithmetic with DOUBLE operands reads; proxy/outer_direct.py); NaN when it
