@@ -166,7 +166,61 @@ _SAFE_BINARY: dict[type[exp.Expr], type[exp.Binary]] = {
 }
 
 
+def _when(condition: exp.Expr, value: exp.Expr) -> exp.Case:
+    """``CASE WHEN condition THEN value END``: NULL, which aggregates skip, elsewhere."""
+    return exp.Case(ifs=[exp.If(this=condition, true=value)])
+
+
+def _filtered(node: exp.Filter) -> exp.Expr:
+    """``AGG(x) FILTER (WHERE c)`` as ``AGG(CASE WHEN c THEN x END)``, and ``COUNT(*)
+    FILTER (WHERE c)`` as ``COUNT(CASE WHEN c THEN 1 END)``: the rows where ``c`` is not
+    true give NULL, which every aggregate dpsql answers skips, as FILTER drops them."""
+    aggregate, where = node.this, node.expression
+    if not isinstance(aggregate, exp.AggFunc) or not isinstance(where, exp.Where):
+        return node
+    argument = aggregate.this
+    condition = where.this
+    if isinstance(argument, exp.Star):
+        aggregate.set("this", _when(condition, exp.Literal.number(1)))
+    elif isinstance(argument, exp.Distinct) and len(argument.expressions) == 1:
+        argument.set("expressions", [_when(condition, argument.expressions[0])])
+    elif isinstance(argument, exp.Expr) and not isinstance(argument, exp.Distinct):
+        aggregate.set("this", _when(condition, argument))
+    else:
+        return node  # (a DISTINCT of several values: refused as FILTER was)
+    return aggregate
+
+
 def _respell(node: exp.Expr) -> exp.Expr:
+    if isinstance(node, exp.Filter):
+        return _filtered(node)
+    if isinstance(node, exp.CountIf):
+        return exp.Count(this=_when(node.this, exp.Literal.number(1)))
+    if isinstance(node, exp.ApproxDistinct) and node.args.get("accuracy") is None:
+        # answered exactly: COUNT(DISTINCT x) is what the estimate estimates
+        return exp.Count(this=exp.Distinct(expressions=[node.this]))
+    if isinstance(node, exp.Date) and all(not v for k, v in node.args.items() if k != "this"):
+        # PostgreSQL's, MySQL's and BigQuery's DATE(x) of a timestamp (Looker's date
+        # dimension) is DuckDB's CAST(x AS DATE)
+        return exp.Cast(this=node.this, to=exp.DataType.build("DATE"))
+    if (
+        isinstance(node, exp.Nullif)
+        and node.find_ancestor(exp.AggFunc) is not None
+        and node.find_ancestor(exp.Window) is None
+    ):
+        # ``AVG(NULLIF(x, 0))`` ("the mean of the values that are not 0"): the CASE its
+        # definition is, which the rewrite bounds (check_repeated_operands limited its
+        # nesting before this copy of the first argument).
+        first = node.this
+        return exp.Case(
+            ifs=[
+                exp.If(
+                    this=exp.EQ(this=_tight(first.copy()), expression=_tight(node.expression)),
+                    true=exp.Null(),
+                )
+            ],
+            default=first,
+        )
     binary = _SAFE_BINARY.get(type(node))
     if binary is not None:
         return exp.Try(this=exp.Paren(this=binary(this=node.this, expression=node.expression)))

@@ -158,7 +158,6 @@ UNSUPPORTED = [
     pytest.param(
         f"SELECT sex, COUNT(*) FROM {P} GROUP BY sex HAVING income > 3", id="having-private-column"
     ),
-    pytest.param(f"SELECT SUM(income) FILTER (WHERE age > 50) FROM {P}", id="filter-clause"),
     pytest.param(f"SELECT COUNT(*) FROM {P} LIMIT (SELECT 1)", id="limit-subquery"),
     pytest.param(f"SELECT COUNT(*) FROM {P} GROUP BY ROLLUP (sex)", id="rollup"),
     pytest.param(f"SELECT COUNT(*) FROM (SELECT * FROM FROM {P}) p", id="from-first-in-from"),
