@@ -989,6 +989,16 @@ DEMO: tuple[Entry, ...] = (
         "an integer product chain over a released count (the outer layer's DuckDB runs "
         "without its expression rewriter)",
     ),
+    # Spellings read as the forms they stand for (proxy/spellings.py, 2026-12-06): the
+    # person's rows through FILTER, COUNT_IF, DATE() and a NULLIF inside an aggregate.
+    Entry(
+        "adv_filter_spellings",
+        "SELECT DATE(ts) AS d, COUNT(*) FILTER (WHERE user_id = {pid}) AS f, "
+        "SUM(tokens_in) FILTER (WHERE user_id = {pid} OR tokens_in > 100) AS s, "
+        "COUNT_IF(user_id = {pid}) AS c, AVG(NULLIF(tokens_out, 0)) AS a FROM prompts "
+        "WHERE user_id = {pid} OR tokens_in < 50 GROUP BY ALL ORDER BY ALL",
+        "FILTER, COUNT_IF, DATE(), NULLIF in an aggregate, GROUP BY / ORDER BY ALL",
+    ),
     *KEY_JOIN,
 )
 
