@@ -23,7 +23,7 @@ from proxy.pins import pinned_values
 from proxy.quantile_sql import aggregate_call as quantile_call
 from proxy.quantile_sql import is_quantile
 from proxy.render import KeyTexts, duckdb_sql
-from proxy.string_growth import check_string_growth
+from proxy.string_growth import check_stored_strings, check_string_growth
 
 MAX_LIMIT = 2**62  # LIMIT/OFFSET: beyond any table, and within the outer layer's BIGINT
 
@@ -371,6 +371,14 @@ def check_date_diff_columns(select: exp.Select, tables: Mapping[str, TableInfo])
             isinstance(arg.unnest(), exp.Literal) and arg.unnest().is_string for arg in operands
         ]
         if all(d or (t and any(dated)) for d, t in zip(dated, text, strict=True)):
+            # A text constant converts to the other operand's type, as in a comparison:
+            # one that does not was answered as NULL on every row, and charged.
+            for constant, other in ((operands[0], operands[1]), (operands[1], operands[0])):
+                value = constant.unnest()
+                if isinstance(value, exp.Literal) and value.is_string:
+                    wanted = _target_type(other.unnest(), typer, tables) or "TIMESTAMP"
+                    if not converts(value.this, wanted):
+                        raise _constant_error(value.this, wanted, value)
             continue
         raise unsupported(
             "DATE_DIFF is answered between DATE or TIMESTAMP values only (a time of day, "
@@ -620,6 +628,7 @@ def check_shape(select: exp.Select, catalog: Catalog) -> S.Shape:
     # conjuncts, each within the bound, ran 2.5 s on one person's rows against 0.09 s:
     # a probe, 2026-12-02).
     check_string_growth(select, "the query as a whole")
+    check_stored_strings(select)
     for key in keys:
         _check_scalar(key, "GROUP BY")
         for col in key.find_all(exp.Column):

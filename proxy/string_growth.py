@@ -42,6 +42,9 @@ MAX_CONSTANT = 65_536
 RENDERED = 64
 #: the most characters of constants a UNION ALL arm's column may carry to the outer query
 MAX_CARRIED = 1_024
+#: copies of one column's value the query's stored strings (grouping keys, DISTINCT
+#: arguments, join keys) may hold per row, together (see check_stored_strings)
+MAX_STORED_COPIES = 4
 #: the largest estimated compiled size of a regular expression (see regex_size)
 MAX_REGEX_SIZE = 4_096
 #: a pattern of this estimated size costs about one pass over its text
@@ -310,9 +313,8 @@ class _Walk:
                 "starts_with()",
                 position_of(node),
             )
-        self.work = self.work + text.scaled(max(1.0, pattern.constant / REGEX_UNIT))
+        self.work = self.work + text.scaled(_like_passes(node.expression, pattern))
         return ZERO
-
 
     def _trim(self, node: exp.Trim) -> Growth:
         """TRIM(x, chars) looks each trimmed character up in ``chars`` one by one on
@@ -328,7 +330,8 @@ class _Walk:
                 "trim constant characters, e.g. trim(model, ' -')",
                 position_of(node),
             )
-        self.work = self.work + text.scaled(max(1.0, chars.constant / REGEX_UNIT))
+        # one comparison per character of the set for each trimmed character
+        self.work = self.work + text.scaled(max(1.0, chars.constant))
         return text
 
 
@@ -380,6 +383,57 @@ def regex_size(pattern: str) -> float:
     return size
 
 
+def check_stored_strings(select: exp.Expr) -> None:
+    """Refuse, before any charge, a query whose stored strings hold more than
+    :data:`MAX_STORED_COPIES` copies of one column's value per row.
+
+    A grouping key, a DISTINCT argument or a join key is hashed and kept: the engine
+    holds one person's distinct values, grown, in state that does not all spill. The
+    64-fold growth :func:`check_string_growth` allows for evaluated strings made such a
+    key of 60 copies of a text column run out of memory after the charge on one
+    person's 48 MB of text (a probe, 2026-12-06; RELIABILITY.md, "Memory past the
+    limit", measures what one copy takes). Each stored expression's growth counts
+    against every column it reads (a bound: ``region || '-' || plan`` counts two copies
+    of each), summed over the query's stored expressions.
+
+    Precondition: ``select`` passed :func:`check_string_growth`. Claim: per row, the
+    engine stores at most MAX_STORED_COPIES copies of any column's value, plus
+    constants."""
+    copies: dict[str, float] = {}
+    for node in _stored(select):
+        grown = growth_of(node)
+        if not grown.row_dependent:
+            continue
+        for column in sorted({c.sql() for c in node.find_all(exp.Column)}):
+            copies[column] = copies.get(column, 0.0) + grown.factor
+            if copies[column] > MAX_STORED_COPIES:
+                raise DPSQLError(
+                    "unsupported_sql",
+                    f"the query's grouping keys, DISTINCT arguments and join keys hold up "
+                    f"to {copies[column]:.3g} copies of {column} per row; the limit is "
+                    f"{MAX_STORED_COPIES} (each is kept in memory for every row)",
+                    "group by the column itself, or by fewer values built from it",
+                    position_of(node),
+                )
+
+
+def _stored(select: exp.Expr) -> list[exp.Expr]:
+    """The expressions the engine hashes and keeps per row: grouping keys, DISTINCT
+    arguments of aggregates, and the sides of join equalities."""
+    out: list[exp.Expr] = []
+    for group in select.find_all(exp.Group):
+        out.extend(group.expressions)
+    for distinct in select.find_all(exp.Distinct):
+        if isinstance(distinct.parent, exp.AggFunc):
+            out.extend(distinct.expressions)
+    for join in select.find_all(exp.Join):
+        on = join.args.get("on")
+        if on is not None:
+            for equal in on.find_all(exp.EQ):
+                out.extend((equal.this, equal.expression))
+    return out
+
+
 def growth_of(node: exp.Expr) -> Growth:
     """The longest string ``node`` can make on a row (``a·L + b``), its work aside."""
     return _Walk().growth(node)
@@ -393,6 +447,18 @@ def _arguments(node: exp.Expr) -> list[exp.Expr]:
         elif isinstance(value, list):
             out.extend(v for v in value if isinstance(v, exp.Expr))
     return out
+
+
+def _like_passes(node: exp.Expr, pattern: Growth) -> float:
+    """Passes over the text a LIKE of this constant pattern may make: one per character
+    it must match. Matchers try the pattern's characters at each position after a
+    ``%`` (DuckDB's generic matcher for any ``_`` or ILIKE, PostgreSQL's for any
+    pattern): a 4,000-character pattern cost 4,000 passes (a probe, 2026-12-06: a timeout
+    after the charge on one person's 3-million-character value, where the count here
+    had been one pass for each 64 characters). ``%`` matches without a comparison."""
+    if isinstance(node, exp.Literal) and node.is_string:
+        return max(1.0, float(len(str(node.this).replace("%", ""))))
+    return max(1.0, pattern.constant)
 
 
 def check_string_growth(node: exp.Expr, where: str) -> None:

@@ -1,0 +1,146 @@
+"""One person's text deciding a failure after the charge, through string work the
+checks under-counted (an adversarial probe, 2026-12-06; each failed before its fix):
+
+1. a constant LIKE/ILIKE pattern of P characters was counted as P/64 passes over the
+   text, where DuckDB's (and PostgreSQL's) matcher makes about one per character: one
+   person's 3M-character text timed the core out on D only, and on the unmodified demo a
+   CASE pinned to the heaviest person cost 0.9 s against 3 ms. Now P passes
+   (proxy/string_growth._like_passes): such patterns are refused before any charge.
+2. a grouping key or DISTINCT argument of 60 copies of a text column (within the 64-fold
+   growth allowed for evaluated strings) ran out of the default 2 GB after the charge on
+   one person's 48 MB of text, on D only. Stored strings now hold at most 4 copies of a
+   column (proxy/string_growth.check_stored_strings).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from proxy.errors import DPSQLError
+from proxy.policy import parse_policy
+from proxy.request import QueryRequest
+from tests.policies import users_policy
+from tests.reliability.conftest import fz_demo_policy
+from tests.reliability.neighbours import NeighbourPair, Removal, build_neighbours
+
+TARGET = 7
+POLICY = users_policy(
+    """
+[tables.docs]
+population = "users"
+unit = "user_id"
+max_groups = 4
+max_rows_per_group = 5
+"""
+)
+
+
+def _docs_pair(folder: Path, long_rows: int, timeout_s: float) -> NeighbourPair:
+    """60 people with short notes; the target also wrote ``long_rows`` documents of 3M
+    characters (distinct)."""
+    db = folder / "docs.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE docs (user_id BIGINT, body VARCHAR)")
+        con.execute("INSERT INTO docs SELECT i % 60 + 1, 'note ' || i FROM range(0, 240) t(i)")
+        con.execute(
+            f"INSERT INTO docs SELECT {TARGET}, repeat('y', 3000000) || i FROM range({long_rows}) t(i)"
+        )
+    policy = parse_policy(POLICY.format(db=db, folder=folder), base_dir=folder)
+    neighbours = build_neighbours(
+        policy, folder / "nb", Removal.CHOSEN, timeout_s=timeout_s, person=TARGET
+    )
+    return NeighbourPair(neighbours)
+
+
+def _runs(pair: NeighbourPair, sql: str) -> list[tuple[str, int]]:
+    """(outcome, ledger events added) on D and on D' through Engine.run."""
+    out = []
+    for engine in pair.engines:
+        before = len(engine.ledger.history())
+        try:
+            engine.run(QueryRequest(sql, epsilon=0.5))
+            outcome = "answered"
+        except DPSQLError as error:
+            outcome = error.code
+        out.append((outcome, len(engine.ledger.history()) - before))
+    return out
+
+
+LIKE = "SELECT COUNT(*) AS n FROM docs WHERE body LIKE '%y" + "_" * 3990 + "z%'"
+ILIKE = "SELECT COUNT(*) AS n FROM docs WHERE body ILIKE '%" + "y" * 3990 + "z%'"
+
+
+@pytest.mark.parametrize("sql", [LIKE, ILIKE], ids=["like_underscores", "ilike_literal"])
+def test_a_constant_like_pattern_times_out_on_one_side_only(tmp_path: Path, sql: str) -> None:
+    with _docs_pair(tmp_path, 1, timeout_s=5.0) as pair:
+        # today: bounded core: D timeout (13 s against 5 s), D' answered in 4 ms
+        report = pair.check(sql, run_engine=False)
+        assert report.ok, report.describe()
+        # today: [('timeout', 1), ('answered', 1)] -- charged on both sides
+        runs = _runs(pair, sql)
+        assert runs == [("unsupported_sql", 0)] * 2, runs  # refused before any charge
+
+
+def test_a_like_pinned_to_the_heaviest_person_costs_seconds_on_the_demo(
+    tmp_path: Path, fz_demo_db: Path
+) -> None:
+    """No planted data: a CASE gives the heaviest person's 187 prompts an 18,000-character
+    constant, within string_growth's limits (18,000 x 228/64 < 65,536)."""
+    policy = fz_demo_policy(tmp_path, fz_demo_db)
+    neighbours = build_neighbours(policy, tmp_path / "nb", Removal.HEAVIEST, timeout_s=30.0)
+    with NeighbourPair(neighbours) as pair:
+        pid = neighbours.person
+        sql = (
+            f"SELECT COUNT(*) AS n FROM prompts WHERE (CASE WHEN user_id = {pid} THEN '"
+            + "y" * 18000
+            + "' ELSE model END) LIKE '%y"
+            + "_" * 228
+            + "z%'"
+        )
+        report = pair.check(sql, run_engine=False)
+        assert report.ok, report.describe()
+        if report.answered:  # (before the fix: about 0.9 s on D against 0.003 s on D')
+            d, d_prime = report.core_seconds
+            assert d < 20 * d_prime + 0.1, report.core_seconds
+        else:
+            assert report.outcome == "unsupported_sql"
+
+
+KEY = "concat(" + ", ".join(["body"] * 60) + ")"
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        f"SELECT {KEY} AS k, COUNT(*) AS n FROM docs GROUP BY 1",
+        f"SELECT COUNT(DISTINCT {KEY}) AS n FROM docs",
+    ],
+    ids=["key", "count_distinct"],
+)
+def test_a_grown_text_key_runs_out_of_memory_on_one_side_only(tmp_path: Path, sql: str) -> None:
+    """The default memory_limit (2GB); the target's 16 documents hold 48 MB of text."""
+    with _docs_pair(tmp_path, 16, timeout_s=60.0) as pair:
+        # today: bounded core: D internal (OutOfMemoryException); D' answered
+        report = pair.check(sql, run_engine=False)
+        assert report.ok, report.describe()
+        runs = _runs(pair, sql)  # before: [('internal', 1), ('answered', 1)]
+        assert runs == [("unsupported_sql", 0)] * 2, runs  # refused before any charge
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT COUNT(*) AS n FROM docs WHERE body LIKE '%note%' OR body ILIKE 'NOTE 1_%' "
+        "OR body LIKE '%ote 2%'",
+        "SELECT lower(body) || '-' || body AS k, COUNT(*) AS n FROM docs GROUP BY 1",
+        "SELECT COUNT(DISTINCT body) AS d, COUNT(DISTINCT upper(body)) AS u FROM docs",
+    ],
+    ids=["short_patterns", "key_of_two_copies", "two_distincts"],
+)
+def test_ordinary_patterns_and_keys_are_answered_on_both_sides(tmp_path: Path, sql: str) -> None:
+    with _docs_pair(tmp_path, 1, timeout_s=30.0) as pair:
+        report = pair.check(sql, run_engine=False)
+        assert report.ok and report.answered, report.describe()
