@@ -456,9 +456,29 @@ def _like_passes(node: exp.Expr, pattern: Growth) -> float:
     pattern): a 4,000-character pattern cost 4,000 passes (a probe, 2026-12-06: a timeout
     after the charge on one person's 3-million-character value, where the count here
     had been one pass for each 64 characters). ``%`` matches without a comparison."""
-    if isinstance(node, exp.Literal) and node.is_string:
-        return max(1.0, float(len(str(node.this).replace("%", ""))))
+    text = _constant_text(node)
+    if text is not None:
+        return max(1.0, float(len(text.replace("%", ""))))
+    if node.find(exp.Placeholder, exp.Parameter) is not None:
+        # A bound parameter reaches this check only in a catalog query (the doors write
+        # an engine query's parameters in as constants first): catalog tables hold no
+        # person's rows, and their queries have a time limit of their own.
+        return 1.0
     return max(1.0, pattern.constant)
+
+
+def _constant_text(node: exp.Expr) -> str | None:
+    """The text of a pattern written of string constants (``'pg/_' || '%'``, a cast of
+    one to text), else None (its bound is then its Growth's)."""
+    node = node.unnest()
+    if isinstance(node, exp.Literal):
+        return str(node.this) if node.is_string else None
+    if isinstance(node, (exp.Cast, exp.TryCast)) and node.to.is_type(*exp.DataType.TEXT_TYPES):
+        return _constant_text(node.this)
+    if isinstance(node, (exp.DPipe, exp.Concat)):
+        parts = [_constant_text(p) for p in _arguments(node)]
+        return None if any(p is None for p in parts) else "".join(p or "" for p in parts)
+    return None
 
 
 def check_string_growth(node: exp.Expr, where: str) -> None:

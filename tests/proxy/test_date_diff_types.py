@@ -52,3 +52,20 @@ def test_a_time_of_day_is_refused_before_any_charge(small_demo: Engine, diff: st
 def test_dates_and_timestamps_are_answered(small_demo: Engine, diff: str) -> None:
     answer = small_demo.run(QueryRequest(f"SELECT COUNT(*) AS n FROM prompts WHERE {diff} > 0"))
     assert len(answer.rows) == 1
+
+
+@pytest.mark.parametrize("constant", ["garbage", "2024-13-45", "yesterday-ish"])
+def test_a_text_constant_that_is_no_date_is_refused_before_any_charge(
+    small_demo: Engine, constant: str
+) -> None:
+    """``ts > 'garbage'`` was refused while ``date_diff('day', ts, 'garbage')`` was answered
+    as NULL on every row, and charged (an adversarial probe, 2026-12-06)."""
+    spent = small_demo.ledger.history()
+    for sql in (
+        f"SELECT COUNT(*) AS n FROM prompts WHERE date_diff('day', ts, '{constant}') IS NULL",
+        f"SELECT COUNT(*) AS n FROM prompts WHERE date_diff('day', '{constant}', ts) > 1",
+    ):
+        with pytest.raises(DPSQLError) as refused:
+            small_demo.run(QueryRequest(sql, epsilon=1.0))
+        assert refused.value.code == "bad_request" and constant in refused.value.message
+    assert small_demo.ledger.history() == spent

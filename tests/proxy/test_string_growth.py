@@ -220,3 +220,56 @@ def test_a_key_written_twice_is_counted_once() -> None:
     once = _work(f"SELECT {key} AS k FROM t")
     twice = _work(f"SELECT {key} AS k FROM t GROUP BY {key}")
     assert once == twice
+
+
+@pytest.mark.parametrize(
+    ("sql", "factor"),
+    [
+        ("model LIKE '%mini%'", 4),  # one pass per character matched; % costs none
+        ("model ILIKE 'gpt-4_%'", 6),
+        ("model LIKE 'pg/_' || '%' ESCAPE '/'", 4),  # a constant built of constants
+        ("model LIKE '%a%' OR model LIKE '%b%'", 2),
+        ("trim(model, ' -.')", 1 + 3),  # the trimmed value, and 3 comparisons a character
+    ],
+)
+def test_a_pattern_counts_one_pass_per_character(sql: str, factor: float) -> None:
+    """A LIKE matcher tries the pattern's characters at each position after a ``%``: a
+    pattern of 4,000 characters cost 4,000 passes over a person's text, where one for
+    each 64 had been counted (an adversarial probe, 2026-12-06)."""
+    assert _work(sql).factor == factor
+
+
+def test_a_long_pattern_over_a_column_is_refused() -> None:
+    long = "body LIKE '%y" + "_" * 100 + "z%'"
+    with pytest.raises(DPSQLError) as refused:
+        check_string_growth(sqlglot.parse_one(long, read="duckdb"), "WHERE")
+    assert refused.value.code == "unsupported_sql"
+    check_string_growth(sqlglot.parse_one("body LIKE '%" + "y" * 60 + "%'"), "WHERE")
+
+
+@pytest.mark.parametrize(
+    ("sql", "refused"),
+    [
+        # (bound: GROUP BY positions are written out as their expressions)
+        ("SELECT COUNT(*) FROM t GROUP BY concat(body, body, body, body, body)", True),
+        ("SELECT COUNT(DISTINCT body || body || body || body || body) FROM t", True),
+        # copies add up across the stored expressions
+        ("SELECT COUNT(*) FROM t GROUP BY body || body, body || lower(body), body", True),
+        ("SELECT COUNT(*) FROM t GROUP BY region || '-' || plan, region", False),
+        ("SELECT COUNT(*) FROM a JOIN b ON a.x || a.x || a.x = b.y || b.y GROUP BY a.x || a.x", True),
+        ("SELECT COUNT(DISTINCT body), COUNT(DISTINCT upper(body)) FROM t", False),
+        ("SELECT concat(body, body, body, body, body) AS k FROM t WHERE body <> ''", False),
+    ],
+)
+def test_stored_strings_hold_at_most_four_copies_of_a_column(sql: str, refused: bool) -> None:
+    """A key of 60 copies of a text column ran out of memory after the charge on one
+    person's 48 MB of text (an adversarial probe, 2026-12-06)."""
+    from proxy.string_growth import check_stored_strings
+
+    tree = sqlglot.parse_one(sql, read="duckdb")
+    if refused:
+        with pytest.raises(DPSQLError) as error:
+            check_stored_strings(tree)
+        assert "copies of" in error.value.message
+    else:
+        check_stored_strings(tree)
