@@ -874,7 +874,11 @@ class Engine:
         the charge rather than after it (the outer layer reads released values only).
         Returns the released table's columns and types."""
         columns = list(zip(core.key_columns(), key_types, strict=True))
-        columns += [(s.column, "BIGINT" if s.integer else "DOUBLE") for s in core.statistics]
+        # (a sum of integers noised on a float grid is released whole: release.release)
+        columns += [
+            (s.column, "BIGINT" if s.integer or (s.kind == C.SUM and s.values_integer) else "DOUBLE")
+            for s in core.statistics
+        ]
         columns += [(q.column, "BIGINT" if q.grid.integer else "DOUBLE") for q in core.quantiles]
         columns.append(("__persons", "BIGINT"))
         columns.append((ROW, "BIGINT"))
@@ -937,6 +941,42 @@ class Engine:
         return Explanation(
             plan=plan, shape=shape, cached=self.cache.get(plan.cache_key) is not None
         )
+
+    def output_columns(self, request: QueryRequest) -> tuple[tuple[str, str], ...] | None:
+        """The answer's columns, (name, DuckDB type), from its plan and its outer layer
+        run on a stand-in of the release: nothing runs on the data, nothing is charged.
+        None for a public query (its own run types it) or a refused one (its run says
+        why). For a door that must describe a query before running it: the PostgreSQL
+        door's statement Describe, the Trino door's ``LIMIT 0``."""
+        try:
+            request = self._translate(request)[0]
+            found = self._nested(request)
+            inner = request
+            if found is not None:
+                inner = replace(request, sql=found.inner.sql(dialect=request.dialect))
+            if self._public_query(inner) is not None:
+                return None
+            if found is not None:
+                found = self._validate_nested(inner, found)
+            plan = self.prepare(inner)[1]
+            stand_in = self.post.stand_in(plan.released_columns)
+            names, rows = self.post.run(plan.outer_sql, stand_in)
+            shown = len(plan.output_names)
+            if found is None:
+                types = self.post.type_names(plan.outer_sql, stand_in)[:shown]
+                return tuple(zip(plan.output_names, types, strict=False))
+            # the outer query over the stand-in, as checked before its charge
+            table = nested.table_of(
+                tuple(names[:shown]), [tuple(r[:shown]) for r in rows], found.inner_types
+            )
+            outer_sql = typed_division.on_duckdb(nested.displayed(found)).sql(dialect="duckdb")
+            outer_names = self._run_outer(found, table)[0]
+            outer_types = self.post.type_names(outer_sql, table)
+            # (the hidden row index is not shown: _run_nested counts names alike)
+            width = sum(1 for n in outer_names if n != "__row")
+            return tuple(zip(outer_names[:width], outer_types[:width], strict=False))
+        except DPSQLError:
+            return None
 
     # --- answering ------------------------------------------------------------------
     def run(self, request: QueryRequest, *, from_memory: bool = True) -> Result:

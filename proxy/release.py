@@ -318,6 +318,17 @@ class PostProcessor:
             return ()  # (the run above it bound: nothing here is expected to fail)
         return tuple(schema.types)
 
+    def type_names(self, outer_sql: str, table: pa.Table) -> tuple[str, ...]:
+        """The column types of ``outer_sql`` over ``table`` as DuckDB names them."""
+        cursor = self._cursor()
+        cursor.register("released", table)
+        try:
+            described = cursor.execute(f"SELECT * FROM ({outer_sql}) LIMIT 0").description
+            cursor.fetchall()
+        except duckdb.Error:
+            return ()
+        return tuple(str(d[1]) for d in described or [])
+
     def double(self, literal_sql: str) -> float:
         """DuckDB's DOUBLE value of a numeric literal as written in an outer layer (what
         its arithmetic with DOUBLE operands reads; proxy/outer_direct.py); NaN when it

@@ -183,3 +183,21 @@ def on_duckdb(tree: exp.Expr) -> exp.Expr:
     for div in reversed([d for d in tree.find_all(exp.Div) if d.args.get("typed")]):
         div.replace(exp.IntDiv(this=div.this, expression=div.expression))
     return tree
+
+
+def of_known_integers(tree: exp.Expr) -> exp.Expr:
+    """``tree`` (a statement of no catalog table: the doors' table-less and catalog
+    queries) with every typed division of two operands known to be integers (literals,
+    integer casts, their arithmetic) as DuckDB's ``//``: ``SELECT 7/2`` is 3, as in
+    PostgreSQL and Trino, where DuckDB's ``/`` gave 3.5 (a probe of the doors,
+    2026-12-06). Others stay DuckDB's division: a column's type is not known here. A
+    copy when anything changes."""
+    typed = [d for d in tree.find_all(exp.Div) if d.args.get("typed")]
+    if not typed:
+        return tree
+    tree = tree.copy()
+    for div in reversed([d for d in tree.find_all(exp.Div) if d.args.get("typed")]):
+        unknown: ColumnType = lambda _column: ""  # noqa: E731
+        if _integer(div.left, unknown) and _integer(div.right, unknown):
+            div.replace(exp.IntDiv(this=div.this, expression=div.expression))
+    return tree

@@ -69,17 +69,16 @@ class EngineDoor:
     def analyst(self, name: str) -> AnalystPolicy | None:
         return self._engine.policy.analyst(name)
 
-    def run(self, ask: Ask) -> Result:
-        """Answer with noise, charging unless cached. Blocking: call it off the loop."""
-        privacy = ask.privacy
+    @staticmethod
+    def _request(ask: Ask) -> QueryRequest:
         # Per-analyst defaults (the policy's [analysts.NAME] defaults) are applied by
         # the engine, for every door alike.
-        epsilon, delta = privacy.epsilon, privacy.delta
-        request = QueryRequest(
+        privacy = ask.privacy
+        return QueryRequest(
             sql=ask.sql,
             dialect=DIALECT,
-            epsilon=epsilon,
-            delta=delta,
+            epsilon=privacy.epsilon,
+            delta=privacy.delta,
             rho=privacy.rho,
             accuracy=privacy.accuracy,
             max_groups=privacy.max_groups,
@@ -87,9 +86,17 @@ class EngineDoor:
             analyst=ask.caller.name,
             tables=ask.caller.tables,
         )
+
+    def run(self, ask: Ask) -> Result:
+        """Answer with noise, charging unless cached. Blocking: call it off the loop."""
+        request = self._request(ask)
         # Every repeat's event is committed before its answer: the door's load test
         # counts them from another process the moment the answers are out.
         return self._engine.run(request, from_memory=False)
+
+    def output_columns(self, ask: Ask) -> tuple[tuple[str, str], ...] | None:
+        """The answer's (name, DuckDB type) columns, planned: nothing runs or is charged."""
+        return self._engine.output_columns(self._request(ask))
 
     def remaining(self, caller: Caller) -> dict[str, float]:
         """ε left per population the caller's tables belong to."""

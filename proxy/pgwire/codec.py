@@ -99,11 +99,24 @@ _BINARY_WIDTHS = {
 }
 
 
+# A binary NUMERIC's base-10000 weight and display scale, at most: 10^400 and 400
+# decimals are beyond any DOUBLE or DECIMAL(38) the engines compare with. Its header
+# alone (10 bytes) could otherwise ask pg-mimic for a text of ~200,000 digits (a probe
+# of the door, 2026-12-06: a 10 KB Bind built 196 million characters of SQL).
+MAX_NUMERIC_WEIGHT = 100
+MAX_NUMERIC_SCALE = 400
+
+
 def decode_binary_param(oid: int, data: bytes) -> Any:
-    """pg-mimic's decoding, after the length of a fixed-size type is checked."""
+    """pg-mimic's decoding, after the length of a fixed-size type is checked (and a
+    NUMERIC's size)."""
     width = _BINARY_WIDTHS.get(oid)
     if width is not None and len(data) != width:
         raise ValueError(f"{len(data)} bytes where the type takes {width}")
+    if oid == NUMERIC and len(data) >= 8:
+        _, weight, _, scale = struct.unpack("!HhHH", data[:8])
+        if abs(weight) > MAX_NUMERIC_WEIGHT or scale > MAX_NUMERIC_SCALE:
+            raise ValueError("a NUMERIC beyond 10^400 or with more than 400 decimals")
     return _t.decode_binary_param(oid, data)
 
 

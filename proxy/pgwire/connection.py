@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sqlglot.errors import SqlglotError
+
 from proxy.errors import DPSQLError
 from proxy.pgwire import codec, pgtypes
 from proxy.pgwire.adapter import Ask
@@ -25,12 +27,14 @@ from proxy.pgwire.session_settings import (
     PRIVACY,
     STANDARD,
     STARTUP,
+    Privacy,
     SessionSettings,
     canonical,
     unknown,
 )
 from proxy.pgwire.shadow import SessionFacts
 from proxy.pgwire.sqlstate import (
+    FEATURE_NOT_SUPPORTED,
     IN_FAILED_TRANSACTION,
     INTERNAL_ERROR,
     INVALID_CURSOR_NAME,
@@ -41,7 +45,7 @@ from proxy.pgwire.sqlstate import (
     from_dpsql,
 )
 from proxy.pgwire.sqltext import parameter_numbers as outside_literals_numbers
-from proxy.pgwire.sqltext import split_statements
+from proxy.pgwire.sqltext import spaced_parameters, split_statements
 from proxy.pgwire.statements import (
     Kind,
     Statement,
@@ -99,6 +103,17 @@ class Portal:
 _SENDS_OUTPUT = frozenset({codec.Tags.QUERY, codec.Tags.SYNC, codec.Tags.FLUSH})
 
 
+# Messages after login may be this long whatever the statement limit (16 MiB: a longer
+# statement is still told its length, as PostgreSQL's own limit is 1 GiB), and a
+# simple-query batch holds up to this many statements' worth of text.
+MAX_MESSAGE_FLOOR = 16 << 20
+BATCH_LENGTHS = 4
+# Rows one connection may hold in open cursors and portals, and named statements and
+# portals it may keep (PostgreSQL bounds them by memory; the door by these).
+MAX_HELD_ROWS = 200_000
+MAX_NAMED = 1_000
+
+
 def _duckdb_oid(type_name: str) -> int:
     return pgtypes.from_duckdb(type_name).oid
 
@@ -126,6 +141,12 @@ class Connection:
         for name, value in _startup_options(startup.get("options", "")):
             self.settings.set(name, value)
         self.tx = b"I"
+        # The settings at BEGIN (restored at ROLLBACK), and each group's value before its
+        # first SET LOCAL in the transaction (restored at COMMIT): as PostgreSQL, so that
+        # a pooled connection's `SET LOCAL dpsql.epsilon` does not go on spending budget
+        # after its transaction (a probe, 2026-12-06).
+        self._tx_settings: tuple[dict[str, str], Privacy] | None = None
+        self._local_settings: dict[str, object] = {}
         self.prepared: dict[str, Prepared] = {}
         self.portals: dict[str, Portal] = {}
         self.skipping = False
@@ -147,8 +168,12 @@ class Connection:
         await self.stream.drain()
 
     async def serve(self) -> None:
+        # A message longer than any statement the engine takes (UTF-8: up to 4 bytes a
+        # character) is refused before its body is read: a length word alone made the
+        # door buffer what a client kept sending (a probe, 2026-12-06).
+        limit = max(4 * self.server.door.policy.proxy.max_sql_length + 65536, MAX_MESSAGE_FLOOR)
         while True:
-            tag, payload = await self.stream.read_message()
+            tag, payload = await self.stream.read_message(limit)
             if tag == codec.Tags.TERMINATE:
                 return
             self._task = asyncio.ensure_future(self._handle(tag, payload))
@@ -214,6 +239,9 @@ class Connection:
         except (UnicodeDecodeError, struct.error, IndexError, ValueError, RecursionError) as error:
             self._error(_malformed(error))
             self.skipping = True
+        except SqlglotError as error:  # text sqlglot cannot read: a syntax error
+            self._error(_unreadable(error))
+            self.skipping = True
 
     def _ready(self) -> None:
         self.stream.write(codec.m.make_ready_for_query(self.tx))
@@ -228,6 +256,18 @@ class Connection:
 
     # --- simple query ---------------------------------------------------------------
     async def _simple(self, sql: str) -> None:
+        # The batch as a whole first: splitting it runs over every character on the
+        # event loop, and blanks or comments around one statement escaped the limit.
+        limit = self.server.door.policy.proxy.max_sql_length
+        if len(sql) > BATCH_LENGTHS * limit:
+            self._error(
+                WireError(
+                    "54000",
+                    f"the query message is {len(sql)} characters long; the limit is "
+                    f"{BATCH_LENGTHS * limit} ({BATCH_LENGTHS} statements of {limit})",
+                )
+            )
+            return
         parts = split_statements(sql)
         if not parts:
             self.stream.write(codec.m.make_empty_query_response())
@@ -243,6 +283,9 @@ class Connection:
             except (UnicodeDecodeError, ValueError, RecursionError) as error:
                 self._error(_malformed(error))
                 return
+            except SqlglotError as error:
+                self._error(_unreadable(error))
+                return
             self._send_answer(answer, Portal(Prepared(statement, []), [], []), 0)
 
     # --- extended query -------------------------------------------------------------
@@ -257,7 +300,8 @@ class Connection:
 
     async def _parse(self, parsed: Any) -> None:
         self._check_length(parsed.sql)
-        statement = classify(parsed.sql, self.user_tables)
+        self._check_room(self.prepared, parsed.statement_name, "prepared statements")
+        statement = classify(spaced_parameters(parsed.sql), self.user_tables)
         self.prepared[parsed.statement_name] = Prepared(statement, list(parsed.param_oids))
         self.stream.write(codec.m.make_parse_complete())
 
@@ -272,6 +316,15 @@ class Connection:
             self._param(value, parsed.param_format_codes, prepared.param_oids, i)
             for i, value in enumerate(parsed.params)
         ]
+        # Bound values become literals of the engine's SQL: their text counts against
+        # the statement's limit before anything renders them.
+        written = sum(len(str(p)) for p in params if p is not None)
+        limit = self.server.door.policy.proxy.max_sql_length
+        if written > limit:
+            raise WireError(
+                "54000", f"the bound parameters are {written} characters long; the limit is {limit}"
+            )
+        self._check_room(self.portals, parsed.portal_name, "cursors and portals")
         self.portals[parsed.portal_name] = Portal(prepared, params, parsed.result_format_codes)
         self.stream.write(codec.m.make_bind_complete())
 
@@ -330,8 +383,14 @@ class Connection:
             return None if cursor is None or cursor.answer is None else cursor.answer.columns
         if statement.kind == Kind.ENGINE:
             # Describing must not run (or charge) the query: name the columns as text.
-            # Clients that Bind then describe the portal get the exact types.
-            return [Column(name, codec.TEXT) for name in _projection_names(statement.sql)]
+            # Clients that Bind then describe the portal get the exact types. A star's
+            # columns are the plan's (planned, not run: nothing is charged).
+            names = _projection_names(statement.sql)
+            if names is None:
+                ask = Ask(statement.sql, self.settings.privacy, self.caller)
+                planned = await self._off_loop(self.server.door.output_columns, ask)
+                names = [name for name, _ in planned or ()]
+            return [Column(name, codec.TEXT) for name in names or ["?column?"]]
         params = [None] * len(self._param_oids(prepared))
         answer = await self._run(statement, params, self._param_oids(prepared), notify=False)
         return answer.columns
@@ -356,10 +415,38 @@ class Connection:
 
     async def _materialise(self, portal: Portal) -> Answer:
         if portal.answer is None:
-            portal.answer = await self._run(
+            answer = await self._run(
                 portal.prepared.statement, portal.params, portal.prepared.param_oids
             )
+            self._hold(answer, portal)
+            portal.answer = answer
         return portal.answer
+
+    def _hold(self, answer: Answer, portal: Portal | None) -> None:
+        """Refuse to keep ``answer`` in a portal or cursor beyond :data:`MAX_HELD_ROWS`
+        rows held by this connection: catalog answers are free and up to 100,000 rows
+        each, and twenty cursors held 467 MB (a probe, 2026-12-06). A charged answer
+        refused here stays in the release cache: asking again is free."""
+        held = sum(
+            len(p.answer.rows)
+            for p in self.portals.values()
+            if p.answer is not None and p is not portal
+        )
+        if held + len(answer.rows) > MAX_HELD_ROWS:
+            raise WireError(
+                "54000",
+                f"this connection would hold {held + len(answer.rows)} rows in open cursors "
+                f"and portals; the limit is {MAX_HELD_ROWS}",
+                hint="CLOSE the cursors (or Close the portals) already read",
+            )
+
+    def _check_room(self, names: dict[str, Any], name: str, what: str) -> None:
+        if name not in names and len(names) >= MAX_NAMED:
+            raise WireError(
+                "54000",
+                f"this connection holds {len(names)} {what}; the limit is {MAX_NAMED}",
+                hint=f"close (or DEALLOCATE) the {what} no longer used",
+            )
 
     # --- sending --------------------------------------------------------------------
     def _send_answer(
@@ -380,6 +467,17 @@ class Connection:
         columns = answer.columns
         if described:
             columns = portal.described or portal.prepared.described or answer.columns
+            if len(columns) != len(answer.columns):
+                # The statement's Describe named the columns from its text; rows of
+                # another width would be read against it (asyncpg, pgx, pgjdbc's named
+                # statements do not describe the portal: a probe, 2026-12-06).
+                raise WireError(
+                    FEATURE_NOT_SUPPORTED,
+                    f"the statement was described with {len(columns)} columns and its "
+                    f"answer has {len(answer.columns)}",
+                    hint="name the columns in the select list, or describe the portal "
+                    "after Bind",
+                )
         formats = portal.formats if described else answer.formats
         if not described:
             self.stream.write(m.make_row_description(_fields(columns, formats)))
@@ -441,7 +539,9 @@ class Connection:
         name, as PostgreSQL does; FETCH and MOVE page through it; CLOSE drops it."""
         if statement.kind == Kind.DECLARE:
             assert statement.inner is not None
+            self._check_room(self.portals, statement.name, "cursors and portals")
             answer = await self._run(statement.inner, params, oids)
+            self._hold(answer, self.portals.get(statement.name))
             self.portals[statement.name] = Portal(
                 Prepared(statement.inner, list(oids)),
                 list(params),
@@ -475,22 +575,47 @@ class Connection:
                 notes.append(
                     Notice("WARNING", "25001", "there is already a transaction in progress")
                 )
+            else:
+                self._tx_settings, self._local_settings = self.settings.snapshot(), {}
             self.tx = b"T"
         elif kind in (Kind.COMMIT, Kind.ROLLBACK):
             if self.tx == b"I":
                 notes.append(Notice("WARNING", "25P01", "there is no transaction in progress"))
             if self.tx == b"E":
                 tag = "ROLLBACK"
+            if self.tx != b"I":
+                self._end_settings(rolled_back=tag == "ROLLBACK")
             self.tx = b"I"
         elif tag == "ROLLBACK" and self.tx == b"E":  # ROLLBACK TO SAVEPOINT
             self.tx = b"T"
         return Answer(None, tag=tag, notices=notes)
 
+    def _end_settings(self, *, rolled_back: bool) -> None:
+        before = {name: self.settings.get(name) for name in STARTUP}
+        if rolled_back and self._tx_settings is not None:
+            self.settings.restore_all(self._tx_settings)
+        else:
+            for group, state in self._local_settings.items():
+                self.settings.restore(group, state)
+        self._tx_settings, self._local_settings = None, {}
+        for name in STARTUP:
+            if self.settings.get(name) != before[name]:
+                self._report(name)
+
     def _set(self, statement: Statement) -> Answer:
         kind = statement.kind
+        if kind == Kind.SET and statement.local and self.tx == b"I":
+            warning = Notice("WARNING", "25P01", "SET LOCAL can only be used in transaction blocks")
+            return Answer(None, tag=statement.tag, notices=[warning])
+        group = self.settings.group_of(statement.name) if statement.name else ""
+        if kind == Kind.SET and statement.local:
+            self._local_settings.setdefault(group, self.settings.state(group))
         if kind == Kind.SET:
             self.settings.set(statement.name, statement.value)
             self._report(canonical(statement.name))
+            if not statement.local and self.tx != b"I" and group in self._local_settings:
+                # a plain SET after SET LOCAL outlives the transaction, as in PostgreSQL
+                self._local_settings[group] = self.settings.state(group)
         elif kind == Kind.RESET:
             self.settings.set(statement.name, None)
             self._report(canonical(statement.name))
@@ -581,8 +706,18 @@ class Connection:
             ) from None
         self.last_result = result
         oids_out = pgtypes.infer_oids(len(result.columns), result.rows)
+        if not result.rows:
+            # no value to read types from: the plan's (free), not text (a probe, 2026-12-06)
+            planned = await self._off_loop(self.server.door.output_columns, ask)
+            if planned is not None and len(planned) == len(oids_out):
+                oids_out = [_duckdb_oid(t) for _, t in planned]
         columns = [Column(n, o) for n, o in zip(result.columns, oids_out, strict=True)]
         return Answer(columns, list(result.rows), "SELECT", notices(result) if notify else [])
+
+
+def _unreadable(error: SqlglotError) -> WireError:
+    first = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+    return WireError("42601", f"syntax error: {first}")
 
 
 def _malformed(error: BaseException) -> WireError:
@@ -631,19 +766,22 @@ def _encode(row: Sequence[Any], columns: list[Column], formats: list[int]) -> li
     return out
 
 
-def _projection_names(sql: str) -> list[str]:
-    """Output column names of a SELECT, as PostgreSQL would name them (no execution)."""
+def _projection_names(sql: str) -> list[str] | None:
+    """Output column names of a SELECT, as PostgreSQL would name them (no execution);
+    None where a star leaves them to the plan."""
     import sqlglot
     from sqlglot import exp
 
     try:
         tree = sqlglot.parse_one(sql, dialect="postgres")
-    except sqlglot.errors.ParseError:
+    except sqlglot.errors.SqlglotError:  # (TokenError too)
         return ["?column?"]
     if not isinstance(tree, exp.Query):
         return ["?column?"]
     names = []
     for item in tree.selects:
+        if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and item.is_star):
+            return None
         if isinstance(item, exp.Alias):
             names.append(item.alias)
         elif isinstance(item, exp.Column):

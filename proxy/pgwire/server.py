@@ -182,6 +182,9 @@ class PgServer:
         try:
             await connection.greet()
             await connection.serve()
+        except codec.BadLength as error:
+            # PostgreSQL closes a connection whose message announces an invalid length
+            await self._fatal(stream, WireError(PROTOCOL_VIOLATION, str(error), severity="FATAL"))
         finally:
             self._connections.pop(connection.pid, None)
 

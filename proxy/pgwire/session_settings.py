@@ -181,6 +181,9 @@ def with_privacy(current: Privacy, name: str, text: str | None) -> Privacy:
     return replace(current, delta=value)
 
 
+_ABSENT = object()  # a setting with no value (restored by removing it)
+
+
 @dataclass
 class SessionSettings:
     """One connection's settings."""
@@ -206,6 +209,8 @@ class SessionSettings:
                 raise unknown(key)
             self.privacy = with_privacy(self.privacy, short, value)
             return
+        if value is not None:
+            _refuse_other_display(key, value)
         if value is None:
             if key in STANDARD:
                 self.values[key] = STANDARD[key]
@@ -213,6 +218,33 @@ class SessionSettings:
                 self.values.pop(key, None)
         else:
             self.values[key] = value
+
+    # A transaction's view of the settings (proxy/pgwire/connection.py restores them as
+    # PostgreSQL does: all at ROLLBACK, those set LOCAL at COMMIT). The dpsql.* settings
+    # are one group: setting ε clears ρ and an accuracy target.
+    @staticmethod
+    def group_of(name: str) -> str:
+        key = canonical(name)
+        return "dpsql" if key.startswith("dpsql.") else key
+
+    def state(self, group: str) -> object:
+        return self.privacy if group == "dpsql" else self.values.get(group, _ABSENT)
+
+    def restore(self, group: str, state: object) -> None:
+        if group == "dpsql":
+            assert isinstance(state, Privacy)
+            self.privacy = state
+        elif state is _ABSENT:
+            self.values.pop(group, None)
+        else:
+            assert isinstance(state, str)
+            self.values[group] = state
+
+    def snapshot(self) -> tuple[dict[str, str], Privacy]:
+        return dict(self.values), self.privacy
+
+    def restore_all(self, snapshot: tuple[dict[str, str], Privacy]) -> None:
+        self.values, self.privacy = dict(snapshot[0]), snapshot[1]
 
     def reset_all(self) -> None:
         # the session user is who authenticated: RESET ALL keeps it, as PostgreSQL
@@ -224,6 +256,27 @@ class SessionSettings:
 
 
 _OFF = ("off", "false", "no", "0", "f", "n")
+
+
+def _refuse_other_display(key: str, value: str) -> None:
+    """The door writes dates in ISO style, intervals in PostgreSQL's style and text in
+    UTF-8 whatever a client asks: another DateStyle, IntervalStyle or client_encoding
+    is refused (as PgBouncer refuses settings it cannot honour) rather than announced
+    and ignored, which made psycopg fail on every date (a probe, 2026-12-06). The
+    order of day and month (``ISO, DMY``) changes only how input is read: accepted."""
+    text = value.strip().strip("'\"").lower()
+    words = [w.strip() for w in text.replace(",", " ").split()]
+    ok = {
+        "datestyle": bool(words) and words[0] in ("iso", "mdy", "dmy", "ymd") and "iso" in words,
+        "intervalstyle": text == "postgres",
+        "client_encoding": text.replace("-", "").replace("_", "") in ("utf8", "unicode"),
+    }.get(key, True)
+    if not ok:
+        raise WireError(
+            "22023",
+            f'dpsql answers with {key} = "{STANDARD[key]}" only, not "{value.strip()}"',
+            hint="leave the setting at its default; dates are ISO 8601 and text is UTF-8",
+        )
 
 
 def _refuse_privilege(key: str, value: str | None, user: str | None) -> None:

@@ -26,6 +26,7 @@ import sqlglot
 from sqlglot import exp
 
 from proxy import catalog_limits as limits
+from proxy import typed_division
 from proxy.pgwire import pgtypes
 from proxy.pgwire.sqlstate import (
     FEATURE_NOT_SUPPORTED,
@@ -588,7 +589,7 @@ def prepare_text(sql: str) -> str:
 def parse_catalog(sql: str) -> exp.Expr | None:
     try:
         return sqlglot.parse_one(prepare_text(sql), dialect="postgres")
-    except sqlglot.errors.ParseError:
+    except sqlglot.errors.SqlglotError:  # (TokenError too)
         return None
 
 
@@ -725,7 +726,7 @@ def rewrite(tree: exp.Expr, facts: SessionFacts) -> str:
             return exp.alias_(replaced, _output_name(node))
         return replaced
 
-    return tree.copy().transform(visit).sql(dialect="duckdb")
+    return typed_division.of_known_integers(tree.copy().transform(visit)).sql(dialect="duckdb")
 
 
 def is_catalog_table(table: exp.Table, user_tables: frozenset[tuple[str, str]]) -> bool:

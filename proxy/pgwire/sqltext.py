@@ -90,6 +90,18 @@ def _has_code(sql: str) -> bool:
     return any(code and text.strip() for code, text in _segments(sql))
 
 
+_PARAMETER = re.compile(r"\$(\d+)(?=\S)")
+
+
+def spaced_parameters(sql: str) -> str:
+    """``$n`` followed by a space wherever code follows it directly: sqlglot's tokenizer
+    reads ``$1,$2`` (as psycopg writes ``IN (%s,%s)``) as a dollar-quoted string and
+    fails, where PostgreSQL reads two parameters."""
+    if "$" not in sql:
+        return sql
+    return outside_literals(sql, lambda text: _PARAMETER.sub(r"$\1 ", text))
+
+
 def parameter_numbers(sql: str) -> list[int]:
     """The n of every ``$n`` placeholder in the code of ``sql``."""
     return [

@@ -63,6 +63,7 @@ class Statement:
     inner: Statement | None = None  # DECLARE's query
     count: int = 1  # FETCH/MOVE row count (-1: ALL)
     binary: bool = False  # DECLARE ... BINARY CURSOR
+    local: bool = False  # SET LOCAL: until the end of the transaction
 
     @property
     def returns_rows(self) -> bool:
@@ -84,10 +85,10 @@ _TX = (
 _SET_NOOP = re.compile(
     r"^SET\s+(SESSION\s+CHARACTERISTICS\s+AS\s+)?TRANSACTION\b|^SET\s+CONSTRAINTS\b", re.I
 )
-_SET_TIMEZONE = re.compile(r"^SET\s+(?:SESSION\s+|LOCAL\s+)?TIME\s+ZONE\s+(.+?)$", re.I | re.S)
+_SET_TIMEZONE = re.compile(r"^SET\s+(SESSION\s+|LOCAL\s+)?TIME\s+ZONE\s+(.+?)$", re.I | re.S)
 _SET_NAMES = re.compile(r"^SET\s+NAMES\s+(.+?)$", re.I | re.S)
 _SET = re.compile(
-    r'^SET\s+(?:SESSION\s+|LOCAL\s+)?("[^"]+"|[\w.$]+)\s*(?:=|\bTO\b)\s*(.+?)$', re.I | re.S
+    r'^SET\s+(SESSION\s+|LOCAL\s+)?("[^"]+"|[\w.$]+)\s*(?:=|\bTO\b)\s*(.+?)$', re.I | re.S
 )
 _RESET = re.compile(r'^RESET\s+("[^"]+"|[\w.$ ]+?)$', re.I)
 _SHOW = re.compile(r"^SHOW\s+(.+?)$", re.I | re.S)
@@ -120,13 +121,17 @@ def classify(sql: str, user_tables: frozenset[tuple[str, str]]) -> Statement:
         return Statement(Kind.NOOP, sql, "SET")
     match = _SET_TIMEZONE.match(text)
     if match:
-        return Statement(Kind.SET, sql, "SET", "timezone", _value(match.group(1)))
+        return Statement(
+            Kind.SET, sql, "SET", "timezone", _value(match.group(2)), local=_is_local(match)
+        )
     match = _SET_NAMES.match(text)
     if match:
         return Statement(Kind.SET, sql, "SET", "client_encoding", _value(match.group(1)))
     match = _SET.match(text)
     if match:
-        return Statement(Kind.SET, sql, "SET", match.group(1), _value(match.group(2)))
+        return Statement(
+            Kind.SET, sql, "SET", match.group(2), _value(match.group(3)), local=_is_local(match)
+        )
     match = _RESET.match(text)
     if match:
         name = match.group(1)
@@ -180,6 +185,10 @@ def classify(sql: str, user_tables: frozenset[tuple[str, str]]) -> Statement:
     return _query(sql, user_tables)
 
 
+def _is_local(match: re.Match[str]) -> bool:
+    return (match.group(1) or "").strip().upper() == "LOCAL"
+
+
 def _value(text: str) -> str | None:
     from proxy.pgwire.session_settings import unquote
 
@@ -197,7 +206,7 @@ _MEMO_SIZE = 1024
 def _query(sql: str, user_tables: frozenset[tuple[str, str]]) -> Statement:
     try:
         tree: exp.Expr | None = sqlglot.parse_one(sql, dialect="postgres")
-    except sqlglot.errors.ParseError:
+    except sqlglot.errors.SqlglotError:  # (TokenError too)
         tree = None
     if tree is None:
         # psql's and pgjdbc's catalog SQL needs rewrites before sqlglot can read it.
@@ -271,7 +280,7 @@ def _engine_sql(
 ) -> str:
     try:
         tree = sqlglot.parse_one(sql, dialect="postgres")
-    except sqlglot.errors.ParseError:
+    except sqlglot.errors.SqlglotError:  # (TokenError too)
         if params:
             raise WireError(
                 "42601", "dpsql could not parse this statement to bind its parameters"

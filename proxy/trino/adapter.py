@@ -33,6 +33,10 @@ class EngineAdapter:
         charged)."""
         self._engine.prepare(request)
 
+    def output_columns(self, request: QueryRequest) -> tuple[tuple[str, str], ...] | None:
+        """The answer's (name, DuckDB type) columns, planned: nothing runs or is charged."""
+        return self._engine.output_columns(request)
+
     def run_cached(self, request: QueryRequest) -> Result | None:
         """The answer when memory alone holds it (a repeat of a release the analyst
         already holds), else None having recorded nothing: never plans, executes,

@@ -264,12 +264,36 @@ class TrinoDoor:
                 "catalog tables (information_schema, system) and data tables cannot be mixed",
                 "ask the catalog and the data in separate queries",
             )
+        if isinstance(tree, exp.Query) and refs and not meta and _limit_zero(tree):
+            planned = self._planned_columns(_private_route(tree.copy(), client), client, caller)
+            if planned is not None:
+                return planned
         if isinstance(tree, exp.Query) and (not refs or meta or _limit_zero(tree)):
             return self._catalog_query(tree, client, caller)
         route = _private_route(tree, client)
         if not values or memo is not None:
             self._routes.put(key, route)
         return self._private_query(route, client, caller)
+
+    def _planned_columns(
+        self, route: PrivateRoute, client: ClientSession, caller: Caller
+    ) -> Answer | None:
+        """``... LIMIT 0`` over data (how Superset and JDBC learn a query's columns): the
+        names and types the answer will have, from the engine's plan, free. The shadow
+        typed them its own way (``SUM`` of integers a DECIMAL where the answer has a
+        BIGINT: a probe, 2026-12-06). None where the plan does not say, or intervals
+        add columns only the release decides: the shadow answers."""
+        current = S.from_header(client.session_header, self.adapter.analyst_defaults(caller.name))
+        if current.intervals:
+            return None
+        planned = self.adapter.output_columns(
+            current.request(route.sql, analyst=caller.name, tables=caller.tables)
+        )
+        if planned is None:
+            return None
+        return Answer(
+            tuple(name for name, _ in planned), tuple(T.from_duckdb(t) for _, t in planned), []
+        )
 
     def _catalog_query(self, tree: exp.Expr, client: ClientSession, caller: Caller) -> Answer:
         shadow = self.shadow(caller.tables)
@@ -297,10 +321,15 @@ class TrinoDoor:
         part = route.series_limit
         try:
             if part is None:
-                result = self.adapter.run(
-                    current.request(route.sql, analyst=caller.name, tables=caller.tables)
-                )
-                return _answer(result, current, ())
+                request = current.request(route.sql, analyst=caller.name, tables=caller.tables)
+                result = self.adapter.run(request)
+                planned = None
+                if not result.rows:
+                    # no value to read types from: the plan's (free; not varchar)
+                    found = self.adapter.output_columns(request)
+                    if found is not None and len(found) == len(result.columns):
+                        planned = tuple(T.from_duckdb(t) for _, t in found)
+                return _answer(result, current, (), planned)
             # The chart is checked before the ranking is charged: a chart refused for
             # its text would otherwise cost the ranking for nothing (review, 2026-12-04).
             most = self.adapter.sql_limits[1]
@@ -401,9 +430,15 @@ def _handshake(node: exp.Expr, client: ClientSession, caller: Caller) -> exp.Exp
     return node
 
 
-def _answer(result: Result, current: S.Session, earlier: tuple[Result, ...]) -> Answer:
+def _answer(
+    result: Result,
+    current: S.Session,
+    earlier: tuple[Result, ...],
+    planned: tuple[T.TrinoType, ...] | None = None,
+) -> Answer:
     """An engine result as a Trino answer, with its privacy metadata as warnings and
-    headers (a series-limit chart also reports the ranking it was filtered by)."""
+    headers (a series-limit chart also reports the ranking it was filtered by);
+    ``planned``: the columns' types where no value says (an answer of no rows)."""
     names = list(result.columns)
     columns = (
         [list(col) for col in zip(*result.rows, strict=True)]
@@ -411,6 +446,11 @@ def _answer(result: Result, current: S.Session, earlier: tuple[Result, ...]) -> 
         else [[] for _ in names]
     )
     types = [T.infer(col) for col in columns]
+    if planned is not None:
+        types = [
+            known if all(v is None for v in col) else inferred
+            for known, inferred, col in zip(planned, types, columns, strict=True)
+        ]
     if current.intervals and result.intervals:
         widths = list(zip(*result.intervals, strict=True))
         out_names: list[str] = []

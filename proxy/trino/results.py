@@ -29,6 +29,11 @@ CREATE TABLE IF NOT EXISTS trino_results (
 CREATE INDEX IF NOT EXISTS trino_results_created ON trino_results(created);
 """
 TTL_S = 24 * 3600.0
+# What one analyst's waiting answers may take, encoded: past it the oldest are dropped
+# (their next page is then "not found"). A free catalog answer of 100,000 rows is about
+# 15 MB, and unfetched ones filled the disk beside the ledger at the rate limit's pace
+# (a probe of the doors, 2026-12-06).
+MAX_ANALYST_BYTES = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,18 @@ def encode(
 def decode(document: str, cancelled: bool) -> Stored:
     doc = json.loads(document)
     return Stored(doc["columns"], doc["data"], doc["warnings"], doc["update_type"], cancelled)
+
+
+def over_budget(held: list[tuple[str, int]], incoming: int) -> list[str]:
+    """The ids to drop (``held``: an analyst's stored answers, newest first, with their
+    sizes) so that they and one more of ``incoming`` bytes stay within
+    :data:`MAX_ANALYST_BYTES`."""
+    total, out = incoming, []
+    for query_id, size in held:
+        total += int(size)
+        if total > MAX_ANALYST_BYTES:
+            out.append(query_id)
+    return out
 
 
 class ResultStore(Protocol):
@@ -110,6 +127,13 @@ class SQLiteResultStore:
         conn = self._connections.get()
         conn.execute("DELETE FROM trino_results WHERE created < ?", (now - TTL_S,))
         document = encode(columns, data, warnings, update_type)
+        held = conn.execute(
+            "SELECT id, length(document) FROM trino_results WHERE analyst = ? "
+            "ORDER BY created DESC",
+            (analyst,),
+        ).fetchall()
+        for stale in over_budget(held, len(document)):
+            conn.execute("DELETE FROM trino_results WHERE id = ?", (stale,))
         conn.execute(
             "INSERT INTO trino_results(id, slug, analyst, created, document) VALUES (?,?,?,?,?)",
             (query_id, slug, analyst, now, document),

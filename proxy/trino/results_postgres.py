@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from proxy.pg_connection import STATE_SCHEMA, SharedConnection
-from proxy.trino.results import TTL_S, Stored, decode, encode
+from proxy.trino.results import TTL_S, Stored, decode, encode, over_budget
 
 S = STATE_SCHEMA
 SCHEMA = (
@@ -33,12 +33,20 @@ class PostgresResultStore:
         update_type: str | None,
     ) -> None:
         now = time.time()
+        document = encode(columns, data, warnings, update_type)
         with self._db.transaction() as conn:
             conn.execute(f"DELETE FROM {S}.trino_results WHERE created < %s", (now - TTL_S,))
+            held = conn.execute(
+                f"SELECT id, length(document) FROM {S}.trino_results WHERE analyst = %s "
+                "ORDER BY created DESC",
+                (analyst,),
+            ).fetchall()
+            for stale in over_budget([(str(i), int(n)) for i, n in held], len(document)):
+                conn.execute(f"DELETE FROM {S}.trino_results WHERE id = %s", (stale,))
             conn.execute(
                 f"INSERT INTO {S}.trino_results (id, slug, analyst, created, document) "
                 "VALUES (%s, %s, %s, %s, %s)",
-                (query_id, slug, analyst, now, encode(columns, data, warnings, update_type)),
+                (query_id, slug, analyst, now, document),
             )
 
     def get(self, query_id: str, slug: str, analyst: str) -> Stored | None:

@@ -20,6 +20,7 @@ import duckdb
 from sqlglot import exp
 
 from proxy import catalog_limits as limits
+from proxy import typed_division
 from proxy.errors import DPSQLError, query_timeout
 from proxy.trino import types as T
 from proxy.trino.answer import Answer
@@ -306,7 +307,7 @@ class ShadowCatalog:
         cursor = self._db.cursor()
         try:
             with limits.interrupted_after(cursor.interrupt):
-                result = cursor.execute(tree.sql(dialect="duckdb"))
+                result = cursor.execute(typed_division.of_known_integers(tree).sql(dialect="duckdb"))
                 described = result.description or []
                 names = tuple(str(d[0]) for d in described)
                 kinds = tuple(T.from_duckdb(str(d[1])) for d in described)

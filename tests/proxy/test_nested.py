@@ -293,3 +293,28 @@ def test_released_columns_keep_their_types_without_values() -> None:
         assert table.schema.field("n").type == pa.int64()
     untyped = nested.table_of(("m", "n"), [(None, 3)])
     assert pa.types.is_null(untyped.schema.field("m").type)  # what Arrow reads alone
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT region, COUNT(*) AS n FROM users GROUP BY region",
+        "SELECT s.* FROM (SELECT region, COUNT(*) AS n FROM users GROUP BY region) s",
+        "SELECT x.region, x.n * 2 AS twice FROM (SELECT region, COUNT(*) AS n FROM users "
+        "GROUP BY region) AS x WHERE x.n > 0",
+        "SELECT * FROM (SELECT plan, AVG(age) FROM users GROUP BY plan) t",
+    ],
+)
+def test_output_columns_are_planned_without_a_charge(engine: Engine, sql: str) -> None:
+    """What a door's statement Describe tells a client before running anything (the
+    PostgreSQL door named a star's columns "?column?", one column, and sent rows of two:
+    a probe, 2026-12-06): the names the answer then has, and no ledger change."""
+    before = engine.ledger.history()
+    planned = engine.output_columns(QueryRequest(sql, epsilon=0.7))
+    assert planned is not None and engine.ledger.history() == before
+    answered = engine.run(QueryRequest(sql, epsilon=0.7))
+    assert tuple(name for name, _ in planned) == answered.columns
+    # and the types the values have (an empty answer is typed from these)
+    python = {"BIGINT": int, "DOUBLE": float, "VARCHAR": str}
+    for (_, kind), values in zip(planned, zip(*answered.rows, strict=True), strict=True):
+        assert all(v is None or isinstance(v, python[kind]) for v in values), (kind, values)
