@@ -508,7 +508,16 @@ class Typer:
         if isinstance(node, exp.Try):
             return self.kind(node.this)
         if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Mod)):
-            return decimal_result(node, self.kind(node.left), self.kind(node.right))
+            left, right = self.kind(node.left), self.kind(node.right)
+            # a DATE moved by a number of days is a DATE (DuckDB and PostgreSQL): typed so,
+            # Spark's DATE - DATE form reads ``(dt + i) - dt`` as days (an adversarial
+            # probe, 2026-12-06: a raw Spark error before the charge)
+            moved = (left.family, right.family) == (Family.DATE, Family.INT)
+            if isinstance(node, exp.Add):
+                moved = moved or (left.family, right.family) == (Family.INT, Family.DATE)
+            if moved and isinstance(node, (exp.Add, exp.Sub)):
+                return Kind(Family.DATE)
+            return decimal_result(node, left, right)
         if isinstance(node, exp.Div):
             both = _arithmetic(self.kind(node.left), self.kind(node.right))
             return FLOAT if both.numeric else UNKNOWN

@@ -53,6 +53,10 @@ ORACLE_FOUND = (
     "SELECT COUNT(*) AS n FROM prompts WHERE CAST(ts AS DATE) - DATE '2024-01-01' > 100",
     "SELECT EXTRACT(dow FROM ts) AS d, dayofweek(ts) AS w, COUNT(*) AS n FROM prompts "
     "GROUP BY 1, 2",
+    # a DATE moved by whole days is a DATE (a raw Spark error before: an adversarial
+    # probe, 2026-12-06)
+    "SELECT COUNT(*) AS n FROM prompts WHERE (CAST(ts AS DATE) + tokens_in) - "
+    "CAST(ts AS DATE) > 100",
 )
 
 REFUSED = (
