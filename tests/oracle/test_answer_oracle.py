@@ -61,6 +61,14 @@ DEFECTS = {
 }
 
 
+# Queries of the corpus dpsql refuses, and why: any other refusal fails (a refusal was
+# counted as a pass, and three queries were refused unseen: a corpus of BI SQL,
+# 2026-12-06; two, FILTER, are answered since).
+REFUSED = {
+    "demo-x29": "a subquery in WHERE over a public table that is not on the person id",
+}
+
+
 def _extra() -> list[Query]:
     return [
         Query("pums-not1", "pums", "SELECT COUNT(*) AS n FROM PUMS.PUMS WHERE NOT (age < 30 OR sex = 1)"),
@@ -127,6 +135,10 @@ def test_honest_answer(query: Query, datasets: dict[str, Dataset]) -> None:
     assert out.status != "error", out.message
     if out.status == "ref_error":
         pytest.skip(f"DuckDB cannot run the reference text: {out.message[:100]}")
+    if query.qid in REFUSED:
+        assert out.status == "refused", f"answered now: drop it from REFUSED ({query.sql})"
+        return
+    assert out.status == "answered", f"{out.code}: {out.message}"
     detail = "\n".join(
         [f"{query.sql}", f"caps {out.caps}", *out.problems[:8], f"got {out.got}", f"want {out.want}"]
     )
