@@ -85,10 +85,14 @@ def _expression_domain(
     probe = key.copy()
     for col in list(probe.find_all(exp.Column)):
         col.replace(exp.column("v", table="__d"))
+    # NULL as well as the declared values: a column may always be NULL (a LEFT JOIN's
+    # unmatched rows), so what the key gives for it is a public value too, and
+    # ``COALESCE(category, 'none')`` releases its 'none' group (it was dropped, with most
+    # rows in it: a corpus of BI SQL, 2026-12-06). A NULL key stays out, as for a column.
     values = exp.Values(
         expressions=[
             exp.Tuple(expressions=[exp.Literal.number(i), exp.convert(v)])
-            for i, v in enumerate(base)
+            for i, v in enumerate((*base, None))
         ],
         alias=exp.TableAlias(
             this=exp.to_identifier("__d"), columns=[exp.to_identifier("i"), exp.to_identifier("v")]
@@ -105,7 +109,10 @@ def _expression_domain(
         # no public domain, so the key goes through partition selection (where the
         # rewrite makes it total).
         return None
-    return tuple(dict.fromkeys(r[0] for r in rows))
+    found = [r[0] for r in rows]
+    if found and found[-1] is None:
+        found.pop()  # what the key gives for NULL, when NULL: no group of its own
+    return tuple(dict.fromkeys(found))
 
 
 def key_domain(

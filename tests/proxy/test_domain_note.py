@@ -31,3 +31,24 @@ def test_public_domain_answers_say_what_they_leave_out(
     # the same note on a repeat from the cache
     again = pums_engine.run(QueryRequest(sql, epsilon=1.0))
     assert again.privacy.cached and again.warnings == answer.warnings
+
+
+def test_a_key_expression_releases_what_it_gives_for_null(small_demo: Engine) -> None:
+    """``COALESCE(category, 'none')`` over a LEFT JOIN (how BI tools name NULL keys): the
+    'none' group held most users and was dropped, the domain being the key over the
+    declared values only (a corpus of BI SQL, 2026-12-06). What a key gives for NULL is
+    public too; a NULL key stays out, as for a column."""
+    sql = (
+        "SELECT COALESCE(t.category, 'none') AS category, COUNT(*) AS users FROM users u "
+        "LEFT JOIN tickets t ON t.user_id = u.user_id GROUP BY 1"
+    )
+    got = dict(small_demo.run(QueryRequest(sql, epsilon=50.0)).rows)
+    exact = dict(
+        small_demo.executor.evaluate(  # type: ignore[attr-defined]
+            "SELECT COALESCE(t.category, 'none'), COUNT(*) FROM users u "
+            "LEFT JOIN tickets t ON t.user_id = u.user_id GROUP BY 1"
+        )
+    )
+    assert "none" in got and abs(got["none"] - exact["none"]) < 0.2 * exact["none"]
+    plain = small_demo.run(QueryRequest("SELECT lower(model) AS m, COUNT(*) AS n FROM prompts GROUP BY 1", epsilon=5.0))
+    assert None not in {m for m, _ in plain.rows}
