@@ -19,7 +19,7 @@
   answered (an answer oracle, 2026-12-05). Only a literal part among DuckDB's names is
   respelled (the name is printed into the core's text); anything else stays as written.
 * DuckDB's ``year(x)``, ``month(x)``, ``day(x)`` (``dayofmonth``), ``quarter(x)``,
-  ``dayofweek(x)``, ``dayofyear(x)`` and ``week(x)`` (``weekofyear``) are its
+  ``dayofweek(x)``, ``isodow(x)``, ``dayofyear(x)`` and ``week(x)`` (``weekofyear``) are its
   ``EXTRACT(<part> FROM x)``: the same BIGINT on every date and timestamp, infinities and
   NULL included (checked on 10,000 of each and the range's ends). Read so, they take
   EXTRACT's forms on PostgreSQL and Spark, where they were refused (an answer oracle on
@@ -70,6 +70,8 @@ _PART_FUNCTIONS: dict[type[exp.Expr], str] = {
     exp.DayOfYear: "DAYOFYEAR",
     exp.Week: "WEEK",
     exp.WeekOfYear: "WEEK",
+    # (isodow: the same BIGINT on 40,005 dates and timestamps, infinities and NULL too)
+    exp.DayOfWeekIso: "ISODOW",
 }
 
 # DuckDB's date part names (its date_part and EXTRACT accept the same ones).
