@@ -333,6 +333,19 @@ def _ordered_by_all(select: exp.Select) -> None:
     )
 
 
+def _fetched(select: exp.Select) -> None:
+    """The SQL standard's ``FETCH FIRST|NEXT n ROWS ONLY`` (Looker's, Db2's) as ``LIMIT
+    n``; ``WITH TIES`` and ``PERCENT`` stay as written (refused by the LIMIT check)."""
+    fetch = select.args.get("limit")
+    if not isinstance(fetch, exp.Fetch):
+        return
+    options = fetch.args.get("limit_options")
+    if options is not None and (options.args.get("percent") or options.args.get("with_ties")):
+        return
+    count = fetch.args.get("count")
+    select.set("limit", exp.Limit(expression=count if count is not None else exp.Literal.number(1)))
+
+
 def normalize(tree: exp.Expr) -> exp.Expr:
     """Aggregate spellings of other systems as the nodes dpsql answers, simple CASEs as
     searched ones (deepest first, so that each operand copied is final), and ``GROUP BY
@@ -341,6 +354,7 @@ def normalize(tree: exp.Expr) -> exp.Expr:
     for select in list(tree.find_all(exp.Select)):
         _grouped_by_all(select)
         _ordered_by_all(select)
+        _fetched(select)
     simple = [c for c in tree.find_all(exp.Case) if c.args.get("this") is not None]
     added = sum(
         sum(1 for _ in c.this.walk()) * max(len(c.args.get("ifs") or []) - 1, 0) for c in simple

@@ -79,3 +79,24 @@ def test_filtered_counts_are_near_the_exact_ones(small_demo: Engine) -> None:
     assert low - 3 * big_half <= big <= high + 3 * big_half
     assert abs(count - n) <= 3 * count_half
     assert high < n  # the filter removed rows
+
+
+def test_fetch_first_rows_only_is_limit(small_demo: Engine) -> None:
+    """The SQL standard's row limit (Looker writes it) was refused as a LIMIT that is not
+    an integer literal (a corpus of BI SQL, 2026-12-06)."""
+    limited = small_demo.run(
+        QueryRequest(
+            "SELECT model, COUNT(*) AS n FROM prompts GROUP BY 1 ORDER BY 2 DESC LIMIT 2",
+            epsilon=3.0,
+            dialect="postgres",
+        )
+    )
+    fetched = small_demo.run(
+        QueryRequest(
+            "SELECT model, COUNT(*) AS n FROM prompts GROUP BY 1 ORDER BY 2 DESC "
+            "FETCH NEXT 2 ROWS ONLY",
+            epsilon=3.0,
+            dialect="postgres",
+        )
+    )
+    assert fetched.privacy.cached and fetched.rows == limited.rows and len(fetched.rows) == 2
