@@ -87,10 +87,15 @@ def _dialect_integer(node: exp.Expr, column_type: ColumnType, dialect: str) -> b
         and _dated(node.right, column_type)
     ):
         return True
-    if isinstance(node, exp.Sum) and _integer(node.this, column_type, dialect):
-        if dialect == "trino":
+    if isinstance(node, exp.Sum):
+        inner = _integer(node.this, column_type, dialect)
+        if inner is False:
+            # a sum of non-integers is none in either dialect (Metabase's share metric,
+            # SUM(CASE WHEN c THEN 1 ELSE 0.0 END) / COUNT(*), was refused)
+            return False
+        if inner and dialect == "trino":
             return True
-        if dialect == "postgres":
+        if inner and dialect == "postgres":
             return _narrow(node.this, column_type)
     return None
 

@@ -175,3 +175,28 @@ def test_operands_each_engine_types_as_integers(
     them as integers, so they divide as integers."""
     result = small_demo.run(QueryRequest(sql, epsilon=EPSILON, dialect=dialect))
     assert result.rows and float(result.rows[0][0]).is_integer()
+
+
+@pytest.mark.parametrize(
+    ("dialect", "sql"),
+    [
+        # Metabase's "share" metric: a CASE with a 0.0 branch is NUMERIC, so is its SUM
+        ("postgres", "SELECT SUM(CASE WHEN age > 40 THEN 1 ELSE 0.0 END) / COUNT(*) AS r FROM users"),
+        ("trino", "SELECT SUM(CAST(age AS DOUBLE)) / COUNT(*) AS r FROM users"),
+    ],
+    ids=["pg-sum-of-numerics", "trino-sum-of-doubles"],
+)
+def test_a_sum_of_non_integers_divides_as_a_fraction(
+    small_demo: Engine, dialect: str, sql: str
+) -> None:
+    """Refused before (a SUM's type was not known here; a corpus of BI SQL, 2026-12-06):
+    a sum of non-integers is no integer in either dialect, so `/` divides exactly."""
+    result = small_demo.run(QueryRequest(sql, epsilon=EPSILON, dialect=dialect))
+    value = float(result.rows[0][0])
+    exact = small_demo.executor.evaluate(  # type: ignore[attr-defined]
+        sql.replace(" AS r FROM users", " FROM users").replace("SUM(CASE", "SUM(CAST(CASE")
+        .replace("END) /", "END AS DOUBLE)) /")
+        if dialect == "postgres"
+        else sql.replace(" AS r FROM users", " FROM users")
+    )[0][0]
+    assert not float(exact).is_integer() and abs(value - float(exact)) < 0.5 * abs(float(exact))
