@@ -290,14 +290,9 @@ def _engine_sql(
     for table in list(tree.find_all(exp.Table)):
         if not table.name:
             continue
-        catalog, db = (table.catalog or "").lower(), (table.db or "").lower()
-        if catalog and catalog == database.lower() and db:
-            table.set("catalog", None)
-            changed = True
-        if db == PUBLIC:
-            table.set("db", None)
-            changed = True
-        elif not db and (PUBLIC, table.name.lower()) not in user_tables:
+        bare = not table.db  # (a name written public.x stays in public)
+        changed |= _dequalified(table, database)
+        if bare and (PUBLIC, table.name.lower()) not in user_tables:
             for schema in search_path:
                 if (schema, table.name.lower()) in user_tables:
                     table.set("db", exp.to_identifier(schema))
@@ -305,14 +300,8 @@ def _engine_sql(
                     break
     for column in list(tree.find_all(exp.Column)):
         # Metabase writes every column "public"."prompts"."model": its schema and
-        # database go as the table's do above.
-        catalog, db = column.text("catalog").lower(), column.text("db").lower()
-        if catalog and catalog == database.lower() and db:
-            column.set("catalog", None)
-            changed = True
-        if db == PUBLIC:
-            column.set("db", None)
-            changed = True
+        # database go as a table's do.
+        changed |= _dequalified(column, database)
     for node in list(tree.find_all(exp.Parameter, exp.Placeholder)):
         index = _param_index(node)
         if index is None or not 1 <= index <= len(params):
@@ -323,6 +312,20 @@ def _engine_sql(
         node.replace(literal(params[index - 1], oid))
         changed = True
     return tree.sql(dialect="postgres") if changed else sql
+
+
+def _dequalified(node: exp.Table | exp.Column, database: str) -> bool:
+    """Drop ``<database>.`` before a schema and the ``public`` schema (dpsql's "main")
+    from a table or column name, in place; whether anything was dropped."""
+    catalog, db = node.text("catalog").lower(), node.text("db").lower()
+    changed = False
+    if catalog and catalog == database.lower() and db:
+        node.set("catalog", None)
+        changed = True
+    if db == PUBLIC:
+        node.set("db", None)
+        changed = True
+    return changed
 
 
 def _param_index(node: exp.Expr) -> int | None:

@@ -20,7 +20,6 @@ corpus.py. About 20 s on the 2-core machine.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 
 import pytest
 
@@ -39,7 +38,6 @@ from tests.oracle.harness import (
     Query,
     exact_people_cut,
     needed_caps,
-    open_dataset,
     run_query,
 )
 
@@ -107,21 +105,6 @@ def _corpus() -> list[Query]:
 
 
 CORPUS = _corpus()
-
-
-@pytest.fixture(scope="module")
-def datasets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Dataset]]:
-    root = tmp_path_factory.mktemp("answer-oracle")
-    opened: dict[str, Dataset] = {}
-
-    class Lazy(dict):  # type: ignore[type-arg]
-        def __missing__(self, name: str) -> Dataset:
-            opened[name] = open_dataset(name, root)
-            return opened[name]
-
-    yield Lazy()
-    for ds in opened.values():
-        ds.close()
 
 
 @pytest.mark.parametrize("query", CORPUS, ids=[q.qid for q in CORPUS])

@@ -8,13 +8,11 @@ About 40 s on the 2-core machine."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from proxy.pgwire.statements import engine_sql
 from tests.oracle.bi_corpus import NOT_ANSWERED, queries
-from tests.oracle.harness import Dataset, Query, open_dataset, run_query
+from tests.oracle.harness import Dataset, Query, run_query
 
 CORPUS = queries()
 
@@ -31,21 +29,6 @@ EXACT_REFERENCE = {
     "bi-241": "SELECT COUNT(DISTINCT user_id) AS users FROM prompts",
     "bi-306": "SELECT COUNT(DISTINCT educ) AS k FROM PUMS.PUMS",
 }
-
-
-@pytest.fixture(scope="module")
-def datasets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Dataset]]:
-    root = tmp_path_factory.mktemp("bi-corpus")
-    opened: dict[str, Dataset] = {}
-
-    class Lazy(dict):  # type: ignore[type-arg]
-        def __missing__(self, name: str) -> Dataset:
-            opened[name] = open_dataset(name, root)
-            return opened[name]
-
-    yield Lazy()
-    for ds in opened.values():
-        ds.close()
 
 
 def _as_sent(query: Query, ds: Dataset) -> Query:
