@@ -10,6 +10,7 @@ values it cannot honour, so nothing here can loosen the policy.
 
 from __future__ import annotations
 
+import math
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -89,8 +90,15 @@ def parse_value(name: str, text: str) -> Value:
                 raise ValueError(raw)
             return lowered == "true"
         if prop.kind is Kind.INTEGER:
-            return int(raw)
+            whole = int(raw)
+            if whole < 1 or whole > 2**62:
+                raise ValueError(raw)
+            return whole
         value = float(raw)
+        if not math.isfinite(value) or value <= 0:
+            # refused at SET, as Trino checks a property's value (1e400 was accepted,
+            # and every later query refused: a probe of the doors, 2026-12-06)
+            raise ValueError(raw)
     except ValueError:
         raise _bad(
             f"session property {PREFIX}{name} must be a {prop.kind.value}, not {raw[:40]!r}"

@@ -97,3 +97,21 @@ def test_a_table_less_select_divides_like_trino(client: TestClient) -> None:
     assert doc["data"] == [[3]], doc.get("data")
     assert _types(doc) == ["integer"]
     # (1/0 is NULL here where Trino fails: DuckDB's integer division; nothing is read)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "SET SESSION dpsql.epsilon = 1e400",
+        "SET SESSION dpsql.epsilon = -1",
+        "SET SESSION dpsql.max_groups = 99999999999999999999999",
+        "SET SESSION dpsql.max_groups = 0",
+    ],
+)
+def test_a_session_property_is_checked_when_set(client: TestClient, statement: str) -> None:
+    """Trino checks a property's value at SET SESSION; dpsql accepted these and refused
+    every later query instead (a probe of the doors, 2026-12-06)."""
+    doc = _post(client, statement)
+    assert doc.get("error"), doc
+    assert doc["error"]["errorName"] in ("INVALID_SESSION_PROPERTY", "INVALID_ARGUMENTS",
+                                         "BAD_REQUEST", "GENERIC_USER_ERROR"), doc["error"]
