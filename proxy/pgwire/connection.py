@@ -519,7 +519,10 @@ class Connection:
         if kind in (Kind.DECLARE, Kind.FETCH, Kind.MOVE, Kind.CLOSE):
             return await self._cursor(statement, params, param_oids)
         if kind == Kind.DEALLOCATE:
-            self.prepared.pop(statement.name, None)
+            if statement.tag == "DEALLOCATE ALL":
+                self.prepared.clear()
+            else:
+                self.prepared.pop(statement.name, None)
             return Answer(None, tag=statement.tag)
         if kind == Kind.SHOW:
             return self._show(statement.name)

@@ -149,6 +149,8 @@ def classify(sql: str, user_tables: frozenset[tuple[str, str]]) -> Statement:
         return Statement(Kind.DISCARD, sql, f"DISCARD {match.group(1).upper()}")
     match = _DEALLOCATE.match(text)
     if match:
+        if match.group(1).upper() == "ALL":  # (a statement named "ALL" is quoted)
+            return Statement(Kind.DEALLOCATE, sql, "DEALLOCATE ALL")
         return Statement(Kind.DEALLOCATE, sql, "DEALLOCATE", match.group(1).strip('"'))
     match = _DECLARE.match(text)
     if match:

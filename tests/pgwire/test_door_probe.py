@@ -305,3 +305,23 @@ def test_set_local_outside_a_transaction_warns_and_a_later_set_outlives_it(
         assert conn.execute("SHOW dpsql.epsilon").fetchone()[0] == "0.5"
         conn.execute("COMMIT")
         assert conn.execute("SHOW dpsql.epsilon").fetchone()[0] == "0.5"
+
+
+def test_deallocate_all_removes_every_statement(door: PgDoor) -> None:
+    """``DEALLOCATE ALL`` removed only a statement named "ALL" (a probe, 2026-12-06)."""
+    def parse(name: str, sql: str) -> bytes:
+        return _msg(b"P", _cstr(name) + _cstr(sql) + struct.pack("!H", 0))
+
+    def bind(name: str) -> bytes:
+        return _msg(b"B", _cstr("") + _cstr(name) + struct.pack("!HHH", 0, 0, 0))
+
+    sock = _login(door)
+    sock.sendall(parse("s1", "SELECT 1") + parse("s2", "SELECT 2") + SYNC)
+    _read(sock, 10)
+    sock.sendall(_msg(b"Q", _cstr("DEALLOCATE ALL")))
+    done = _read(sock, 10)
+    sock.sendall(bind("s1") + SYNC)
+    gone = _read(sock, 10)
+    sock.close()
+    assert not any(m[0] == "E" for m in done), done
+    assert any(m[0] == "E" and m[1] == "26000" for m in gone), gone
