@@ -27,6 +27,7 @@ import math
 import re
 import re._parser as _re_parser  # Python 3.11+: the parser behind re.compile
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -383,7 +384,9 @@ def regex_size(pattern: str) -> float:
     return size
 
 
-def check_stored_strings(select: exp.Expr) -> None:
+def check_stored_strings(
+    select: exp.Expr, is_text: Callable[[exp.Column], bool] = lambda _column: True
+) -> None:
     """Refuse, before any charge, a query whose stored strings hold more than
     :data:`MAX_STORED_COPIES` copies of one column's value per row.
 
@@ -396,15 +399,20 @@ def check_stored_strings(select: exp.Expr) -> None:
     against every column it reads (a bound: ``region || '-' || plan`` counts two copies
     of each), summed over the query's stored expressions.
 
+    ``is_text``: whether a column holds text (or may: unknown is text); only text
+    columns count.
+
     Precondition: ``select`` passed :func:`check_string_growth`. Claim: per row, the
-    engine stores at most MAX_STORED_COPIES copies of any column's value, plus
-    constants."""
+    engine stores at most MAX_STORED_COPIES copies of any text column's value, plus
+    constants and rendered non-text values."""
     copies: dict[str, float] = {}
     for node in _stored(select):
         grown = growth_of(node)
         if not grown.row_dependent:
             continue
-        for column in sorted({c.sql() for c in node.find_all(exp.Column)}):
+        # (a number or date read as text is at most RENDERED long: not a copy)
+        texts = {c.sql() for c in node.find_all(exp.Column) if is_text(c)}
+        for column in sorted(texts):
             copies[column] = copies.get(column, 0.0) + grown.factor
             if copies[column] > MAX_STORED_COPIES:
                 raise DPSQLError(
