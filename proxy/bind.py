@@ -160,15 +160,61 @@ def bind(
     for node in merged.find_all(exp.Subquery, exp.CTE):
         if semijoins.in_semi_join(node, merged):
             continue  # a filter on the person, checked by the shape checker
-        raise unsupported(
-            "a subquery or CTE could not be inlined: it must be row-level "
-            "(no aggregation, DISTINCT, LIMIT or window inside) and used once in FROM",
-            "move aggregation to the outer query; filter rows in WHERE",
-            position_of(node),
-        )
+        raise _not_inlined(node)
     if merged.args.get("with_"):
         raise unsupported("a CTE could not be inlined", "use a FROM-subquery or plain WHERE")
     return canonicalize(merged)
+
+
+def _not_inlined(node: exp.Expr) -> DPSQLError:
+    """The refusal of a subquery that is not row-level, with the rewrite that answers
+    its shape (a corpus of BI SQL, 2026-12-06: "move aggregation to the outer query" was
+    wrong for most of those met, per-person facts joined to a table and percents of a
+    total by a scalar subquery)."""
+    message = (
+        "a subquery or CTE could not be inlined: it must be row-level "
+        "(no aggregation, DISTINCT, LIMIT or window inside) and used once in FROM"
+    )
+    body = node.this if isinstance(node, (exp.Subquery, exp.CTE)) else None
+    aggregated = isinstance(body, exp.Select) and (
+        body.args.get("group") is not None or body.find(exp.AggFunc) is not None
+    )
+    joined = _in_a_join(node)
+    if aggregated and joined:
+        hint = (
+            "join the other table inside the subquery and group by its columns there, "
+            "then aggregate the one row per person outside: SELECT plan, AVG(n) FROM "
+            "(SELECT p.user_id, u.plan, COUNT(*) AS n FROM prompts p JOIN users u ON "
+            "u.user_id = p.user_id GROUP BY p.user_id, u.plan) t GROUP BY plan"
+        )
+    elif aggregated and not isinstance(node.parent, (exp.From, exp.Join, exp.With)):
+        hint = (
+            "for a share of the total use a window over the released groups: "
+            "COUNT(*) * 100.0 / SUM(COUNT(*)) OVER (); otherwise ask the total as a query "
+            "of its own"
+        )
+    else:
+        hint = "move aggregation to the outer query; filter rows in WHERE"
+    return unsupported(message, hint, position_of(node))
+
+
+def _in_a_join(node: exp.Expr) -> bool:
+    """Whether a FROM subquery, or a CTE read in FROM, is joined with another table."""
+    if isinstance(node, exp.CTE):
+        query = node.find_ancestor(exp.Select)
+        if query is None:
+            return False
+        name = node.alias.lower()
+        reads = [t for t in query.find_all(exp.Table) if t.name.lower() == name and not t.db]
+        return any(
+            isinstance(t.parent, exp.Join)
+            or (isinstance(t.parent, exp.From) and bool(query.args.get("joins")))
+            for t in reads
+        )
+    if isinstance(node.parent, exp.Join):
+        return True
+    outer = node.parent.parent if isinstance(node.parent, exp.From) else None
+    return isinstance(outer, exp.Select) and bool(outer.args.get("joins"))
 
 
 def _canonical_number(literal: exp.Literal) -> exp.Expr:
