@@ -714,7 +714,12 @@ class Connection:
             planned = await self._off_loop(self.server.door.output_columns, ask)
             if planned is not None and len(planned) == len(oids_out):
                 oids_out = [_duckdb_oid(t) for _, t in planned]
-        columns = [Column(n, o) for n, o in zip(result.columns, oids_out, strict=True)]
+        # Named as PostgreSQL names them (an unaliased COUNT(*) is "count"), as the
+        # statement's Describe named them; a star's columns keep the engine's names.
+        names = _projection_names(statement.sql)
+        if names is None or len(names) != len(result.columns):
+            names = list(result.columns)
+        columns = [Column(n, o) for n, o in zip(names, oids_out, strict=True)]
         return Answer(columns, list(result.rows), "SELECT", notices(result) if notify else [])
 
 

@@ -325,3 +325,13 @@ def test_deallocate_all_removes_every_statement(door: PgDoor) -> None:
     sock.close()
     assert not any(m[0] == "E" for m in done), done
     assert any(m[0] == "E" and m[1] == "26000" for m in gone), gone
+
+
+def test_unaliased_columns_are_named_as_postgresql_names_them(door: PgDoor) -> None:
+    """An unaliased ``COUNT(*)`` came back as "COUNT(*)" where PostgreSQL says "count"
+    (and the statement's Describe said "count" too: a probe, 2026-12-06)."""
+    with _connect(door) as conn:
+        cursor = conn.execute(
+            "SELECT region, COUNT(*), AVG(age), region AS r FROM users GROUP BY region"
+        )
+        assert [d.name for d in cursor.description] == ["region", "count", "avg", "r"]
