@@ -35,6 +35,7 @@ from proxy import (
     bigquery_dp,
     catalog_types,
     domains,
+    joined_facts,
     nested,
     per_person_values,
     quantile_release,
@@ -732,6 +733,9 @@ class Engine:
             tree, base = union.outer, union.catalog
         check_statement(tree)
         tree = distinct_as_group_by(tree)
+        # A per-person aggregate joined to the people's table: the aggregate with that
+        # table's columns inside, which the per-person step below answers
+        tree = joined_facts.push(tree, base)
         names = output_names(tree)
         # An inner query grouped by the person id: the outer one reads a derived table
         # of bounded per-person values (proxy/per_person_values.py).

@@ -19,8 +19,10 @@ SHARE = "SUM(COUNT(*)) OVER ()"
     ("refused", "fragment", "rewrite"),
     [
         (
-            "SELECT u.plan, AVG(t.n) AS a FROM users u JOIN (SELECT user_id, COUNT(*) AS n "
-            "FROM prompts GROUP BY user_id) t ON t.user_id = u.user_id GROUP BY u.plan",
+            # (LEFT from the people's table: people without facts are added; the INNER
+            # form is answered, proxy/joined_facts.py)
+            "SELECT u.plan, AVG(t.n) AS a FROM users u LEFT JOIN (SELECT user_id, COUNT(*) "
+            "AS n FROM prompts GROUP BY user_id) t ON t.user_id = u.user_id GROUP BY u.plan",
             JOINED,
             "SELECT plan, AVG(n) AS a FROM (SELECT p.user_id, u.plan, COUNT(*) AS n FROM "
             "prompts p JOIN users u ON u.user_id = p.user_id GROUP BY p.user_id, u.plan) t "
@@ -28,7 +30,7 @@ SHARE = "SUM(COUNT(*)) OVER ()"
         ),
         (
             "WITH facts AS (SELECT user_id, COUNT(*) AS n FROM prompts GROUP BY 1) SELECT "
-            "users.plan, AVG(facts.n) AS a FROM users JOIN facts ON users.user_id = "
+            "users.plan, AVG(facts.n) AS a FROM users LEFT JOIN facts ON users.user_id = "
             "facts.user_id GROUP BY 1",
             JOINED,
             "SELECT plan, AVG(n) AS a FROM (SELECT p.user_id, u.plan, COUNT(*) AS n FROM "

@@ -999,6 +999,16 @@ DEMO: tuple[Entry, ...] = (
         "WHERE user_id = {pid} OR tokens_in < 50 GROUP BY ALL ORDER BY ALL",
         "FILTER, COUNT_IF, DATE(), NULLIF in an aggregate, GROUP BY / ORDER BY ALL",
     ),
+    # Per-person facts joined to the people's table, read as the per-person subquery
+    # with the table's columns inside (proxy/joined_facts.py, 2026-12-06).
+    Entry(
+        "adv_joined_facts",
+        "SELECT u.region, AVG(t.n) AS a, MAX(t.s) AS m, COUNT(*) AS c FROM users u JOIN "
+        "(SELECT user_id, COUNT(*) AS n, SUM(tokens_in) AS s FROM prompts WHERE user_id = "
+        "{pid} OR tokens_in < 100 GROUP BY user_id) t ON t.user_id = u.user_id "
+        "WHERE u.user_id = {pid} OR u.age > 30 GROUP BY u.region",
+        "per-person facts joined to users on the id, pinned to the person",
+    ),
     *KEY_JOIN,
 )
 
