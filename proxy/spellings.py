@@ -262,6 +262,9 @@ def _date_part(node: exp.Anonymous) -> str | None:
     return name if name in _DATE_PARTS else None
 
 
+# Passes of the respellings at most (a pass that changes nothing ends them sooner).
+MAX_RESPELL_PASSES = 4
+
 # Nodes a query's simple CASEs may add by repeating their operand (see _searched).
 MAX_CASE_COPIES = 10_000
 
@@ -350,7 +353,22 @@ def normalize(tree: exp.Expr) -> exp.Expr:
     """Aggregate spellings of other systems as the nodes dpsql answers, simple CASEs as
     searched ones (deepest first, so that each operand copied is final), and ``GROUP BY
     ALL`` and ``ORDER BY ALL`` as the positions they name."""
-    tree = tree.transform(_respell, copy=False)
+    # Again while a pass changed something: a respelling's parts may hold spellings of
+    # their own (AVG(x) FILTER (WHERE NULLIF(y, 0) > 3): the CASE a FILTER becomes holds
+    # the NULLIF, now inside an aggregate; a review, 2026-12-06). Each pass removes
+    # spellings and adds none, so this ends.
+    for _ in range(MAX_RESPELL_PASSES):
+        changed: list[bool] = []
+
+        def respell(node: exp.Expr, seen: list[bool] = changed) -> exp.Expr:
+            out = _respell(node)
+            if out is not node:
+                seen.append(True)
+            return out
+
+        tree = tree.transform(respell, copy=False)
+        if not changed:
+            break
     for select in list(tree.find_all(exp.Select)):
         _grouped_by_all(select)
         _ordered_by_all(select)

@@ -437,7 +437,7 @@ def _stored(select: exp.Expr) -> list[exp.Expr]:
     for join in select.find_all(exp.Join):
         on = join.args.get("on")
         if on is not None:
-            for equal in on.find_all(exp.EQ):
+            for equal in on.find_all(exp.EQ, exp.NullSafeEQ):  # (IS NOT DISTINCT FROM too)
                 out.extend((equal.this, equal.expression))
     return out
 

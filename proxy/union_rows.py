@@ -114,6 +114,18 @@ def _check_arm(arm: exp.Expr, catalog: Catalog) -> S.Shape:
                 "outer query",
                 position_of(item),
             )
+        if carried.factor > 1:
+            # Likewise for the data: the outer query counts the column as one value, so
+            # an arm building concat(body x 60) hid 60 copies from the outer bound and
+            # from the check of stored strings (out of memory after the charge on one
+            # person's text: a review, 2026-12-06).
+            raise unsupported(
+                f"a UNION ALL arm's column is built of up to {carried.factor:.3g} input "
+                "values; the limit is one (the outer query reads it as one value)",
+                "select columns, or one column with constants, in the arms; build longer "
+                "strings in the outer query",
+                position_of(item),
+            )
     # Every item of the arm runs on the same rows, with its WHERE: one bound for all.
     check_string_growth(arm, "a UNION ALL arm as a whole")
     from proxy.joins import tables_of
