@@ -1,7 +1,7 @@
 """Per-person facts joined to the people's table on the person id (Looker's derived
-tables, Tableau's FIXED, notebooks) are read as the per-person subquery with the table's
-columns inside (proxy/joined_facts.py): the answer of that form. Refused before (a
-corpus of BI SQL, 2026-12-06)."""
+tables, Tableau's FIXED, notebooks), with that table first or the facts as a CTE, are
+read in the order the per-person anchor answers (proxy/joined_facts.py): the answer of
+the per-person form written by hand. Refused before (a corpus of BI SQL, 2026-12-06)."""
 
 from __future__ import annotations
 
