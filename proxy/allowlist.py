@@ -106,6 +106,11 @@ SCALAR_NODES: tuple[type[exp.Expr], ...] = (
     exp.DateSub,
     exp.DateDiff,
     exp.TimeToStr,
+    # DuckDB's English names of a date's day and month: NULL for the infinities, a
+    # binder error (before any charge) for a time of day; no other engine's form gives
+    # the same text (PostgreSQL pads it), so they are refused there, under TRY
+    exp.Dayname,
+    exp.Monthname,
     exp.Tuple,
     exp.Try,
     exp.Star,

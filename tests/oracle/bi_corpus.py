@@ -445,8 +445,6 @@ NOT_ANSWERED: dict[str, str] = {
     "SELECT COUNT(*) AS n FROM prompts WHERE ts > current_date - INTERVAL '2 years'": 'R5 now()/current_date',
     "SELECT time_bucket(INTERVAL '7 days', ts) AS wk, COUNT(*) AS n FROM prompts WHERE ts >= '2025-05-01' GROUP BY wk ORDER BY wk": 'R3 function allow-list',
     "SELECT time_bucket(INTERVAL '1 month', ts) AS m, COUNT(*) AS n FROM prompts WHERE ts >= '2025-01-01' GROUP BY m ORDER BY m": 'R3 function allow-list',
-    'SELECT dayname(ts) AS dow, COUNT(*) AS n FROM prompts GROUP BY dow ORDER BY n DESC': 'R3 function allow-list',
-    'SELECT monthname(ts) AS mon, COUNT(*) AS n FROM prompts WHERE year(ts) = 2024 GROUP BY mon ORDER BY mon': 'R3 function allow-list',
     "SELECT last_day(ts) AS month_end, COUNT(*) AS n FROM prompts WHERE ts >= '2025-01-01' GROUP BY 1 ORDER BY 1": 'R3 function allow-list',
     'SELECT initcap(region) AS region, COUNT(*) AS n FROM users GROUP BY 1 ORDER BY 1': 'R3 function allow-list',
     "SELECT split_part(model || '_x', '_', 1) AS m, COUNT(*) AS n FROM prompts GROUP BY 1 ORDER BY 1": 'R3 function allow-list',

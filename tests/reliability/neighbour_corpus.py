@@ -999,6 +999,12 @@ DEMO: tuple[Entry, ...] = (
         "WHERE user_id = {pid} OR tokens_in < 50 GROUP BY ALL ORDER BY ALL",
         "FILTER, COUNT_IF, DATE(), NULLIF in an aggregate, GROUP BY / ORDER BY ALL",
     ),
+    Entry(
+        "adv_day_and_month_names",
+        "SELECT dayname(ts) AS d, monthname(CAST(ts AS DATE)) AS m, COUNT(*) AS n FROM "
+        "prompts WHERE user_id = {pid} OR dayname(ts) = 'Monday' GROUP BY 1, 2",
+        "DuckDB's day and month names as keys and in WHERE, pinned to the person",
+    ),
     # Per-person facts joined to the people's table, read as the per-person subquery
     # with the table's columns inside (proxy/joined_facts.py, 2026-12-06).
     Entry(
