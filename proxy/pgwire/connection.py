@@ -147,6 +147,8 @@ class Connection:
         # after its transaction (a probe, 2026-12-06).
         self._tx_settings: tuple[dict[str, str], Privacy] | None = None
         self._local_settings: dict[str, object] = {}
+        # (name, settings, SET LOCAL groups) at each SAVEPOINT of the transaction
+        self._savepoints: list[tuple[str, tuple[dict[str, str], Privacy], dict[str, object]]] = []
         self.prepared: dict[str, Prepared] = {}
         self.portals: dict[str, Portal] = {}
         self.skipping = False
@@ -580,6 +582,7 @@ class Connection:
                 )
             else:
                 self._tx_settings, self._local_settings = self.settings.snapshot(), {}
+                self._savepoints = []
             self.tx = b"T"
         elif kind in (Kind.COMMIT, Kind.ROLLBACK):
             if self.tx == b"I":
@@ -589,9 +592,35 @@ class Connection:
             if self.tx != b"I":
                 self._end_settings(rolled_back=tag == "ROLLBACK")
             self.tx = b"I"
-        elif tag == "ROLLBACK" and self.tx == b"E":  # ROLLBACK TO SAVEPOINT
-            self.tx = b"T"
+        elif kind == Kind.SAVEPOINT:
+            self._savepoint(tag, _savepoint_name(statement.sql))
+            if tag == "ROLLBACK" and self.tx == b"E":  # ROLLBACK TO SAVEPOINT
+                self.tx = b"T"
         return Answer(None, tag=tag, notices=notes)
+
+    def _savepoint(self, tag: str, name: str) -> None:
+        """Settings at a savepoint, restored by ``ROLLBACK TO`` it (as PostgreSQL); kept
+        past ``RELEASE``. Outside a transaction there is none (PostgreSQL refuses them)."""
+        if self.tx == b"I":
+            return
+        if tag == "SAVEPOINT":
+            self._savepoints.append((name, self.settings.snapshot(), dict(self._local_settings)))
+            return
+        found = [i for i, (n, _, _) in enumerate(self._savepoints) if n == name]
+        if not found:
+            return
+        at = found[-1]
+        if tag == "RELEASE":
+            del self._savepoints[at:]
+            return
+        before = {key: self.settings.get(key) for key in STARTUP}
+        _, snapshot, local = self._savepoints[at]
+        self.settings.restore_all(snapshot)
+        self._local_settings = dict(local)
+        del self._savepoints[at + 1 :]
+        for key in STARTUP:
+            if self.settings.get(key) != before[key]:
+                self._report(key)
 
     def _end_settings(self, *, rolled_back: bool) -> None:
         before = {name: self.settings.get(name) for name in STARTUP}
@@ -601,6 +630,7 @@ class Connection:
             for group, state in self._local_settings.items():
                 self.settings.restore(group, state)
         self._tx_settings, self._local_settings = None, {}
+        self._savepoints = []
         for name in STARTUP:
             if self.settings.get(name) != before[name]:
                 self._report(name)
@@ -721,6 +751,13 @@ class Connection:
             names = list(result.columns)
         columns = [Column(n, o) for n, o in zip(names, oids_out, strict=True)]
         return Answer(columns, list(result.rows), "SELECT", notices(result) if notify else [])
+
+
+def _savepoint_name(sql: str) -> str:
+    """The savepoint a SAVEPOINT, RELEASE or ROLLBACK TO names (its last word)."""
+    words = sql.strip().rstrip(";").split()
+    last = words[-1] if words else ""
+    return last[1:-1] if last.startswith('"') and last.endswith('"') else last.lower()
 
 
 def _unreadable(error: SqlglotError) -> WireError:

@@ -335,3 +335,25 @@ def test_unaliased_columns_are_named_as_postgresql_names_them(door: PgDoor) -> N
             "SELECT region, COUNT(*), AVG(age), region AS r FROM users GROUP BY region"
         )
         assert [d.name for d in cursor.description] == ["region", "count", "avg", "r"]
+
+
+def test_rollback_to_a_savepoint_undoes_the_settings_made_after_it(door: PgDoor) -> None:
+    """As PostgreSQL: ROLLBACK TO SAVEPOINT restores the settings of the savepoint, and
+    RELEASE keeps them (a review, 2026-12-06: the budget set after a savepoint outlived
+    its rollback)."""
+    with _connect(door) as conn:
+        conn.execute("SET dpsql.epsilon = 0.25")
+        conn.execute("BEGIN")
+        conn.execute("SAVEPOINT a")
+        conn.execute("SET dpsql.epsilon = 2")
+        conn.execute("SAVEPOINT b")
+        conn.execute("SET dpsql.epsilon = 3")
+        conn.execute("ROLLBACK TO SAVEPOINT b")
+        assert conn.execute("SHOW dpsql.epsilon").fetchone()[0] == "2"
+        conn.execute("ROLLBACK TO a")
+        assert conn.execute("SHOW dpsql.epsilon").fetchone()[0] == "0.25"
+        conn.execute("SAVEPOINT c")
+        conn.execute("SET dpsql.epsilon = 0.5")
+        conn.execute("RELEASE SAVEPOINT c")
+        conn.execute("COMMIT")
+        assert conn.execute("SHOW dpsql.epsilon").fetchone()[0] == "0.5"
