@@ -26,6 +26,20 @@ from proxy.render import duckdb_sql
 Domain = tuple[Any, ...]
 
 
+def _indexed(values: Sequence[Any]) -> exp.Values:
+    """``(VALUES (0, v0), (1, v1), ...) AS __d(i, v)``: values to evaluate an expression
+    of the key on (``__d.v``), in their order (``__d.i``)."""
+    return exp.Values(
+        expressions=[
+            exp.Tuple(expressions=[exp.Literal.number(i), exp.convert(v)])
+            for i, v in enumerate(values)
+        ],
+        alias=exp.TableAlias(
+            this=exp.to_identifier("__d"), columns=[exp.to_identifier("i"), exp.to_identifier("v")]
+        ),
+    )
+
+
 def _column_domain(
     col: exp.Column, tables: dict[str, TableInfo], executor: Executor, limit: int
 ) -> Domain | None:
@@ -89,15 +103,7 @@ def _expression_domain(
     # unmatched rows), so what the key gives for it is a public value too, and
     # ``COALESCE(category, 'none')`` releases its 'none' group (it was dropped, with most
     # rows in it: a corpus of BI SQL, 2026-12-06). A NULL key stays out, as for a column.
-    values = exp.Values(
-        expressions=[
-            exp.Tuple(expressions=[exp.Literal.number(i), exp.convert(v)])
-            for i, v in enumerate((*base, None))
-        ],
-        alias=exp.TableAlias(
-            this=exp.to_identifier("__d"), columns=[exp.to_identifier("i"), exp.to_identifier("v")]
-        ),
-    )
+    values = _indexed((*base, None))
     # In the base domain's order, first occurrence kept: SELECT DISTINCT alone returned
     # hash order, which varied between runs (and so did plans and cache keys).
     query = exp.select(exp.alias_(probe, "k")).from_(values).order_by("i")
@@ -179,20 +185,23 @@ def _same_as(key: exp.Expr) -> Callable[[exp.Expr], bool]:
 _PLAIN_VALUES = (int, float, str, bool)
 
 
-def _about_the_key(conjunct: exp.Expr, is_key: Callable[[exp.Expr], bool]) -> bool:
+def _about_the_key(conjunct: exp.Expr, key: exp.Expr, is_key: Callable[[exp.Expr], bool]) -> bool:
     """Whether ``conjunct`` reads no column but through the key (and no subquery)."""
     if conjunct.find(exp.Subquery, exp.Select, exp.AggFunc, exp.Window) is not None:
         return False
-    keys = [n for n in conjunct.walk() if isinstance(n, exp.Expr) and is_key(n)]
+    # (the key's columns first: rendering every node of every conjunct is the cost)
+    mine = {c.sql() for c in key.find_all(exp.Column)}
+    read = {c.sql() for c in conjunct.find_all(exp.Column)}
+    if not read or not read <= mine:
+        return False
+    keys = [n for n in conjunct.walk() if type(n) is type(key) and is_key(n)]
     if not keys:
         return False
     inside = {id(x) for k in keys for x in k.walk()}
     return all(id(c) in inside for c in conjunct.find_all(exp.Column))
 
 
-def _narrowed(
-    domain: Domain, key: exp.Expr, where: exp.Expr | None, executor: Executor
-) -> Domain:
+def _narrowed(domain: Domain, key: exp.Expr, where: exp.Expr | None, executor: Executor) -> Domain:
     """The domain values every WHERE conjunct about the key alone (``age BETWEEN 20 AND
     30``, ``region <> 'north'``, ``age % 2 = 0``) keeps. A row whose key fails such a
     conjunct is in no group, so those groups are empty by the query's text: releasing
@@ -206,24 +215,16 @@ def _narrowed(
     about = [
         c.unnest()
         for c in (where.flatten() if isinstance(where, exp.And) else [where])
-        if _about_the_key(c.unnest(), is_key)
+        if _about_the_key(c.unnest(), key, is_key)
     ]
     if not about:
         return domain
     condition = exp.and_(*(c.copy() for c in about))
     for node in list(condition.walk()):
-        if isinstance(node, exp.Expr) and node is not condition and is_key(node):
+        if type(node) is type(key) and node is not condition and is_key(node):
             node.replace(exp.column("v", table="__d"))
-    values = exp.Values(
-        expressions=[
-            exp.Tuple(expressions=[exp.Literal.number(i), exp.convert(v)])
-            for i, v in enumerate(domain)
-        ],
-        alias=exp.TableAlias(
-            this=exp.to_identifier("__d"), columns=[exp.to_identifier("i"), exp.to_identifier("v")]
-        ),
-    )
-    query = exp.select(exp.column("i", table="__d")).from_(values).where(condition).order_by("i")
+    query = exp.select(exp.column("i", table="__d")).from_(_indexed(domain))
+    query = query.where(condition).order_by("i")
     failures: tuple[type[BaseException], ...] = (*executor.evaluation_errors, DPSQLError)
     try:
         kept = {int(r[0]) for r in executor.evaluate(query.sql(dialect="duckdb"))}

@@ -733,8 +733,8 @@ class Engine:
             tree, base = union.outer, union.catalog
         check_statement(tree)
         tree = distinct_as_group_by(tree)
-        # A per-person aggregate joined to the people's table: the aggregate with that
-        # table's columns inside, which the per-person step below answers
+        # A per-person aggregate joined to the people's table, written with the aggregate
+        # as the FROM anchor the per-person step below answers
         tree = joined_facts.push(tree, base)
         names = output_names(tree)
         # An inner query grouped by the person id: the outer one reads a derived table
@@ -960,22 +960,17 @@ class Engine:
                 inner = replace(request, sql=found.inner.sql(dialect=request.dialect))
             if self._public_query(inner) is not None:
                 return None
-            if found is not None:
-                found = self._validate_nested(inner, found)
             plan = self.prepare(inner)[1]
-            stand_in = self.post.stand_in(plan.released_columns)
-            names, rows = self.post.run(plan.outer_sql, stand_in)
-            shown = len(plan.output_names)
+            if not plan.released_columns:
+                return None
+            table, described = self._stand_in_answer(plan)
             if found is None:
-                types = self.post.type_names(plan.outer_sql, stand_in)[:shown]
-                return tuple(zip(plan.output_names, types, strict=False))
+                return tuple(zip(plan.output_names, (d for d, _ in described), strict=False))
             # the outer query over the stand-in, as checked before its charge
-            table = nested.table_of(
-                tuple(names[:shown]), [tuple(r[:shown]) for r in rows], found.inner_types
-            )
+            found = self._validate_nested(inner, found)
             outer_sql = typed_division.on_duckdb(nested.displayed(found)).sql(dialect="duckdb")
             outer_names = self._run_outer(found, table)[0]
-            outer_types = self.post.type_names(outer_sql, table)
+            outer_types = [d for d, _ in self.post.described(outer_sql, table)]
             # (the hidden row index is not shown: _run_nested counts names alike)
             width = sum(1 for n in outer_names if n != "__row")
             return tuple(zip(outer_names[:width], outer_types[:width], strict=False))
@@ -1090,12 +1085,8 @@ class Engine:
         _, plan = self.prepare(inner)
         if plan.free or not plan.released_columns:
             return found
-        stand_in = self.post.stand_in(plan.released_columns)
-        names, rows = self.post.run(plan.outer_sql, stand_in)
-        shown = len(plan.output_names)
-        types = self.post.types(plan.outer_sql, stand_in)[:shown]
-        found = replace(found, inner_types=types or None)
-        table = nested.table_of(tuple(names[:shown]), [tuple(r[:shown]) for r in rows], types)
+        table, described = self._stand_in_answer(plan)
+        found = replace(found, inner_types=tuple(t for _, t in described) or None)
         try:
             self._run_outer(found, table)
             return found
@@ -1110,6 +1101,22 @@ class Engine:
                 "use the subquery's column names and arithmetic over them",
             ) from None
         return written
+
+    def _stand_in_answer(
+        self, plan: Plan
+    ) -> tuple[pa.Table, tuple[tuple[str, pa.DataType], ...]]:
+        """The answer a release of one stand-in row (NULL keys, zero statistics) gives,
+        as the table an outer query reads, with its shown columns' types."""
+        stand_in = self.post.stand_in(plan.released_columns)
+        names, rows = self.post.run(plan.outer_sql, stand_in)
+        shown = len(plan.output_names)
+        described = self.post.described(plan.outer_sql, stand_in)[:shown]
+        table = nested.table_of(
+            tuple(names[:shown]),
+            [tuple(r[:shown]) for r in rows],
+            tuple(t for _, t in described) or None,
+        )
+        return table, described
 
     def _run_outer(
         self, found: nested.NestedQuery, table: pa.Table

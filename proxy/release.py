@@ -308,26 +308,18 @@ class PostProcessor:
             ) from None
         return names, rows
 
-    def types(self, outer_sql: str, table: pa.Table) -> tuple[pa.DataType, ...]:
-        """The column types of ``outer_sql`` over ``table`` (as Arrow gives them)."""
+    def described(self, outer_sql: str, table: pa.Table) -> tuple[tuple[str, pa.DataType], ...]:
+        """The column types of ``outer_sql`` over ``table``: (DuckDB's name, Arrow's type)
+        of each; () where it does not bind (its run above reports that)."""
         cursor = self._cursor()
         cursor.register("released", table)
         try:
-            schema = cursor.sql(f"SELECT * FROM ({outer_sql}) LIMIT 0").to_arrow_table().schema
-        except duckdb.Error:
-            return ()  # (the run above it bound: nothing here is expected to fail)
-        return tuple(schema.types)
-
-    def type_names(self, outer_sql: str, table: pa.Table) -> tuple[str, ...]:
-        """The column types of ``outer_sql`` over ``table`` as DuckDB names them."""
-        cursor = self._cursor()
-        cursor.register("released", table)
-        try:
-            described = cursor.execute(f"SELECT * FROM ({outer_sql}) LIMIT 0").description
-            cursor.fetchall()
+            relation = cursor.sql(f"SELECT * FROM ({outer_sql}) LIMIT 0")
+            names = tuple(str(t) for t in relation.types)
+            arrow = relation.to_arrow_table().schema.types
         except duckdb.Error:
             return ()
-        return tuple(str(d[1]) for d in described or [])
+        return tuple(zip(names, arrow, strict=True))
 
     def double(self, literal_sql: str) -> float:
         """DuckDB's DOUBLE value of a numeric literal as written in an outer layer (what

@@ -349,6 +349,19 @@ def _fetched(select: exp.Select) -> None:
     select.set("limit", exp.Limit(expression=count if count is not None else exp.Literal.number(1)))
 
 
+def _respelled(tree: exp.Expr) -> tuple[exp.Expr, bool]:
+    """One pass of the respellings over ``tree`` (in place), and whether any applied."""
+    changed = False
+
+    def visit(node: exp.Expr) -> exp.Expr:
+        nonlocal changed
+        out = _respell(node)
+        changed = changed or out is not node
+        return out
+
+    return tree.transform(visit, copy=False), changed
+
+
 def normalize(tree: exp.Expr) -> exp.Expr:
     """Aggregate spellings of other systems as the nodes dpsql answers, simple CASEs as
     searched ones (deepest first, so that each operand copied is final), and ``GROUP BY
@@ -358,15 +371,7 @@ def normalize(tree: exp.Expr) -> exp.Expr:
     # the NULLIF, now inside an aggregate; a review, 2026-12-06). Each pass removes
     # spellings and adds none, so this ends.
     for _ in range(MAX_RESPELL_PASSES):
-        changed: list[bool] = []
-
-        def respell(node: exp.Expr, seen: list[bool] = changed) -> exp.Expr:
-            out = _respell(node)
-            if out is not node:
-                seen.append(True)
-            return out
-
-        tree = tree.transform(respell, copy=False)
+        tree, changed = _respelled(tree)
         if not changed:
             break
     for select in list(tree.find_all(exp.Select)):

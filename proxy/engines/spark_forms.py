@@ -454,6 +454,13 @@ class _Total:
         # typing a node types its subtree (160 nested COALESCEs: 78,000 kinds asked)
         self.typer = typer.remembering()
 
+    def _of_operands(self, node: exp.Binary, text: str) -> exp.Expr:
+        """``text`` (Spark SQL over ``__a`` and ``__b``) with the node's operands in their
+        total forms, each read once however often the text names it."""
+        return _once(
+            lambda a, b: template(text, a=a, b=b), self.form(node.left), self.form(node.right)
+        )
+
     def form(self, node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Try):
             return self.form(node.this)
@@ -482,15 +489,10 @@ class _Total:
                 )
             if isinstance(node, exp.Mod) and self.typer.kind(node).family is Family.FLOAT:
                 # DuckDB's DOUBLE % 0 is NaN (fmod); Spark's try_mod gives NULL
-                return _once(
-                    lambda a, b: template(
-                        "CASE WHEN __b = 0 AND NOT __a IS NULL THEN CAST('NaN' AS DOUBLE) "
-                        "ELSE try_mod(__a, __b) END",
-                        a=a,
-                        b=b,
-                    ),
-                    self.form(node.left),
-                    self.form(node.right),
+                return self._of_operands(
+                    node,
+                    "CASE WHEN __b = 0 AND NOT __a IS NULL THEN CAST('NaN' AS DOUBLE) "
+                    "ELSE try_mod(__a, __b) END",
                 )
             done = exp.Anonymous(this=fn, expressions=[self.form(node.left), self.form(node.right)])
             if sum(k.family is Family.DATE for k in kinds) == 1 and any(k.numeric for k in kinds):
@@ -503,15 +505,10 @@ class _Total:
             # overflow, MIN // -1, NULL as under TRY), anything else divided as /.
             if self.typer.kind(node).family is not Family.INT:
                 return self.form(exp.Div(this=node.left, expression=node.right))
-            return _once(
-                lambda a, b: template(
-                    "CASE WHEN __b = 0 THEN NULL WHEN __b = -1 THEN try_subtract(0, __a) "
-                    "ELSE __a // __b END",
-                    a=a,
-                    b=b,
-                ),
-                self.form(node.left),
-                self.form(node.right),
+            return self._of_operands(
+                node,
+                "CASE WHEN __b = 0 THEN NULL WHEN __b = -1 THEN try_subtract(0, __a) "
+                "ELSE __a // __b END",
             )
         if isinstance(node, exp.Div):
             lk, rk = self.typer.kind(node.left), self.typer.kind(node.right)

@@ -10,9 +10,11 @@ a slow query holds up only its own connection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import struct
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -391,8 +393,8 @@ class Connection:
             if names is None:
                 ask = Ask(statement.sql, self.settings.privacy, self.caller)
                 planned = await self._off_loop(self.server.door.output_columns, ask)
-                names = [name for name, _ in planned or ()]
-            return [Column(name, codec.TEXT) for name in names or ["?column?"]]
+                names = tuple(name for name, _ in planned or ())
+            return [Column(name, codec.TEXT) for name in names or ("?column?",)]
         params = [None] * len(self._param_oids(prepared))
         answer = await self._run(statement, params, self._param_oids(prepared), notify=False)
         return answer.columns
@@ -613,24 +615,27 @@ class Connection:
         if tag == "RELEASE":
             del self._savepoints[at:]
             return
-        before = {key: self.settings.get(key) for key in STARTUP}
         _, snapshot, local = self._savepoints[at]
-        self.settings.restore_all(snapshot)
+        with self._reporting_changes():
+            self.settings.restore_all(snapshot)
         self._local_settings = dict(local)
         del self._savepoints[at + 1 :]
-        for key in STARTUP:
-            if self.settings.get(key) != before[key]:
-                self._report(key)
 
     def _end_settings(self, *, rolled_back: bool) -> None:
-        before = {name: self.settings.get(name) for name in STARTUP}
-        if rolled_back and self._tx_settings is not None:
-            self.settings.restore_all(self._tx_settings)
-        else:
-            for group, state in self._local_settings.items():
-                self.settings.restore(group, state)
+        with self._reporting_changes():
+            if rolled_back and self._tx_settings is not None:
+                self.settings.restore_all(self._tx_settings)
+            else:
+                for group, state in self._local_settings.items():
+                    self.settings.restore(group, state)
         self._tx_settings, self._local_settings = None, {}
         self._savepoints = []
+
+    @contextlib.contextmanager
+    def _reporting_changes(self) -> Iterator[None]:
+        """ParameterStatus for each reported setting the block changed (a restore)."""
+        before = {name: self.settings.get(name) for name in STARTUP}
+        yield
         for name in STARTUP:
             if self.settings.get(name) != before[name]:
                 self._report(name)
@@ -748,7 +753,7 @@ class Connection:
         # statement's Describe named them; a star's columns keep the engine's names.
         names = _projection_names(statement.sql)
         if names is None or len(names) != len(result.columns):
-            names = list(result.columns)
+            names = result.columns
         columns = [Column(n, o) for n, o in zip(names, oids_out, strict=True)]
         return Answer(columns, list(result.rows), "SELECT", notices(result) if notify else [])
 
@@ -811,19 +816,21 @@ def _encode(row: Sequence[Any], columns: list[Column], formats: list[int]) -> li
     return out
 
 
-def _projection_names(sql: str) -> list[str] | None:
+@functools.lru_cache(maxsize=1024)
+def _projection_names(sql: str) -> tuple[str, ...] | None:
     """Output column names of a SELECT, as PostgreSQL would name them (no execution);
-    None where a star leaves them to the plan."""
+    None where a star leaves them to the plan. Memoised: every answer of the door is
+    named so, and clients send the same text again and again (statements._query)."""
     import sqlglot
     from sqlglot import exp
 
     try:
         tree = sqlglot.parse_one(sql, dialect="postgres")
     except sqlglot.errors.SqlglotError:  # (TokenError too)
-        return ["?column?"]
+        return ("?column?",)
     if not isinstance(tree, exp.Query):
-        return ["?column?"]
-    names = []
+        return ("?column?",)
+    names: list[str] = []
     for item in tree.selects:
         if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and item.is_star):
             return None
@@ -835,7 +842,7 @@ def _projection_names(sql: str) -> list[str] | None:
             names.append(item.sql_name().lower())
         else:
             names.append("?column?")
-    return names
+    return tuple(names)
 
 
 def _startup_options(options: str) -> list[tuple[str, str]]:
