@@ -999,6 +999,13 @@ DEMO: tuple[Entry, ...] = (
         "WHERE user_id = {pid} OR tokens_in < 50 GROUP BY ALL ORDER BY ALL",
         "FILTER, COUNT_IF, DATE(), NULLIF in an aggregate, GROUP BY / ORDER BY ALL",
     ),
+    # What a key expression gives for NULL is in its public domain (domains, 2026-12-06).
+    Entry(
+        "adv_coalesce_null_key",
+        "SELECT COALESCE(t.category, 'none') AS c, COUNT(*) AS n FROM users u LEFT JOIN "
+        "tickets t ON t.user_id = u.user_id WHERE u.user_id = {pid} OR u.age > 40 GROUP BY 1",
+        "a NULL key named by COALESCE over a LEFT JOIN, pinned to the person",
+    ),
     Entry(
         "adv_day_and_month_names",
         "SELECT dayname(ts) AS d, monthname(CAST(ts AS DATE)) AS m, COUNT(*) AS n FROM "
@@ -1055,6 +1062,14 @@ AUTO_VALUES: tuple[Entry, ...] = (
 
 
 PUMS: tuple[Entry, ...] = (
+    # A WHERE conjunct about a public key alone narrows its domain (domains._narrowed,
+    # 2026-12-06): computed from the public values and the text, never the rows.
+    Entry(
+        "pums_key_range_narrows",
+        "SELECT age, COUNT(*) AS n, AVG(income) AS i FROM PUMS.PUMS WHERE age BETWEEN 20 "
+        "AND 30 AND (pid = {pid} OR income > 1000) AND educ <> 9 GROUP BY age",
+        "a range on the key narrows its public domain; other conjuncts do not",
+    ),
     Entry(
         "pums_sex_income",
         "SELECT sex, COUNT(*) AS n, AVG(income) AS i FROM PUMS.PUMS GROUP BY sex",
