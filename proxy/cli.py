@@ -334,9 +334,10 @@ def cmd_keys(args: argparse.Namespace, out: Console) -> int:
 def cmd_generate(args: argparse.Namespace, out: Console) -> int:
     from sample_data.generate import generate
 
-    path = generate(
-        Path(args.out), people=args.people, prompts=args.prompts, seed=args.seed, progress=True
-    )
+    target = Path(args.out)
+    if target.is_dir():  # `--out .` or `--out data/`: the file goes inside, as named by default
+        target = target / "usage.duckdb"
+    path = generate(target, people=args.people, prompts=args.prompts, seed=args.seed, progress=True)
     out.print(f"wrote {path}")
     if args.dsn or args.parquet:
         import duckdb
@@ -667,7 +668,11 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--role", choices=("analyst", "admin"), default="analyst")
     k.set_defaults(func=cmd_keys)
     g = sub.add_parser("generate", parents=[common], help="generate the sample LLM-usage dataset")
-    g.add_argument("--out", default="sample_data/usage.duckdb")
+    g.add_argument(
+        "--out",
+        default="sample_data/usage.duckdb",
+        help="the DuckDB file to write (a folder: usage.duckdb inside it)",
+    )
     g.add_argument("--people", type=int, default=5000)
     g.add_argument("--prompts", type=int, default=100000)
     g.add_argument("--seed", type=int, default=7)

@@ -106,3 +106,17 @@ def test_keys_create_prints_hash_of_key() -> None:
     key = out.stdout.split("\n")[1].strip()
     assert hashlib.sha256(key.encode()).hexdigest() in out.stdout
     assert 'role = "analyst"' in out.stdout
+
+
+def test_generate_into_a_folder_writes_the_default_file_name(tmp_path: Path) -> None:
+    # `--out .` used to fail with "PosixPath('.') has an empty name" and write nothing.
+    from proxy.cli import main
+
+    assert main(["generate", "--out", str(tmp_path), "--people", "20", "--prompts", "50"]) == 0
+    import duckdb
+
+    con = duckdb.connect(str(tmp_path / "usage.duckdb"), read_only=True)
+    try:
+        assert con.sql("SELECT COUNT(*) FROM prompts").fetchall() == [(50,)]
+    finally:
+        con.close()
