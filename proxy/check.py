@@ -389,6 +389,43 @@ def check_date_diff_columns(select: exp.Select, tables: Mapping[str, TableInfo])
         )
 
 
+def _conditions(select: exp.Select) -> list[exp.Expr]:
+    """Every place of ``select`` (subqueries included) that needs a truth value: WHERE
+    and FILTER conditions, JOIN ... ON, CASE WHEN and IF conditions, and the operands of
+    AND, OR and NOT at those places."""
+    found: list[exp.Expr] = []
+    tops: list[exp.Expr] = [w.this for w in select.find_all(exp.Where)]
+    tops += [j.args["on"] for j in select.find_all(exp.Join) if j.args.get("on") is not None]
+    tops += [i.this for i in select.find_all(exp.If)]
+    while tops:
+        node = tops.pop()
+        found.append(node)
+        if isinstance(node, (exp.And, exp.Or)):
+            tops += [node.left, node.right]
+        elif isinstance(node, (exp.Not, exp.Paren)):
+            tops.append(node.this)
+    return found
+
+
+def check_conditions(select: exp.Select, tables: Mapping[str, TableInfo]) -> None:
+    """Refuse text where a condition needs true or false. DuckDB casts it to BOOLEAN
+    row by row, and the total forms put that cast under TRY, so ``WHERE model`` or
+    ``COUNT(*) FILTER (WHERE model)`` over words kept no row and answered a noisy 0,
+    silently (a probe, 2026-12-06); PostgreSQL refuses it at once, as now dpsql does,
+    before any charge. Numbers stay allowed (DuckDB reads non-zero as true)."""
+    typer = Typer({alias: info.column_types for alias, info in tables.items()})
+    for node in _conditions(select):
+        if isinstance(node, (exp.And, exp.Or, exp.Not, exp.Paren)):
+            continue
+        if typer.kind(node).family is Family.TEXT:
+            text = node.name if isinstance(node, exp.Column) else node.sql()
+            raise unsupported(
+                f"{text} is text, and a condition needs true or false",
+                f"compare it, e.g. {text} = '...' or {text} IS NOT NULL",
+                position_of(node),
+            )
+
+
 def is_person_id(node: exp.Expr, unit_cols: set[tuple[str, str]]) -> bool:
     """A person id that is never NULL on a row: one of ``unit_cols``, or the
     ``COALESCE`` of several that ``JOIN ... USING (id)`` binds a bare ``id`` to (its
@@ -611,6 +648,7 @@ def check_shape(select: exp.Select, catalog: Catalog) -> S.Shape:
     _check_clauses(select)
     tables = tables_of(select, catalog)
     check_date_diff_columns(select, tables)
+    check_conditions(select, tables)
     check_constants(select, tables)
     anchor, population = check_from(select, tables)
     unit_cols = unit_columns(tables)
