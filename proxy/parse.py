@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from sqlglot import exp
-from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 
-from proxy import spellings
+from proxy import dialect_dates, spellings
 from proxy.dropped_arguments import check_arguments
 from proxy.errors import DPSQLError
 from proxy.repeated_operands import check_repeated_operands
@@ -42,7 +41,7 @@ def parse(sql: str, dialect: str = "duckdb", *, max_length: int, max_nodes: int)
         )
     sql, top = spellings.strip_top(sql, dialect)
     try:
-        reader = Dialect.get_or_raise(dialect)
+        reader = dialect_dates.reader(dialect)
         tokens = reader.tokenize(sql)
         statements = [s for s in reader.parser().parse(tokens, sql) if s is not None]
     except ParseError as error:
@@ -69,6 +68,7 @@ def parse(sql: str, dialect: str = "duckdb", *, max_length: int, max_nodes: int)
         )
     check_arguments(tokens, statements[0], dialect)
     tree = statements[0] if top is None else spellings.apply_top(statements[0], top)
+    tree = dialect_dates.respell(tree, dialect)
     for nodes, _ in enumerate(tree.walk(), start=1):
         if nodes > max_nodes:
             raise DPSQLError(
