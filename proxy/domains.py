@@ -88,7 +88,11 @@ def _case_domain(node: exp.Case) -> Domain | None:
 
 
 def _expression_domain(
-    key: exp.Expr, tables: dict[str, TableInfo], executor: Executor, limit: int
+    key: exp.Expr,
+    tables: dict[str, TableInfo],
+    executor: Executor,
+    limit: int,
+    where: exp.Expr | None = None,
 ) -> Domain | None:
     columns = list(key.find_all(exp.Column))
     if len({(c.table, c.name) for c in columns}) != 1:
@@ -96,6 +100,9 @@ def _expression_domain(
     base = _column_domain(columns[0], tables, executor, limit)
     if base is None:
         return None
+    # The column's values the WHERE clause keeps (``CAST(age AS VARCHAR)`` under ``age <
+    # 22`` released all 83 ages as strings, 79 of them noisy zeros: the same probe)
+    base = _narrowed(base, columns[0], where, executor)
     probe = key.copy()
     for col in list(probe.find_all(exp.Column)):
         col.replace(exp.column("v", table="__d"))
@@ -122,13 +129,19 @@ def _expression_domain(
 
 
 def key_domain(
-    key: exp.Expr, tables: dict[str, TableInfo], executor: Executor, limit: int
+    key: exp.Expr,
+    tables: dict[str, TableInfo],
+    executor: Executor,
+    limit: int,
+    where: exp.Expr | None = None,
 ) -> Domain | None:
+    """The public values of ``key``, or None; an expression of one domain column is
+    evaluated on the column's values ``where`` keeps."""
     if isinstance(key, exp.Column):
         return _column_domain(key, tables, executor, limit)
     if isinstance(key, exp.Case):
         return _case_domain(key)
-    return _expression_domain(key, tables, executor, limit)
+    return _expression_domain(key, tables, executor, limit, where)
 
 
 _INTEGER_KEYS = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT"}
@@ -249,7 +262,7 @@ def public_domain(
     domains: list[Domain] = []
     size = 1
     for i, key in enumerate(keys):
-        d = key_domain(key, tables, executor, limit)
+        d = key_domain(key, tables, executor, limit, where)
         if d is None:
             return None
         if key_types is not None:
@@ -262,4 +275,83 @@ def public_domain(
         if size > limit:
             return None
         domains.append(d)
-    return tuple(itertools.product(*domains))
+    if len(keys) < 2:
+        return tuple(itertools.product(*domains))
+    return _combined(keys, domains, tables, executor, limit, where)
+
+
+def _combined(
+    keys: Sequence[exp.Expr],
+    domains: list[Domain],
+    tables: dict[str, TableInfo],
+    executor: Executor,
+    limit: int,
+    where: exp.Expr | None,
+) -> tuple[tuple[Any, ...], ...]:
+    """The key combinations to release: keys that are functions of one and the same
+    domain column take only the value tuples some value of it gives (evaluated together
+    on its public values), other keys combine freely. Crossing each key's own domain
+    released ``GROUP BY model, model`` as nine groups, three of them per model with
+    different counts, and ``age // 10, age < 30`` with pairs no age gives (an
+    honest-answers probe, 2026-12-06)."""
+    by_column: dict[tuple[str, str], list[int]] = {}
+    for i, key in enumerate(keys):
+        read = {(c.table.lower(), c.name.lower()) for c in key.find_all(exp.Column)}
+        if len(read) == 1:
+            by_column.setdefault(next(iter(read)), []).append(i)
+    parts: list[tuple[list[int], list[tuple[Any, ...]]]] = []
+    joined: set[int] = set()
+    for members in by_column.values():
+        if len(members) < 2:
+            continue
+        together = _joint_domain([keys[i] for i in members], tables, executor, limit, where)
+        if together is None:
+            continue
+        allowed = [set(domains[i]) for i in members]
+        tuples = [t for t in together if all(v in a for v, a in zip(t, allowed, strict=True))]
+        parts.append((members, tuples))
+        joined.update(members)
+    if not parts:
+        return tuple(itertools.product(*domains))
+    parts += [([i], [(v,) for v in d]) for i, d in enumerate(domains) if i not in joined]
+    out = []
+    for combination in itertools.product(*(tuples for _, tuples in parts)):
+        row: list[Any] = [None] * len(keys)
+        for (members, _), values in zip(parts, combination, strict=True):
+            for i, v in zip(members, values, strict=True):
+                row[i] = v
+        out.append(tuple(row))
+    return tuple(out)
+
+
+def _joint_domain(
+    keys: Sequence[exp.Expr],
+    tables: dict[str, TableInfo],
+    executor: Executor,
+    limit: int,
+    where: exp.Expr | None,
+) -> list[tuple[Any, ...]] | None:
+    """The distinct tuples ``keys`` (all over one domain column) give on its values and
+    on NULL, in the column's order; None when the column has no public domain or the
+    engine cannot evaluate them there (then the keys combine freely, as before)."""
+    column = next(keys[0].find_all(exp.Column))
+    base = _column_domain(column, tables, executor, limit)
+    if base is None:
+        return None
+    base = _narrowed(base, column, where, executor)
+    probes: list[exp.Expr] = []
+    for key in keys:
+        probe = key.copy()
+        if isinstance(probe, exp.Column):
+            probe = exp.column("v", table="__d")
+        for col in list(probe.find_all(exp.Column)):
+            if col.table != "__d":
+                col.replace(exp.column("v", table="__d"))
+        probes.append(exp.alias_(probe, f"k{len(probes)}"))
+    query = exp.select(*probes).from_(_indexed((*base, None))).order_by("i")
+    failures: tuple[type[BaseException], ...] = (*executor.evaluation_errors, DPSQLError)
+    try:
+        rows = executor.evaluate(query.sql(dialect="duckdb"))
+    except failures:
+        return None
+    return list(dict.fromkeys(tuple(r) for r in rows))

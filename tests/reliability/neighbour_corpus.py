@@ -1022,6 +1022,20 @@ DEMO: tuple[Entry, ...] = (
         "WHERE u.user_id = {pid} OR u.age > 30 GROUP BY u.region",
         "per-person facts joined to users on the id, pinned to the person",
     ),
+    # Keys over one domain column combined as its values give them, expression keys
+    # narrowed by WHERE on their column (proxy/domains.py, 2026-12-06).
+    Entry(
+        "adv_combined_domain_keys",
+        "SELECT age // 10 AS d, age < 30 AS y, plan, upper(plan) AS p, COUNT(*) AS n FROM "
+        "users WHERE age < 60 AND (user_id = {pid} OR age > 25) GROUP BY 1, 2, 3, 4",
+        "keys of one column combined jointly, the column narrowed, pinned to the person",
+    ),
+    Entry(
+        "adv_dialect_weekdays",
+        "SELECT strftime(ts, '%A') AS d, (EXTRACT(DOW FROM ts) + 1) AS b, COUNT(*) AS n FROM "
+        "prompts WHERE user_id = {pid} OR isodow(ts) >= 6 GROUP BY 1, 2",
+        "weekday keys as the dialect respellings write them, pinned to the person",
+    ),
     *KEY_JOIN,
 )
 

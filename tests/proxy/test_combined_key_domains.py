@@ -1,0 +1,69 @@
+"""Keys over one domain column release only the combinations some value of it gives, and
+an expression key only the values the WHERE clause keeps (proxy/domains.py).
+
+An honest-answers probe (2026-12-06) found ``GROUP BY model, model`` released as nine
+groups (three rows per model, with different counts), ``age // 10, age < 30`` with pairs
+no age gives, and ``CAST(age AS VARCHAR)`` under ``age < 22`` as all 83 declared ages.
+Each case here failed so."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxy.engine import Engine
+from proxy.request import QueryRequest
+
+EPS = 1e4
+
+
+def _rows(engine: Engine, sql: str) -> list[tuple[object, ...]]:
+    return [tuple(r) for r in engine.run(QueryRequest(sql, epsilon=EPS)).rows]
+
+
+def test_a_repeated_key_is_one_group_per_value(small_demo: Engine) -> None:
+    rows = _rows(small_demo, "SELECT model, COUNT(*) AS n FROM prompts GROUP BY model, model")
+    assert sorted(r[0] for r in rows) == ["large", "medium", "small"]
+    single = dict(_rows(small_demo, "SELECT model, COUNT(*) AS n FROM prompts GROUP BY model"))
+    for model, n in rows:
+        assert abs(float(n) - float(single[model])) < 3  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("sql", "pairs"),
+    [
+        (
+            "SELECT model, upper(model) AS u, COUNT(*) AS n FROM prompts GROUP BY 1, 2",
+            {("large", "LARGE"), ("medium", "MEDIUM"), ("small", "SMALL")},
+        ),
+        (
+            "SELECT age // 10 AS d, age < 30 AS young, COUNT(*) AS n FROM users GROUP BY 1, 2",
+            {(1, True), (2, True)} | {(d, False) for d in range(3, 11)},
+        ),
+        (
+            "SELECT age // 10 AS d, age < 30 AS young, COUNT(*) AS n FROM users "
+            "WHERE age < 40 GROUP BY 1, 2",
+            {(1, True), (2, True), (3, False)},
+        ),
+    ],
+)
+def test_keys_of_one_column_combine_as_its_values_do(
+    small_demo: Engine, sql: str, pairs: set[tuple[object, object]]
+) -> None:
+    assert {r[:2] for r in _rows(small_demo, sql)} == pairs
+
+
+def test_keys_of_different_columns_still_combine_freely(small_demo: Engine) -> None:
+    rows = _rows(
+        small_demo,
+        "SELECT plan, plan = 'free' AS f, region, COUNT(*) AS n FROM users GROUP BY 1, 2, 3",
+    )
+    assert {(r[0], r[1]) for r in rows} == {("free", True), ("pro", False), ("team", False)}
+    assert len(rows) == 3 * 4
+
+
+def test_an_expression_key_takes_the_values_where_keeps(small_demo: Engine) -> None:
+    rows = _rows(
+        small_demo,
+        "SELECT CAST(age AS VARCHAR) AS a, COUNT(*) AS n FROM users WHERE age < 22 GROUP BY 1",
+    )
+    assert sorted(r[0] for r in rows) == ["18", "19", "20", "21"]  # type: ignore[type-var]
