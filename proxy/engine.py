@@ -34,6 +34,7 @@ from accounting.value_bounds import (
 from proxy import (
     bigquery_dp,
     catalog_types,
+    comma_joins,
     domains,
     joined_facts,
     nested,
@@ -753,6 +754,8 @@ class Engine:
             # The request's caps are the inner tables' (the derived table has C = K = 1).
             outer_request = replace(request, max_rows_per_group=None, max_groups=None)
         select = bind(tree, catalog, request.tables, request.dialect)
+        # FROM a, b WHERE a.id = b.id: the inner join it is (proxy/comma_joins.py)
+        select = comma_joins.as_inner_joins(select)
         shape = check_shape(select, catalog)
         # Checked: nothing later refuses with a position in the text, and the rewrite
         # copies this tree's parts many times (proxy/parse.py: forget_positions).
@@ -864,6 +867,10 @@ class Engine:
         # again; memoised structures would otherwise keep about 380 tracked objects each,
         # which every full garbage collection pass walks.
         notes = () if per_person is None else per_person_values.bounds_note(per_person)
+        if domain is not None:
+            notes += domains.bounds_note(
+                shape.keys, dict(shape.tables), settings.max_partition_groups
+            )
         return Structure(replace(core, ctes=()), names, domain, outer, pending, columns, notes)
 
     def _key_types(self, core_sql: str, keys: tuple[str, ...]) -> tuple[str, ...]:

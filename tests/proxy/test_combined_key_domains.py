@@ -67,3 +67,18 @@ def test_an_expression_key_takes_the_values_where_keeps(small_demo: Engine) -> N
         "SELECT CAST(age AS VARCHAR) AS a, COUNT(*) AS n FROM users WHERE age < 22 GROUP BY 1",
     )
     assert sorted(r[0] for r in rows) == ["18", "19", "20", "21"]  # type: ignore[type-var]
+
+
+def test_a_key_from_declared_bounds_says_rows_beyond_them_are_in_no_group(
+    small_demo: Engine,
+) -> None:
+    # tokens_in // 1000 under bounds [0, 1000] left out three groups of larger values with
+    # no word of the bounds (the same probe); the note names the column and its bounds
+    answer = small_demo.run(
+        QueryRequest("SELECT age // 10 AS d, COUNT(*) AS n FROM users GROUP BY 1", epsilon=EPS)
+    )
+    assert any("users.age outside [18, 100]" in w for w in answer.warnings), answer.warnings
+    by_values = small_demo.run(
+        QueryRequest("SELECT region, COUNT(*) AS n FROM users GROUP BY 1", epsilon=EPS)
+    )
+    assert not any("declared bounds" in w for w in by_values.warnings)

@@ -1031,6 +1031,12 @@ DEMO: tuple[Entry, ...] = (
         "keys of one column combined jointly, the column narrowed, pinned to the person",
     ),
     Entry(
+        "adv_comma_join",
+        "SELECT u.region, COUNT(*) AS n, SUM(p.tokens_in) AS s FROM prompts p, users u "
+        "WHERE p.user_id = u.user_id AND (u.user_id = {pid} OR p.tokens_in > 50) GROUP BY 1",
+        "a comma join read as the inner join on the person id, pinned to the person",
+    ),
+    Entry(
         "adv_dialect_weekdays",
         "SELECT strftime(ts, '%A') AS d, (EXTRACT(DOW FROM ts) + 1) AS b, COUNT(*) AS n FROM "
         "prompts WHERE user_id = {pid} OR isodow(ts) >= 6 GROUP BY 1, 2",
