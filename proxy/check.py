@@ -7,6 +7,7 @@ a stable code, the position of the offending node and a hint that names the fix.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from sqlglot import exp
 
@@ -89,6 +90,28 @@ def distinct_as_group_by(tree: exp.Expr) -> exp.Expr:
     return tree
 
 
+@dataclass
+class _RowColumnError(DPSQLError):
+    """A column read outside an aggregate in the outer layer (named for _window)."""
+
+    column: str = ""
+
+
+def _described(node: exp.Expr) -> str:
+    """What the analyst wrote, near enough to recognise: a function's own name, else the
+    node as DuckDB SQL with the binder's table aliases left out (sqlglot's class names,
+    IGNORENULLS or DATEFROMPARTS, named nothing the analyst wrote: a probe, 2026-12-06)."""
+    if isinstance(node, exp.Anonymous):
+        return node.name
+    if isinstance(node, (exp.IgnoreNulls, exp.RespectNulls)):
+        node = node.this  # ANY_VALUE(x), which sqlglot reads as ANY_VALUE(x) IGNORE NULLS
+    shown = node.copy()
+    for col in shown.find_all(exp.Column):
+        col.set("table", None)
+    text = shown.sql(dialect="duckdb")
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _refuse_node(node: exp.Expr, where: str) -> DPSQLError:
     if isinstance(node, exp.Window):
         return unsupported(
@@ -103,9 +126,8 @@ def _refuse_node(node: exp.Expr, where: str) -> DPSQLError:
             "use COUNT, SUM, AVG, VAR_POP, VAR_SAMP, STDDEV, MEDIAN, QUANTILE_CONT, MIN or MAX",
             position_of(node),
         )
-    name = node.name if isinstance(node, exp.Anonymous) else node.key.upper()
     return unsupported(
-        f"{name} is not allowed in {where}",
+        f"{_described(node)} is not allowed in {where}",
         "use comparisons, arithmetic, CASE, string and date functions; see the README's list",
         position_of(node),
     )
@@ -516,10 +538,12 @@ def _collect_outer(
     if isinstance(node, exp.Column):
         if not node.table and node.name.lower() in aliases:
             return
-        raise unsupported(
-            f"column {node.sql()} appears in {where} without an aggregate",
+        raise _RowColumnError(
+            "unsupported_sql",
+            f"column {node.name} appears in {where} without an aggregate",
             "aggregate it (COUNT, SUM, AVG, ...) or add it to GROUP BY",
             position_of(node),
+            column=node.name,
         )
     if isinstance(node, exp.AggFunc) or not (
         isinstance(node, (exp.Alias, exp.Ordered)) or outer_functions.allowed(node)
@@ -555,8 +579,20 @@ def _window(
             "aggregate (SUM, AVG, COUNT, MIN, MAX) over the released rows",
             position_of(node),
         )
-    for part in outer_functions.window_inputs(node):
-        _collect_outer(part, key_sqls, aliases, unit_cols, found, where, texts)
+    try:
+        for part in outer_functions.window_inputs(node):
+            _collect_outer(part, key_sqls, aliases, unit_cols, found, where, texts)
+    except _RowColumnError as refused:
+        column = refused.column
+        # SUM(x) OVER () over the table's rows: say it is the window, not a missing
+        # aggregate, that is not answered (the analyst did write an aggregate)
+        raise unsupported(
+            f"window functions over private rows are not answered ({column} is read row "
+            "by row)",
+            "aggregate with GROUP BY first: a window runs over the released groups, e.g. "
+            f"SUM(SUM({column})) OVER () for a total",
+            refused.position,
+        ) from None
 
 
 def _partition_pins(

@@ -19,7 +19,8 @@
   answered (an answer oracle, 2026-12-05). Only a literal part among DuckDB's names is
   respelled (the name is printed into the core's text); anything else stays as written.
 * DuckDB's ``year(x)``, ``month(x)``, ``day(x)`` (``dayofmonth``), ``quarter(x)``,
-  ``dayofweek(x)``, ``isodow(x)``, ``dayofyear(x)`` and ``week(x)`` (``weekofyear``) are its
+  ``dayofweek(x)``, ``isodow(x)``, ``dayofyear(x)``, ``week(x)`` (``weekofyear``),
+  ``hour(x)``, ``minute(x)`` and ``second(x)`` are its
   ``EXTRACT(<part> FROM x)``: the same BIGINT on every date and timestamp, infinities and
   NULL included (checked on 10,000 of each and the range's ends). Read so, they take
   EXTRACT's forms on PostgreSQL and Spark, where they were refused (an answer oracle on
@@ -31,6 +32,7 @@
   the grouped items (``COUNT(*) + sex`` beside ``sex``, which DuckDB refuses under ALL,
   is answered per group as under ``GROUP BY sex``), else the query is refused as any
   ungrouped column is.
+* Dollar-quoted ``$$text$$`` and BigQuery's raw ``r'text'`` are string constants.
 * DuckDB's ``ORDER BY ALL`` orders by every select item, left to right, in the one
   direction given: it is read as ``ORDER BY`` their positions (it reached DuckDB's
   parser as the outer layer's text and failed there; a corpus of BI and notebook SQL,
@@ -72,6 +74,10 @@ _PART_FUNCTIONS: dict[type[exp.Expr], str] = {
     exp.WeekOfYear: "WEEK",
     # (isodow: the same BIGINT on 40,005 dates and timestamps, infinities and NULL too)
     exp.DayOfWeekIso: "ISODOW",
+    # (the same BIGINT on timestamps, dates, times, zones, infinities and NULL)
+    exp.Hour: "HOUR",
+    exp.Minute: "MINUTE",
+    exp.Second: "SECOND",
 }
 
 # DuckDB's date part names (its date_part and EXTRACT accept the same ones).
@@ -194,6 +200,10 @@ def _filtered(node: exp.Filter) -> exp.Expr:
 
 
 def _respell(node: exp.Expr) -> exp.Expr:
+    if isinstance(node, exp.RawString):
+        # $$dollar-quoted$$ (PostgreSQL, DuckDB) and BigQuery's r'raw' text: a string
+        # constant whose backslashes are its own, as a DuckDB '...' string keeps them
+        return exp.Literal.string(node.this)
     if isinstance(node, exp.Filter):
         return _filtered(node)
     if isinstance(node, exp.CountIf):

@@ -224,6 +224,14 @@ def derive(node: exp.Expr, tables: dict[str, TableInfo]) -> Range:
         )
     if isinstance(node, exp.Try):
         return derive(node.this, tables)
+    if isinstance(node, exp.Mod):
+        return _remainder(derive(node.left, tables), derive(node.right, tables))
+    if isinstance(node, exp.Extract):
+        unit = node.this
+        part = unit.name.upper() if isinstance(unit, exp.Var) else ""
+        return _PART_RANGES.get(_PART_NAMES.get(part, part), UNKNOWN)
+    if isinstance(node, tuple(_PART_FUNCTIONS)):
+        return _PART_RANGES[_PART_FUNCTIONS[type(node)]]
     if isinstance(node, math_ranges.MATH_NODES):
         parts = [derive(a, tables) for a in math_ranges.arguments(node)]
         if any(p.lower > p.upper for p in parts):
@@ -233,15 +241,70 @@ def derive(node: exp.Expr, tables: dict[str, TableInfo]) -> Range:
     return UNKNOWN
 
 
+# The values a calendar part takes on every engine (seconds as PostgreSQL gives them,
+# with their fraction and a leap second). The rewrite clamps an aggregate's argument to
+# its derived range in the SQL that runs, so these are enforced, not assumed.
+_PART_RANGES = {
+    "MONTH": Range(1.0, 12.0, True),
+    "DAY": Range(1.0, 31.0, True),
+    "DOW": Range(0.0, 6.0, True),
+    "ISODOW": Range(1.0, 7.0, True),
+    "DOY": Range(1.0, 366.0, True),
+    "WEEK": Range(1.0, 53.0, True),
+    "QUARTER": Range(1.0, 4.0, True),
+    "HOUR": Range(0.0, 23.0, True),
+    "MINUTE": Range(0.0, 59.0, True),
+    "SECOND": Range(0.0, 61.0, False),
+}
+_PART_NAMES = {
+    "DAYOFWEEK": "DOW",
+    "WEEKDAY": "DOW",
+    "DAYOFYEAR": "DOY",
+    "DAYOFMONTH": "DAY",
+    "WEEKOFYEAR": "WEEK",
+}
+_PART_FUNCTIONS: dict[type[exp.Expr], str] = {
+    exp.Month: "MONTH",
+    exp.Day: "DAY",
+    exp.DayOfMonth: "DAY",
+    exp.DayOfWeek: "DOW",
+    exp.DayOfWeekIso: "ISODOW",
+    exp.DayOfYear: "DOY",
+    exp.Week: "WEEK",
+    exp.WeekOfYear: "WEEK",
+    exp.Quarter: "QUARTER",
+    exp.Hour: "HOUR",
+    exp.Minute: "MINUTE",
+    exp.Second: "SECOND",
+}
+
+
+def _remainder(a: Range, b: Range) -> Range:
+    """``a % b`` for a constant ``b`` other than 0: below ``|b|`` in size, with the sign
+    of ``a`` (DuckDB, PostgreSQL and Spark alike)."""
+    if not (b.lower == b.upper and b.lower != 0 and math.isfinite(b.lower)):
+        return UNKNOWN
+    if a.lower > a.upper:
+        return a  # only NULLs
+    whole = a.integer and b.integer
+    most = abs(b.lower) - 1 if whole else abs(b.lower)
+    low = 0.0 if a.lower >= 0 else max(-most, a.lower)
+    high = 0.0 if a.upper <= 0 else min(most, a.upper)
+    return Range(low, high, whole)
+
+
 def bounded_range(node: exp.Expr, tables: dict[str, TableInfo], aggregate: str) -> Range:
     """The range of an aggregate argument, or a refusal naming what to declare or clamp."""
     r = derive(node, tables)
     if r.lower > r.upper:  # only NULLs: nothing to bound, the sum is always zero
         return Range(0.0, 0.0, True)
     if not r.bounded:
-        cols = sorted({c.sql() for c in node.find_all(exp.Column)})
+        # Named by its columns: the node is the rewritten argument (clamps and TRY
+        # added), whose text the analyst never wrote.
+        cols = sorted({c.name for c in node.find_all(exp.Column)})
         raise unsupported(
-            f"cannot bound the argument of {aggregate}: {node.sql(dialect='duckdb')[:80]}",
+            f"cannot bound the argument of {aggregate}: no finite range follows from the "
+            f"policy's bounds of {', '.join(cols) or 'its values'}",
             "declare lower/upper for column "
             + (", ".join(cols) or "it")
             + " in the policy, or clamp it with LEAST(GREATEST(x, lo), hi)",

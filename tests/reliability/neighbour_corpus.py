@@ -1031,6 +1031,13 @@ DEMO: tuple[Entry, ...] = (
         "keys of one column combined jointly, the column narrowed, pinned to the person",
     ),
     Entry(
+        "adv_remainder_and_parts",
+        "SELECT AVG(tokens_in % 10) AS a, SUM((tokens_in - 2000) % 7) AS b, "
+        "SUM(EXTRACT(hour FROM ts)) AS h, AVG(EXTRACT(isodow FROM ts)) AS d FROM prompts "
+        "WHERE user_id = {pid} OR tokens_in < 50",
+        "a remainder and calendar parts bounded by their own ranges, pinned to the person",
+    ),
+    Entry(
         "adv_comma_join",
         "SELECT u.region, COUNT(*) AS n, SUM(p.tokens_in) AS s FROM prompts p, users u "
         "WHERE p.user_id = u.user_id AND (u.user_id = {pid} OR p.tokens_in > 50) GROUP BY 1",
