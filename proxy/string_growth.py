@@ -39,6 +39,11 @@ from proxy.errors import DPSQLError, position_of, unsupported
 MAX_FACTOR = 64
 #: ... plus this many characters of constants copied into row-dependent strings
 MAX_CONSTANT = 65_536
+#: the strings a row's expressions build may total at most this many times its longest
+#: input value: DuckDB keeps them outside its memory_limit (a probe, 2026-12-06: an
+#: allowed 60-fold concat over one person's 24 MB of text took 1.3 GB past a 256 MB
+#: limit, on D only; RELIABILITY.md, "Memory past the limit")
+MAX_BUILT_FACTOR = 8
 #: the length of a non-text value rendered as text (a number, date or timestamp)
 RENDERED = 64
 #: the most characters of constants a UNION ALL arm's column may carry to the outer query
@@ -98,23 +103,31 @@ _COUNTED = (*BUILDERS, exp.Like, exp.ILike, exp.RegexpLike)
 
 
 class _Walk:
-    """One expression's strings: the growth of each node, and the row's total work.
-    A builder written twice (a GROUP BY key repeated in the select list) is counted
-    once: DuckDB computes a repeated expression once per row."""
+    """One expression's strings: the growth of each node, the row's total work, and the
+    strings it builds. A builder or match repeated outside WHERE and ON (a GROUP BY key
+    in the select list, one ``lower(m)`` in several CASE branches or aggregates) is
+    counted once: DuckDB computes a projection's common subexpressions once per row.
+    In a filter every copy is counted: DuckDB evaluates each conjunct's own, and 130
+    copies of one LIKE in separate conjuncts, counted as one, ran 130 times (a probe,
+    2026-12-06: a timeout after the charge on one person's single 3M-character row;
+    measured here, 10 copies took 11 times one in WHERE and 1.2 times one in the select
+    list)."""
 
     def __init__(self) -> None:
         self.work = ZERO
+        self.built = ZERO  # the strings the builders make (memory, beside the work)
         self.longest = 0.0  # the longest constant string past MAX_CONSTANT, if any
         # sqlglot's nodes compare and hash by structure: a repeat is found without
         # rendering its text.
         self.counted: set[exp.Expr] = set()
 
     def growth(self, node: exp.Expr) -> Growth:
-        counted = isinstance(node, _COUNTED)
-        before = self.work
+        counted = isinstance(node, _COUNTED) and node.find_ancestor(exp.Where, exp.Join) is None
+        before, built = self.work, self.built
         out = self._growth(node)
         if counted and node in self.counted:
-            self.work = before  # its work is counted where it first appeared
+            # a projection's repeat: counted where it first appeared
+            self.work, self.built = before, built
             return out
         if counted:
             self.counted.add(node)
@@ -122,6 +135,7 @@ class _Walk:
         # row can hand one person's rows a constant that other rows never see.
         if isinstance(node, BUILDERS):
             self.work = self.work + out
+            self.built = self.built + out
         if out.constant > MAX_CONSTANT:
             self.longest = max(self.longest, out.constant)
         return out
@@ -138,6 +152,15 @@ class _Walk:
             separator, *parts = node.expressions or [ZERO_NODE]
             total = self.growth(separator).scaled(max(0, len(parts) - 1))
             for part in parts:
+                total = total + self.growth(part)
+            return total
+        if isinstance(node, exp.Tuple):
+            # A row constructor holds each of its parts (it may be stored as a DISTINCT
+            # argument): ``COUNT(DISTINCT (body, body, ...))`` counted as no text at all
+            # stored 60 copies of one person's documents (a probe, 2026-12-06). Where a
+            # tuple may stand at all is check_row_constructors'.
+            total = ZERO
+            for part in node.expressions:
                 total = total + self.growth(part)
             return total
         if isinstance(node, (exp.Concat, exp.DPipe)):
@@ -442,6 +465,44 @@ def _stored(select: exp.Expr) -> list[exp.Expr]:
     return out
 
 
+# Where a row constructor ``(a, b)`` is answered: compared (``(a, b) = (1, 2)``, ``IN``),
+# counted (``COUNT(DISTINCT (a, b))``) or a row of constants (VALUES).
+_ROW_PLACES = (
+    exp.In,
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+    exp.NullSafeEQ,
+    exp.NullSafeNEQ,
+    exp.Values,
+)
+
+
+def _check_row_constructor(row: exp.Tuple) -> None:
+    """Refuse a row constructor anywhere but a comparison, an IN list, a DISTINCT
+    argument or VALUES. Cast to text (or handed to a text function, which casts it), a
+    STRUCT is written with its fields quoted and their quotes and backslashes escaped,
+    so each nesting level doubles a value's quotes: 21 levels over one person's name of
+    3,000 apostrophes ran out of memory after the charge, and a tuple cast escaped every
+    string bound (a probe, 2026-12-06)."""
+    place = row.parent
+    while isinstance(place, exp.Paren):
+        place = place.parent
+    if isinstance(place, _ROW_PLACES):
+        return
+    if isinstance(place, exp.Distinct) and isinstance(place.parent, exp.AggFunc):
+        return
+    raise unsupported(
+        "a row constructor (a, b, ...) is answered only in a comparison, an IN list or "
+        "COUNT(DISTINCT (a, b))",
+        "compare or count the values; to build text use concat(a, '|', b)",
+        position_of(row),
+    )
+
+
 def growth_of(node: exp.Expr) -> Growth:
     """The longest string ``node`` can make on a row (``a·L + b``), its work aside."""
     return _Walk().growth(node)
@@ -498,6 +559,8 @@ def check_string_growth(node: exp.Expr, where: str) -> None:
     with a constant fixed by the query text, so a person's rows cost time in proportion
     to their number (the residual timing signal RELIABILITY.md measures), never more.
     """
+    for row in node.find_all(exp.Tuple):
+        _check_row_constructor(row)
     walk = _Walk()
     walk.growth(node)
     if walk.longest:
@@ -506,6 +569,17 @@ def check_string_growth(node: exp.Expr, where: str) -> None:
             f"the string expressions in {where} build a constant of up to "
             f"{walk.longest:.3g} characters; the limit is {MAX_CONSTANT:,}",
             "use shorter string constants (nested REPLACE of constants multiplies them)",
+            position_of(node),
+        )
+    if walk.built.factor > MAX_BUILT_FACTOR:
+        raise DPSQLError(
+            "unsupported_sql",
+            f"the string expressions in {where} build strings of up to "
+            f"{walk.built.factor:.3g} times the longest input value per row; the limit is "
+            f"{MAX_BUILT_FACTOR} times (the engine holds the strings a row builds outside "
+            "its memory limit, so one person's long values would decide how much memory "
+            "a query takes)",
+            "build shorter strings: fewer copies of a column in concat, || and REPLACE",
             position_of(node),
         )
     if walk.work.factor > MAX_FACTOR or walk.work.constant > MAX_CONSTANT:

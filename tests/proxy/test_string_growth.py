@@ -6,7 +6,7 @@ import pytest
 import sqlglot
 
 from proxy.errors import DPSQLError
-from proxy.string_growth import MAX_FACTOR, Growth, _Walk, check_string_growth
+from proxy.string_growth import MAX_BUILT_FACTOR, MAX_FACTOR, Growth, _Walk, check_string_growth
 
 
 def _work(sql: str) -> Growth:
@@ -35,14 +35,20 @@ def test_the_work_of_an_expression(sql: str, factor: float, constant: float) -> 
 
 
 def test_nesting_multiplies_and_is_refused() -> None:
-    ok = "replace(replace(model, 'a', 'aaaa'), 'a', 'aaaa')"  # 4 + 16
-    assert _work(ok).factor == 20
+    ok = "replace(replace(model, 'a', 'aa'), 'a', 'aa')"  # 2 + 4
+    assert _work(ok).factor == 6
     check_string_growth(sqlglot.parse_one(ok), "WHERE")
-    deep = f"replace({ok}, 'a', 'aaaa')"  # 4 + 16 + 64
-    assert _work(deep).factor > MAX_FACTOR
+    deep = f"replace({ok}, 'a', 'aa')"  # 2 + 4 + 8: strings past MAX_BUILT_FACTOR
+    assert _work(deep).factor > MAX_BUILT_FACTOR
     with pytest.raises(DPSQLError) as info:
         check_string_growth(sqlglot.parse_one(deep), "WHERE")
-    assert info.value.code == "unsupported_sql" and "64 times" in info.value.message
+    assert info.value.code == "unsupported_sql" and "8 times" in info.value.message
+    # matching builds nothing: its passes meet the work bound instead
+    passes = "model LIKE '%" + "ab" * 40 + "%'"
+    assert _work(passes).factor == 80 > MAX_FACTOR
+    with pytest.raises(DPSQLError) as info:
+        check_string_growth(sqlglot.parse_one(passes), "WHERE")
+    assert "64 times" in info.value.message
 
 
 def test_a_row_dependent_replacement_is_refused() -> None:
@@ -187,7 +193,7 @@ def test_the_bound_is_on_the_whole_query(small_demo) -> None:
     against 0.09 s: the pieces of a query share one row's budget."""
     from proxy.request import QueryRequest
 
-    piece = "length(replace(replace(model, 'a', 'aaaaaa{0}'), 'a', 'aaaaaa{0}')) > 0"
+    piece = "model NOT LIKE '%abcdefghi{0}%'"  # 10 passes each
     sql = "SELECT COUNT(*) AS n FROM prompts WHERE " + " AND ".join(
         piece.format(i) for i in range(8)
     )

@@ -205,3 +205,92 @@ def test_a_union_all_arm_multiplies_the_outer_growth_bound(tmp_path: Path) -> No
     with _docs_pair(tmp_path, 1, 30.0, length=1_000_000, memory_limit="256MB") as pair:
         runs = _runs(pair, UNION_GROWTH)
         assert runs == [("unsupported_sql", 0)] * 2, runs
+
+
+# --- row constructors, repeats in filters, and memory past the limit (2026-12-06) -----
+# A second adversarial probe of the string checks found three more ways for one person's
+# text to decide a failure after the charge, each refused before any charge now (each
+# case failed before):
+# * a row constructor counted as no text: COUNT(DISTINCT (body x 60)) and a key
+#   CAST((body x 60) AS VARCHAR) ran out of memory on D only; nested CAST((x, 'x') AS
+#   VARCHAR) doubles a value's quotes at each level, so 21 levels over one name of 3,000
+#   apostrophes did too. Tuples now stand only in comparisons, IN lists and
+#   COUNT(DISTINCT (a, b)), and hold the sum of their parts.
+# * a LIKE repeated in separate conjuncts was counted once; DuckDB runs each copy: 130
+#   copies of a 52-character pattern timed out on D's single 3M-character row.
+# * an allowed 60-fold concat took 1.3 GB past a 256 MB memory_limit on D only (DuckDB
+#   keeps expression strings outside it): a row's built strings are now at most 8 times
+#   its longest input value.
+
+B60 = ", ".join(["body"] * 60)
+PATTERN = "'%y" + "_" * 50 + "z%'"
+REPEATED_LIKE = "SELECT COUNT(*) AS n FROM docs WHERE " + " AND ".join(
+    f"(body LIKE {PATTERN}) = (user_id = -{k})" for k in range(130)
+)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        f"SELECT COUNT(DISTINCT ({B60})) AS n FROM docs",
+        f"SELECT CAST(({B60}) AS VARCHAR) AS k, COUNT(*) AS n FROM docs GROUP BY 1",
+        f"SELECT COUNT(*) AS n FROM docs WHERE CAST(({B60}) AS VARCHAR) LIKE '%yz%'",
+        REPEATED_LIKE,
+        f"SELECT COUNT(*) AS n FROM docs WHERE length(concat({B60})) > 1",
+    ],
+    ids=["distinct_tuple", "tuple_key", "tuple_like", "repeated_like", "built_memory"],
+)
+def test_tuples_repeats_and_built_strings_are_refused_before_any_charge(
+    tmp_path: Path, sql: str
+) -> None:
+    # before: D out of memory or timed out, D' answered, both charged
+    with _docs_pair(tmp_path, 2, 30.0, length=1_000_000, memory_limit="256MB") as pair:
+        report = pair.check(sql, run_engine=False)
+        assert report.ok, report.describe()
+        assert _runs(pair, sql) == [("unsupported_sql", 0)] * 2
+
+
+def test_nested_tuple_casts_of_one_name_are_refused_before_any_charge(tmp_path: Path) -> None:
+    db = tmp_path / "people.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE people (user_id BIGINT, name VARCHAR)")
+        con.execute("INSERT INTO people SELECT i, 'person ' || i FROM range(1, 61) t(i)")
+        con.execute(f"UPDATE people SET name = repeat(chr(39), 3000) WHERE user_id = {TARGET}")
+    text = users_policy(
+        """
+[tables.people]
+population = "users"
+unit = "user_id"
+one_row_per_person = true
+"""
+    )
+    policy = parse_policy(text.format(db=db, folder=tmp_path), base_dir=tmp_path)
+    neighbours = build_neighbours(
+        policy, tmp_path / "nb", Removal.CHOSEN, timeout_s=30.0, person=TARGET
+    )
+    nested = "name"
+    for _ in range(21):
+        nested = f"CAST(({nested}, 'x') AS VARCHAR)"
+    sql = f"SELECT COUNT(*) AS n FROM people WHERE length({nested}) > 0"
+    with NeighbourPair(neighbours) as pair:
+        # before: D out of memory on one row of 3,000 apostrophes; D' answered in 0.5 s
+        report = pair.check(sql, run_engine=False)
+        assert report.ok, report.describe()
+        assert _runs(pair, sql) == [("unsupported_sql", 0)] * 2
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT COUNT(DISTINCT (user_id, body)) AS n FROM docs",
+        "SELECT COUNT(*) AS n FROM docs WHERE (user_id, body) IN ((7, 'note 6'), (8, 'x'))",
+        "SELECT SUM(CASE "
+        + " ".join(f"WHEN lower(body) LIKE '%e {k}%' THEN {k}" for k in range(10))
+        + " ELSE 0 END) AS s FROM docs",
+    ],
+    ids=["distinct_pair", "tuple_in", "case_of_one_lower"],
+)
+def test_tuples_and_repeats_in_a_projection_are_still_answered(tmp_path: Path, sql: str) -> None:
+    with _docs_pair(tmp_path, 1, timeout_s=30.0, length=100_000) as pair:
+        report = pair.check(sql, run_engine=False)
+        assert report.ok and report.answered, report.describe()
