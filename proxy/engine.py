@@ -39,6 +39,7 @@ from proxy import (
     joined_facts,
     nested,
     per_person_values,
+    public_subqueries,
     quantile_release,
     typed_division,
     union_rows,
@@ -713,6 +714,9 @@ class Engine:
         # A copy of the shared parse (the steps below change their tree): a third of
         # the cost of parsing the text again.
         tree = self._read_only_tree(request).copy()
+        # Subqueries of public tables in conditions, as the constants they are (read in
+        # the public sandbox: proxy/public_subqueries.py)
+        tree = public_subqueries.fold(tree, self.catalog, request.tables, self.public.run)
         # "auto" columns carry their released bounds (their limits until then), or the
         # bounds this query chose from the column's histogram (_choose_values).
         planning = self.catalog.with_value_bounds(self._value_bounds(request))

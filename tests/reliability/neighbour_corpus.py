@@ -1038,6 +1038,12 @@ DEMO: tuple[Entry, ...] = (
         "a remainder and calendar parts bounded by their own ranges, pinned to the person",
     ),
     Entry(
+        "adv_public_subquery",
+        "SELECT u.region, COUNT(*) AS n FROM users u WHERE (u.user_id = {pid} OR u.age > 40) "
+        "AND u.region IN (SELECT region FROM regions WHERE name <> 'North') GROUP BY 1",
+        "a subquery of a public table folded to its values, pinned to the person",
+    ),
+    Entry(
         "adv_comma_join",
         "SELECT u.region, COUNT(*) AS n, SUM(p.tokens_in) AS s FROM prompts p, users u "
         "WHERE p.user_id = u.user_id AND (u.user_id = {pid} OR p.tokens_in > 50) GROUP BY 1",
