@@ -237,8 +237,22 @@ REPEATED_LIKE = "SELECT COUNT(*) AS n FROM docs WHERE " + " AND ".join(
         f"SELECT COUNT(*) AS n FROM docs WHERE CAST(({B60}) AS VARCHAR) LIKE '%yz%'",
         REPEATED_LIKE,
         f"SELECT COUNT(*) AS n FROM docs WHERE length(concat({B60})) > 1",
+        # a review of the fix (2026-12-06): comparing rows reads every field, and DuckDB
+        # does not fold (body, ...) = (body, ...) as it folds body = body
+        f"SELECT COUNT(*) AS n FROM docs WHERE ({B60}, {B60}) = ({B60}, {B60})",
+        "SELECT COUNT(*) AS n FROM docs WHERE (body, body) IN ("
+        + ", ".join(["(body, body)"] * 40)
+        + ")",
     ],
-    ids=["distinct_tuple", "tuple_key", "tuple_like", "repeated_like", "built_memory"],
+    ids=[
+        "distinct_tuple",
+        "tuple_key",
+        "tuple_like",
+        "repeated_like",
+        "built_memory",
+        "tuple_compare",
+        "tuple_in_list",
+    ],
 )
 def test_tuples_repeats_and_built_strings_are_refused_before_any_charge(
     tmp_path: Path, sql: str
