@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from proxy.catalog import TableInfo
+from proxy.engines.kinds import Family, Typer
 from proxy.errors import unsupported
 from proxy.rewrite import math_ranges
 
@@ -229,8 +230,12 @@ def derive(node: exp.Expr, tables: dict[str, TableInfo]) -> Range:
     if isinstance(node, exp.Extract):
         unit = node.this
         part = unit.name.upper() if isinstance(unit, exp.Var) else ""
+        if not _dated(node.expression, tables):
+            return UNKNOWN
         return _PART_RANGES.get(_PART_NAMES.get(part, part), UNKNOWN)
     if isinstance(node, tuple(_PART_FUNCTIONS)):
+        if not _dated(node.this, tables):
+            return UNKNOWN
         return _PART_RANGES[_PART_FUNCTIONS[type(node)]]
     if isinstance(node, math_ranges.MATH_NODES):
         parts = [derive(a, tables) for a in math_ranges.arguments(node)]
@@ -277,6 +282,16 @@ _PART_FUNCTIONS: dict[type[exp.Expr], str] = {
     exp.Minute: "MINUTE",
     exp.Second: "SECOND",
 }
+
+
+def _dated(node: exp.Expr, tables: dict[str, TableInfo]) -> bool:
+    """Whether ``node`` is a DATE or TIMESTAMP by its type: a calendar part of anything
+    else has no range of its own (the days of an INTERVAL are any number: a review,
+    2026-12-06, found ``EXTRACT(day FROM ts - TIMESTAMP '2020-01-01')`` clamped to 31)."""
+    typer = Typer({alias: info.column_types for alias, info in tables.items()})
+    if typer.is_interval(node):
+        return False
+    return typer.kind(node).family in (Family.DATE, Family.TIMESTAMP)
 
 
 def _remainder(a: Range, b: Range) -> Range:
