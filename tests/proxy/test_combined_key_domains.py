@@ -82,3 +82,56 @@ def test_a_key_from_declared_bounds_says_rows_beyond_them_are_in_no_group(
         QueryRequest("SELECT region, COUNT(*) AS n FROM users GROUP BY 1", epsilon=EPS)
     )
     assert not any("declared bounds" in w for w in by_values.warnings)
+
+
+@pytest.fixture(scope="module")
+def typed_domains(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """FLOAT and DATE columns with declared values (a review, 2026-12-06)."""
+    import duckdb
+
+    from proxy.policy import parse_policy
+    from tests.policies import users_policy
+
+    folder = tmp_path_factory.mktemp("typed-domains")
+    db = folder / "f.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE ev (user_id BIGINT, score FLOAT, day DATE)")
+        con.execute(
+            "INSERT INTO ev SELECT i, CASE WHEN i % 2 = 0 THEN 0.1 ELSE 0.5 END, "
+            "CASE WHEN i % 2 = 0 THEN DATE '2024-01-01' ELSE DATE '2024-02-01' END "
+            "FROM range(1, 2001) t(i)"
+        )
+    text = users_policy(
+        """
+[tables.ev]
+population = "users"
+unit = "user_id"
+max_groups = 1
+max_rows_per_group = 1
+columns.score = {{ values = [0.1, 0.5] }}
+columns.day = {{ values = ["2024-01-01", "2024-02-01"] }}
+"""
+    )
+    engine = Engine(parse_policy(text.format(db=db, folder=folder), base_dir=folder))
+    yield engine
+    engine.close()
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # a FLOAT's declared 0.1 is not the 0.1 of the text: joined, pinned or narrowed
+        # by it, the group of 1,000 rows was dropped
+        "SELECT score, COUNT(*) AS n FROM ev GROUP BY score, score * 2",
+        "SELECT score, COUNT(*) AS n FROM ev WHERE score <= 0.1 GROUP BY score",
+        "SELECT score, COUNT(*) AS n FROM ev WHERE score = 0.1 GROUP BY score",
+        # a DATE key came back from the engine as a timestamp no domain date equals:
+        # every group answered 0
+        "SELECT day, COUNT(*) AS n FROM ev GROUP BY day",
+        "SELECT day, day AS d, COUNT(*) AS n FROM ev GROUP BY day, day",
+    ],
+)
+def test_inexact_and_dated_domains_keep_their_groups(typed_domains: Engine, sql: str) -> None:
+    rows = typed_domains.run(QueryRequest(sql, epsilon=1000.0)).rows
+    counts = sorted(float(r[-1]) for r in rows)
+    assert counts[-1] > 990, rows  # the group of 1,000 rows is there, near its count
