@@ -27,8 +27,10 @@ PostgreSQL pattern stays a literal (``%%``).
 from __future__ import annotations
 
 from sqlglot import exp, parse_one
+from sqlglot.dialects.bigquery import BigQuery
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.dialects.postgres import Postgres
+from sqlglot.dialects.trino import Trino
 
 from proxy.errors import position_of, unsupported
 
@@ -78,14 +80,41 @@ class DpsqlPostgres(Postgres):
     TIME_MAPPING = _POSTGRES_PATTERNS
 
 
-_POSTGRES = DpsqlPostgres()
+# Format codes whose DuckDB namesake prints something else, left as a bare letter (so
+# the format is refused, naming it): Trino's date_format refuses %D %U %u %V %w %X
+# itself, and sqlglot passed %V and %X on to DuckDB's ISO week and time of day; BigQuery
+# pads %e with a space where sqlglot writes DuckDB's unpadded %-d, and its %g (ISO year
+# in two digits) and %n (a newline) are DuckDB's milliseconds and nanoseconds (a review,
+# 2026-12-06).
+_TRINO_REFUSED = {code: code[1] for code in ("%D", "%U", "%u", "%V", "%w", "%X")}
+_BIGQUERY_REFUSED = {code: code[1] for code in ("%e", "%g", "%n", "%f", "%c")}
+_TRINO_MAPPING = {**Trino.TIME_MAPPING, **_TRINO_REFUSED}
+_BIGQUERY_MAPPING = {**BigQuery.TIME_MAPPING, **_BIGQUERY_REFUSED}
+
+
+class DpsqlTrino(Trino):
+    """Trino as dpsql reads it: date_format codes with another meaning in DuckDB refused."""
+
+    TIME_MAPPING = _TRINO_MAPPING
+
+
+class DpsqlBigQuery(BigQuery):
+    """BigQuery as dpsql reads it: format codes with another meaning in DuckDB refused."""
+
+    TIME_MAPPING = _BIGQUERY_MAPPING
+
+
+_READERS: dict[str, Dialect] = {
+    "postgres": DpsqlPostgres(),
+    "trino": DpsqlTrino(),
+    "bigquery": DpsqlBigQuery(),
+}
 
 
 def reader(dialect: str) -> Dialect:
     """The sqlglot dialect that reads an analyst's text of ``dialect``."""
-    if dialect == "postgres":
-        return _POSTGRES
-    return Dialect.get_or_raise(dialect)
+    found = _READERS.get(dialect)
+    return found if found is not None else Dialect.get_or_raise(dialect)
 
 
 # Codes DuckDB's strftime and strptime know (measured on DuckDB 2.0: each one formats).
@@ -145,6 +174,9 @@ def _check_format(node: exp.Expr, dialect: str) -> None:
             "EXTRACT(quarter FROM ts) or EXTRACT(isodow FROM ts)",
             position_of(node),
         )
+    refused = _TRINO_REFUSED if dialect == "trino" else _BIGQUERY_REFUSED
+    if f"%{bad}" in refused:
+        bad = f"%{bad}"  # (left as its bare letter by the dialect's table above)
     raise unsupported(
         f"the date format part {bad!r} is not answered in the {dialect} dialect",
         "use %Y, %m, %d, %H, %M, %S, %j, %a, %A, %b, %B, %G or %V, or EXTRACT(part FROM ts)",
