@@ -35,6 +35,7 @@ from proxy import (
     bigquery_dp,
     catalog_types,
     comma_joins,
+    constant_keys,
     domains,
     joined_facts,
     nested,
@@ -760,6 +761,8 @@ class Engine:
         select = bind(tree, catalog, request.tables, request.dialect)
         # FROM a, b WHERE a.id = b.id: the inner join it is (proxy/comma_joins.py)
         select = comma_joins.as_inner_joins(select)
+        # GROUP BY 'All', model: the constant splits no group (proxy/constant_keys.py)
+        select = constant_keys.dropped(select)
         shape = check_shape(select, catalog)
         # Checked: nothing later refuses with a position in the text, and the rewrite
         # copies this tree's parts many times (proxy/parse.py: forget_positions).

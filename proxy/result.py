@@ -376,6 +376,11 @@ def _intervals(
             high = min(max(a.centre + found[1], a.lower), a.upper)
             width = max(high - float(value), float(value) - low, 0.0)
             widths[a.index] = width if math.isfinite(width) else None
+        # Text has no half-width: a constant label column (SELECT 'All' AS segment) was
+        # shown as "All ± 0"
+        for c in range(min(shown, len(widths))):
+            if isinstance(row[c], str):
+                widths[c] = None
         cells.append(tuple(widths))
     warnings = tuple(
         f"{k} of {len(rows)} values in column {plan.output_names[a.index]!r} average over a "
