@@ -11,6 +11,17 @@ from sqlglot import exp
 
 from proxy import shape as S
 
+# The binary comparisons (row constructors stand on either side of one; proxy/string_growth)
+COMPARISONS: tuple[type[exp.Expr], ...] = (
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+    exp.NullSafeEQ,
+    exp.NullSafeNEQ,
+)
 # Deterministic, total (or made total by the rewrite) row-level operations.
 SCALAR_NODES: tuple[type[exp.Expr], ...] = (
     exp.Column,
@@ -23,14 +34,7 @@ SCALAR_NODES: tuple[type[exp.Expr], ...] = (
     exp.And,
     exp.Or,
     exp.Not,
-    exp.EQ,
-    exp.NEQ,
-    exp.GT,
-    exp.GTE,
-    exp.LT,
-    exp.LTE,
-    exp.NullSafeEQ,
-    exp.NullSafeNEQ,
+    *COMPARISONS,
     exp.Is,
     exp.In,
     exp.Between,

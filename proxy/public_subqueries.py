@@ -26,6 +26,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from proxy.allowlist import COMPARISONS
 from proxy.catalog import Catalog
 from proxy.errors import DPSQLError, position_of, unsupported
 from proxy.public_queries import PublicQuery, classify
@@ -33,7 +34,6 @@ from proxy.public_queries import PublicQuery, classify
 #: the most values a folded IN list may hold (the IN-list checks bound the rest)
 MAX_VALUES = 1_000
 _PLAIN = (int, float, str, bool, decimal.Decimal, datetime.date, datetime.datetime)
-_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
 
 Runner = Callable[[PublicQuery], tuple[list[str], list[tuple[Any, ...]]]]
 
@@ -91,7 +91,7 @@ def fold(
             rows = _rows(node.this, catalog, allowed, run)
             if rows is not None:
                 node.replace(exp.true() if rows else exp.false())
-        elif isinstance(node, exp.Subquery) and isinstance(node.parent, _COMPARISONS):
+        elif isinstance(node, exp.Subquery) and isinstance(node.parent, COMPARISONS):
             rows = _rows(node.this, catalog, allowed, run)
             if rows is None:
                 continue

@@ -33,6 +33,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from proxy.allowlist import COMPARISONS
 from proxy.errors import DPSQLError, position_of, unsupported
 
 #: the row's string work may be at most this many times its longest input value ...
@@ -154,7 +155,7 @@ class _Walk:
             for part in parts:
                 total = total + self.growth(part)
             return total
-        if isinstance(node, _ROW_PLACES[:-1]) and _compares_rows(node):
+        if isinstance(node, _ROW_COMPARED) and _compares_rows(node):
             return self._row_comparison(node)
         if isinstance(node, exp.Tuple):
             # A row constructor holds each of its parts (it may be stored as a DISTINCT
@@ -486,18 +487,8 @@ def _stored(select: exp.Expr) -> list[exp.Expr]:
 
 # Where a row constructor ``(a, b)`` is answered: compared (``(a, b) = (1, 2)``, ``IN``),
 # counted (``COUNT(DISTINCT (a, b))``) or a row of constants (VALUES).
-_ROW_PLACES = (
-    exp.In,
-    exp.EQ,
-    exp.NEQ,
-    exp.GT,
-    exp.GTE,
-    exp.LT,
-    exp.LTE,
-    exp.NullSafeEQ,
-    exp.NullSafeNEQ,
-    exp.Values,
-)
+_ROW_COMPARED: tuple[type[exp.Expr], ...] = (exp.In, *COMPARISONS)
+_ROW_PLACES: tuple[type[exp.Expr], ...] = (*_ROW_COMPARED, exp.Values)
 
 
 def _compares_rows(node: exp.Expr) -> bool:
