@@ -134,7 +134,9 @@ class _Walk:
             self.counted.add(node)
         # A builder's string is per-row work even when made of constants: a CASE on the
         # row can hand one person's rows a constant that other rows never see.
-        if isinstance(node, BUILDERS):
+        if isinstance(node, BUILDERS) and not (
+            isinstance(node, (exp.Cast, exp.TryCast)) and not _to_text(node)
+        ):
             self.work = self.work + out
             self.built = self.built + out
         if out.constant > MAX_CONSTANT:
@@ -211,6 +213,11 @@ class _Walk:
                     "cast to BIGINT, HUGEINT, DECIMAL(38, s) or DOUBLE",
                     position_of(node),
                 )
+            if not _to_text(node):
+                # A cast to a number, date or timestamp reads its input once and builds
+                # no string (a chain of 24 date casts is no 24-fold string)
+                self.work = self.work + self.growth(node.this)
+                return ZERO
             # A cast to text is at most its input (a constant one too: a CASE can hand
             # it to one person's rows) plus a rendered value.
             return self.growth(node.this) + Growth(0.0, RENDERED)
@@ -491,6 +498,16 @@ _ROW_COMPARED: tuple[type[exp.Expr], ...] = (exp.In, *COMPARISONS)
 _ROW_PLACES: tuple[type[exp.Expr], ...] = (*_ROW_COMPARED, exp.Values)
 
 
+def _to_text(cast: exp.Cast | exp.TryCast) -> bool:
+    """Whether a cast makes a string (text, or a type not known here)."""
+    to = cast.to
+    return not (
+        isinstance(to, exp.DataType)
+        and to.this is not exp.DataType.Type.USERDEFINED
+        and to.is_type(*exp.DataType.NUMERIC_TYPES, *exp.DataType.TEMPORAL_TYPES, "boolean")
+    )
+
+
 def _compares_rows(node: exp.Expr) -> bool:
     """Whether a comparison or IN has a row constructor on a side."""
     sides = [node.this, *(node.expressions if isinstance(node, exp.In) else [node.expression])]
@@ -504,6 +521,8 @@ def _check_row_constructor(row: exp.Tuple) -> None:
     so each nesting level doubles a value's quotes: 21 levels over one person's name of
     3,000 apostrophes ran out of memory after the charge, and a tuple cast escaped every
     string bound (a probe, 2026-12-06)."""
+    if row.find(exp.Column) is None:
+        return  # constants only: no person's value in it
     place = row.parent
     while isinstance(place, exp.Paren):
         place = place.parent

@@ -301,6 +301,10 @@ def _remainder(a: Range, b: Range) -> Range:
         return UNKNOWN
     if a.lower > a.upper:
         return a  # only NULLs
+    if not a.bounded:
+        # a remainder of a value the policy does not bound (the person id's
+        # ``user_id % 1000``) stays refused: bounds describe measurements, not ids
+        return UNKNOWN
     whole = a.integer and b.integer
     most = abs(b.lower) - 1 if whole else abs(b.lower)
     low = 0.0 if a.lower >= 0 else max(-most, a.lower)

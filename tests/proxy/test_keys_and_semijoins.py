@@ -109,7 +109,9 @@ def test_semi_joins_filter_people_by_their_own_rows(env, sql: str, exact: str) -
             "SELECT COUNT(*) FROM prompts WHERE user_id IN (SELECT ticket_id FROM tickets)",
             "person id",
         ),
-        ("SELECT COUNT(*) FROM prompts WHERE user_id IN (SELECT region FROM regions)", "private"),
+        # (user_id IN (SELECT region FROM regions): a public subquery, folded to its
+        # values since 2026-12-06 and refused as text compared with the id,
+        # tests/proxy/test_public_subqueries.py)
         (
             "SELECT COUNT(*) FROM prompts WHERE user_id IN "
             "(SELECT user_id FROM tickets GROUP BY user_id HAVING COUNT(*) > 2)",

@@ -65,6 +65,10 @@ def test_the_folded_values_narrow_a_public_key(small_demo: Engine) -> None:
             "SELECT COUNT(*) AS n FROM users u WHERE u.region = (SELECT region FROM regions)",
             "returned 4 rows",
         ),
+        (
+            "SELECT COUNT(*) AS n FROM prompts WHERE user_id IN (SELECT region FROM regions)",
+            "'north' is not of type BIGINT",
+        ),
         # correlated: not folded, refused as before
         (
             "SELECT COUNT(*) AS n FROM users u WHERE EXISTS "
