@@ -228,7 +228,7 @@ def crash_rounds(tmp_path: Path, db: Path, *, rounds: int, seed: int) -> dict[st
 
 
 def test_sigkill_and_restart_ci_size(tmp_path: Path, fz_demo_db: Path) -> None:
-    crash_rounds(tmp_path, fz_demo_db, rounds=5, seed=7)
+    crash_rounds(tmp_path, fz_demo_db, rounds=3, seed=7)
 
 
 @pytest.mark.slow

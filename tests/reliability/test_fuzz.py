@@ -5,7 +5,7 @@ charge on a cache miss, a replay of that charge on a hit — or refused with a d
 4xx code and the ledger untouched (event count and spent ε). A 500 ('internal') or any
 exception other than DPSQLError is a violation.
 
-CI size: 300 grammar cases + 300 mutations. Full size (``-m slow``): 5,000 + 5,000, or
+CI size: 200 grammar cases + 200 mutations. Full size (``-m slow``): 5,000 + 5,000, or
 ``DPSQL_FUZZ_CASES`` in total. Run with ``-s`` to see the counts by outcome.
 """
 
@@ -28,7 +28,7 @@ from proxy.request import QueryRequest
 from tests.reliability.conftest import FzChecker
 
 EPSILONS = (0.25, 0.5, 1.0, None)
-CI_CASES = 600
+CI_CASES = 400
 FULL_CASES = int(os.environ.get("DPSQL_FUZZ_CASES", "10000"))
 
 # --- the demo schema ---------------------------------------------------------------

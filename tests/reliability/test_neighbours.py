@@ -2,7 +2,7 @@
 queries through the neighbour harness, on D and on D' = D minus one person.
 
 CI size: the corpus on the small fuzz database (300 people, 3,000 prompts) and on PUMS,
-for both neighbour choices; 300 grammar + 300 mutation fuzz cases. Full size (``-m
+for both neighbour choices; 200 grammar + 200 mutation fuzz cases. Full size (``-m
 slow``): the corpus on the 5,000-person demo (where the issue's literal queries fail) and
 5,000 + 5,000 fuzz cases.
 
@@ -44,7 +44,7 @@ from tests.reliability.test_fuzz import SEEDS, mutate, queries
 
 CI_TIMEOUT_S = 2.0  # corpus queries take < 0.2 s here; the §3 self-joins need minutes
 FULL_TIMEOUT_S = 20.0
-CI_FUZZ = (300, 300)  # grammar, mutation cases (the default suite's share of 15 min)
+CI_FUZZ = (200, 200)  # grammar, mutation cases (the default suite's share of 15 min)
 FULL_FUZZ = (5000, 5000)
 
 # --- known defects ----------------------------------------------------------------------
