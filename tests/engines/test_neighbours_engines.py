@@ -71,6 +71,11 @@ DEMO_SUBSET = (
     "adv_negative_zero_key",
     "adv_long_in_list",
     "adv_union_arm_join",
+    # this round's rewrites (2026-12-06, second session): written before the engine
+    "adv_comma_join",
+    "adv_public_subquery",
+    "adv_remainder_and_parts",
+    "adv_combined_domain_keys",
 )
 # The quantile histograms on the engines (tests/reliability/test_quantile_neighbours.py
 # runs these and more on DuckDB): check (d) of the harness, each argument's histogram
