@@ -432,10 +432,11 @@ def _conditions(select: exp.Select) -> list[exp.Expr]:
 
 
 def check_conditions(select: exp.Select, tables: Mapping[str, TableInfo]) -> None:
-    """Refuse text where a condition needs true or false. DuckDB casts it to BOOLEAN
-    row by row, and the total forms put that cast under TRY, so ``WHERE model`` or
+    """Refuse text, a date or a timestamp where a condition needs true or false, and
+    true or false compared with a text column. DuckDB casts such a value to BOOLEAN row
+    by row, and the total forms put that cast under TRY, so ``WHERE model`` or
     ``COUNT(*) FILTER (WHERE model)`` over words kept no row and answered a noisy 0,
-    silently (a probe, 2026-12-06); PostgreSQL refuses it at once, as now dpsql does,
+    silently (a probe, 2026-12-06); PostgreSQL refuses them at once, as now dpsql does,
     before any charge. Numbers stay allowed (DuckDB reads non-zero as true)."""
     typer = Typer({alias: info.column_types for alias, info in tables.items()})
     for node in _conditions(select):

@@ -135,15 +135,10 @@ def _expression_domain(
     columns = list(key.find_all(exp.Column))
     if len({(c.table, c.name) for c in columns}) != 1:
         return None
-    base = _column_domain(columns[0], tables, executor, limit)
+    base = _kept_values(columns[0], tables, executor, limit, where)
     if base is None:
         return None
-    # The column's values the WHERE clause keeps (``CAST(age AS VARCHAR)`` under ``age <
-    # 22`` released all 83 ages as strings, 79 of them noisy zeros: the same probe)
-    base = _narrowed(base, columns[0], where, executor)
-    probe = key.copy()
-    for col in list(probe.find_all(exp.Column)):
-        col.replace(exp.column("v", table="__d"))
+    probe = _on_values(key)
     # NULL as well as the declared values: a column may always be NULL (a LEFT JOIN's
     # unmatched rows), so what the key gives for it is a public value too, and
     # ``COALESCE(category, 'none')`` releases its 'none' group (it was dropped, with most
@@ -164,6 +159,30 @@ def _expression_domain(
     if found and found[-1] is None:
         found.pop()  # what the key gives for NULL, when NULL: no group of its own
     return tuple(dict.fromkeys(found))
+
+
+def _kept_values(
+    column: exp.Column,
+    tables: dict[str, TableInfo],
+    executor: Executor,
+    limit: int,
+    where: exp.Expr | None,
+) -> Domain | None:
+    """A domain column's public values that ``where`` keeps (``CAST(age AS VARCHAR)``
+    under ``age < 22`` released all 83 ages as strings, 79 of them noisy zeros: an
+    honest-answers probe, 2026-12-06), or None without a public domain."""
+    base = _column_domain(column, tables, executor, limit)
+    return None if base is None else _narrowed(base, column, where, executor)
+
+
+def _on_values(key: exp.Expr) -> exp.Expr:
+    """``key`` with its column read from the values table ``__d.v`` (see _indexed)."""
+    if isinstance(key, exp.Column):
+        return exp.column("v", table="__d")
+    probe = key.copy()
+    for col in list(probe.find_all(exp.Column)):
+        col.replace(exp.column("v", table="__d"))
+    return probe
 
 
 def key_domain(
@@ -389,20 +408,10 @@ def _joint_domain(
     """The distinct tuples ``keys`` (all over one domain column) give on its values and
     on NULL, in the column's order; None when the column has no public domain or the
     engine cannot evaluate them there (then the keys combine freely, as before)."""
-    column = next(keys[0].find_all(exp.Column))
-    base = _column_domain(column, tables, executor, limit)
+    base = _kept_values(next(keys[0].find_all(exp.Column)), tables, executor, limit, where)
     if base is None:
         return None
-    base = _narrowed(base, column, where, executor)
-    probes: list[exp.Expr] = []
-    for key in keys:
-        probe = key.copy()
-        if isinstance(probe, exp.Column):
-            probe = exp.column("v", table="__d")
-        for col in list(probe.find_all(exp.Column)):
-            if col.table != "__d":
-                col.replace(exp.column("v", table="__d"))
-        probes.append(exp.alias_(probe, f"k{len(probes)}"))
+    probes = [exp.alias_(_on_values(key), f"k{i}") for i, key in enumerate(keys)]
     query = exp.select(*probes).from_(_indexed((*base, None))).order_by("i")
     failures: tuple[type[BaseException], ...] = (*executor.evaluation_errors, DPSQLError)
     try:

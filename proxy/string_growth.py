@@ -134,9 +134,8 @@ class _Walk:
             self.counted.add(node)
         # A builder's string is per-row work even when made of constants: a CASE on the
         # row can hand one person's rows a constant that other rows never see.
-        if isinstance(node, BUILDERS) and not (
-            isinstance(node, (exp.Cast, exp.TryCast)) and not _to_text(node)
-        ):
+        # (a cast to a number or date builds nothing: its ``out`` is ZERO)
+        if isinstance(node, BUILDERS):
             self.work = self.work + out
             self.built = self.built + out
         if out.constant > MAX_CONSTANT:
@@ -163,7 +162,7 @@ class _Walk:
             # A row constructor holds each of its parts (it may be stored as a DISTINCT
             # argument): ``COUNT(DISTINCT (body, body, ...))`` counted as no text at all
             # stored 60 copies of one person's documents (a probe, 2026-12-06). Where a
-            # tuple may stand at all is check_row_constructors'.
+            # tuple may stand at all is _check_row_constructor's.
             total = ZERO
             for part in node.expressions:
                 total = total + self.growth(part)

@@ -233,10 +233,6 @@ def derive(node: exp.Expr, tables: dict[str, TableInfo]) -> Range:
         if not _dated(node.expression, tables):
             return UNKNOWN
         return _PART_RANGES.get(_PART_NAMES.get(part, part), UNKNOWN)
-    if isinstance(node, tuple(_PART_FUNCTIONS)):
-        if not _dated(node.this, tables):
-            return UNKNOWN
-        return _PART_RANGES[_PART_FUNCTIONS[type(node)]]
     if isinstance(node, math_ranges.MATH_NODES):
         parts = [derive(a, tables) for a in math_ranges.arguments(node)]
         if any(p.lower > p.upper for p in parts):
@@ -261,26 +257,13 @@ _PART_RANGES = {
     "MINUTE": Range(0.0, 59.0, True),
     "SECOND": Range(0.0, 61.0, False),
 }
+# (``month(x)``, ``hour(x)`` ... reach here as EXTRACT: proxy/spellings.py respells them)
 _PART_NAMES = {
     "DAYOFWEEK": "DOW",
     "WEEKDAY": "DOW",
     "DAYOFYEAR": "DOY",
     "DAYOFMONTH": "DAY",
     "WEEKOFYEAR": "WEEK",
-}
-_PART_FUNCTIONS: dict[type[exp.Expr], str] = {
-    exp.Month: "MONTH",
-    exp.Day: "DAY",
-    exp.DayOfMonth: "DAY",
-    exp.DayOfWeek: "DOW",
-    exp.DayOfWeekIso: "ISODOW",
-    exp.DayOfYear: "DOY",
-    exp.Week: "WEEK",
-    exp.WeekOfYear: "WEEK",
-    exp.Quarter: "QUARTER",
-    exp.Hour: "HOUR",
-    exp.Minute: "MINUTE",
-    exp.Second: "SECOND",
 }
 
 
