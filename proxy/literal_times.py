@@ -2,7 +2,9 @@
 into typed literals before binding.
 
 BI tools write every time-range filter this way (Superset on PostgreSQL sends
-``ts >= TO_TIMESTAMP('…', 'YYYY-MM-DD HH24:MI:SS.US')``). Parsing a string is not
+``ts >= TO_TIMESTAMP('…', 'YYYY-MM-DD HH24:MI:SS.US')``, on Trino
+``ts >= from_iso8601_timestamp('2025-01-01T00:00:00.000000')`` and
+``from_iso8601_date('2025-01-01')``). Parsing a string is not
 allowed on rows — it could fail on some private value — but a call whose arguments are
 all literals depends on the query text alone: it is evaluated here, once, in Python, and
 replaced by ``CAST('YYYY-MM-DD HH:MM:SS.ffffff' AS TIMESTAMP)``. A literal that does not
@@ -18,16 +20,51 @@ from sqlglot import exp
 
 from proxy.errors import DPSQLError, position_of
 
-_FOLDABLE = (exp.StrToTime, exp.StrToDate)
+_FOLDABLE = (exp.StrToTime, exp.StrToDate, exp.FromISO8601Timestamp, exp.FromISO8601Date)
+_ISO = (exp.FromISO8601Timestamp, exp.FromISO8601Date)
 
 
 def _literal_text(node: exp.Expr | None) -> str | None:
     return node.this if isinstance(node, exp.Literal) and node.is_string else None
 
 
+def _timestamp(value: dt.datetime) -> exp.Expr:
+    return exp.cast(exp.Literal.string(value.strftime("%Y-%m-%d %H:%M:%S.%f")), "TIMESTAMP")
+
+
+def _fold_iso(node: exp.Expr) -> exp.Expr:
+    """Trino's ISO 8601 readers of a literal. A time with an offset is the same instant
+    in UTC, the door's session zone, so it compares with a TIMESTAMP column as Trino
+    compares them there; one without an offset is read in that zone (as written)."""
+    text = _literal_text(node.this)
+    if text is None:
+        return node  # not literal-only: the checker decides (and refuses it on rows)
+    name = (
+        "from_iso8601_date" if isinstance(node, exp.FromISO8601Date) else "from_iso8601_timestamp"
+    )
+    try:
+        if isinstance(node, exp.FromISO8601Date):
+            return exp.cast(exp.Literal.string(dt.date.fromisoformat(text).isoformat()), "DATE")
+        value = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise DPSQLError(
+            "bad_request",
+            f"{name} cannot read {text[:40]!r} as an ISO 8601 "
+            + ("date" if isinstance(node, exp.FromISO8601Date) else "timestamp"),
+            "write it as '2025-01-31' or '2025-01-31T12:00:00' (an offset such as "
+            "'+01:00' may follow the time)",
+            position_of(node),
+        ) from None
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.UTC).replace(tzinfo=None)
+    return _timestamp(value)
+
+
 def _fold(node: exp.Expr) -> exp.Expr:
     if not isinstance(node, _FOLDABLE):
         return node
+    if isinstance(node, _ISO):
+        return _fold_iso(node)
     text, fmt = _literal_text(node.this), _literal_text(node.args.get("format"))
     if text is None or fmt is None:
         return node  # not literal-only: the checker decides (and refuses it on rows)
@@ -42,7 +79,7 @@ def _fold(node: exp.Expr) -> exp.Expr:
         ) from None
     if isinstance(node, exp.StrToDate):
         return exp.cast(exp.Literal.string(value.date().isoformat()), "DATE")
-    return exp.cast(exp.Literal.string(value.strftime("%Y-%m-%d %H:%M:%S.%f")), "TIMESTAMP")
+    return _timestamp(value)
 
 
 def fold_literal_times(tree: exp.Expr) -> exp.Expr:

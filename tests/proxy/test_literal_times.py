@@ -42,6 +42,38 @@ def test_literal_only_calls_become_typed_literals():
     assert "STRPTIME(model" in folded("SELECT 1 FROM t WHERE strptime(model, '%Y') > 0", "duckdb")
 
 
+def test_trino_iso8601_readers_of_literals_become_typed_literals():
+    # Superset's Trino engine spec writes time-range bounds this way
+    assert folded(
+        "SELECT 1 FROM t WHERE ts >= from_iso8601_timestamp('2025-01-01T00:00:00.000000') "
+        "AND d < from_iso8601_date('2025-07-01')",
+        "trino",
+    ) == (
+        "SELECT 1 FROM t WHERE ts >= CAST('2025-01-01 00:00:00.000000' AS TIMESTAMP) "
+        "AND d < CAST('2025-07-01' AS DATE)"
+    )
+    # an offset names an instant: the same one in UTC, the door's zone
+    assert folded("SELECT from_iso8601_timestamp('2025-01-01T01:30:00+02:00')", "trino") == (
+        "SELECT CAST('2024-12-31 23:30:00.000000' AS TIMESTAMP)"
+    )
+    assert folded("SELECT from_iso8601_timestamp('2025-01-01T12:00:00Z')", "trino") == (
+        "SELECT CAST('2025-01-01 12:00:00.000000' AS TIMESTAMP)"
+    )
+    # a column argument is left for the checker
+    assert "ts_text" in folded("SELECT from_iso8601_timestamp(ts_text) FROM t", "trino")
+
+
+@pytest.mark.parametrize(
+    "call",
+    ["from_iso8601_timestamp('2025-13-01T00:00:00')", "from_iso8601_date('yesterday')"],
+)
+def test_an_iso8601_literal_that_does_not_read_is_refused(call: str):
+    with pytest.raises(DPSQLError) as info:
+        fold_literal_times(sqlglot.parse_one(f"SELECT {call}", read="trino"))
+    assert info.value.code == "bad_request"
+    assert "ISO 8601" in info.value.message and info.value.hint
+
+
 def test_a_literal_that_does_not_match_its_format_is_refused():
     with pytest.raises(DPSQLError) as info:
         fold_literal_times(
@@ -89,4 +121,33 @@ def test_refusals_cost_nothing(demo_engine: Engine, where: str, code: str):
             QueryRequest(f"SELECT COUNT(*) AS n FROM prompts WHERE {where}", dialect="postgres")
         )
     assert info.value.code == code
+    assert _events(demo_engine) == before
+
+
+def test_a_trino_iso8601_range_shares_the_cast_forms_release(demo_engine: Engine):
+    iso = QueryRequest(
+        "SELECT model, COUNT(*) AS n FROM prompts WHERE ts >= from_iso8601_timestamp("
+        "'2024-01-01T00:00:00.000000') AND ts < from_iso8601_timestamp("
+        "'2024-07-01T00:00:00.000000') GROUP BY model",
+        dialect="trino",
+        epsilon=0.3,
+    )
+    first = demo_engine.run(iso)
+    assert first.columns == ("model", "n") and len(first.rows) == 3
+    cast = QueryRequest(
+        f"SELECT model, COUNT(*) AS n FROM prompts WHERE {CAST_RANGE} GROUP BY model",
+        dialect="trino",
+        epsilon=0.3,
+    )
+    again = demo_engine.run(cast)
+    assert again.privacy.cached and again.privacy.charge_id == first.privacy.charge_id
+    before = _events(demo_engine)
+    with pytest.raises(DPSQLError) as info:
+        demo_engine.run(
+            QueryRequest(
+                "SELECT COUNT(*) AS n FROM prompts WHERE ts >= from_iso8601_timestamp('2024-02-30')",
+                dialect="trino",
+            )
+        )
+    assert info.value.code == "bad_request"
     assert _events(demo_engine) == before
