@@ -17,6 +17,7 @@ from sqlglot.schema import MappingSchema
 
 from proxy import semijoins, typed_division
 from proxy.catalog import CATALOG_NAME, DEFAULT_DB, Catalog
+from proxy.constant_times import fold_constant_times
 from proxy.cte_scope import cte_references
 from proxy.errors import DPSQLError, position_of, unsupported
 from proxy.literal_times import fold_literal_times
@@ -119,7 +120,7 @@ def bind(
     ``dialect`` (the request's) decides what its typed divisions mean where PostgreSQL
     and Trino differ (proxy/typed_division.py); without it, only what both agree on."""
     check_tables(tree, catalog, allowed)
-    tree = normalize(fold_literal_times(tree))
+    tree = normalize(fold_constant_times(fold_literal_times(tree)))
     try:
         qualified = qualify(
             tree,

@@ -8,6 +8,7 @@ never disagree about what is answered or charged.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import threading
 import time
@@ -60,6 +61,7 @@ from proxy.budgets import Budgets, ledger_error
 from proxy.cache import ReleaseStore, open_release_cache
 from proxy.catalog import Catalog, TableView
 from proxy.check import check_key_types, check_shape, check_statement, distinct_as_group_by
+from proxy.clock import read_clock
 from proxy.data_version import released_version
 from proxy.engines import open_executor
 from proxy.engines.executor import Executor, frozen_unique_units
@@ -102,6 +104,10 @@ Pending = PendingBounds | PendingValueBound | PendingGroups
 # A post-processed answer: output names, rows (hidden columns included), and simulated
 # interval half-widths by (released row, output column).
 Answer = tuple[list[str], list[tuple[Any, ...]], dict[tuple[int, int], float | None]]
+
+
+def _utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
 
 
 def _route_key(request: QueryRequest) -> QueryRequest:
@@ -324,6 +330,8 @@ class Engine:
         # K chosen from the data per GROUP BY for "auto" tables (paid once per grouping).
         self.auto_groups = AutoGroups(policy, self.executor, self.cache, self.budgets)
         self.post = post or PostProcessor()
+        # The clock a request's now() reads (proxy/clock.py); tests set another.
+        self.clock: Callable[[], datetime.datetime] = _utc_now
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         # Plans depend only on the request and the policy, so repeats skip planning.
@@ -389,16 +397,25 @@ class Engine:
         return replace(request, **fill) if fill else request
 
     def _translate(self, request: QueryRequest) -> tuple[QueryRequest, tuple[str, ...]]:
-        """BigQuery's ``SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (...)`` as an ordinary
-        request (proxy/bigquery_dp.py), with notes for the answer; others unchanged. The
-        statement is read as BigQuery SQL unless the request names another dialect."""
+        """The request with its clock calls replaced by the time it arrived
+        (proxy/clock.py), and BigQuery's ``SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS
+        (...)`` as an ordinary request (proxy/bigquery_dp.py), with notes for the answer;
+        others unchanged. The DP statement is read as BigQuery SQL unless the request
+        names another dialect."""
         if not isinstance(request.sql, str):
             return request, ()
+        # now(), CURRENT_DATE …: the time this request arrived, written into its text
+        # before any memo or cache reads it (proxy/clock.py)
+        clock = read_clock(request.sql, request.dialect, self.clock())
+        notes: tuple[str, ...] = ()
+        if clock is not None:
+            request, notes = replace(request, sql=clock.sql), (clock.note,)
         dialect = "bigquery" if request.dialect == "duckdb" else request.dialect
         found = bigquery_dp.translate(request.sql, dialect)
         if found is None:
-            return request, ()
-        return bigquery_dp.to_request(request, found, self.catalog, self.policy)
+            return request, notes
+        translated, more = bigquery_dp.to_request(request, found, self.catalog, self.policy)
+        return translated, (*notes, *more)
 
     def prepare(self, request: QueryRequest) -> tuple[Shape, Plan]:
         request = self._with_defaults(self._translate(request)[0])
@@ -830,6 +847,7 @@ class Engine:
             if self.executor.dialect == "duckdb" and per_person is None and union is None
             else None
         )
+
         # Date and time keys are read within the years every later step can hold (their
         # types stand): per_person.DATE_KEY_RANGE; DECIMAL keys as their text. Known
         # from the catalog, the core is written once; learnt from the engine, again once
@@ -894,7 +912,10 @@ class Engine:
         columns = list(zip(core.key_columns(), key_types, strict=True))
         # (a sum of integers noised on a float grid is released whole: release.release)
         columns += [
-            (s.column, "BIGINT" if s.integer or (s.kind == C.SUM and s.values_integer) else "DOUBLE")
+            (
+                s.column,
+                "BIGINT" if s.integer or (s.kind == C.SUM and s.values_integer) else "DOUBLE",
+            )
             for s in core.statistics
         ]
         columns += [(q.column, "BIGINT" if q.grid.integer else "DOUBLE") for q in core.quantiles]
@@ -1116,9 +1137,7 @@ class Engine:
             ) from None
         return written
 
-    def _stand_in_answer(
-        self, plan: Plan
-    ) -> tuple[pa.Table, tuple[tuple[str, pa.DataType], ...]]:
+    def _stand_in_answer(self, plan: Plan) -> tuple[pa.Table, tuple[tuple[str, pa.DataType], ...]]:
         """The answer a release of one stand-in row (NULL keys, zero statistics) gives,
         as the table an outer query reads, with its shown columns' types."""
         stand_in = self.post.stand_in(plan.released_columns)
@@ -1161,8 +1180,7 @@ class Engine:
             # analyst already holds.
             raise DPSQLError(
                 "bad_request",
-                f"the outer query failed on the released answer of its subquery: "
-                f"{error.message}",
+                f"the outer query failed on the released answer of its subquery: {error.message}",
                 "the subquery's answer is paid for and kept: the same subquery with a "
                 "corrected outer query costs nothing (keep arguments in range, e.g. with "
                 "GREATEST or CASE)",

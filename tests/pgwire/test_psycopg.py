@@ -168,3 +168,26 @@ def test_metabase_qualifies_every_column_with_its_schema(door: PgDoor) -> None:
         again = conn.execute(metabase).fetchall()
         assert again == first and [m for m, _ in again] == sorted(m for m, _ in first)
         assert last_release(conn)["cached"]  # the same release, replayed free
+
+
+def test_metabases_relative_date_filter_reads_the_clock_once(door: PgDoor) -> None:
+    # Metabase's "previous 3 years" filter on PostgreSQL reads now(): refused until
+    # 2026-12-06; now the door's engine reads the clock when the query arrives, computes
+    # the dates, and says which time it used. Asked again the same day, the same dates:
+    # the same release, replayed free.
+    metabase = (
+        'SELECT "public"."prompts"."model" AS "model", count(*) AS "count" '
+        'FROM "public"."prompts" '
+        "WHERE (\"public\".\"prompts\".\"ts\" >= CAST((CAST(now() AS timestamp) + INTERVAL '-3 year') AS date)) "
+        'AND ("public"."prompts"."ts" < CAST(CAST(now() AS timestamp) AS date)) '
+        'GROUP BY "public"."prompts"."model" ORDER BY "public"."prompts"."model" ASC'
+    )
+    notices: list[str] = []
+    with psycopg.connect(door.dsn(), autocommit=True) as conn:
+        conn.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
+        first = conn.execute(metabase).fetchall()
+        assert [m for m, _ in first] == ["large", "medium", "small"]
+        assert not last_release(conn)["cached"]
+        assert any(" read as " in n and "UTC, when the query arrived" in n for n in notices), notices
+        again = conn.execute(metabase).fetchall()
+        assert again == first and last_release(conn)["cached"]

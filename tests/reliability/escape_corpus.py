@@ -141,7 +141,7 @@ CORPUS: tuple[Escape, ...] = (
     ),
     _e(SYSTEM, "SELECT COUNT(*) FROM users WHERE random() < 0.5"),
     _e(SYSTEM, "SELECT COUNT(*) FROM users WHERE setseed(0.5) IS NULL"),
-    _e(SYSTEM, "SELECT COUNT(*) FROM users WHERE now() > TIMESTAMP '2020-01-01'"),
+    _e(SYSTEM, "SELECT COUNT(*) FROM users WHERE current_time > TIME '00:00:00'"),
     _e(SYSTEM, "SELECT COUNT(*) FROM users WHERE uuid() IS NOT NULL"),
     # --- multiple statements and comment tricks ---------------------------------------
     _e(MULTI, "SELECT COUNT(*) FROM users; SELECT * FROM users"),

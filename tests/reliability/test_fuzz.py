@@ -246,7 +246,7 @@ def _predicate(draw: st.DrawFn, ctx: Ctx, depth: int = 0) -> str:
             st.sampled_from(
                 [
                     "random() < 0.5",
-                    "now() > TIMESTAMP '2020-01-01'",
+                    "current_time > TIME '00:00:00'",
                     f"md5({text}) = 'x'",
                     "current_setting('threads') = '2'",
                     f"hash({text}) % 2 = 0",

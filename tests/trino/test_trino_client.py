@@ -303,3 +303,26 @@ def test_columns_qualified_with_catalog_and_schema_are_answered(tls_server: TlsS
         'GROUP BY "dpsql"."main"."users"."region" ORDER BY "dpsql"."main"."users"."region"',
     )
     assert full == plain  # the same release (a free repeat), not a refusal
+
+
+def test_supersets_iso8601_time_range_is_answered_as_its_literal_form(tls_server: TlsServer):
+    # Superset's Trino engine spec writes a chart's time range as from_iso8601_timestamp
+    # (and from_iso8601_date) of a literal: refused until 2026-12-06, now folded before
+    # planning, so the release is the one the CAST form of the same range gets.
+    iso = (
+        "SELECT model AS model, COUNT(*) AS count FROM dpsql.main.prompts "
+        "WHERE ts >= from_iso8601_timestamp('2024-01-01T00:00:00.000000') "
+        "AND ts < from_iso8601_timestamp('2024-07-01T00:00:00.000000') "
+        "GROUP BY model ORDER BY model"
+    )
+    cast = (
+        "SELECT model AS model, COUNT(*) AS count FROM dpsql.main.prompts "
+        "WHERE ts >= CAST('2024-01-01 00:00:00.000000' AS TIMESTAMP) "
+        "AND ts < CAST('2024-07-01 00:00:00.000000' AS TIMESTAMP) "
+        "GROUP BY model ORDER BY model"
+    )
+    first = fetch(tls_server, iso)
+    assert [m for m, _ in first] == ["large", "medium", "small"]
+    spent = tls_server.spent()
+    assert fetch(tls_server, cast) == first  # replayed: the same release
+    assert tls_server.spent() == spent

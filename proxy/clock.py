@@ -1,0 +1,134 @@
+"""Rule: reads of the clock (``now()``, ``CURRENT_DATE`` …) become the time the request
+arrived, written into its text before anything else reads it.
+
+Metabase's relative filters ("previous 30 days") and notebooks write
+``ts >= CAST(now() AS date) - INTERVAL '30 day'``. The clock is public: it says nothing
+about any person. But a release is cached and replayed by its text, and a text that
+reads the clock means another thing each time it runs. So the clock is read once per
+request, in UTC, and each call is replaced in the text by a typed literal of that time.
+Every later step — the memoised parse, plan and structure, the release cache, the doors'
+cache-hit paths — then sees a query that means one thing, and the answer carries a note
+saying which time it is for. Time arithmetic on the literal is computed at planning
+(proxy/constant_times.py), so ``CAST(now() AS date)`` keys the cache by the day alone: a
+dashboard reloaded the same day replays its release instead of paying again.
+
+The calls are found in the token stream and only their characters are replaced, so the
+rest of the text (in whatever dialect it is written) is left exactly as sent. Calls to
+the time of day alone (``CURRENT_TIME``, ``LOCALTIME``) are not read: they stay, and are
+refused as before.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+
+from sqlglot.errors import TokenError
+from sqlglot.tokens import Token, TokenType
+
+from proxy import dialect_dates
+
+# Names that read the clock when called with no argument, by what they return.
+_TIMESTAMP_CALLS = frozenset(
+    {
+        "now",
+        "get_current_timestamp",
+        "transaction_timestamp",
+        "statement_timestamp",
+        "current_localtimestamp",
+        "current_datetime",
+        "getdate",
+        "sysdate",
+    }
+)
+_DATE_CALLS = frozenset({"today"})
+# Keywords that read the clock, with or without ``()`` (or a precision, ``(3)``).
+_TIMESTAMP_WORDS = frozenset(
+    {TokenType.CURRENT_TIMESTAMP, TokenType.CURRENT_DATETIME, TokenType.LOCALTIMESTAMP}
+)
+_DATE_WORDS = frozenset({TokenType.CURRENT_DATE})
+
+# A cheap screen before tokenizing: every text that reads the clock matches it.
+_SCREEN = re.compile(
+    r"now|current_|localtimestamp|today|transaction_timestamp|statement_timestamp|getdate"
+    r"|sysdate",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class ClockRead:
+    """A request's text with its clock calls replaced, and what the answer should say."""
+
+    sql: str
+    note: str
+
+
+def _call_end(tokens: list[Token], i: int, *, optional: bool) -> int | None:
+    """Index of the last token of the call starting at ``tokens[i]``: its ``()`` or
+    ``(n)`` when present; ``i`` itself when the parentheses are ``optional`` and absent;
+    None when the name is not called as the clock is."""
+    nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+    if nxt is None or nxt.token_type != TokenType.L_PAREN:
+        return i if optional else None
+    j = i + 2
+    if optional and j < len(tokens) and tokens[j].token_type == TokenType.NUMBER:
+        j += 1  # CURRENT_TIMESTAMP(3): a precision, below the microseconds written
+    if j < len(tokens) and tokens[j].token_type == TokenType.R_PAREN:
+        return j
+    return None
+
+
+def read_clock(sql: str, dialect: str, now: dt.datetime) -> ClockRead | None:
+    """``sql`` with each call that reads the clock replaced by ``now`` (a UTC time):
+    ``CAST('YYYY-MM-DD HH:MM:SS.ffffff' AS TIMESTAMP)`` for the timestamp calls and
+    ``CAST('YYYY-MM-DD' AS DATE)`` for the date calls (BigQuery: ``DATETIME``, its type
+    without a zone). None when the text reads no clock (or does not tokenize: the
+    parser then says why)."""
+    if not _SCREEN.search(sql):
+        return None
+    try:
+        tokens = dialect_dates.reader(dialect).tokenize(sql)
+    except (TokenError, ValueError, RecursionError):
+        return None
+    stamp = now.astimezone(dt.UTC).replace(tzinfo=None) if now.tzinfo else now
+    timestamp_type = "DATETIME" if dialect == "bigquery" else "TIMESTAMP"
+    as_timestamp = f"CAST('{stamp.strftime('%Y-%m-%d %H:%M:%S.%f')}' AS {timestamp_type})"
+    as_date = f"CAST('{stamp.date().isoformat()}' AS DATE)"
+    spans: list[tuple[int, int, str]] = []
+    read: dict[str, None] = {}
+    for i, token in enumerate(tokens):
+        if i > 0 and tokens[i - 1].token_type == TokenType.DOT:
+            continue  # a qualified name (t.now()): not the clock
+        kind = token.token_type
+        name = token.text.lower()
+        if kind in _TIMESTAMP_WORDS or kind in _DATE_WORDS:
+            end = _call_end(tokens, i, optional=True)
+            literal = as_date if kind in _DATE_WORDS else as_timestamp
+        elif kind == TokenType.VAR and (name in _TIMESTAMP_CALLS or name in _DATE_CALLS):
+            end = _call_end(tokens, i, optional=False)
+            literal = as_date if name in _DATE_CALLS else as_timestamp
+        else:
+            continue
+        if end is None:
+            continue
+        spans.append((token.start, tokens[end].end + 1, literal))
+        read[token.text.upper() if kind != TokenType.VAR else f"{name}()"] = None
+    if not spans:
+        return None
+    out, last = [], 0
+    for start, stop, literal in spans:
+        out.append(sql[last:start])
+        out.append(literal)
+        last = stop
+    out.append(sql[last:])
+    names = ", ".join(read)
+    dated = all(literal == as_date for _, _, literal in spans)
+    when = stamp.date().isoformat() if dated else stamp.strftime("%Y-%m-%d %H:%M:%S")
+    note = (
+        f"{names} read as {when} UTC, when the query arrived: the answer is for that "
+        "time; asked again later, it is a new query, charged again unless the times it "
+        "computes come out the same (for a date, the same day)"
+    )
+    return ClockRead("".join(out), note)
