@@ -96,42 +96,40 @@ STRFTIME_WIDTH = 32
 BRANCHES = (exp.Case, exp.If, exp.Coalesce, exp.Least, exp.Greatest)
 # The nodes that build a new string on each row (a column or a branch only passes one on).
 BUILDERS = (
-    exp.Concat, exp.DPipe, exp.Replace, exp.RegexpReplace, *SHORTENING, exp.Cast, exp.TryCast
+    exp.Concat,
+    exp.DPipe,
+    exp.Replace,
+    exp.RegexpReplace,
+    *SHORTENING,
+    exp.Cast,
+    exp.TryCast,
 )
-# The nodes whose work is counted (builders, and the matching of LIKE and regular
-# expressions): a repeat of one is counted once.
-_COUNTED = (*BUILDERS, exp.Like, exp.ILike, exp.RegexpLike)
 
 
 class _Walk:
     """One expression's strings: the growth of each node, the row's total work, and the
-    strings it builds. A builder or match repeated outside WHERE and ON (a GROUP BY key
-    in the select list, one ``lower(m)`` in several CASE branches or aggregates) is
-    counted once: DuckDB computes a projection's common subexpressions once per row.
-    In a filter every copy is counted: DuckDB evaluates each conjunct's own, and 130
-    copies of one LIKE in separate conjuncts, counted as one, ran 130 times (a probe,
-    2026-12-06: a timeout after the charge on one person's single 3M-character row;
-    measured here, 10 copies took 11 times one in WHERE and 1.2 times one in the select
-    list)."""
+    strings it builds. Every copy of a builder or match is counted, wherever it stands.
+    A repeat in a filter runs once per copy (DuckDB evaluates each conjunct's own: 130
+    copies of one LIKE in separate conjuncts, counted as one, ran 130 times and timed
+    out after the charge on one person's 3M-character row, a probe, 2026-12-06); so do
+    the branches of a CASE and the arguments of separate aggregates, which no engine
+    computes once (a probe of the PostgreSQL engine, 2026-12-06: a CASE of 30 branches
+    repeating one LIKE took 8 times one copy on DuckDB and timed out after the charge on
+    PostgreSQL, where the core substitutes an argument into every aggregate reading it;
+    tests/engines/test_postgres_probe_neighbours.py). The engines' own repeats in the
+    SQL they run are counted there (:func:`check_rendered_rows`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, rendered: bool = False) -> None:
+        # An engine's rendered SQL (check_rendered_rows): its regular expressions are the
+        # forms' own fixed patterns (TRY_CAST's number syntax; an analyst's pattern was
+        # checked, and is refused on PostgreSQL), each counted as one pass.
+        self.rendered = rendered
         self.work = ZERO
         self.built = ZERO  # the strings the builders make (memory, beside the work)
         self.longest = 0.0  # the longest constant string past MAX_CONSTANT, if any
-        # sqlglot's nodes compare and hash by structure: a repeat is found without
-        # rendering its text.
-        self.counted: set[exp.Expr] = set()
 
     def growth(self, node: exp.Expr) -> Growth:
-        counted = isinstance(node, _COUNTED) and node.find_ancestor(exp.Where, exp.Join) is None
-        before, built = self.work, self.built
         out = self._growth(node)
-        if counted and node in self.counted:
-            # a projection's repeat: counted where it first appeared
-            self.work, self.built = before, built
-            return out
-        if counted:
-            self.counted.add(node)
         # A builder's string is per-row work even when made of constants: a CASE on the
         # row can hand one person's rows a constant that other rows never see.
         # (a cast to a number or date builds nothing: its ``out`` is ZERO)
@@ -215,7 +213,12 @@ class _Walk:
             if not _to_text(node):
                 # A cast to a number, date or timestamp reads its input once and builds
                 # no string (a chain of 24 date casts is no 24-fold string)
-                self.work = self.work + self.growth(node.this)
+                # (its input's own work first: ``self.work + self.growth(...)`` read
+                # the total before the call and dropped what the input added, so a
+                # 52-character LIKE under a cast to a number counted nothing: the
+                # probe of 2026-12-06 on PostgreSQL)
+                read = self.growth(node.this)
+                self.work = self.work + read
                 return ZERO
             # A cast to text is at most its input (a constant one too: a CASE can hand
             # it to one person's rows) plus a rendered value.
@@ -273,7 +276,6 @@ class _Walk:
         )
         return subject.scaled(max(1.0, by.constant / shortest))
 
-
     def _regexp_replace(self, node: exp.RegexpReplace) -> Growth:
         """regexp_replace(x, p, r, 'g'): p may match between every two characters ('' or
         '.'), so x grows by up to |r| per character; r must be a constant without
@@ -284,8 +286,11 @@ class _Walk:
         replacement = node.args.get("replacement")
         if not (
             replacement is None
-            or (isinstance(replacement, exp.Literal) and replacement.is_string
-                and "\\" not in replacement.this)
+            or (
+                isinstance(replacement, exp.Literal)
+                and replacement.is_string
+                and "\\" not in replacement.this
+            )
         ):
             raise unsupported(
                 "regexp_replace with a replacement that is not a constant without "
@@ -306,6 +311,9 @@ class _Walk:
         for arg in _arguments(node)[1:]:
             self.growth(arg)
         pattern = node.expression
+        if self.rendered:
+            self.work = self.work + text
+            return ZERO
         if not (isinstance(pattern, exp.Literal) and pattern.is_string):
             raise unsupported(
                 "a regular expression must be a literal: a pattern read from the data "
@@ -342,7 +350,6 @@ class _Walk:
             )
         self.work = self.work + text.scaled(size / REGEX_UNIT)
         return ZERO
-
 
     def _like(self, node: exp.Like | exp.ILike) -> Growth:
         """LIKE matches a pattern of length P against a text of length T in up to T x P
@@ -510,7 +517,9 @@ def _to_text(cast: exp.Cast | exp.TryCast) -> bool:
 def _compares_rows(node: exp.Expr) -> bool:
     """Whether a comparison or IN has a row constructor on a side."""
     sides = [node.this, *(node.expressions if isinstance(node, exp.In) else [node.expression])]
-    return any(isinstance(side, exp.Expr) and isinstance(side.unnest(), exp.Tuple) for side in sides)
+    return any(
+        isinstance(side, exp.Expr) and isinstance(side.unnest(), exp.Tuple) for side in sides
+    )
 
 
 def _check_row_constructor(row: exp.Tuple) -> None:
@@ -627,3 +636,78 @@ def check_string_growth(node: exp.Expr, where: str) -> None:
             "build shorter strings: fewer nested REPLACE or || of the same column",
             position_of(node),
         )
+
+
+def row_level(select: exp.Select) -> bool:
+    """A SELECT evaluated once per input row: no GROUP BY, no aggregate or window in its
+    own list (not looking into the subqueries it holds)."""
+    if select.args.get("group"):
+        return False
+    stack: list[exp.Expr] = list(select.expressions)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (exp.AggFunc, exp.Window)):
+            return False
+        if not isinstance(node, (exp.Select, exp.Subquery)):
+            stack.extend(node.iter_expressions())
+    return True
+
+
+_WORKING = (
+    exp.Like,
+    exp.ILike,
+    exp.RegexpLike,
+    exp.RegexpReplace,
+    exp.Replace,
+    exp.Concat,
+    exp.DPipe,
+    exp.ConcatWs,
+    exp.TimeToStr,
+    exp.Tuple,
+    *SHORTENING,
+    *SEARCHES,
+)
+
+
+def _string_work_in(select: exp.Select) -> bool:
+    """Whether the SELECT holds any node that works on a string's length (a search that
+    stops at the first: most cores hold none, and their arithmetic chains can be deeper
+    than the walk may recurse)."""
+    for node in select.find_all(*_WORKING, exp.Cast, exp.TryCast):
+        if not isinstance(node, (exp.Cast, exp.TryCast)) or _to_text(node):
+            return True
+    return False
+
+
+def check_rendered_rows(tree: exp.Expr, engine: str) -> None:
+    """Refuse, before any charge, a core whose rendered row-level SELECTs do more string
+    work per row than :func:`check_string_growth` allows, counting every copy the
+    engine's SQL holds: the clamp of an aggregate's argument writes it three times and
+    an engine's guards repeat small operands, where the query had it once (a probe of
+    the PostgreSQL engine, 2026-12-06: one LIKE under SUM, AVG, VAR_SAMP and STDDEV ran
+    about 100 times a row and timed out after the charge on one person's text).
+
+    Precondition: ``tree`` is the SQL the engine runs, its row-level SELECTs evaluated
+    once per row (PostgreSQL's are fenced, proxy/engines/postgres_forms.py). Claim: as
+    :func:`check_string_growth`'s, for the work the engine is asked to do."""
+    for select in tree.find_all(exp.Select):
+        if not row_level(select) or not _string_work_in(select):
+            continue
+        walk = _Walk(rendered=True)
+        for part in (
+            *select.expressions,
+            select.args.get("where"),
+            *(select.args.get("joins") or []),
+        ):
+            if isinstance(part, exp.Expr):
+                walk.growth(part)
+        if walk.work.factor > MAX_FACTOR or walk.built.factor > MAX_BUILT_FACTOR:
+            raise DPSQLError(
+                "unsupported_sql",
+                f"on {engine}, the query's string matching and building would run "
+                f"{max(walk.work.factor, walk.built.factor):.3g} times over the longest "
+                f"input value per row, counting each copy the engine evaluates (the "
+                f"bounding repeats an aggregate's argument); the limit is {MAX_FACTOR}",
+                "use shorter LIKE patterns, or match in WHERE rather than inside an "
+                "aggregate's argument",
+            )

@@ -48,6 +48,7 @@ from proxy.engines.render import (
     template,
     uncast,
 )
+from proxy.string_growth import row_level
 
 ENGINE = "postgres"
 # PostgreSQL hashes an IN list of at least this many constants (MIN_ARRAY_SIZE_FOR_HASHED_SAOP)
@@ -353,6 +354,25 @@ class PostgresForms:
 
     def column(self, db: str, table: str, name: str) -> str | None:
         return self._names.column(db, table, name) if self._names is not None else None
+
+    def fence_rows(self, tree: exp.Expr) -> None:
+        """OFFSET 0 on each row-level CTE and FROM subquery: PostgreSQL otherwise pulls
+        it up and writes its list back into every expression that reads it, so that an
+        aggregate's argument ran once for each aggregate reading it, clamps and guards
+        included (a probe, 2026-12-06: one LIKE under SUM, AVG, VAR_SAMP and STDDEV ran
+        about 100 times a row and timed out after the charge on one person's text). A
+        fenced subquery's list runs once per row, as DuckDB runs it; what it repeats
+        within that list is counted by string_growth.check_rendered_rows."""
+        for select in list(tree.find_all(exp.Select)):
+            holder = select.parent
+            if not isinstance(holder, exp.CTE) and not (
+                isinstance(holder, exp.Subquery) and isinstance(holder.parent, (exp.From, exp.Join))
+            ):
+                continue
+            if select.args.get("limit") or select.args.get("offset") or select.args.get("order"):
+                continue
+            if row_level(select):
+                select.set("offset", exp.Offset(expression=exp.Literal.number(0)))
 
     def source_values(self, tree: exp.Expr, ctes: set[str]) -> None:
         """Read each wide NUMERIC column as the DECIMAL(38, 9) its catalog type says:

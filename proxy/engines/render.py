@@ -47,6 +47,7 @@ from accounting.mechanisms import secret_seed
 from proxy.engines.kinds import Family, Kind, Typer, table_aliases
 from proxy.errors import DPSQLError
 from proxy.rewrite import keyed_groups, l0
+from proxy.string_growth import check_rendered_rows
 
 # A rendered core longer than this is refused: the guarded forms repeat operands, so a
 # pathologically nested expression could otherwise grow without bound.
@@ -109,6 +110,8 @@ class Forms(Protocol):
     def decimal_texts(self, tree: exp.Expr, typer: Typer) -> None: ...
     def in_lists(self, tree: exp.Expr, typer: Typer) -> None: ...
     def source_values(self, tree: exp.Expr, ctes: set[str]) -> None: ...
+    # Make each row-level CTE and FROM subquery evaluate its list once per row.
+    def fence_rows(self, tree: exp.Expr) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -277,10 +280,30 @@ def alone(node: exp.Expr) -> exp.Expr:
     return out
 
 
+# Nodes whose work grows with a string's length: an operand holding one is read once
+# however small it is (a 3-node LIKE over a person's long text written out at each use
+# of a guard ran many times a row: a probe of the PostgreSQL engine, 2026-12-06).
+_STRING_WORK = (
+    exp.Like,
+    exp.ILike,
+    exp.RegexpLike,
+    exp.Concat,
+    exp.DPipe,
+    exp.Replace,
+    exp.RegexpReplace,
+    exp.Lower,
+    exp.Upper,
+    exp.Trim,
+    exp.StrPosition,
+    exp.Length,
+)
+
+
 def simple(node: exp.Expr) -> bool:
     """An operand small enough to write out at each of its uses (walked no further than
-    that: a guard asks it at each level of a chain)."""
-    return next(itertools.islice(node.walk(), REPEATABLE_NODES, None), None) is None
+    that: a guard asks it at each level of a chain), and doing no string work."""
+    nodes = list(itertools.islice(node.walk(), REPEATABLE_NODES + 1))
+    return len(nodes) <= REPEATABLE_NODES and not any(isinstance(n, _STRING_WORK) for n in nodes)
 
 
 # Marks a form read_once built over values without an aggregate or a window, so that
@@ -746,6 +769,10 @@ def render(sql: str, forms: Forms, types: Mapping[tuple[str, str], Mapping[str, 
             continue
         placeholder.replace(exp.Var(this=forms.parameter(count)))
         count += 1
+    # Each row-level SELECT evaluated once per row, then its string work counted as
+    # written, every copy (the clamps and guards above repeat operands)
+    forms.fence_rows(tree)
+    check_rendered_rows(tree, forms.engine)
     try:
         text = printed(tree, forms.dialect)
     except SqlglotError as error:

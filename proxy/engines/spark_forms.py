@@ -438,6 +438,11 @@ class SparkForms:
     def source_values(self, tree: exp.Expr, ctes: set[str]) -> None:
         """Nothing: a Parquet DECIMAL holds at most 38 digits, as its catalog type says."""
 
+    def fence_rows(self, tree: exp.Expr) -> None:
+        """Nothing: Spark does not merge a projection into the aggregate above it when
+        that would repeat an expression that is not cheap (CollapseProject), and it
+        computes common subexpressions once."""
+
     def double(self, text: str) -> exp.Expr:
         if text == "inf":
             return exp.Cast(this=exp.Literal.string("Infinity"), to=exp.DataType.build("DOUBLE"))

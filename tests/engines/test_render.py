@@ -62,6 +62,9 @@ class _DuckDBWindow:
     def source_values(self, tree: exp.Expr, ctes: set[str]) -> None:
         pass
 
+    def fence_rows(self, tree: exp.Expr) -> None:
+        pass
+
     def __init__(self, hashed: str, cut: CutForm):
         self.hashed = hashed
         self.cut = cut

@@ -68,14 +68,18 @@ def test_a_longer_pattern_divides_the_growth() -> None:
     ("sql", "says"),
     [
         (  # a 70-million-character constant handed to one person's rows by a CASE
-            "lower(CASE WHEN user_id = 42 THEN replace(replace('" + "x" * 700 + "', 'x', '"
-            + "y" * 1000 + "'), 'y', 'zz') ELSE '' END) = 'small'",
+            "lower(CASE WHEN user_id = 42 THEN replace(replace('"
+            + "x" * 700
+            + "', 'x', '"
+            + "y" * 1000
+            + "'), 'y', 'zz') ELSE '' END) = 'small'",
             "constant",
         ),
         ("regexp_matches(model, '(a|aa){1,1000}b')", "compiled size"),
         ("regexp_matches(model, prompt)", "literal"),
         (  # a small pattern over a long constant text on one person's rows
-            "regexp_matches(CASE WHEN user_id = 42 THEN '" + "a" * 8000
+            "regexp_matches(CASE WHEN user_id = 42 THEN '"
+            + "a" * 8000
             + "' || model ELSE model END, '(abcdefghij){1,30}x')",
             "characters per row",
         ),
@@ -83,9 +87,15 @@ def test_a_longer_pattern_divides_the_growth() -> None:
         # by a CAST of a constant, by strftime
         ("(model || model) LIKE ('%' || model || 'b%')", "LIKE pattern"),
         (
-            "(CASE WHEN user_id = 42 THEN replace('" + "x" * 100 + "', 'x', '" + "a" * 110
-            + "') ELSE '' END) LIKE (CASE WHEN user_id = 42 THEN replace('%" + "y" * 100
-            + "b%', 'y', '" + "a" * 55 + "') ELSE '' END)",
+            "(CASE WHEN user_id = 42 THEN replace('"
+            + "x" * 100
+            + "', 'x', '"
+            + "a" * 110
+            + "') ELSE '' END) LIKE (CASE WHEN user_id = 42 THEN replace('%"
+            + "y" * 100
+            + "b%', 'y', '"
+            + "a" * 55
+            + "') ELSE '' END)",
             "characters per row",
         ),
         (
@@ -94,20 +104,29 @@ def test_a_longer_pattern_divides_the_growth() -> None:
             "constant",
         ),
         (
-            "length(replace(replace(CAST('x' AS VARCHAR), 'x', '" + "x" * 1000 + "'), 'x', '"
-            + "x" * 1000 + "')) > 0",
+            "length(replace(replace(CAST('x' AS VARCHAR), 'x', '"
+            + "x" * 1000
+            + "'), 'x', '"
+            + "x" * 1000
+            + "')) > 0",
             "constant",
         ),
         ("replace(TRY(replace(TRY(model), 'a', TRY(model))), 'a', TRY(model)) = ''", "REPLACE"),
         (
-            "replace(replace(strftime(ts, '%Y'), '2', '" + "x" * 1000 + "'), 'x', '"
-            + "x" * 1000 + "') = ''",
+            "replace(replace(strftime(ts, '%Y'), '2', '"
+            + "x" * 1000
+            + "'), 'x', '"
+            + "x" * 1000
+            + "') = ''",
             "constant",
         ),
         # a probe of the engines: TRIM's set, on PostgreSQL and Spark
         (
-            "length(trim(CASE WHEN user_id = 42 THEN model || '" + "a" * 9000
-            + "' ELSE model END, '" + "b" * 9000 + "a')) > 3",
+            "length(trim(CASE WHEN user_id = 42 THEN model || '"
+            + "a" * 9000
+            + "' ELSE model END, '"
+            + "b" * 9000
+            + "a')) > 3",
             "characters per row",
         ),
         ("trim(model, model) = ''", "TRIM with characters"),
@@ -181,8 +200,13 @@ def test_concat_ws_counts_its_separator_between_every_part() -> None:
     parts = ", ".join(["'a'"] * 5)
     assert _work(f"concat_ws(sep, {parts})").factor == 4
     sql = (
-        "length(concat_ws(CASE WHEN user_id = 189 THEN replace('" + "x" * 32 + "', 'x', '"
-        + "y" * 1000 + "') ELSE '' END, " + ", ".join(["'a'"] * 300) + ")) > 0"
+        "length(concat_ws(CASE WHEN user_id = 189 THEN replace('"
+        + "x" * 32
+        + "', 'x', '"
+        + "y" * 1000
+        + "') ELSE '' END, "
+        + ", ".join(["'a'"] * 300)
+        + ")) > 0"
     )
     with pytest.raises(DPSQLError):
         check_string_growth(sqlglot.parse_one(sql, read="duckdb"), "WHERE")
@@ -221,11 +245,35 @@ def test_a_union_arm_cannot_carry_a_constant_to_the_outer_query(small_demo) -> N
     assert "UNION ALL" in info.value.message
 
 
-def test_a_key_written_twice_is_counted_once() -> None:
+def test_every_copy_is_counted_wherever_it_stands() -> None:
+    """No engine computes the branches of a CASE, or separate aggregates' arguments,
+    once: a CASE of 30 branches repeating one LIKE took 8 times one copy on DuckDB and
+    timed out after the charge on PostgreSQL (a probe, 2026-12-06), where these repeats
+    had been counted once."""
     key = "CASE WHEN lower(m) LIKE '%a%' THEN 'A' WHEN lower(m) LIKE '%b%' THEN 'B' END"
     once = _work(f"SELECT {key} AS k FROM t")
     twice = _work(f"SELECT {key} AS k FROM t GROUP BY {key}")
-    assert once == twice
+    assert twice.factor == 2 * once.factor
+    like = "body LIKE '%y" + "_" * 30 + "z%'"
+    branches = " ".join(f"WHEN {like} THEN {k}" for k in range(3))
+    assert _work(f"SELECT SUM(CASE {branches} ELSE 0 END) FROM t").factor == 3 * 32
+    sums = ", ".join(f"SUM(CASE WHEN {like} THEN {k} ELSE 0 END)" for k in range(3))
+    assert _work(f"SELECT {sums} FROM t").factor == 3 * 32
+
+
+def test_work_under_a_cast_to_a_number_is_counted() -> None:
+    """A cast to a number read its input's total before walking it and dropped what the
+    input added: a 52-character LIKE under CAST(... AS DOUBLE) counted nothing (a probe
+    of the PostgreSQL engine, 2026-12-06)."""
+    like = "CASE WHEN body LIKE '%y" + "_" * 50 + "z%' THEN 1 ELSE 2 END"
+    assert _work(f"SELECT CAST({like} AS DOUBLE) * 1.5 FROM t").factor == 52
+    # lower builds one copy, the cast to text another, the date cast reads it: 3 passes
+    assert _work("SELECT CAST(CAST(lower(body) AS VARCHAR) AS DATE) FROM t").factor == 3
+    with pytest.raises(DPSQLError):
+        check_string_growth(
+            sqlglot.parse_one(f"SELECT SUM(CAST({like} AS INT) + CAST({like} AS INT)) FROM t"),
+            "the query as a whole",
+        )
 
 
 @pytest.mark.parametrize(
@@ -262,7 +310,10 @@ def test_a_long_pattern_over_a_column_is_refused() -> None:
         # copies add up across the stored expressions
         ("SELECT COUNT(*) FROM t GROUP BY body || body, body || lower(body), body", True),
         ("SELECT COUNT(*) FROM t GROUP BY region || '-' || plan, region", False),
-        ("SELECT COUNT(*) FROM a JOIN b ON a.x || a.x || a.x = b.y || b.y GROUP BY a.x || a.x", True),
+        (
+            "SELECT COUNT(*) FROM a JOIN b ON a.x || a.x || a.x = b.y || b.y GROUP BY a.x || a.x",
+            True,
+        ),
         ("SELECT COUNT(DISTINCT body), COUNT(DISTINCT upper(body)) FROM t", False),
         ("SELECT concat(body, body, body, body, body) AS k FROM t WHERE body <> ''", False),
     ],

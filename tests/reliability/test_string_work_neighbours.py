@@ -243,6 +243,22 @@ REPEATED_LIKE = "SELECT COUNT(*) AS n FROM docs WHERE " + " AND ".join(
         "SELECT COUNT(*) AS n FROM docs WHERE (body, body) IN ("
         + ", ".join(["(body, body)"] * 40)
         + ")",
+        # the PostgreSQL probe (2026-12-06): repeats in CASE branches and in separate
+        # aggregates were counted once, and work under a cast to a number not at all
+        "SELECT SUM(CASE "
+        + " ".join(f"WHEN body LIKE {PATTERN} THEN {k}" for k in range(30))
+        + " ELSE 0 END) AS s FROM docs",
+        "SELECT "
+        + ", ".join(
+            f"SUM(CASE WHEN body LIKE {PATTERN} THEN {k} ELSE 0 END) AS s{k}" for k in range(20)
+        )
+        + " FROM docs",
+        "SELECT "
+        + ", ".join(
+            f"{f}(CAST(CASE WHEN body LIKE {PATTERN} THEN 1 ELSE 2 END AS DOUBLE) * 1.5) AS a{i}"
+            for i, f in enumerate(("SUM", "AVG", "VAR_SAMP", "STDDEV"))
+        )
+        + " FROM docs",
     ],
     ids=[
         "distinct_tuple",
@@ -252,6 +268,9 @@ REPEATED_LIKE = "SELECT COUNT(*) AS n FROM docs WHERE " + " AND ".join(
         "built_memory",
         "tuple_compare",
         "tuple_in_list",
+        "case_branches",
+        "aggregates",
+        "four_aggregates",
     ],
 )
 def test_tuples_repeats_and_built_strings_are_refused_before_any_charge(
@@ -298,8 +317,9 @@ one_row_per_person = true
     [
         "SELECT COUNT(DISTINCT (user_id, body)) AS n FROM docs",
         "SELECT COUNT(*) AS n FROM docs WHERE (user_id, body) IN ((7, 'note 6'), (8, 'x'))",
+        # (each copy of lower builds a string: 6 stay within the 8 a row may build)
         "SELECT SUM(CASE "
-        + " ".join(f"WHEN lower(body) LIKE '%e {k}%' THEN {k}" for k in range(10))
+        + " ".join(f"WHEN lower(body) LIKE '%e {k}%' THEN {k}" for k in range(6))
         + " ELSE 0 END) AS s FROM docs",
     ],
     ids=["distinct_pair", "tuple_in", "case_of_one_lower"],
