@@ -65,6 +65,26 @@ class ClockRead:
     note: str
 
 
+def _precision(tokens: list[Token], i: int, end: int) -> int | None:
+    """The fractional digits a keyword's ``(n)`` asks for, else None."""
+    if end >= i + 3 and tokens[i + 2].token_type == TokenType.NUMBER:
+        try:
+            return max(0, min(6, int(tokens[i + 2].text)))
+        except ValueError:
+            return None
+    return None
+
+
+def _rounded(stamp: dt.datetime, digits: int) -> dt.datetime:
+    """``stamp`` rounded to ``digits`` fractional digits of a second (as PostgreSQL rounds
+    ``CURRENT_TIMESTAMP(n)``)."""
+    unit = 10 ** (6 - digits)
+    micro = stamp.microsecond
+    down = micro - micro % unit
+    out = stamp.replace(microsecond=down)
+    return out + dt.timedelta(microseconds=unit) if micro % unit * 2 >= unit else out
+
+
 def _call_end(tokens: list[Token], i: int, *, optional: bool) -> int | None:
     """Index of the last token of the call starting at ``tokens[i]``: its ``()`` or
     ``(n)`` when present; ``i`` itself when the parentheses are ``optional`` and absent;
@@ -94,18 +114,25 @@ def read_clock(sql: str, dialect: str, now: dt.datetime) -> ClockRead | None:
         return None
     stamp = now.astimezone(dt.UTC).replace(tzinfo=None) if now.tzinfo else now
     timestamp_type = "DATETIME" if dialect == "bigquery" else "TIMESTAMP"
-    as_timestamp = f"CAST('{stamp.strftime('%Y-%m-%d %H:%M:%S.%f')}' AS {timestamp_type})"
+
+    def written(at: dt.datetime) -> str:
+        return f"CAST('{at.strftime('%Y-%m-%d %H:%M:%S.%f')}' AS {timestamp_type})"
+
+    as_timestamp = written(stamp)
     as_date = f"CAST('{stamp.date().isoformat()}' AS DATE)"
     spans: list[tuple[int, int, str]] = []
     read: dict[str, None] = {}
     for i, token in enumerate(tokens):
-        if i > 0 and tokens[i - 1].token_type == TokenType.DOT:
-            continue  # a qualified name (t.now()): not the clock
+        if i > 0 and tokens[i - 1].token_type in (TokenType.DOT, TokenType.ALIAS):
+            continue  # a qualified name (t.now()) or an alias (AS current_date): no clock
         kind = token.token_type
         name = token.text.lower()
         if kind in _TIMESTAMP_WORDS or kind in _DATE_WORDS:
             end = _call_end(tokens, i, optional=True)
             literal = as_date if kind in _DATE_WORDS else as_timestamp
+            digits = None if end is None else _precision(tokens, i, end)
+            if digits is not None and kind in _TIMESTAMP_WORDS:
+                literal = written(_rounded(stamp, digits))
         elif kind == TokenType.VAR and (name in _TIMESTAMP_CALLS or name in _DATE_CALLS):
             end = _call_end(tokens, i, optional=False)
             literal = as_date if name in _DATE_CALLS else as_timestamp

@@ -6,9 +6,10 @@ relative filter becomes once proxy/clock.py has read the clock) depends on the q
 text alone. Computed here, it becomes ``CAST('2026-11-06 00:00:00.000000' AS
 TIMESTAMP)``: the core then compares each row with one constant, and two requests whose
 times compute to the same value share one release (the cache keys by the core's text).
-It also turns a constant that cannot be computed (``DATE '9999-12-31' + INTERVAL '1
-year'``), which the core's TRY would have made NULL and so answered with no rows, into
-a refusal before any charge.
+It also turns a constant that cannot be computed (``CAST('294247-01-01' AS DATE) +
+INTERVAL '1000 year'``, out of DuckDB's range), which the core's TRY would have made NULL
+and so answered with no rows, into a refusal before any charge. A value DuckDB computes
+but Python cannot hold (past the year 9999, or an infinity) is left as written.
 
 Only what is plainly constant is computed: literals, casts to DATE and TIMESTAMP,
 intervals, ``+``, ``-``, ``*``, parentheses, date truncation and the date-add spellings.
@@ -94,12 +95,17 @@ def _value(sql: str) -> Any:
 
 
 def _literal(value: Any) -> exp.Expr | None:
+    """The typed literal of a finite DATE or TIMESTAMP value, else None (left as
+    written). DuckDB hands its infinities to Python as the extreme finite values
+    (``datetime.max``): those are left alone, not written as a finite time."""
     if isinstance(value, dt.datetime):
-        if value.tzinfo is not None:
+        if value.tzinfo is not None or value in (dt.datetime.max, dt.datetime.min):
             return None
         text = value.strftime("%Y-%m-%d %H:%M:%S.%f")
         return exp.cast(exp.Literal.string(text), exp.DataType.Type.TIMESTAMP)
     if isinstance(value, dt.date):
+        if value in (dt.date.max, dt.date.min):
+            return None
         return exp.cast(exp.Literal.string(value.isoformat()), exp.DataType.Type.DATE)
     return None
 

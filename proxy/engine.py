@@ -396,6 +396,16 @@ class Engine:
                 fill[name] = value
         return replace(request, **fill) if fill else request
 
+    def _read_clock(self, request: QueryRequest) -> tuple[QueryRequest, tuple[str, ...]]:
+        """now(), CURRENT_DATE …: the time this request arrived, written into its text
+        before any memo or cache reads it (proxy/clock.py), with the answer's note."""
+        if not isinstance(request.sql, str):
+            return request, ()
+        clock = read_clock(request.sql, request.dialect, self.clock())
+        if clock is None:
+            return request, ()
+        return replace(request, sql=clock.sql), (clock.note,)
+
     def _translate(self, request: QueryRequest) -> tuple[QueryRequest, tuple[str, ...]]:
         """The request with its clock calls replaced by the time it arrived
         (proxy/clock.py), and BigQuery's ``SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS
@@ -404,12 +414,7 @@ class Engine:
         names another dialect."""
         if not isinstance(request.sql, str):
             return request, ()
-        # now(), CURRENT_DATE …: the time this request arrived, written into its text
-        # before any memo or cache reads it (proxy/clock.py)
-        clock = read_clock(request.sql, request.dialect, self.clock())
-        notes: tuple[str, ...] = ()
-        if clock is not None:
-            request, notes = replace(request, sql=clock.sql), (clock.note,)
+        request, notes = self._read_clock(request)
         dialect = "bigquery" if request.dialect == "duckdb" else request.dialect
         found = bigquery_dp.translate(request.sql, dialect)
         if found is None:
@@ -1025,10 +1030,17 @@ class Engine:
             kept = self.run_cached(request)
             if kept is not None:
                 return kept
+        asked = request.sql
+        request, read = self._read_clock(request)
+        clocked = request.sql if request.sql != asked else None
         request, notes = self._translate(request)
+        notes = (*read, *notes)
         result = self._run(request)
         if notes:  # e.g. a BigQuery bound looser than the policy, which the policy's replaced
             result = replace(result, warnings=(*notes, *result.warnings))
+        if isinstance(clocked, str):
+            # what a door stores to serve this answer again (the HTTP door's next pages)
+            result = replace(result, answered_sql=clocked)
         return result
 
     def run_cached(self, request: QueryRequest) -> Result | None:

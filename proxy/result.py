@@ -134,6 +134,10 @@ class Result:
     # Per cell: the 95% half-width of the noise where dpsql can state it (COUNT and SUM
     # columns exactly; AVG by the delta method on its noisy sum and count), else None.
     intervals: tuple[tuple[float | None, ...], ...] = ()
+    # The query's text as answered when the engine changed it before planning (its
+    # clock calls replaced by the time it arrived, proxy/clock.py): asked again, this
+    # text means the same answer, the one a door must store to serve it again.
+    answered_sql: str | None = None
 
 
 def build_result(

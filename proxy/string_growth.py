@@ -58,8 +58,10 @@ MAX_REGEX_SIZE = 4_096
 REGEX_UNIT = 64
 # Casts whose cost is the square of the text's length (DuckDB's arbitrary-size integer).
 QUADRATIC_TYPES = frozenset({"VARINT", "BIGNUM"})
-# Functions that scan their first (text) argument once per row.
-SEARCHES = (exp.StrPosition, exp.Contains, exp.StartsWith, exp.EndsWith)
+# Functions that scan their first (text) argument once per row (length too: it counts a
+# value's characters, and PostgreSQL detoasts the value for each call: 300 length terms
+# timed out after the charge on one person's text, a review, 2026-12-06).
+SEARCHES = (exp.StrPosition, exp.Contains, exp.StartsWith, exp.EndsWith, exp.Length)
 # Ambiguous positions up to this many keep a regular expression on RE2's DFA (measured
 # here: 12 repeated classes matched at 58 plain passes, 16 at 670; see _regexp).
 DFA_SAFE_POSITIONS = 12
@@ -124,11 +126,28 @@ class _Walk:
         # forms' own fixed patterns (TRY_CAST's number syntax; an analyst's pattern was
         # checked, and is refused on PostgreSQL), each counted as one pass.
         self.rendered = rendered
+        # (sqlglot's nodes compare and hash by structure)
+        self.aggregates: set[exp.Expr] = set()
         self.work = ZERO
         self.built = ZERO  # the strings the builders make (memory, beside the work)
         self.longest = 0.0  # the longest constant string past MAX_CONSTANT, if any
 
     def growth(self, node: exp.Expr) -> Growth:
+        if isinstance(node, exp.AggFunc):
+            # The rewrite computes an aggregate written twice (in the select list and in
+            # HAVING or ORDER BY, say) as one statistic: its argument runs once.
+            if node in self.aggregates:
+                return ZERO
+            self.aggregates.add(node)
+        if isinstance(node, (exp.Group, exp.Order)) and isinstance(node.parent, exp.Select):
+            # A GROUP BY or ORDER BY item written as in the select list is the same key,
+            # computed once on the rows (or ordered on the released ones).
+            listed = {e.unalias() for e in node.parent.expressions}
+            for item in node.expressions:
+                key = item.this if isinstance(item, exp.Ordered) else item
+                if key not in listed:
+                    self.growth(key)
+            return ZERO
         out = self._growth(node)
         # A builder's string is per-row work even when made of constants: a CASE on the
         # row can hand one person's rows a constant that other rows never see.
@@ -669,7 +688,7 @@ _WORKING = (
 )
 
 
-def _string_work_in(select: exp.Select) -> bool:
+def string_work_in(select: exp.Select) -> bool:
     """Whether the SELECT holds any node that works on a string's length (a search that
     stops at the first: most cores hold none, and their arithmetic chains can be deeper
     than the walk may recurse)."""
@@ -691,7 +710,7 @@ def check_rendered_rows(tree: exp.Expr, engine: str) -> None:
     once per row (PostgreSQL's are fenced, proxy/engines/postgres_forms.py). Claim: as
     :func:`check_string_growth`'s, for the work the engine is asked to do."""
     for select in tree.find_all(exp.Select):
-        if not row_level(select) or not _string_work_in(select):
+        if not row_level(select) or not string_work_in(select):
             continue
         walk = _Walk(rendered=True)
         for part in (

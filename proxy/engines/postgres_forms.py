@@ -48,7 +48,7 @@ from proxy.engines.render import (
     template,
     uncast,
 )
-from proxy.string_growth import row_level
+from proxy.string_growth import row_level, string_work_in
 
 ENGINE = "postgres"
 # PostgreSQL hashes an IN list of at least this many constants (MIN_ARRAY_SIZE_FOR_HASHED_SAOP)
@@ -355,6 +355,9 @@ class PostgresForms:
     def column(self, db: str, table: str, name: str) -> str | None:
         return self._names.column(db, table, name) if self._names is not None else None
 
+    def once(self, build: Callable[..., exp.Expr], *values: exp.Expr) -> exp.Expr:
+        return _once(build, *values)
+
     def fence_rows(self, tree: exp.Expr) -> None:
         """OFFSET 0 on each row-level CTE and FROM subquery: PostgreSQL otherwise pulls
         it up and writes its list back into every expression that reads it, so that an
@@ -371,7 +374,9 @@ class PostgresForms:
                 continue
             if select.args.get("limit") or select.args.get("offset") or select.args.get("order"):
                 continue
-            if row_level(select):
+            # only where the list works on strings: a fence also stops PostgreSQL from
+            # planning the aggregation above it in parallel (a review, 2026-12-06)
+            if row_level(select) and string_work_in(select):
                 select.set("offset", exp.Offset(expression=exp.Literal.number(0)))
 
     def source_values(self, tree: exp.Expr, ctes: set[str]) -> None:

@@ -47,7 +47,7 @@ from accounting.mechanisms import secret_seed
 from proxy.engines.kinds import Family, Kind, Typer, table_aliases
 from proxy.errors import DPSQLError
 from proxy.rewrite import keyed_groups, l0
-from proxy.string_growth import check_rendered_rows
+from proxy.string_growth import check_rendered_rows, row_level
 
 # A rendered core longer than this is refused: the guarded forms repeat operands, so a
 # pathologically nested expression could otherwise grow without bound.
@@ -112,6 +112,8 @@ class Forms(Protocol):
     def source_values(self, tree: exp.Expr, ctes: set[str]) -> None: ...
     # Make each row-level CTE and FROM subquery evaluate its list once per row.
     def fence_rows(self, tree: exp.Expr) -> None: ...
+    # ``build(*values)`` with each large operand it repeats read once (read_once).
+    def once(self, build: Callable[..., exp.Expr], *values: exp.Expr) -> exp.Expr: ...
 
 
 @dataclass(frozen=True)
@@ -377,6 +379,53 @@ def read_once(
     if holdable:
         out.meta[_UNAGGREGATED] = True
     return out
+
+
+# A CASE larger than this is left as written (finding its repeats costs its size times
+# its depth); check_rendered_rows still counts whatever it repeats.
+_MAX_CASE_NODES = 4_000
+
+
+def _repeated_work(case: exp.Case) -> exp.Expr | None:
+    """The largest operand doing string work that ``case`` writes more than once: the
+    clamp of an aggregate's argument (``CASE WHEN x < lo THEN lo WHEN x > hi THEN hi ELSE
+    x END``) writes x three times, and each copy ran on PostgreSQL (a review,
+    2026-12-06: four "count if contains" metrics came to 69 passes over the text)."""
+    nodes = list(itertools.islice(case.walk(), _MAX_CASE_NODES + 1))
+    if len(nodes) > _MAX_CASE_NODES or not any(isinstance(n, _STRING_WORK) for n in nodes):
+        return None
+    seen: dict[exp.Expr, int] = {}
+    for node in nodes[1:]:  # breadth first: a repeated operand before its own parts
+        if isinstance(node, (exp.Column, exp.Literal, exp.Identifier, exp.DataType)):
+            continue
+        seen[node] = seen.get(node, 0) + 1
+    for node, count in seen.items():
+        if count > 1 and any(isinstance(n, _STRING_WORK) for n in node.walk()):
+            return node
+    return None
+
+
+def _cases_read_once(tree: exp.Expr, forms: Forms) -> None:
+    """Each CASE of a row-level SELECT that writes a string-working operand more than
+    once reads it once (the forms' read-once form), so the engine evaluates the
+    operand once per row, as the query wrote it."""
+    for select in list(tree.find_all(exp.Select)):
+        if not row_level(select):
+            continue
+        for case in list(select.find_all(exp.Case)):
+            if case.find_ancestor(exp.Select) is not select:
+                continue  # (a held operand's own subquery: read there)
+            repeated = _repeated_work(case)
+            if repeated is None:
+                continue
+            operand = repeated.copy()
+
+            def build(
+                ref: exp.Expr, case: exp.Case = case, operand: exp.Expr = operand
+            ) -> exp.Expr:
+                return case.transform(lambda n: ref.copy() if n == operand else n)
+
+            case.replace(forms.once(build, operand))
 
 
 @functools.lru_cache(maxsize=256)
@@ -769,8 +818,9 @@ def render(sql: str, forms: Forms, types: Mapping[tuple[str, str], Mapping[str, 
             continue
         placeholder.replace(exp.Var(this=forms.parameter(count)))
         count += 1
-    # Each row-level SELECT evaluated once per row, then its string work counted as
-    # written, every copy (the clamps and guards above repeat operands)
+    # Each row-level SELECT evaluated once per row, a CASE's repeated string work read
+    # once, then the string work counted as written, every copy
+    _cases_read_once(tree, forms)
     forms.fence_rows(tree)
     check_rendered_rows(tree, forms.engine)
     try:

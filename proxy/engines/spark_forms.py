@@ -438,6 +438,9 @@ class SparkForms:
     def source_values(self, tree: exp.Expr, ctes: set[str]) -> None:
         """Nothing: a Parquet DECIMAL holds at most 38 digits, as its catalog type says."""
 
+    def once(self, build: Callable[..., exp.Expr], *values: exp.Expr) -> exp.Expr:
+        return _once(build, *values)
+
     def fence_rows(self, tree: exp.Expr) -> None:
         """Nothing: Spark does not merge a projection into the aggregate above it when
         that would repeat an expression that is not cheap (CollapseProject), and it

@@ -145,6 +145,32 @@ REPEATS = {
 }
 
 
+@pytest.fixture(scope="module")
+def pg_big_docs(
+    pg_cluster: PgServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[NeighbourPair]:
+    """The target's 20 documents of 1,000,000 characters (20 MB)."""
+    pair = _pg_docs_pair(
+        pg_cluster, tmp_path_factory.mktemp("pg-probe-big-docs"), "bigdocs", 20, 1_000_000
+    )
+    try:
+        yield pair
+    finally:
+        pair.close()
+
+
+# A review of the fix (2026-12-06): length() was counted as no work, and PostgreSQL
+# detoasts and counts the characters of the value at each call: 300 terms timed out
+# after the charge on D (2 s), answered on D'. Now one pass each: refused.
+LENGTHS = "SELECT COUNT(*) AS n FROM docs WHERE " + " OR ".join(
+    f"length(body) = {k}" for k in range(300)
+)
+
+
+def test_lengths_are_counted(pg_big_docs: NeighbourPair) -> None:
+    assert _runs(pg_big_docs, LENGTHS) in SOUND
+
+
 def test_the_pattern_alone_is_answered_in_time(pg_docs: NeighbourPair) -> None:
     """The control: the LIKE once, as a filter, is answered on both sides."""
     assert _runs(pg_docs, f"SELECT COUNT(*) AS n FROM docs WHERE body LIKE {P}") == SOUND[1]

@@ -4,7 +4,7 @@ DuckDB's heap form keeps -- checked on DuckDB itself, with a tie-prone hash."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -64,6 +64,9 @@ class _DuckDBWindow:
 
     def fence_rows(self, tree: exp.Expr) -> None:
         pass
+
+    def once(self, build: Callable[..., exp.Expr], *values: exp.Expr) -> exp.Expr:
+        return build(*values)
 
     def __init__(self, hashed: str, cut: CutForm):
         self.hashed = hashed
@@ -185,7 +188,9 @@ def test_spark_sums_integers_in_decimal(engine: Engine) -> None:
     assert "SUM(CAST(__s0 AS DECIMAL(38, 0)))" in text
     # the sum of an unclamped column (trusted SQL, e.g. the bench's floor) stays DECIMAL
     floor = render(
-        "SELECT SUM(p.tokens_in) FROM prompts p", SparkForms(views=True), engine.executor.column_types()
+        "SELECT SUM(p.tokens_in) FROM prompts p",
+        SparkForms(views=True),
+        engine.executor.column_types(),
     ).sql
     assert "SUM(CAST(p.tokens_in AS DECIMAL(38, 0)))" in floor
 
@@ -230,7 +235,10 @@ def test_spark_guards_dates_inside_casts_once(engine: Engine) -> None:
         (SparkForms(views=True), "SELECT COUNT(*) AS n FROM prompts WHERE model LIKE 'a\\_b'"),
         # DuckDB's day and month names: PostgreSQL's to_char pads them, Spark's differ
         (PostgresForms(), "SELECT dayname(ts) AS d, COUNT(*) AS n FROM prompts GROUP BY 1"),
-        (SparkForms(views=True), "SELECT monthname(ts) AS m, COUNT(*) AS n FROM prompts GROUP BY 1"),
+        (
+            SparkForms(views=True),
+            "SELECT monthname(ts) AS m, COUNT(*) AS n FROM prompts GROUP BY 1",
+        ),
         (
             SparkForms(views=True),
             "SELECT COUNT(*) AS n FROM prompts WHERE CAST(latency_ms * 1e0 AS VARCHAR) = '1'",
@@ -256,7 +264,12 @@ QUANTILE_AND_DISTINCT = (
 @pytest.mark.parametrize(
     ("forms", "hashed", "wide", "semi"),
     [
-        (PostgresForms(), "ORDER BY HASHINT8EXTENDED(COALESCE(CAST(__v AS BIGINT), 0)", "AS DECIMAL)", "EXISTS("),
+        (
+            PostgresForms(),
+            "ORDER BY HASHINT8EXTENDED(COALESCE(CAST(__v AS BIGINT), 0)",
+            "AS DECIMAL)",
+            "EXISTS(",
+        ),
         (SparkForms(views=True), "XXHASH64(0, __u, __v)", "AS DECIMAL(38, 0))", "SEMI JOIN"),
     ],
 )
@@ -411,9 +424,11 @@ _WIDE = (2, 4)  # guards that repeat an operand four times or more: fewer levels
 _WIDEST = (1, 2)
 GUARDED_CHAINS = {
     "decimal38_chain_times": (
-        lambda n: "(CAST(tokens_in AS DECIMAL(38,0)) + "
-        + " + ".join(str(i) for i in range(1, n + 1))
-        + f") * {_PINNED_D38} > 0",
+        lambda n: (
+            "(CAST(tokens_in AS DECIMAL(38,0)) + "
+            + " + ".join(str(i) for i in range(1, n + 1))
+            + f") * {_PINNED_D38} > 0"
+        ),
         _NESTED,
     ),
     "round_decimal38_chain": (
@@ -461,7 +476,10 @@ def test_guards_grow_linearly_with_a_chains_depth(name: str, forms: object, engi
 
 @pytest.mark.parametrize(
     ("forms", "held"),
-    [(PostgresForms(), "OFFSET 0) AS __o)"), (SparkForms(views=True), "TRANSFORM(ARRAY(NAMED_STRUCT(")],
+    [
+        (PostgresForms(), "OFFSET 0) AS __o)"),
+        (SparkForms(views=True), "TRANSFORM(ARRAY(NAMED_STRUCT("),
+    ],
     ids=["pg", "spark"],
 )
 def test_a_large_repeated_operand_is_read_once(forms: object, held: str, engine: Engine) -> None:
@@ -523,7 +541,9 @@ def test_a_decimal_text_inside_another_is_written_with_its_scale() -> None:
     PostgreSQL's per-value scale, which can split a group."""
     inner = "CAST(CAST(n AS VARCHAR) AS DECIMAL(10, 2))"
     tree = sqlglot.parse_one(f"SELECT CAST({inner} * 1.0 AS VARCHAR) AS k FROM tab", read="duckdb")
-    PostgresForms().decimal_texts(tree, Typer({"": {"n": "DECIMAL(10,2)"}, "tab": {"n": "DECIMAL(10,2)"}}))
+    PostgresForms().decimal_texts(
+        tree, Typer({"": {"n": "DECIMAL(10,2)"}, "tab": {"n": "DECIMAL(10,2)"}})
+    )
     assert tree.sql(dialect="postgres").upper().count("ROUND(") == 2, tree.sql(dialect="postgres")
 
 
@@ -536,7 +556,9 @@ def _summed_chain(engine: Engine, step: str, depth: int) -> str:
 
 
 @pytest.mark.parametrize("forms", [PostgresForms(), SparkForms(views=True)], ids=["pg", "spark"])
-@pytest.mark.parametrize("step", ["COALESCE({e}, 0)", "({e} + 1)", "CASE WHEN tokens_in > 3 THEN {e} END"])
+@pytest.mark.parametrize(
+    "step", ["COALESCE({e}, 0)", "({e} + 1)", "CASE WHEN tokens_in > 3 THEN {e} END"]
+)
 def test_total_forms_type_each_level_once(
     step: str, forms: object, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -590,3 +612,34 @@ def test_total_forms_copy_no_chain_at_every_level(step: str, forms: object, engi
             deep_copies(lambda core=core: render(core, forms, types))  # type: ignore[misc, arg-type]
         )
     assert counts[2] - counts[1] <= 1.2 * (counts[1] - counts[0]) + 200, counts
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # four "count if contains" metrics, and an "average if contains" of 20 characters:
+        # the clamp wrote each argument three times (and the clipping flag once more),
+        # which the rendered count refused on PostgreSQL (a review, 2026-12-06)
+        "SELECT SUM(CASE WHEN model LIKE '%gpt-4%' THEN 1 ELSE 0 END) AS a, "
+        "SUM(CASE WHEN model LIKE '%claude%' THEN 1 ELSE 0 END) AS b, "
+        "SUM(CASE WHEN model LIKE '%llama%' THEN 1 ELSE 0 END) AS c, "
+        "SUM(CASE WHEN model LIKE '%mistral%' THEN 1 ELSE 0 END) AS d FROM prompts",
+        "SELECT AVG(CASE WHEN model LIKE '%abcdefghijklmnopqrst%' THEN tokens_in END) AS n "
+        "FROM prompts",
+        # (a pattern Spark matches without backtracking)
+        "SELECT VAR_SAMP(CAST(CASE WHEN model LIKE '%" + "y" * 50 + "%' THEN 1 ELSE 2 END "
+        "AS DOUBLE) * 1.5) AS v FROM prompts",
+    ],
+    ids=["four_contains", "average_contains", "variance_of_a_long_pattern"],
+)
+@pytest.mark.parametrize("forms", [PostgresForms(), SparkForms(views=True)], ids=["pg", "spark"])
+def test_a_case_reads_its_string_work_once(sql: str, forms: object, engine: Engine) -> None:
+    """A CASE that writes a string-working operand several times (the clamp) reads it
+    once in the rendered SQL, so the rendered count is what the query wrote."""
+    _, plan = engine.prepare(QueryRequest(sql, epsilon=1.0))
+    text = render(plan.core_sql, forms, engine.executor.column_types()).sql  # type: ignore[arg-type]
+    tree = sqlglot.parse_one(text, read="postgres" if isinstance(forms, PostgresForms) else "spark")
+    likes = list(tree.find_all(exp.Like))
+    written = list(sqlglot.parse_one(sql, read="duckdb").find_all(exp.Like))
+    # at most the clamped argument, held once, and the clipping flag beside it
+    assert len(written) <= len(likes) <= 2 * len(written), text

@@ -32,7 +32,8 @@ DAY = "CAST('2025-06-30' AS DATE)"
             "postgres",
             "SELECT current_date, CURRENT_TIMESTAMP, current_timestamp(3), localtimestamp, "
             "transaction_timestamp(), statement_timestamp()",
-            f"SELECT {DAY}, {TS}, {TS}, {TS}, {TS}, {TS}",
+            f"SELECT {DAY}, {TS}, CAST('2025-06-30 12:34:56.789000' AS TIMESTAMP), {TS}, {TS}, "
+            f"{TS}",
         ),
         ("trino", "SELECT now(), current_date", f"SELECT {TS}, {DAY}"),
         (
@@ -63,6 +64,17 @@ def test_what_is_not_a_clock_call_is_left_as_written(sql: str):
     assert read_clock(sql, "duckdb", T) is None
 
 
+def test_aliases_and_precisions():
+    # (a review, 2026-12-06) an alias named like the clock is a name, as DuckDB reads it
+    assert read_clock("SELECT COUNT(*) AS current_date FROM prompts", "duckdb", T) is None
+    # CURRENT_TIMESTAMP(n) is the time rounded to n fractional digits, as PostgreSQL has it
+    read = read_clock("SELECT CURRENT_TIMESTAMP(0), current_timestamp(3)", "postgres", T)
+    assert read is not None and read.sql == (
+        "SELECT CAST('2025-06-30 12:34:57.000000' AS TIMESTAMP), "
+        "CAST('2025-06-30 12:34:56.789000' AS TIMESTAMP)"
+    )
+
+
 def test_only_the_calls_characters_change():
     sql = "SELECT 'é€ now()' AS x, now() AS y  -- now()\nFROM t"
     read = read_clock(sql, "duckdb", T)
@@ -85,8 +97,7 @@ def test_time_arithmetic_on_literals_is_computed_once():
         f"AS date) AND ts < CAST(CAST({TS} AS timestamp) AS date)",
         "postgres",
     ) == (
-        "SELECT 1 FROM t WHERE ts >= CAST('2022-06-30' AS DATE) "
-        "AND ts < CAST('2025-06-30' AS DATE)"
+        "SELECT 1 FROM t WHERE ts >= CAST('2022-06-30' AS DATE) AND ts < CAST('2025-06-30' AS DATE)"
     )
     assert _folded(f"SELECT 1 FROM t WHERE ts > {TS} - INTERVAL 2 YEAR") == (
         "SELECT 1 FROM t WHERE ts > CAST('2023-06-30 12:34:56.789012' AS TIMESTAMP)"
@@ -105,6 +116,13 @@ def test_time_arithmetic_on_literals_is_computed_once():
     kept = _folded("SELECT CAST(CAST('2025-06-30 12:00:00' AS TIMESTAMPTZ) AS DATE)")
     assert "TIMESTAMPTZ" in kept
     assert _folded(f"SELECT {DAY} - CAST('2025-01-01' AS DATE)").count("CAST(") == 2
+
+
+def test_infinities_are_left_as_written():
+    # (a review, 2026-12-06) DuckDB hands infinity to Python as datetime.max: it was
+    # written back as 9999-12-31 23:59:59.999999, a finite time
+    out = _folded("SELECT 1 FROM t WHERE ts < CAST('infinity' AS DATE) - INTERVAL 1 DAY")
+    assert "9999" not in out and "infinity" in out
 
 
 def test_a_time_that_cannot_be_computed_is_refused():

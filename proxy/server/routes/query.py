@@ -171,10 +171,14 @@ async def respond(
     count_answer(ctx, request, result)
     result_id = None
     if len(result.rows) > size:
+        stored = body.model_dump()
+        if result.answered_sql is not None:
+            # the text as answered (its clock read): the next pages replay that release
+            stored["sql"] = result.answered_sql
         result_id = await run_in_threadpool(
             ctx.store.save_result,
             result.cache_key,
-            body.model_dump(),
+            stored,
             ttl_s=ctx.settings.cursor_ttl_s,
         )
     return page_response(
