@@ -634,8 +634,9 @@ def test_total_forms_copy_no_chain_at_every_level(step: str, forms: object, engi
 )
 @pytest.mark.parametrize("forms", [PostgresForms(), SparkForms(views=True)], ids=["pg", "spark"])
 def test_a_case_reads_its_string_work_once(sql: str, forms: object, engine: Engine) -> None:
-    """A CASE that writes a string-working operand several times (the clamp) reads it
-    once in the rendered SQL, so the rendered count is what the query wrote."""
+    """Queries whose CASE the clamp writes out several times render within the count of
+    the rendered string work: where the copies would pass the limit (the long pattern),
+    the CASE reads its operand once."""
     _, plan = engine.prepare(QueryRequest(sql, epsilon=1.0))
     text = render(plan.core_sql, forms, engine.executor.column_types()).sql  # type: ignore[arg-type]
     tree = sqlglot.parse_one(text, read="postgres" if isinstance(forms, PostgresForms) else "spark")
