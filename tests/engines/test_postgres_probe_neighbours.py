@@ -34,9 +34,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from proxy.errors import DPSQLError
 from proxy.policy import DatabaseSettings, EngineKind, parse_policy
-from proxy.request import QueryRequest
 from sample_data.export import source, to_postgres
 from tests.engines.test_neighbours_engines import Side, _moved, _pg_side
 from tests.policies import users_policy
@@ -44,6 +42,7 @@ from tests.postgres_server import PgServer
 from tests.reliability import test_string_work_neighbours as sw
 from tests.reliability.conftest import fz_demo_policy
 from tests.reliability.neighbours import NeighbourPair, Removal, build_neighbours
+from tests.reliability.test_string_work_neighbours import _runs
 
 TARGET = 7
 POLICY = users_policy(
@@ -97,20 +96,6 @@ def pg_docs(
         yield pair
     finally:
         pair.close()
-
-
-def _runs(pair: NeighbourPair, sql: str) -> list[tuple[str, int]]:
-    """(outcome, ledger events added) on D and on D' through Engine.run."""
-    out = []
-    for engine in pair.engines:
-        before = len(engine.ledger.history())
-        try:
-            engine.run(QueryRequest(sql, epsilon=0.5))
-            outcome = "answered"
-        except DPSQLError as error:
-            outcome = error.code
-        out.append((outcome, len(engine.ledger.history()) - before))
-    return out
 
 
 SOUND = ([("unsupported_sql", 0)] * 2, [("answered", 1)] * 2)
