@@ -672,7 +672,9 @@ def row_level(select: exp.Select) -> bool:
     return True
 
 
-_WORKING = (
+#: the nodes whose work grows with a string's length (the engines' renderers read an
+#: operand holding one once: proxy/engines/render.py)
+STRING_WORK = (
     exp.Like,
     exp.ILike,
     exp.RegexpLike,
@@ -692,7 +694,7 @@ def string_work_in(select: exp.Select) -> bool:
     """Whether the SELECT holds any node that works on a string's length (a search that
     stops at the first: most cores hold none, and their arithmetic chains can be deeper
     than the walk may recurse)."""
-    for node in select.find_all(*_WORKING, exp.Cast, exp.TryCast):
+    for node in select.find_all(*STRING_WORK, exp.Cast, exp.TryCast):
         if not isinstance(node, (exp.Cast, exp.TryCast)) or _to_text(node):
             return True
     return False
