@@ -5,7 +5,8 @@ Metabase's relative filters ("previous 30 days") and notebooks write
 ``ts >= CAST(now() AS date) - INTERVAL '30 day'``. The clock is public: it says nothing
 about any person. But a release is cached and replayed by its text, and a text that
 reads the clock means another thing each time it runs. So the clock is read once per
-request, in UTC, and each call is replaced in the text by a typed literal of that time.
+request, in UTC (or the zone a door's session names: PostgreSQL's ``SET TIME ZONE``),
+and each call is replaced in the text by a typed literal of that wall-clock time.
 Every later step — the memoised parse, plan and structure, the release cache, the doors'
 cache-hit paths — then sees a query that means one thing, and the answer carries a note
 saying which time it is for. Time arithmetic on the literal is computed at planning
@@ -28,6 +29,7 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
 
 from proxy import dialect_dates
+from proxy.errors import DPSQLError
 
 # Names that read the clock when called with no argument, by what they return.
 _TIMESTAMP_CALLS = frozenset(
@@ -100,8 +102,31 @@ def _call_end(tokens: list[Token], i: int, *, optional: bool) -> int | None:
     return None
 
 
-def read_clock(sql: str, dialect: str, now: dt.datetime) -> ClockRead | None:
-    """``sql`` with each call that reads the clock replaced by ``now`` (a UTC time):
+def _zone(name: str | None) -> dt.tzinfo:
+    """The zone a session names (``UTC``, ``Europe/Paris``), refused before any charge
+    when it names none dpsql knows."""
+    if name is None or name.strip().strip("'\"").upper() in ("UTC", "GMT", "Z", "ZULU", ""):
+        return dt.UTC
+    text = name.strip().strip("'\"")
+    try:
+        from zoneinfo import ZoneInfo
+
+        return ZoneInfo(text)
+    except (ValueError, KeyError, OSError):
+        raise DPSQLError(
+            "bad_request",
+            f"the query reads the clock, and the session's time zone {text[:60]!r} is not "
+            "one dpsql can read it in",
+            "SET TIME ZONE 'UTC', or a zone name such as 'Europe/Paris'",
+        ) from None
+
+
+def read_clock(
+    sql: str, dialect: str, now: dt.datetime, zone: str | None = None
+) -> ClockRead | None:
+    """``sql`` with each call that reads the clock replaced by ``now`` as a wall-clock
+    time in ``zone`` (a session's TimeZone; None: UTC), as PostgreSQL reads ``now()``
+    into a ``timestamp`` or a ``date`` in the session's zone:
     ``CAST('YYYY-MM-DD HH:MM:SS.ffffff' AS TIMESTAMP)`` for the timestamp calls and
     ``CAST('YYYY-MM-DD' AS DATE)`` for the date calls (BigQuery: ``DATETIME``, its type
     without a zone). None when the text reads no clock (or does not tokenize: the
@@ -112,7 +137,9 @@ def read_clock(sql: str, dialect: str, now: dt.datetime) -> ClockRead | None:
         tokens = dialect_dates.reader(dialect).tokenize(sql)
     except (TokenError, ValueError, RecursionError):
         return None
-    stamp = now.astimezone(dt.UTC).replace(tzinfo=None) if now.tzinfo else now
+    tz = _zone(zone)
+    stamp = now.astimezone(tz).replace(tzinfo=None) if now.tzinfo else now
+    where = "UTC" if tz is dt.UTC else str(zone).strip().strip("'\"")
     timestamp_type = "DATETIME" if dialect == "bigquery" else "TIMESTAMP"
 
     def written(at: dt.datetime) -> str:
@@ -154,7 +181,7 @@ def read_clock(sql: str, dialect: str, now: dt.datetime) -> ClockRead | None:
     dated = all(literal == as_date for _, _, literal in spans)
     when = stamp.date().isoformat() if dated else stamp.strftime("%Y-%m-%d %H:%M:%S")
     note = (
-        f"{names} read as {when} UTC, when the query arrived: the answer is for that "
+        f"{names} read as {when} {where}, when the query arrived: the answer is for that "
         "time; asked again later, it is a new query, charged again unless the times it "
         "computes come out the same (for a date, the same day)"
     )

@@ -401,10 +401,10 @@ class Engine:
         before any memo or cache reads it (proxy/clock.py), with the answer's note."""
         if not isinstance(request.sql, str):
             return request, ()
-        clock = read_clock(request.sql, request.dialect, self.clock())
+        clock = read_clock(request.sql, request.dialect, self.clock(), request.time_zone)
         if clock is None:
-            return request, ()
-        return replace(request, sql=clock.sql), (clock.note,)
+            return replace(request, time_zone=None) if request.time_zone else request, ()
+        return replace(request, sql=clock.sql, time_zone=None), (clock.note,)
 
     def _translate(self, request: QueryRequest) -> tuple[QueryRequest, tuple[str, ...]]:
         """The request with its clock calls replaced by the time it arrived
@@ -1064,7 +1064,9 @@ class Engine:
         route = self._routes.get(_route_key(request))
         if route is None or route.public is not None:
             return None
-        asked = replace(self._with_defaults(request), analyst="")
+        # (a session's zone matters only to a text that reads the clock, which never
+        # reaches the memos: they hold the text with the time written in)
+        asked = replace(self._with_defaults(request), analyst="", time_zone=None)
         found = self._plans.get(asked)
         if found is None:
             return None

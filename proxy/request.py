@@ -33,3 +33,7 @@ class QueryRequest:
     # histograms, as (table, column, side "lower"/"upper", bound): set by Engine._prepare
     # only, never by a door (a bound is always a released edge within the policy's limit).
     value_bounds: tuple[tuple[str, str, str, float], ...] = ()
+    # The zone the query's clock reads (now(), CURRENT_DATE) are in: a door's session
+    # setting (PostgreSQL's TimeZone); None is UTC. Read by Engine._read_clock only,
+    # which clears it: what follows sees the text with the time written in.
+    time_zone: str | None = None

@@ -30,6 +30,7 @@ class Ask:
     sql: str
     privacy: Privacy
     caller: Caller
+    time_zone: str | None = None  # the session's TimeZone: where now() is read
 
 
 def _bounds_note(rule: ColumnPolicy) -> str:
@@ -85,6 +86,7 @@ class EngineDoor:
             max_rows_per_group=privacy.max_rows_per_group,
             analyst=ask.caller.name,
             tables=ask.caller.tables,
+            time_zone=ask.time_zone,
         )
 
     def run(self, ask: Ask) -> Result:

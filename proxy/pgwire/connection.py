@@ -391,7 +391,9 @@ class Connection:
             # columns are the plan's (planned, not run: nothing is charged).
             names = _projection_names(statement.sql)
             if names is None:
-                ask = Ask(statement.sql, self.settings.privacy, self.caller)
+                ask = Ask(
+                    statement.sql, self.settings.privacy, self.caller, self.settings.get("timezone")
+                )
                 planned = await self._off_loop(self.server.door.output_columns, ask)
                 names = tuple(name for name, _ in planned or ())
             return [Column(name, codec.TEXT) for name in names or ("?column?",)]
@@ -479,8 +481,7 @@ class Connection:
                     FEATURE_NOT_SUPPORTED,
                     f"the statement was described with {len(columns)} columns and its "
                     f"answer has {len(answer.columns)}",
-                    hint="name the columns in the select list, or describe the portal "
-                    "after Bind",
+                    hint="name the columns in the select list, or describe the portal after Bind",
                 )
         formats = portal.formats if described else answer.formats
         if not described:
@@ -732,7 +733,7 @@ class Connection:
             user_tables=self.user_tables,
         )
         self.server.limiter_check(self.caller.name)
-        ask = Ask(sql, self.settings.privacy, self.caller)
+        ask = Ask(sql, self.settings.privacy, self.caller, self.settings.get("timezone"))
         try:
             result = await self._off_loop(self.server.door.run, ask)
         except DPSQLError as error:

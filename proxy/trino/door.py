@@ -56,6 +56,7 @@ class ClientSession:
     schema: str = "main"
     session_header: str | None = None
     prepared: Mapping[str, str] = field(default_factory=dict)
+    time_zone: str | None = None  # X-Trino-Time-Zone: where the clock is read
 
 
 ROW_PREVIEW_HINT = (
@@ -166,7 +167,9 @@ class TrinoDoor:
         route = self._routes.get((statement.text, client.catalog, client.schema))
         if route is None or route.series_limit is not None:
             return None
-        current = S.from_header(client.session_header, self.adapter.analyst_defaults(caller.name))
+        current = S.from_header(
+            client.session_header, self.adapter.analyst_defaults(caller.name), client.time_zone
+        )
         result = self.adapter.run_cached(
             current.request(route.sql, analyst=caller.name, tables=caller.tables)
         )
@@ -184,7 +187,7 @@ class TrinoDoor:
         defaults = self.adapter.analyst_defaults(caller.name)
         name = statement.name.lower()
         if statement.kind is Kind.SHOW_SESSION:
-            current = S.from_header(client.session_header, defaults)
+            current = S.from_header(client.session_header, defaults, client.time_zone)
             rows = S.show_rows(current, defaults)
             if statement.body:
                 # LIKE on the property name, evaluated by the shadow for exact semantics.
@@ -283,7 +286,9 @@ class TrinoDoor:
         typed them its own way (``SUM`` of integers a DECIMAL where the answer has a
         BIGINT: a probe, 2026-12-06). None where the plan does not say, or intervals
         add columns only the release decides: the shadow answers."""
-        current = S.from_header(client.session_header, self.adapter.analyst_defaults(caller.name))
+        current = S.from_header(
+            client.session_header, self.adapter.analyst_defaults(caller.name), client.time_zone
+        )
         if current.intervals:
             return None
         planned = self.adapter.output_columns(
@@ -317,7 +322,9 @@ class TrinoDoor:
         return shadow.run(tree)
 
     def _private_query(self, route: PrivateRoute, client: ClientSession, caller: Caller) -> Answer:
-        current = S.from_header(client.session_header, self.adapter.analyst_defaults(caller.name))
+        current = S.from_header(
+            client.session_header, self.adapter.analyst_defaults(caller.name), client.time_zone
+        )
         part = route.series_limit
         try:
             if part is None:

@@ -125,6 +125,7 @@ def client_session(h: Mapping[str, str]) -> ClientSession:
         schema=(h.get("x-trino-schema") or "main").strip().lower(),
         session_header=_joined(h, "x-trino-session"),
         prepared=prepared,
+        time_zone=h.get("x-trino-time-zone"),
     )
 
 

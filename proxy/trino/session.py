@@ -111,6 +111,8 @@ class Session:
     """The dpsql properties in force for one statement (unset ones are absent)."""
 
     values: tuple[tuple[str, Value], ...] = ()
+    # The client's X-Trino-Time-Zone: the zone the statement's clock reads are in
+    time_zone: str | None = None
 
     def get(self, name: str) -> Value | None:
         return dict(self.values).get(name)
@@ -153,10 +155,13 @@ class Session:
             max_rows_per_group=count("max_rows_per_group"),
             analyst=analyst,
             tables=tables,
+            time_zone=self.time_zone,
         )
 
 
-def from_header(header: str | None, defaults: Mapping[str, Value]) -> Session:
+def from_header(
+    header: str | None, defaults: Mapping[str, Value], time_zone: str | None = None
+) -> Session:
     """``X-Trino-Session: dpsql.epsilon=0.5,other=x`` over the analyst's defaults.
 
     Properties without the ``dpsql.`` prefix belong to Trino itself (clients send some,
@@ -176,7 +181,7 @@ def from_header(header: str | None, defaults: Mapping[str, Value]) -> Session:
         for k in BUDGETS:
             values.pop(k, None)
     values.update(sent)
-    return Session(tuple(sorted(values.items())))
+    return Session(tuple(sorted(values.items())), time_zone)
 
 
 def header_value(name: str, value: Value) -> str:

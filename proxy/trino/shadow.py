@@ -307,13 +307,17 @@ class ShadowCatalog:
         cursor = self._db.cursor()
         try:
             with limits.interrupted_after(cursor.interrupt):
-                result = cursor.execute(typed_division.of_known_integers(tree).sql(dialect="duckdb"))
+                result = cursor.execute(
+                    typed_division.of_known_integers(tree).sql(dialect="duckdb")
+                )
                 described = result.description or []
                 names = tuple(str(d[0]) for d in described)
                 kinds = tuple(T.from_duckdb(str(d[1])) for d in described)
                 rows, too_large = limits.fetch_bounded(result)
         except duckdb.InterruptException:
-            raise query_timeout(limits.TIMEOUT_S, "narrow the catalog query (it is not charged)") from None
+            raise query_timeout(
+                limits.TIMEOUT_S, "narrow the catalog query (it is not charged)"
+            ) from None
         except duckdb.Error as error:
             raise DPSQLError(
                 "bad_request",

@@ -178,7 +178,7 @@ def test_metabases_relative_date_filter_reads_the_clock_once(door: PgDoor) -> No
     metabase = (
         'SELECT "public"."prompts"."model" AS "model", count(*) AS "count" '
         'FROM "public"."prompts" '
-        "WHERE (\"public\".\"prompts\".\"ts\" >= CAST((CAST(now() AS timestamp) + INTERVAL '-3 year') AS date)) "
+        'WHERE ("public"."prompts"."ts" >= CAST((CAST(now() AS timestamp) + INTERVAL \'-3 year\') AS date)) '
         'AND ("public"."prompts"."ts" < CAST(CAST(now() AS timestamp) AS date)) '
         'GROUP BY "public"."prompts"."model" ORDER BY "public"."prompts"."model" ASC'
     )
@@ -188,6 +188,23 @@ def test_metabases_relative_date_filter_reads_the_clock_once(door: PgDoor) -> No
         first = conn.execute(metabase).fetchall()
         assert [m for m, _ in first] == ["large", "medium", "small"]
         assert not last_release(conn)["cached"]
-        assert any(" read as " in n and "UTC, when the query arrived" in n for n in notices), notices
+        assert any(" read as " in n and "UTC, when the query arrived" in n for n in notices), (
+            notices
+        )
         again = conn.execute(metabase).fetchall()
         assert again == first and last_release(conn)["cached"]
+
+
+def test_the_session_time_zone_is_where_the_clock_is_read(door: PgDoor) -> None:
+    # Metabase's report time zone sets the session's TimeZone; PostgreSQL reads now()
+    # into a date there. The door passes it to the engine (it was echoed and ignored).
+    notices: list[str] = []
+    with psycopg.connect(door.dsn(), autocommit=True) as conn:
+        conn.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
+        conn.execute("SET TIME ZONE 'Asia/Tokyo'")
+        conn.execute("SELECT COUNT(*) AS n FROM prompts WHERE ts < CURRENT_DATE").fetchall()
+        assert any("read as" in n and "Asia/Tokyo" in n for n in notices), notices
+        conn.execute("SET TIME ZONE 'Mars/Olympus'")
+        with pytest.raises(psycopg.errors.DatabaseError) as info:
+            conn.execute("SELECT COUNT(*) AS n FROM prompts WHERE ts < CURRENT_DATE")
+        assert "time zone" in str(info.value)

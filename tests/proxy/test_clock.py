@@ -75,6 +75,26 @@ def test_aliases_and_precisions():
     )
 
 
+def test_a_session_zone_reads_the_wall_clock_there():
+    # PostgreSQL reads now() into a timestamp or a date in the session's TimeZone: at
+    # 12:34 UTC it is 21:34 in Tokyo, and at 20:00 UTC already tomorrow there
+    read = read_clock("SELECT now(), current_date", "postgres", T, "Asia/Tokyo")
+    assert read is not None and read.sql == (
+        "SELECT CAST('2025-06-30 21:34:56.789012' AS TIMESTAMP), CAST('2025-06-30' AS DATE)"
+    )
+    assert "Asia/Tokyo" in read.note
+    late = read_clock("SELECT current_date", "postgres", T.replace(hour=20), "'Asia/Tokyo'")
+    assert late is not None and late.sql == "SELECT CAST('2025-07-01' AS DATE)"
+    assert read_clock("SELECT now()", "postgres", T, "UTC") == read_clock(
+        "SELECT now()", "postgres", T
+    )
+    with pytest.raises(DPSQLError) as info:
+        read_clock("SELECT now()", "postgres", T, "Mars/Olympus")
+    assert info.value.code == "bad_request" and "SET TIME ZONE" in (info.value.hint or "")
+    # a zone nobody reads the clock in refuses nothing
+    assert read_clock("SELECT 1", "postgres", T, "Mars/Olympus") is None
+
+
 def test_only_the_calls_characters_change():
     sql = "SELECT 'é€ now()' AS x, now() AS y  -- now()\nFROM t"
     read = read_clock(sql, "duckdb", T)
@@ -194,6 +214,18 @@ def test_a_repeat_is_never_answered_from_an_earlier_time(clocked: Engine):
     assert _exact(clocked, "ts > TIMESTAMP '2024-06-30 12:34:56'") > _exact(
         clocked, "ts > TIMESTAMP '2024-09-28 12:34:56'"
     )
+
+
+def test_the_session_zone_decides_the_day_and_then_stays_out_of_the_keys(clocked: Engine):
+    sql = "SELECT COUNT(*) AS n FROM prompts WHERE ts < current_date"
+    clocked.clock = lambda: T.replace(hour=20)  # 2025-07-01 already in Tokyo
+    tokyo = clocked.run(QueryRequest(sql, epsilon=1000.0, time_zone="Asia/Tokyo"))
+    assert any("read as 2025-07-01 Asia/Tokyo" in w for w in tokyo.warnings)
+    written = "SELECT COUNT(*) AS n FROM prompts WHERE ts < CAST('2025-07-01' AS DATE)"
+    again = clocked.run(QueryRequest(written, epsilon=1000.0, time_zone="Europe/Paris"))
+    assert again.privacy.cached and again.privacy.charge_id == tokyo.privacy.charge_id
+    utc = clocked.run(QueryRequest(sql, epsilon=1000.0))
+    assert not utc.privacy.cached and utc.privacy.charge_id != tokyo.privacy.charge_id
 
 
 def test_a_clock_time_that_cannot_be_computed_costs_nothing(clocked: Engine):

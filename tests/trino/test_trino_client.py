@@ -326,3 +326,13 @@ def test_supersets_iso8601_time_range_is_answered_as_its_literal_form(tls_server
     spent = tls_server.spent()
     assert fetch(tls_server, cast) == first  # replayed: the same release
     assert tls_server.spent() == spent
+
+
+def test_the_clients_time_zone_is_where_the_clock_is_read(tls_server: TlsServer):
+    # The trino client sends its zone in X-Trino-Time-Zone; Trino reads current_date
+    # there. The door passes it to the engine, which says where it read the clock.
+    cursor = tls_server.connect(timezone="Asia/Tokyo").cursor()
+    cursor.execute("SELECT COUNT(*) AS n FROM prompts WHERE ts < current_date")
+    cursor.fetchall()
+    messages = [w["message"] for w in cursor.warnings]
+    assert any("read as" in m and "Asia/Tokyo" in m for m in messages), messages
