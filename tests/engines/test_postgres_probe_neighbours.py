@@ -37,23 +37,14 @@ import pytest
 from proxy.policy import DatabaseSettings, EngineKind, parse_policy
 from sample_data.export import source, to_postgres
 from tests.engines.test_neighbours_engines import Side, _moved, _pg_side
-from tests.policies import users_policy
 from tests.postgres_server import PgServer
 from tests.reliability import test_string_work_neighbours as sw
 from tests.reliability.conftest import fz_demo_policy
 from tests.reliability.neighbours import NeighbourPair, Removal, build_neighbours
 from tests.reliability.test_string_work_neighbours import _runs
 
-TARGET = 7
-POLICY = users_policy(
-    """
-[tables.docs]
-population = "users"
-unit = "user_id"
-max_groups = 4
-max_rows_per_group = 5
-"""
-)
+# the DuckDB probe's docs table and target, loaded into PostgreSQL
+TARGET, POLICY = sw.TARGET, sw.POLICY
 TIMEOUT_S = 2.0
 
 
