@@ -137,6 +137,32 @@ def read_clock(
         tokens = dialect_dates.reader(dialect).tokenize(sql)
     except (TokenError, ValueError, RecursionError):
         return None
+    # (start, stop, a date?, fractional digits) of each call, then the time: a session
+    # zone is read only when some call reads the clock
+    calls: list[tuple[int, int, bool, int | None]] = []
+    read: dict[str, None] = {}
+    for i, token in enumerate(tokens):
+        if i > 0 and tokens[i - 1].token_type in (TokenType.DOT, TokenType.ALIAS):
+            continue  # a qualified name (t.now()) or an alias (AS current_date): no clock
+        kind = token.token_type
+        name = token.text.lower()
+        digits = None
+        if kind in _TIMESTAMP_WORDS or kind in _DATE_WORDS:
+            end = _call_end(tokens, i, optional=True)
+            dated = kind in _DATE_WORDS
+            if end is not None and not dated:
+                digits = _precision(tokens, i, end)
+        elif kind == TokenType.VAR and (name in _TIMESTAMP_CALLS or name in _DATE_CALLS):
+            end = _call_end(tokens, i, optional=False)
+            dated = name in _DATE_CALLS
+        else:
+            continue
+        if end is None:
+            continue
+        calls.append((token.start, tokens[end].end + 1, dated, digits))
+        read[token.text.upper() if kind != TokenType.VAR else f"{name}()"] = None
+    if not calls:
+        return None
     tz = _zone(zone)
     stamp = now.astimezone(tz).replace(tzinfo=None) if now.tzinfo else now
     where = "UTC" if tz is dt.UTC else str(zone).strip().strip("'\"")
@@ -145,32 +171,11 @@ def read_clock(
     def written(at: dt.datetime) -> str:
         return f"CAST('{at.strftime('%Y-%m-%d %H:%M:%S.%f')}' AS {timestamp_type})"
 
-    as_timestamp = written(stamp)
     as_date = f"CAST('{stamp.date().isoformat()}' AS DATE)"
-    spans: list[tuple[int, int, str]] = []
-    read: dict[str, None] = {}
-    for i, token in enumerate(tokens):
-        if i > 0 and tokens[i - 1].token_type in (TokenType.DOT, TokenType.ALIAS):
-            continue  # a qualified name (t.now()) or an alias (AS current_date): no clock
-        kind = token.token_type
-        name = token.text.lower()
-        if kind in _TIMESTAMP_WORDS or kind in _DATE_WORDS:
-            end = _call_end(tokens, i, optional=True)
-            literal = as_date if kind in _DATE_WORDS else as_timestamp
-            digits = None if end is None else _precision(tokens, i, end)
-            if digits is not None and kind in _TIMESTAMP_WORDS:
-                literal = written(_rounded(stamp, digits))
-        elif kind == TokenType.VAR and (name in _TIMESTAMP_CALLS or name in _DATE_CALLS):
-            end = _call_end(tokens, i, optional=False)
-            literal = as_date if name in _DATE_CALLS else as_timestamp
-        else:
-            continue
-        if end is None:
-            continue
-        spans.append((token.start, tokens[end].end + 1, literal))
-        read[token.text.upper() if kind != TokenType.VAR else f"{name}()"] = None
-    if not spans:
-        return None
+    spans = [
+        (begin, stop, as_date if dated else written(_rounded(stamp, 6 if d is None else d)))
+        for begin, stop, dated, d in calls
+    ]
     out, last = [], 0
     for start, stop, literal in spans:
         out.append(sql[last:start])
@@ -178,8 +183,8 @@ def read_clock(
         last = stop
     out.append(sql[last:])
     names = ", ".join(read)
-    dated = all(literal == as_date for _, _, literal in spans)
-    when = stamp.date().isoformat() if dated else stamp.strftime("%Y-%m-%d %H:%M:%S")
+    only_dates = all(dated for _, _, dated, _ in calls)
+    when = stamp.date().isoformat() if only_dates else stamp.strftime("%Y-%m-%d %H:%M:%S")
     note = (
         f"{names} read as {when} {where}, when the query arrived: the answer is for that "
         "time; asked again later, it is a new query, charged again unless the times it "

@@ -93,6 +93,7 @@ def test_a_session_zone_reads_the_wall_clock_there():
     assert info.value.code == "bad_request" and "SET TIME ZONE" in (info.value.hint or "")
     # a zone nobody reads the clock in refuses nothing
     assert read_clock("SELECT 1", "postgres", T, "Mars/Olympus") is None
+    assert read_clock("SELECT known, now AS t FROM t", "postgres", T, "Mars/Olympus") is None
 
 
 def test_only_the_calls_characters_change():
