@@ -38,6 +38,7 @@ from proxy import (
     comma_joins,
     constant_keys,
     domains,
+    grouping_sets,
     joined_facts,
     nested,
     per_person_values,
@@ -1103,7 +1104,10 @@ class Engine:
         found = self._splits.get(key)
         if found is None:
             tree = self._read_only_tree(request)
-            split = nested.split(tree)
+            # ROLLUP / CUBE / GROUPING SETS: the finest grouping released once, the
+            # subtotals summed from its cells (proxy/grouping_sets.py)
+            cells = grouping_sets.as_cells(tree)
+            split = nested.split(cells if cells is not None else tree)
             if split is not None and per_person_values.groups_by_person(
                 tree, self.catalog, request.tables
             ):

@@ -157,6 +157,11 @@ _STRUCTURE = (
     exp.WindowSpec,
     exp.With,
     exp.CTE,
+    # grouping sets over the released rows (sums of released cells: post-processing)
+    exp.Rollup,
+    exp.Cube,
+    exp.GroupingSets,
+    exp.Tuple,
 )
 
 
@@ -425,18 +430,32 @@ def simulated_widths(
         return none
     grouped = aggregated(nested.outer)
     skip = 1 if grouped else 2
+    # A grouped outer query's rows are matched with their simulated copies by its keys:
+    # the items that aggregate nothing. (Matching by the values that are not numbers
+    # pooled every row of a numeric key into one, so that a year key showed "2022 ± 3"
+    # and each year's sum the spread of all years; and a NULL cell, such as an average
+    # over no rows, unmatched its row's copies and dropped every interval of the row.)
+    items = nested.run_outer.expressions[:width]
+    keyed = [j for j, item in enumerate(items) if item.find(exp.AggFunc) is None]
+
+    def key_of(cells: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(cells[j] for j in keyed)
+
     spreads: dict[Any, list[tuple[Any, ...]]] = {}
     for r in rows:
         cells = tuple(r[skip : skip + width])
-        key = tuple(v for v in cells if not _numeric(v)) if grouped else (r[1],)
+        key = key_of(cells) if grouped else (r[1],)
         spreads.setdefault(key, []).append(cells)
     out: list[tuple[float | None, ...]] = []
     for r in shown_rows:
         cells = tuple(r[:width])
-        key = tuple(v for v in cells if not _numeric(v)) if grouped else (r[width],)
+        key = key_of(cells) if grouped else (r[width],)
         found = spreads.get(key, [])
         widths_out: list[float | None] = []
         for j, v in enumerate(cells):
+            if grouped and j in keyed:
+                widths_out.append(None)  # a key: the same in every copy
+                continue
             diffs = [abs(float(c[j]) - float(v)) for c in found if _numeric(c[j]) and _numeric(v)]
             widths_out.append(
                 float(np.quantile(diffs, 0.95)) if len(diffs) >= REPLICATES * 0.9 else None

@@ -1044,6 +1044,12 @@ DEMO: tuple[Entry, ...] = (
         "a subquery of a public table folded to its values, pinned to the person",
     ),
     Entry(
+        "adv_grouping_sets",
+        "SELECT model, flagged, COUNT(*) AS n, AVG(tokens_in) AS a FROM prompts "
+        "WHERE user_id = {pid} OR tokens_in > 50 GROUP BY CUBE (model, flagged)",
+        "CUBE: the finest grouping released once, the subtotals summed from its cells",
+    ),
+    Entry(
         "adv_comma_join",
         "SELECT u.region, COUNT(*) AS n, SUM(p.tokens_in) AS s FROM prompts p, users u "
         "WHERE p.user_id = u.user_id AND (u.user_id = {pid} OR p.tokens_in > 50) GROUP BY 1",

@@ -1,0 +1,192 @@
+"""Rule: ``GROUP BY ROLLUP / CUBE / GROUPING SETS`` becomes an outer query over the
+release of the finest grouping.
+
+``SELECT model, flagged, COUNT(*) FROM prompts GROUP BY CUBE (model, flagged)`` asks for
+the cells of (model, flagged) and their subtotals. Each person is in every grouping set,
+so answering each set as a release of its own would charge one per set. Instead the
+finest grouping is released once (``GROUP BY model, flagged``, charged once, cached), and
+the subtotals are sums of its released cells: post-processing, free, run by the outer
+layer (proxy/nested.py), whose intervals simulate the inner answer's noise, so a
+subtotal of k cells carries the wider interval its sum of k noisy values has. Only what
+sums exactly from cells is rewritten: ``COUNT(*)``, ``COUNT(x)``, ``SUM(x)`` and
+``AVG(x)`` (as the sum of the cells' sums over the sum of their counts). Anything else
+(``COUNT(DISTINCT x)``, which cells cannot add up, MIN, quantiles, HAVING, GROUPING(),
+a WITH) is left as written, and refused as before. With partition selection (keys with
+no declared values) a cell below the threshold is missing from every subtotal that
+would hold it; the answer says so, as every partition-selected answer does.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from proxy.render import duckdb_sql
+
+_SETS = (exp.Rollup, exp.Cube, exp.GroupingSets)
+CELLS = "__cells"
+
+
+class _NotCells(Exception):
+    """The query is not of the shape rewritten here (left as written)."""
+
+
+def _keys(group: exp.Group) -> list[exp.Expr]:
+    """Every expression the grouping names, in order, each once."""
+    keys: list[exp.Expr] = []
+
+    def add(node: exp.Expr) -> None:
+        if isinstance(node, exp.Paren):
+            add(node.this)
+            return
+        if isinstance(node, exp.Tuple):
+            for part in node.expressions:
+                add(part)
+            return
+        if isinstance(node, exp.Literal):
+            raise _NotCells  # an ordinal (GROUP BY ROLLUP (1, 2)): not rewritten
+        if node not in keys:
+            keys.append(node)
+
+    for item in group.expressions:
+        if isinstance(item, _SETS):
+            for part in item.expressions:
+                add(part)
+        else:
+            add(item)
+    return keys
+
+
+def _name(item: exp.Expr) -> str:
+    if isinstance(item, exp.Alias):
+        return item.alias
+    if isinstance(item, exp.Column):
+        return item.name
+    return duckdb_sql(item)
+
+
+class _Cells:
+    """The inner query's columns, named as the answer names what they hold (its notes
+    and warnings speak of them), else by a name of dpsql's own."""
+
+    def __init__(self, tree: exp.Select, keys: list[exp.Expr]):
+        self.keys = keys
+        names = [_name(i) for i in tree.expressions]
+        self._free = {n for n in names if names.count(n) == 1}
+        self.key_names: list[str] = []
+        for i, key in enumerate(keys):
+            shown = [
+                n for item, n in zip(tree.expressions, names, strict=True) if item.unalias() == key
+            ]
+            self.key_names.append(self._take(shown[0] if shown else "", f"__g{i}"))
+        self.items: list[exp.Expr] = [
+            exp.alias_(k.copy(), n, quoted=True) for k, n in zip(keys, self.key_names, strict=True)
+        ]
+        self._count = 0
+
+    def _take(self, wanted: str, fallback: str) -> str:
+        if wanted and wanted in self._free and not wanted.startswith("__"):
+            self._free.discard(wanted)
+            return wanted
+        return fallback
+
+    def key(self, i: int) -> exp.Expr:
+        return exp.column(self.key_names[i], quoted=True)
+
+    def on_cells(self, node: exp.Expr) -> exp.Expr:
+        """``node`` with each key replaced by its column of the released cells."""
+
+        def swap(n: exp.Expr) -> exp.Expr:
+            for i, key in enumerate(self.keys):
+                if n == key:
+                    return self.key(i)
+            return n
+
+        return node.copy().transform(swap)
+
+    def _cell(self, stat: exp.Expr, wanted: str) -> exp.Expr:
+        """``SUM`` over the cells of a statistic the inner query releases."""
+        name = self._take(wanted, f"__a{self._count}")
+        self._count += 1
+        self.items.append(exp.alias_(stat, name, quoted=True))
+        return exp.Sum(this=exp.column(name, quoted=True))
+
+    def statistic(self, agg: exp.Expr, name: str) -> exp.Expr:
+        """The outer expression for one aggregate of the select list."""
+        if isinstance(agg, exp.Count):
+            if isinstance(agg.this, exp.Distinct):
+                raise _NotCells  # the cells' distinct counts do not add up
+            return self._cell(agg.copy(), name)
+        if isinstance(agg, exp.Sum):
+            return self._cell(agg.copy(), name)
+        if isinstance(agg, exp.Avg):
+            self._free |= {f"{name} (sum)", f"{name} (count)"}
+            total = self._cell(exp.Sum(this=agg.this.copy()), f"{name} (sum)")
+            n = self._cell(exp.Count(this=agg.this.copy()), f"{name} (count)")
+            return exp.Div(
+                this=total, expression=exp.Nullif(this=n, expression=exp.Literal.number(0))
+            )
+        raise _NotCells
+
+
+def as_cells(tree: exp.Expr) -> exp.Select | None:
+    """``tree`` as an outer query over its finest grouping's release (a new tree), or
+    None when it groups by no ROLLUP, CUBE or GROUPING SETS or is not of a shape whose
+    subtotals are sums of cells. Reads no data; the inner query is an ordinary one,
+    checked, charged and bounded as any other."""
+    if not isinstance(tree, exp.Select):
+        return None
+    group = tree.args.get("group")
+    if group is None or not any(isinstance(e, _SETS) for e in group.expressions):
+        return None
+    if any(tree.args.get(k) for k in ("having", "qualify", "distinct", "with_", "windows")):
+        return None
+    if tree.find(exp.Window, exp.Grouping, exp.GroupingId) is not None:
+        return None
+    try:
+        keys = _keys(group)
+        cells = _Cells(tree, keys)
+        outer_items: list[exp.Expr] = []
+        for item in tree.expressions:
+            value = item.unalias()
+            name = _name(item)
+            if value in keys:
+                outer_items.append(exp.alias_(cells.key(keys.index(value)), name, quoted=True))
+            elif isinstance(value, exp.AggFunc):
+                outer_items.append(exp.alias_(cells.statistic(value, name), name, quoted=True))
+            else:
+                raise _NotCells  # arithmetic over aggregates and keys: not rewritten
+    except _NotCells:
+        return None
+    inner = tree.copy()
+    for clause in ("order", "limit", "offset"):
+        inner.set(clause, None)
+    inner.set("expressions", cells.items)
+    inner.set("group", exp.Group(expressions=[k.copy() for k in keys]))
+    outer = exp.Select(expressions=outer_items)
+    outer.set(
+        "from_",
+        exp.From(
+            this=exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(CELLS)))
+        ),
+    )
+    outer.set("group", cells.on_cells(group))
+    order = tree.args.get("order")
+    if order is not None:
+        names = {_name(i).lower() for i in tree.expressions}
+        ordered = []
+        for by in order.expressions:
+            target = by.this
+            if isinstance(target, exp.Column) and not target.table and target.name.lower() in names:
+                ordered.append(by.copy())
+                continue
+            matches = [i for i in tree.expressions if i.unalias() == target]
+            if not matches:
+                return None
+            by = by.copy()
+            by.set("this", exp.column(_name(matches[0]), quoted=True))
+            ordered.append(by)
+        outer.set("order", exp.Order(expressions=ordered))
+    for clause in ("limit", "offset"):
+        if tree.args.get(clause) is not None:
+            outer.set(clause, tree.args[clause].copy())
+    return outer

@@ -1,0 +1,123 @@
+"""GROUP BY ROLLUP / CUBE / GROUPING SETS (proxy/grouping_sets.py): the finest grouping
+released once, the subtotals summed from its cells by the outer layer (free), each with
+the interval its sum of noisy cells has. Refused before (the BI corpus's R7); and the
+outer layer's intervals matched a grouped outer query's rows by their non-numeric
+values, which pooled the rows of a numeric key and dropped a row's intervals when one
+of its cells was NULL (found while building this, 2026-12-06)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import sqlglot
+
+from proxy.engine import Engine
+from proxy.errors import DPSQLError
+from proxy.grouping_sets import as_cells
+from proxy.request import QueryRequest
+
+
+def _cells(sql: str) -> str | None:
+    out = as_cells(sqlglot.parse_one(sql, read="duckdb"))
+    return None if out is None else out.sql(dialect="duckdb")
+
+
+def test_the_finest_grouping_is_the_inner_query():
+    assert _cells(
+        "SELECT model, flagged, COUNT(*) AS n, AVG(tokens_in) AS a FROM prompts "
+        "WHERE tokens_in > 5 GROUP BY CUBE (model, flagged) ORDER BY n DESC LIMIT 5"
+    ) == (
+        'SELECT "model" AS "model", "flagged" AS "flagged", SUM("n") AS "n", '
+        'SUM("a (sum)") / NULLIF(SUM("a (count)"), 0) AS "a" FROM (SELECT model AS "model", '
+        'flagged AS "flagged", COUNT(*) AS "n", SUM(tokens_in) AS "a (sum)", '
+        'COUNT(tokens_in) AS "a (count)" FROM prompts WHERE tokens_in > 5 '
+        "GROUP BY model, flagged) AS __cells "
+        'GROUP BY CUBE ("model", "flagged") ORDER BY n DESC LIMIT 5'
+    )
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT model, COUNT(*) FROM prompts GROUP BY model",  # no grouping sets
+        "SELECT model, COUNT(DISTINCT user_id) FROM prompts GROUP BY ROLLUP (model)",
+        "SELECT model, MIN(tokens_in) FROM prompts GROUP BY ROLLUP (model)",
+        "SELECT model, COUNT(*) FROM prompts GROUP BY ROLLUP (model) HAVING COUNT(*) > 5",
+        "SELECT model, GROUPING(model), COUNT(*) FROM prompts GROUP BY ROLLUP (model)",
+        "SELECT model, COUNT(*) FROM prompts GROUP BY ROLLUP (1)",
+        "SELECT model, COUNT(*) * 2 FROM prompts GROUP BY ROLLUP (model)",
+        "WITH p AS (SELECT * FROM prompts) SELECT model, COUNT(*) FROM p GROUP BY ROLLUP (model)",
+    ],
+)
+def test_what_cells_cannot_add_up_is_left_as_written(sql: str):
+    assert _cells(sql) is None
+
+
+def _events(engine: Engine) -> int:
+    return len(engine.ledger.history(limit=10**6))
+
+
+def test_subtotals_are_sums_of_the_released_cells_charged_once(small_demo: Engine):
+    cells = small_demo.run(
+        QueryRequest(
+            "SELECT model, flagged, COUNT(*) AS n FROM prompts GROUP BY model, flagged",
+            epsilon=50.0,
+        )
+    )
+    before = _events(small_demo)
+    rollup = small_demo.run(
+        QueryRequest(
+            "SELECT model, flagged, COUNT(*) AS n FROM prompts GROUP BY ROLLUP (model, flagged)",
+            epsilon=50.0,
+        )
+    )
+    # the same release (replayed free), its cells and their sums
+    assert rollup.privacy.cached and rollup.privacy.charge_id == cells.privacy.charge_id
+    assert _events(small_demo) == before + 1
+    by_cell = {(m, f): n for m, f, n in cells.rows}
+    got = {
+        (m, f): (n, i) for (m, f, n), (_, _, i) in zip(rollup.rows, rollup.intervals, strict=True)
+    }
+    models = {m for m, _ in by_cell}
+    for model in models:
+        total, width = got[(model, None)]
+        assert total == sum(n for (m, _), n in by_cell.items() if m == model)
+        assert width is not None and width > got[(model, False)][1]
+    grand, grand_width = got[(None, None)]
+    assert grand == sum(by_cell.values())
+    # a sum of k independent noisy cells: about sqrt(k) times one cell's half-width
+    one = got[(next(iter(models)), False)][1]
+    assert grand_width == pytest.approx(one * math.sqrt(len(by_cell)), rel=0.25)
+    assert ("large", True) in got and got[("large", True)][1] is not None
+
+
+def test_what_is_not_rewritten_is_refused_before_any_charge(small_demo: Engine):
+    before = _events(small_demo)
+    with pytest.raises(DPSQLError) as info:
+        small_demo.run(
+            QueryRequest(
+                "SELECT model, COUNT(DISTINCT user_id) FROM prompts GROUP BY ROLLUP (model)",
+                epsilon=1.0,
+            )
+        )
+    assert info.value.code == "unsupported_sql"
+    assert _events(small_demo) == before
+
+
+def test_a_numeric_outer_key_carries_no_interval_and_each_row_its_own(small_demo: Engine):
+    result = small_demo.run(
+        QueryRequest(
+            "SELECT CAST(EXTRACT(year FROM m) AS INT) AS y, SUM(n) AS n FROM (SELECT "
+            "date_trunc('month', ts) AS m, COUNT(*) AS n FROM prompts GROUP BY m) t "
+            "GROUP BY y ORDER BY y",
+            epsilon=50.0,
+        )
+    )
+    assert len(result.rows) >= 3
+    for key_width, n_width in result.intervals:
+        assert key_width is None  # a key is the same in every simulated copy
+        assert n_width is not None
+    widths = [w for _, w in result.intervals]
+    # before: every year's width was the spread of all years pooled, the same for each
+    assert max(widths) < 3 * min(widths)
