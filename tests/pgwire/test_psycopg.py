@@ -208,3 +208,21 @@ def test_the_session_time_zone_is_where_the_clock_is_read(door: PgDoor) -> None:
         with pytest.raises(psycopg.errors.DatabaseError) as info:
             conn.execute("SELECT COUNT(*) AS n FROM prompts WHERE ts < CURRENT_DATE")
         assert "time zone" in str(info.value)
+
+
+def test_rollup_through_the_extended_protocol(door: PgDoor) -> None:
+    # Superset and notebooks ask for subtotals with ROLLUP; the door describes the
+    # answer before running it (Parse/Describe), then runs it: the finest grouping is
+    # released once and the subtotals summed from its cells.
+    sql = (
+        "SELECT model, flagged, COUNT(*) AS n FROM prompts WHERE tokens_in > %s "
+        "GROUP BY ROLLUP (model, flagged) ORDER BY model NULLS LAST, flagged NULLS LAST"
+    )
+    with psycopg.connect(door.dsn(), autocommit=True) as conn:
+        rows = conn.execute(sql, (0,)).fetchall()
+        cells = [r for r in rows if r[0] is not None and r[1] is not None]
+        totals = {r[0]: r[2] for r in rows if r[0] is not None and r[1] is None}
+        assert cells and totals
+        for model, total in totals.items():
+            assert total == sum(n for m, _, n in cells if m == model)
+        assert rows[-1][:2] == (None, None) and rows[-1][2] == sum(n for *_, n in cells)
