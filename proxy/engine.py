@@ -113,9 +113,11 @@ def _utc_now() -> datetime.datetime:
 
 def _route_key(request: QueryRequest) -> QueryRequest:
     """What decides a request's route (public or private, nested or not): its text,
-    dialect and tables, not who asks or at what budget."""
+    dialect and tables, not who asks or at what budget (nor the session's zone: a text
+    with the clock in it never reaches the memos)."""
     return replace(
         request,
+        time_zone=None,
         analyst="",
         epsilon=None,
         delta=None,

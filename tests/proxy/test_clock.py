@@ -241,3 +241,13 @@ def test_a_clock_time_that_cannot_be_computed_costs_nothing(clocked: Engine):
         )
     assert info.value.code == "bad_request"
     assert _events(clocked) == before
+
+
+def test_a_session_zone_does_not_keep_a_repeat_from_memory(clocked: Engine):
+    # the Trino client sends its zone on every statement: a repeat of a text without
+    # the clock is still answered from memory (run_cached), as without a zone
+    sql = "SELECT model, COUNT(*) AS n FROM prompts GROUP BY model"
+    first = clocked.run(QueryRequest(sql, epsilon=1000.0, time_zone="Asia/Tokyo"))
+    clocked.run(QueryRequest(sql, epsilon=1000.0, time_zone="Asia/Tokyo"))  # (memoised)
+    again = clocked.run_cached(QueryRequest(sql, epsilon=1000.0, time_zone="Asia/Tokyo"))
+    assert again is not None and again.privacy.charge_id == first.privacy.charge_id
