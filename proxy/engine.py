@@ -84,7 +84,7 @@ from proxy.public_queries import (
     public_result,
 )
 from proxy.release import PostProcessor, release, release_keys
-from proxy.render import duckdb_sql
+from proxy.render import output_name
 from proxy.request import QueryRequest
 from proxy.result import Result, build_result
 from proxy.rewrite import Core, rewrite
@@ -284,15 +284,7 @@ def _pending_dict(p: Pending) -> dict[str, Any]:
 def output_names(tree: exp.Expr) -> tuple[str, ...] | None:
     if not isinstance(tree, exp.Select):
         return None
-    names = []
-    for item in tree.expressions:
-        if isinstance(item, exp.Alias):
-            names.append(item.alias)
-        elif isinstance(item, exp.Column):
-            names.append(item.name)
-        else:
-            names.append(duckdb_sql(item))
-    return tuple(names)
+    return tuple(output_name(item) for item in tree.expressions)
 
 
 class Engine:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from proxy.render import duckdb_sql
+from proxy.render import output_name
 
 _SETS = (exp.Rollup, exp.Cube, exp.GroupingSets)
 CELLS = "__cells"
@@ -56,21 +56,13 @@ def _keys(group: exp.Group) -> list[exp.Expr]:
     return keys
 
 
-def _name(item: exp.Expr) -> str:
-    if isinstance(item, exp.Alias):
-        return item.alias
-    if isinstance(item, exp.Column):
-        return item.name
-    return duckdb_sql(item)
-
-
 class _Cells:
     """The inner query's columns, named as the answer names what they hold (its notes
     and warnings speak of them), else by a name of dpsql's own."""
 
     def __init__(self, tree: exp.Select, keys: list[exp.Expr]):
         self.keys = keys
-        names = [_name(i) for i in tree.expressions]
+        names = [output_name(i) for i in tree.expressions]
         self._free = {n for n in names if names.count(n) == 1}
         self.key_names: list[str] = []
         for i, key in enumerate(keys):
@@ -148,7 +140,7 @@ def as_cells(tree: exp.Expr) -> exp.Select | None:
         outer_items: list[exp.Expr] = []
         for item in tree.expressions:
             value = item.unalias()
-            name = _name(item)
+            name = output_name(item)
             if value in keys:
                 outer_items.append(exp.alias_(cells.key(keys.index(value)), name, quoted=True))
             elif isinstance(value, exp.AggFunc):
@@ -172,7 +164,7 @@ def as_cells(tree: exp.Expr) -> exp.Select | None:
     outer.set("group", cells.on_cells(group))
     order = tree.args.get("order")
     if order is not None:
-        names = {_name(i).lower() for i in tree.expressions}
+        names = {output_name(i).lower() for i in tree.expressions}
         ordered = []
         for by in order.expressions:
             target = by.this
@@ -183,7 +175,7 @@ def as_cells(tree: exp.Expr) -> exp.Select | None:
             if not matches:
                 return None
             by = by.copy()
-            by.set("this", exp.column(_name(matches[0]), quoted=True))
+            by.set("this", exp.column(output_name(matches[0]), quoted=True))
             ordered.append(by)
         outer.set("order", exp.Order(expressions=ordered))
     for clause in ("limit", "offset"):

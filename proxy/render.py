@@ -68,6 +68,16 @@ def duckdb_sql(node: exp.Expr) -> str:
     return DUCKDB.generate(node, copy=copy)
 
 
+def output_name(item: exp.Expr) -> str:
+    """The name a select-list item's column is answered under: its alias, a column's
+    own name, else its DuckDB text."""
+    if isinstance(item, exp.Alias):
+        return item.alias
+    if isinstance(item, exp.Column):
+        return item.name
+    return duckdb_sql(item)
+
+
 def owned_duckdb_sql(node: exp.Expr) -> str:
     """``node.sql(dialect="duckdb", copy=False)``: for a tree its caller built and never
     reads again (the generator may rewrite it while printing)."""
