@@ -27,6 +27,7 @@ from typing import Any
 from sqlglot import exp
 
 from proxy.errors import DPSQLError
+from proxy.literal_times import date_literal, timestamp_literal
 
 _SHAPES: tuple[type[exp.Expr], ...] = (
     exp.Cast,
@@ -88,9 +89,9 @@ def _computable(node: exp.Expr) -> bool:
 @functools.lru_cache(maxsize=1024)
 def _value(sql: str) -> Any:
     """DuckDB's value of the constant expression ``sql`` (duckdb.Error when it has none)."""
-    from proxy.constants import _connection
+    from proxy.constants import connection
 
-    row = _connection().execute(f"SELECT {sql}").fetchone()
+    row = connection().execute(f"SELECT {sql}").fetchone()
     return None if row is None else row[0]
 
 
@@ -101,12 +102,11 @@ def _literal(value: Any) -> exp.Expr | None:
     if isinstance(value, dt.datetime):
         if value.tzinfo is not None or value in (dt.datetime.max, dt.datetime.min):
             return None
-        text = value.strftime("%Y-%m-%d %H:%M:%S.%f")
-        return exp.cast(exp.Literal.string(text), exp.DataType.Type.TIMESTAMP)
+        return timestamp_literal(value)
     if isinstance(value, dt.date):
         if value in (dt.date.max, dt.date.min):
             return None
-        return exp.cast(exp.Literal.string(value.isoformat()), exp.DataType.Type.DATE)
+        return date_literal(value)
     return None
 
 

@@ -16,7 +16,7 @@ from typing import Any
 _local = threading.local()
 
 
-def _connection() -> Any:
+def connection() -> Any:
     """This thread's in-memory DuckDB (imported here: the CLI's start-up needs none)."""
     con = getattr(_local, "con", None)
     if con is None:
@@ -33,7 +33,7 @@ def converts(text: str, type_name: str) -> bool:
     import duckdb
 
     try:
-        row = _connection().execute(f"SELECT TRY_CAST(? AS {type_name})", [text]).fetchone()
+        row = connection().execute(f"SELECT TRY_CAST(? AS {type_name})", [text]).fetchone()
     except duckdb.Error:
         return True  # a type DuckDB cannot name here: leave the constant to it
     return row is not None and row[0] is not None

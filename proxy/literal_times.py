@@ -28,8 +28,15 @@ def _literal_text(node: exp.Expr | None) -> str | None:
     return node.this if isinstance(node, exp.Literal) and node.is_string else None
 
 
-def _timestamp(value: dt.datetime) -> exp.Expr:
+def timestamp_literal(value: dt.datetime) -> exp.Expr:
+    """``CAST('YYYY-MM-DD HH:MM:SS.ffffff' AS TIMESTAMP)``: the one form every folded
+    time is written in (so that equal times give equal cores, and share a release)."""
     return exp.cast(exp.Literal.string(value.strftime("%Y-%m-%d %H:%M:%S.%f")), "TIMESTAMP")
+
+
+def date_literal(value: dt.date) -> exp.Expr:
+    """``CAST('YYYY-MM-DD' AS DATE)``."""
+    return exp.cast(exp.Literal.string(value.isoformat()), "DATE")
 
 
 def _fold_iso(node: exp.Expr) -> exp.Expr:
@@ -44,7 +51,7 @@ def _fold_iso(node: exp.Expr) -> exp.Expr:
     )
     try:
         if isinstance(node, exp.FromISO8601Date):
-            return exp.cast(exp.Literal.string(dt.date.fromisoformat(text).isoformat()), "DATE")
+            return date_literal(dt.date.fromisoformat(text))
         value = dt.datetime.fromisoformat(text)
     except ValueError:
         raise DPSQLError(
@@ -57,7 +64,7 @@ def _fold_iso(node: exp.Expr) -> exp.Expr:
         ) from None
     if value.tzinfo is not None:
         value = value.astimezone(dt.UTC).replace(tzinfo=None)
-    return _timestamp(value)
+    return timestamp_literal(value)
 
 
 def _fold(node: exp.Expr) -> exp.Expr:
@@ -78,8 +85,8 @@ def _fold(node: exp.Expr) -> exp.Expr:
             position_of(node),
         ) from None
     if isinstance(node, exp.StrToDate):
-        return exp.cast(exp.Literal.string(value.date().isoformat()), "DATE")
-    return _timestamp(value)
+        return date_literal(value.date())
+    return timestamp_literal(value)
 
 
 def fold_literal_times(tree: exp.Expr) -> exp.Expr:
