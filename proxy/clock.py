@@ -22,6 +22,7 @@ refused as before.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from dataclasses import dataclass
 
@@ -65,6 +66,11 @@ class ClockRead:
 
     sql: str
     note: str
+
+
+# One call of the clock: (start, stop) in the text, whether it reads a date, and the
+# fractional digits a precision asks for.
+Call = tuple[int, int, bool, int | None]
 
 
 def _precision(tokens: list[Token], i: int, end: int) -> int | None:
@@ -121,25 +127,19 @@ def _zone(name: str | None) -> dt.tzinfo:
         ) from None
 
 
-def read_clock(
-    sql: str, dialect: str, now: dt.datetime, zone: str | None = None
-) -> ClockRead | None:
-    """``sql`` with each call that reads the clock replaced by ``now`` as a wall-clock
-    time in ``zone`` (a session's TimeZone; None: UTC), as PostgreSQL reads ``now()``
-    into a ``timestamp`` or a ``date`` in the session's zone:
-    ``CAST('YYYY-MM-DD HH:MM:SS.ffffff' AS TIMESTAMP)`` for the timestamp calls and
-    ``CAST('YYYY-MM-DD' AS DATE)`` for the date calls (BigQuery: ``DATETIME``, its type
-    without a zone). None when the text reads no clock (or does not tokenize: the
-    parser then says why)."""
+@functools.lru_cache(maxsize=256)
+def _clock_calls(sql: str, dialect: str) -> tuple[tuple[Call, ...], str] | None:
+    """Where ``sql`` calls the clock, and the calls' names for the note; None when it
+    does not (or does not tokenize: the parser then says why). It depends on the text
+    alone, and a request's text is read here up to three times (run, translate, plan):
+    kept for the texts seen last."""
     if not _SCREEN.search(sql):
         return None
     try:
         tokens = dialect_dates.reader(dialect).tokenize(sql)
     except (TokenError, ValueError, RecursionError):
         return None
-    # (start, stop, a date?, fractional digits) of each call, then the time: a session
-    # zone is read only when some call reads the clock
-    calls: list[tuple[int, int, bool, int | None]] = []
+    calls: list[Call] = []
     read: dict[str, None] = {}
     for i, token in enumerate(tokens):
         if i > 0 and tokens[i - 1].token_type in (TokenType.DOT, TokenType.ALIAS):
@@ -163,6 +163,23 @@ def read_clock(
         read[token.text.upper() if kind != TokenType.VAR else f"{name}()"] = None
     if not calls:
         return None
+    return tuple(calls), ", ".join(read)
+
+
+def read_clock(
+    sql: str, dialect: str, now: dt.datetime, zone: str | None = None
+) -> ClockRead | None:
+    """``sql`` with each call that reads the clock replaced by ``now`` as a wall-clock
+    time in ``zone`` (a session's TimeZone; None: UTC), as PostgreSQL reads ``now()``
+    into a ``timestamp`` or a ``date`` in the session's zone:
+    ``CAST('YYYY-MM-DD HH:MM:SS.ffffff' AS TIMESTAMP)`` for the timestamp calls and
+    ``CAST('YYYY-MM-DD' AS DATE)`` for the date calls (BigQuery: ``DATETIME``, its type
+    without a zone). None when the text reads no clock (or does not tokenize: the
+    parser then says why)."""
+    found = _clock_calls(sql, dialect)
+    if found is None:
+        return None
+    calls, names = found
     tz = _zone(zone)
     stamp = now.astimezone(tz).replace(tzinfo=None) if now.tzinfo else now
     where = "UTC" if tz is dt.UTC else str(zone).strip().strip("'\"")
@@ -182,7 +199,6 @@ def read_clock(
         out.append(literal)
         last = stop
     out.append(sql[last:])
-    names = ", ".join(read)
     only_dates = all(dated for _, _, dated, _ in calls)
     when = stamp.date().isoformat() if only_dates else stamp.strftime("%Y-%m-%d %H:%M:%S")
     note = (

@@ -394,8 +394,8 @@ class Engine:
     def _read_clock(self, request: QueryRequest) -> tuple[QueryRequest, tuple[str, ...]]:
         """now(), CURRENT_DATE …: the time this request arrived, written into its text
         before any memo or cache reads it (proxy/clock.py), with the answer's note."""
-        if not isinstance(request.sql, str):
-            return request, ()
+        if not isinstance(request.sql, str) or len(request.sql) > self.policy.proxy.max_sql_length:
+            return request, ()  # (too long: parsing refuses it, unread)
         clock = read_clock(request.sql, request.dialect, self.clock(), request.time_zone)
         if clock is None:
             return replace(request, time_zone=None) if request.time_zone else request, ()
