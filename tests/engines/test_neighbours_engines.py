@@ -73,6 +73,7 @@ DEMO_SUBSET = (
     "adv_union_arm_join",
     # this round's rewrites (2026-12-06, second session): written before the engine
     "adv_comma_join",
+    "adv_grouping_sets",
     "adv_public_subquery",
     "adv_remainder_and_parts",
     "adv_combined_domain_keys",

@@ -31,7 +31,6 @@ import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from proxy.policy import DatabaseSettings, EngineKind, parse_policy
@@ -54,14 +53,7 @@ def _pg_docs_pair(
     """60 people with short notes; the target also wrote ``long_rows`` documents of
     ``length`` characters; D and D' each loaded into a PostgreSQL database of its own."""
     folder.mkdir(parents=True, exist_ok=True)
-    db = folder / "docs.duckdb"
-    with duckdb.connect(str(db)) as con:
-        con.execute("CREATE TABLE docs (user_id BIGINT, body VARCHAR)")
-        con.execute("INSERT INTO docs SELECT i % 60 + 1, 'note ' || i FROM range(0, 240) t(i)")
-        con.execute(
-            f"INSERT INTO docs SELECT {TARGET}, repeat('y', {length}) || i "
-            f"FROM range({long_rows}) t(i)"
-        )
+    db = sw.docs_db(folder, long_rows, length)
     policy = parse_policy(POLICY.format(db=db, folder=folder), base_dir=folder)
     neighbours = build_neighbours(
         policy, folder / "nb", Removal.CHOSEN, timeout_s=TIMEOUT_S, person=TARGET

@@ -38,6 +38,20 @@ max_rows_per_group = 5
 )
 
 
+def docs_db(folder: Path, long_rows: int, length: int) -> Path:
+    """``folder/docs.duckdb``: 60 people with short notes, and the target's ``long_rows``
+    documents of ``length`` characters (distinct)."""
+    db = folder / "docs.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE docs (user_id BIGINT, body VARCHAR)")
+        con.execute("INSERT INTO docs SELECT i % 60 + 1, 'note ' || i FROM range(0, 240) t(i)")
+        con.execute(
+            f"INSERT INTO docs SELECT {TARGET}, repeat('y', {length}) || i "
+            f"FROM range({long_rows}) t(i)"
+        )
+    return db
+
+
 def _docs_pair(
     folder: Path,
     long_rows: int,
@@ -48,14 +62,7 @@ def _docs_pair(
 ) -> NeighbourPair:
     """60 people with short notes; the target also wrote ``long_rows`` documents of
     ``length`` characters (distinct)."""
-    db = folder / "docs.duckdb"
-    with duckdb.connect(str(db)) as con:
-        con.execute("CREATE TABLE docs (user_id BIGINT, body VARCHAR)")
-        con.execute("INSERT INTO docs SELECT i % 60 + 1, 'note ' || i FROM range(0, 240) t(i)")
-        con.execute(
-            f"INSERT INTO docs SELECT {TARGET}, repeat('y', {length}) || i "
-            f"FROM range({long_rows}) t(i)"
-        )
+    db = docs_db(folder, long_rows, length)
     text = POLICY
     if memory_limit is not None:
         text = text.replace(
