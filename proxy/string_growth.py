@@ -231,11 +231,10 @@ class _Walk:
                 )
             if not _to_text(node):
                 # A cast to a number, date or timestamp reads its input once and builds
-                # no string (a chain of 24 date casts is no 24-fold string)
-                # (its input's own work first: ``self.work + self.growth(...)`` read
-                # the total before the call and dropped what the input added, so a
-                # 52-character LIKE under a cast to a number counted nothing: the
-                # probe of 2026-12-06 on PostgreSQL)
+                # no string (a chain of 24 date casts is no 24-fold string). The input is
+                # walked first: ``self.work + self.growth(...)`` read the total before
+                # the walk and dropped what the input added (a 52-character LIKE under
+                # a cast to a number counted nothing: the PostgreSQL probe, 2026-12-06).
                 read = self.growth(node.this)
                 self.work = self.work + read
                 return ZERO
