@@ -29,3 +29,14 @@ def is_finite_number(value: Any) -> bool:
         return math.isfinite(float(value))
     except OverflowError:
         return False
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Whether two cells hold the same value (NULL only equals NULL; values of kinds that
+    do not compare are not the same)."""
+    if a is None or b is None:
+        return a is None and b is None
+    try:
+        return bool(a == b)
+    except Exception:  # e.g. a date against a number
+        return False

@@ -132,6 +132,8 @@ def cmd_query(args: argparse.Namespace, out: Console) -> int:
             "columns": list(result.columns),
             "rows": [[_json_value(v) for v in r] for r in result.rows],
             "intervals_95": [list(w) for w in result.intervals],
+            "unsettled_cells": [list(cell) for cell in result.unsettled_cells],
+            "unsettled_rows": list(result.unsettled_rows),
             "privacy": meta,
         }
         sys.stdout.write(json.dumps(body, indent=2) + "\n")
@@ -154,9 +156,19 @@ def cmd_query(args: argparse.Namespace, out: Console) -> int:
     from rich.table import Table
 
     table = Table(*result.columns)
-    for row, widths in zip(result.rows, result.intervals, strict=True):
-        table.add_row(*(_cell(v, w) for v, w in zip(row, widths, strict=True)))
+    doubtful = set(result.unsettled_cells)
+    for i, (row, widths) in enumerate(zip(result.rows, result.intervals, strict=True)):
+        # "?": another draw of the noise could have given another value (a comparison
+        # near its threshold), or left the row out (HAVING, LIMIT); the warnings say which
+        table.add_row(
+            *(
+                _cell(v, w) + (" ?" if (i, c) in doubtful else "")
+                for c, (v, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
     out.print(table)
+    if result.unsettled_cells or result.unsettled_rows:
+        out.print("[dim]? another draw of the noise could have given another value[/dim]")
     if p.exact:
         out.print(f"[dim]exact: {p.exact}[/dim]")
         return 0

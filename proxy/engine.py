@@ -86,11 +86,12 @@ from proxy.public_queries import (
 from proxy.release import PostProcessor, release, release_keys
 from proxy.render import output_name
 from proxy.request import QueryRequest
-from proxy.result import Result, build_result
+from proxy.result import Result, build_result, doubt_warnings
 from proxy.rewrite import Core, rewrite
 from proxy.rewrite import core as C
 from proxy.rewrite.l0 import describe_params, takes_seed
 from proxy.shape import Shape
+from proxy.unsettled import Unsettled, unsettled
 
 if TYPE_CHECKING:
     from proxy.ledger_views import HistoryEntry, LedgerViews, Usage
@@ -102,9 +103,12 @@ ROWS_CUT_WARNING = 0.05  # an answer says so when the cap leaves out more of a t
 # A release an "auto" bound still waits for (paid by the first run that needs it).
 Pending = PendingBounds | PendingValueBound | PendingGroups
 
-# A post-processed answer: output names, rows (hidden columns included), and simulated
-# interval half-widths by (released row, output column).
-Answer = tuple[list[str], list[tuple[Any, ...]], dict[tuple[int, int], float | None]]
+# A post-processed answer: output names, rows (hidden columns included), simulated
+# interval half-widths by (released row, output column), and what the noise could have
+# answered otherwise (proxy/unsettled.py).
+Answer = tuple[
+    list[str], list[tuple[Any, ...]], dict[tuple[int, int], float | None], Unsettled
+]
 
 
 def _utc_now() -> datetime.datetime:
@@ -1201,10 +1205,19 @@ class Engine:
         # ``__row``, which a row-wise outer query also carries last), so count names, not
         # select items.
         width = sum(1 for n in names if n != "__row")
-        widths = nested.simulated_widths(found, table, inner.intervals, rows, width, self.post.run)
+        spread = nested.simulated_widths(found, table, inner.intervals, rows, width, self.post.run)
         notes = [
             "the outer query ran on the released answer of the inner one (post-processing: "
-            "no further privacy cost); its intervals simulate the inner answer's noise"
+            "no further privacy cost); its intervals simulate the inner answer's noise",
+            *doubt_warnings(
+                names[:width],
+                len(rows),
+                spread.cells,
+                spread.rows,
+                f"{spread.could_show} {'row' if spread.could_show == 1 else 'rows'} not shown",
+                "the outer query's WHERE or HAVING",
+            ),
+            *nested.missing_widths(names[:width], rows, spread.widths),
         ]
         partition = inner.privacy.partition
         if partition.get("strategy") == "public_domain" and partition.get("groups"):
@@ -1221,8 +1234,10 @@ class Engine:
             inner,
             columns=tuple(names[:width]),
             rows=[tuple(r[:width]) for r in rows],
-            intervals=tuple(widths),
+            intervals=tuple(spread.widths),
             warnings=(*inner.warnings, *notes),
+            unsettled_cells=spread.cells,
+            unsettled_rows=spread.rows,
         )
 
     def _run(self, request: QueryRequest) -> Result:
@@ -1286,7 +1301,7 @@ class Engine:
                 for i, k in enumerate(plan.key_columns)
             }
         )
-        names, rows, _ = self._post_process(plan, table)
+        names, rows, _, _ = self._post_process(plan, table)
         result = build_result(
             plan,
             names,
@@ -1359,7 +1374,7 @@ class Engine:
         moved: dict[str, float] | None = None,
         request: QueryRequest | None = None,
     ) -> Result:
-        names, rows, simulated = self._post_process(plan, table)
+        names, rows, simulated, doubts = self._post_process(plan, table)
         if remaining is None:
             remaining = {t: self.budgets.remaining(t) for t in plan.charge_targets}
         hint = () if request is None else self._empty_hint(plan, table, request)
@@ -1374,6 +1389,7 @@ class Engine:
             remaining=remaining,
             moved=moved or dict.fromkeys(plan.charge_targets, 0.0),
             simulated=simulated,
+            unsettled=doubts,
         )
         return replace(result, warnings=result.warnings + hint) if hint else result
 
@@ -1447,7 +1463,7 @@ class Engine:
             found_direct if found_direct is not None else self.post.run(plan.outer_sql, released)
         )
         simulated = simulated_widths(plan, table, simulated_columns(plan), self.post)
-        answer = (names, rows, simulated)
+        answer = (names, rows, simulated, unsettled(plan, table, names, rows, self.post))
         self._answers.put(key, answer)
         return answer
 

@@ -78,7 +78,7 @@ def simulated_columns(plan: Plan) -> tuple[int, ...]:
     )
 
 
-def _stds(plan: Plan) -> dict[str, float]:
+def stds_of(plan: Plan) -> dict[str, float]:
     stds = {
         n.statistic.column: Mechanism(n.descriptor.mechanism).std(n.descriptor.scale)
         for n in plan.noise
@@ -113,7 +113,7 @@ def simulated_widths(
     n = table.num_rows
     if n == 0 or not columns:
         return {}
-    stds = _stds(plan)
+    stds = stds_of(plan)
     reads = _reads(plan.outer_sql, stds)
     query = items_sql(plan.outer_sql)
     base = with_row_index(table)
@@ -213,20 +213,8 @@ def _bootstrap(
     """Cells that read other rows (windows): the whole table re-noised REPLICATES times
     with fixed quantiles of the noise, each copy's windows over that copy only."""
     n = base.num_rows
-    copies: dict[str, Any] = {REP: np.repeat(np.arange(REPLICATES), n)}
-    stream = 0
-    for name in base.column_names:
-        values = base.column(name).to_numpy(zero_copy_only=False)
-        tiled = np.tile(values, REPLICATES)  # copy k of row r at k·n + r
-        std = stds.get(name)
-        if std is not None:
-            # each row's own noise (row r of copy k at k·n + r): a window reads rows
-            # whose released values were noised independently
-            draws = simulation_table(plan.mechanism, std, REPLICATES, n, stream)
-            stream += n
-            tiled = tiled.astype(np.float64) + draws.reshape(-1)
-        copies[name] = tiled
-    _, reps = post.run(_per_copy(items_sql(plan.outer_sql)), pa.table(copies))
+    copies = noisy_copies(plan.mechanism, base, stds, REPLICATES)
+    _, reps = post.run(per_copy(items_sql(plan.outer_sql)), copies)
     spread: dict[tuple[int, int], list[float]] = {}
     for r in reps:
         row = int(r[0])
@@ -250,10 +238,38 @@ def _bootstrap(
 REP = "__rep"  # the copy a replicated row belongs to
 
 
-def _per_copy(query: str) -> str:
+def noisy_copies(
+    mechanism: str, base: pa.Table, stds: dict[str, float], replicates: int
+) -> pa.Table:
+    """``base`` (a released table with ``__row``) tiled ``replicates`` times with a
+    ``__rep`` column, each noised column of each copy moved by fixed quantiles of its
+    noise (``stds``: the noise's standard deviation by column name), each row by noise of
+    its own, since each released cell was noised independently. Deterministic."""
+    n = base.num_rows
+    copies: dict[str, Any] = {REP: np.repeat(np.arange(replicates), n)}
+    stream = 0
+    for name in base.column_names:
+        values = base.column(name).to_numpy(zero_copy_only=False)
+        tiled = np.tile(values, replicates)  # copy k of row r at k·n + r
+        std = stds.get(name)
+        if std is not None:
+            # each row's own noise (row r of copy k at k·n + r): a window reads rows
+            # whose released values were noised independently
+            draws = simulation_table(mechanism, std, replicates, n, stream)
+            stream += n
+            tiled = tiled.astype(np.float64) + draws.reshape(-1)
+        copies[name] = tiled
+    return pa.table(copies)
+
+
+def per_copy(query: str) -> str:
     """``query`` with every window partitioned by the copy: a window spans one copy."""
-    tree = sqlglot.parse_one(query, read="duckdb")
+    return per_copy_tree(sqlglot.parse_one(query, read="duckdb")).sql(dialect="duckdb")
+
+
+def per_copy_tree(tree: exp.Expr) -> exp.Expr:
+    """``tree`` (changed in place) with every window partitioned by the copy."""
     for window in tree.find_all(exp.Window):
         parts = list(window.args.get("partition_by") or [])
         window.set("partition_by", [exp.column(REP), *parts])
-    return tree.sql(dialect="duckdb")
+    return tree

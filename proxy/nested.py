@@ -15,6 +15,7 @@ a per-person aggregate (proxy/per_person_values.py).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,8 +25,10 @@ from sqlglot import exp
 
 from accounting.mechanisms import Z_975, simulation_table
 from proxy import outer_functions
+from proxy.cell_values import same_value
 from proxy.errors import position_of, unsupported
 from proxy.outer import ROW as ROW_NAME
+from proxy.unsettled import SHARE
 
 INNER = "released"  # the table name the outer query reads (the post-processor's)
 REPLICATES = 400
@@ -392,6 +395,18 @@ def displayed(query: NestedQuery) -> exp.Select:
     return shown
 
 
+@dataclass(frozen=True)
+class Spread:
+    """The outer query's answer under the inner answer's simulated noise: per shown row
+    the 95% half-width of each cell (None where none can be stated), and what the noise
+    could have answered otherwise (proxy/unsettled.py's rule: in at least 1 copy in 40)."""
+
+    widths: list[tuple[float | None, ...]]
+    cells: tuple[tuple[int, int], ...] = ()  # (shown row, column) not numbers, unsettled
+    rows: tuple[int, ...] = ()  # shown rows the noise could have left out
+    could_show: int = 0  # rows (groups) not shown that the noise could have shown
+
+
 def simulated_widths(
     nested: NestedQuery,
     inner: pa.Table,
@@ -399,21 +414,24 @@ def simulated_widths(
     shown_rows: list[tuple[Any, ...]],
     width: int,
     run: Any,
-) -> list[tuple[float | None, ...]]:
+) -> Spread:
     """Per shown cell of the outer query (``width`` columns), the 95% half-width of its
-    spread when the inner answer's noise is simulated (None where it cannot be stated).
-    ``inner`` carries ``__row``; ``run(sql, table)`` evaluates SQL over ``released``."""
-    none: list[tuple[float | None, ...]] = [(None,) * width for _ in shown_rows]
+    spread when the inner answer's noise is simulated (None where it cannot be stated),
+    with the cells and rows that noise could change. ``inner`` carries ``__row``;
+    ``run(sql, table)`` evaluates SQL over ``released``."""
+    none = Spread([(None,) * width for _ in shown_rows])
     n = inner.num_rows
     if n == 0:
         return none
     copies: dict[str, Any] = {"__rep": np.repeat(np.arange(REPLICATES), n)}
     stream = 0
+    noised = False
     for c, name in enumerate(inner.column_names):
         values = inner.column(name).to_pylist()
         widths = [w[c] if c < len(w) else None for w in inner_widths] + [None]
         numeric = all(_numeric(v) for v in values)
         if name != "__row" and numeric and any(w is not None for w in widths[:n]):
+            noised = True
             noise = np.zeros(n * REPLICATES)
             # each row's own order of the quantiles (simulation_table), scaled to its width
             unit = simulation_table("gaussian", 1.0, REPLICATES, n, stream)
@@ -446,22 +464,60 @@ def simulated_widths(
         cells = tuple(r[skip : skip + width])
         key = key_of(cells) if grouped else (r[1],)
         spreads.setdefault(key, []).append(cells)
+    least = math.ceil(SHARE * REPLICATES)
     out: list[tuple[float | None, ...]] = []
-    for r in shown_rows:
+    doubtful: list[tuple[int, int]] = []
+    unsure: list[int] = []
+    shown_keys = set()
+    for i, r in enumerate(shown_rows):
         cells = tuple(r[:width])
         key = key_of(cells) if grouped else (r[width],)
+        shown_keys.add(key)
         found = spreads.get(key, [])
+        if noised and REPLICATES - len(found) >= least:
+            unsure.append(i)  # a WHERE or HAVING on noisy values could drop it
         widths_out: list[float | None] = []
         for j, v in enumerate(cells):
             if grouped and j in keyed:
                 widths_out.append(None)  # a key: the same in every copy
                 continue
-            diffs = [abs(float(c[j]) - float(v)) for c in found if _numeric(c[j]) and _numeric(v)]
-            widths_out.append(
-                float(np.quantile(diffs, 0.95)) if len(diffs) >= REPLICATES * 0.9 else None
-            )
+            if not (_numeric(v) and math.isfinite(float(v))):
+                if noised and sum(1 for c in found if not same_value(c[j], v)) >= least:
+                    doubtful.append((i, j))
+                widths_out.append(None)
+                continue
+            diffs = [abs(float(c[j]) - float(v)) for c in found if _numeric(c[j])]
+            # Among the copies that show the row: a row a WHERE on noisy values keeps in
+            # only some copies still has a width (it had none, and no word said so).
+            enough = len(found) >= REPLICATES * 0.5 and len(diffs) >= 0.9 * len(found)
+            widths_out.append(float(np.quantile(diffs, 0.95)) if enough else None)
         out.append(tuple(widths_out))
-    return out
+    could_show = sum(
+        1 for key, found in spreads.items() if key not in shown_keys and len(found) >= least
+    )
+    return Spread(out, tuple(doubtful), tuple(unsure), could_show)
+
+
+def missing_widths(
+    names: list[str], rows: list[tuple[Any, ...]], widths: list[tuple[float | None, ...]]
+) -> tuple[str, ...]:
+    """One warning per column with numbers the simulation gave no width: every number
+    carries its uncertainty, or a word on why it has none."""
+    out = []
+    for c, name in enumerate(names):
+        k = sum(
+            1
+            for row, w in zip(rows, widths, strict=True)
+            if c < len(w) and w[c] is None and _numeric(row[c]) and math.isfinite(float(row[c]))
+        )
+        if k:
+            out.append(
+                f"{k} of {len(rows)} values in column {name!r} have no interval: the "
+                "outer query fails near the released values, or keeps their row in "
+                "fewer than half of the simulated draws of the noise; treat them as "
+                "imprecise (a larger epsilon narrows the noise)"
+            )
+    return tuple(out)
 
 
 def _numeric(value: Any) -> bool:

@@ -14,6 +14,7 @@ from proxy.outer import CLIP_CUT, CLIP_PEOPLE, ROW
 from proxy.plan import Plan
 from proxy.quantile_release import answer_notes
 from proxy.rewrite import core as C
+from proxy.unsettled import NOTHING, Unsettled
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,12 @@ class Result:
     # clock calls replaced by the time it arrived, proxy/clock.py): asked again, this
     # text means the same answer, the one a door must store to serve it again.
     answered_sql: str | None = None
+    # What another draw of the noise could have answered otherwise (proxy/unsettled.py):
+    # (row, column) of shown cells that are not numbers but are computed from noisy ones
+    # and could read otherwise, and the shown rows HAVING or ORDER BY … LIMIT could have
+    # left out.
+    unsettled_cells: tuple[tuple[int, int], ...] = ()
+    unsettled_rows: tuple[int, ...] = ()
 
 
 def build_result(
@@ -150,10 +157,13 @@ def build_result(
     remaining: dict[str, float],
     moved: dict[str, float] | None = None,
     simulated: dict[tuple[int, int], float | None] | None = None,
+    unsettled: Unsettled | None = None,
 ) -> Result:
-    """The answer to a plan from its post-processed rows (hidden parts included) and the
-    simulated widths of its arithmetic cells, by (released row, output column)."""
+    """The answer to a plan from its post-processed rows (hidden parts included), the
+    simulated widths of its arithmetic cells, by (released row, output column), and what
+    the noise could have answered otherwise."""
     clipping, clip_warnings = _clipping(plan, names, rows)
+    doubts = _doubts(plan, names, rows, unsettled or NOTHING)
     names, rows, intervals, unreliable = _intervals(plan, names, rows, simulated or {})
     partition: dict[str, Any]
     if plan.threshold is None:
@@ -197,12 +207,86 @@ def build_result(
         + unreliable
         + clip_warnings
         + drawn_notes
+        + doubts.warnings
         + _selection_note(plan)
         + _domain_note(plan)
         + plan.notes,
         cache_key=plan.cache_key,
         intervals=intervals,
+        unsettled_cells=doubts.cells,
+        unsettled_rows=doubts.rows,
     )
+
+
+@dataclass(frozen=True)
+class _Doubts:
+    cells: tuple[tuple[int, int], ...]  # (shown row, column)
+    rows: tuple[int, ...]  # shown rows
+    warnings: tuple[str, ...]
+
+
+def _doubts(
+    plan: Plan, names: list[str], rows: list[tuple[Any, ...]], found: Unsettled
+) -> _Doubts:
+    """``found`` (by released row) as shown rows and cells, and the words that say it:
+    every cell and row choice another draw of the noise could change is named."""
+    shown = len(plan.output_names)
+    at = names.index(ROW) if ROW in names else None
+    where = {} if at is None else {int(r[at]): i for i, r in enumerate(rows)}
+    cells = tuple(
+        sorted((where[row], c) for row, c in found.cells if row in where and c < shown)
+    )
+    kept = tuple(sorted(where[row] for row in found.shown if row in where))
+    if found.failed:
+        words: tuple[str, ...] = (
+            f"the answer chooses rows or computes values that are not numbers from noisy "
+            f"values{f' ({found.chooser})' if found.chooser else ''}, and dpsql could not "
+            "simulate how the noise moves them: rows near a cut-off, and such values, may "
+            "be otherwise",
+        )
+    else:
+        words = doubt_warnings(
+            plan.output_names,
+            len(rows),
+            cells,
+            kept,
+            f"{len(found.left_out)} of the {found.left_out_total} rows left out",
+            found.chooser,
+        )
+    return _Doubts(cells, kept, words)
+
+
+def doubt_warnings(
+    columns: tuple[str, ...] | list[str],
+    shown_rows: int,
+    cells: tuple[tuple[int, int], ...],
+    rows: tuple[int, ...],
+    could_show: str,
+    chooser: str,
+) -> tuple[str, ...]:
+    """The words for what another draw of the noise could have answered otherwise:
+    one warning per column with unsettled cells, and one for the rows (``could_show``:
+    how many rows not shown could have been, in words; it counts only with a leading
+    number other than 0)."""
+    out = []
+    for c in sorted({c for _, c in cells}):
+        k = sum(1 for _, col in cells if col == c)
+        out.append(
+            f"{k} of {shown_rows} values in column {columns[c]!r} could be "
+            "otherwise: they are not numbers but are computed from noisy ones (a "
+            "comparison, a CASE, a NULL where a condition failed), and within the 95% "
+            "interval of those values the expression also gives another result; treat "
+            "them as undecided (a larger epsilon narrows the noise)"
+        )
+    if rows or not could_show.startswith("0 "):
+        out.append(
+            f"the rows shown were chosen by noisy values ({chooser}): {len(rows)} of "
+            f"the {shown_rows} rows shown could have been left out, and {could_show} "
+            "could have been shown, with another draw of the noise (each in at least 1 of "
+            "40 simulated draws); rows near the cut-off are undecided (a larger epsilon "
+            "narrows the noise)"
+        )
+    return tuple(out)
 
 
 def _selection_note(plan: Plan) -> tuple[str, ...]:

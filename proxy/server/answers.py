@@ -69,6 +69,10 @@ def page_response(
         offset=offset,
         total_rows=len(rows),
         next=token,
+        unsettled_cells=[
+            (r - offset, c) for r, c in result.unsettled_cells if offset <= r < end
+        ],
+        unsettled_rows=[r - offset for r in result.unsettled_rows if offset <= r < end],
     )
     return Response(
         formats.render(page, media, objects=objects),

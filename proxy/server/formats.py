@@ -100,6 +100,10 @@ class Page:
     offset: int
     total_rows: int
     next: str | None
+    # (row on this page, column) of cells another draw of the noise could have made
+    # another value, and rows on this page it could have left out (proxy/unsettled.py)
+    unsettled_cells: Sequence[tuple[int, int]] = ()
+    unsettled_rows: Sequence[int] = ()
 
 
 def headers(page: Page, media: str) -> dict[str, str]:
@@ -162,6 +166,8 @@ def render(page: Page, media: str, *, objects: bool = False) -> bytes:
         "columns": list(page.columns),
         "rows": rows,
         "intervals_95": [[json_value(w) for w in row] for row in page.intervals],
+        "unsettled_cells": [list(cell) for cell in page.unsettled_cells],
+        "unsettled_rows": list(page.unsettled_rows),
         "privacy": page.privacy,
         "warnings": list(page.warnings),
         "page": {"offset": page.offset, "size": len(page.rows), "total_rows": page.total_rows},
@@ -186,6 +192,8 @@ def _arrow(page: Page) -> bytes:
         b"dpsql.intervals_95": json.dumps(
             [[json_value(w) for w in row] for row in page.intervals]
         ).encode(),
+        b"dpsql.unsettled_cells": json.dumps([list(c) for c in page.unsettled_cells]).encode(),
+        b"dpsql.unsettled_rows": json.dumps(list(page.unsettled_rows)).encode(),
     }
     table = pa.Table.from_arrays(arrays, names=list(page.columns)).replace_schema_metadata(
         schema_meta

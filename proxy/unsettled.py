@@ -1,0 +1,205 @@
+"""What another draw of the noise could have answered otherwise, beyond a number's
+interval: cells that are not numbers but are computed from noisy ones, and the rows that
+HAVING and ORDER BY … LIMIT choose by noisy values.
+
+A number carries its 95% interval (proxy/intervals.py). A comparison (``COUNT(*) > 1000
+AS big``), a CASE label (``CASE WHEN n > 100 THEN 'many' ELSE 'few' END``) or a NULL a CASE
+gives has none, and neither has the choice of rows: ``HAVING COUNT(*) > 19000`` kept one
+region at 19,150 ± 5,790 and dropped another at 18,501 ± 5,790, with no word (a review,
+2026-12-06). Both are decided here the way the windows' intervals are: the released table
+re-noised in fixed copies (``intervals.noisy_copies``: fixed quantiles of each column's
+noise, no random source, so a replay says the same), the outer query run on each copy,
+its windows within the copy and its LIMIT per copy. A cell is *unsettled* when its value
+differs from the released one in at least 1 copy in 40 (for ``n > t`` that is when t lies
+within the 95% interval of n), a row when it is shown in the copies, or left out of them,
+against the answer, as often. Everything here reads released values and public noise
+scales only: post-processing, free; it runs only when the outer query has a WHERE
+(HAVING), a LIMIT or OFFSET, or a cell that is not a number.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+
+from proxy.cell_values import is_finite_number, same_value
+from proxy.intervals import (
+    REP,
+    REPLICATES,
+    noisy_copies,
+    per_copy_tree,
+    stds_of,
+    with_row_index,
+)
+from proxy.outer import ROW, direct_columns
+from proxy.plan import Plan
+from proxy.quantile_release import quantile_outputs
+from proxy.release import PostProcessor
+
+# One-sided: a choice that flips in at least this share of the copies is unsettled (for
+# a comparison with a constant, the constant lies within the value's 95% interval).
+SHARE = 0.025
+# Copies x released rows simulated at most (a long answer gets fewer copies, at least 40).
+MAX_SIMULATED = 100_000
+
+
+@dataclass(frozen=True)
+class Unsettled:
+    """Released rows and cells another draw of the noise could have answered otherwise."""
+
+    cells: frozenset[tuple[int, int]]  # (released row, output column)
+    shown: frozenset[int]  # released rows shown that could have been left out
+    left_out: frozenset[int]  # released rows left out that could have been shown
+    left_out_total: int  # released rows the outer query left out
+    chooser: str  # the clauses that choose rows by value ("" when none)
+    failed: bool = False  # the simulation could not run: said in words instead
+
+
+NOTHING = Unsettled(frozenset(), frozenset(), frozenset(), 0, "")
+
+
+@dataclass(frozen=True)
+class _Outer:
+    """What this module reads off an outer query's text (kept per text)."""
+
+    chooser: str  # the clauses that choose rows by value ("" when none)
+    keys: frozenset[int]  # output columns that show a key bare
+
+
+@functools.lru_cache(maxsize=256)
+def _outer(outer_sql: str) -> _Outer:
+    tree = sqlglot.parse_one(outer_sql, read="duckdb")
+    parts = []
+    if tree.find(exp.Where) is not None:
+        parts.append("HAVING")
+    if tree.args.get("limit") is not None or tree.args.get("offset") is not None:
+        parts.append("ORDER BY … LIMIT" if tree.args.get("order") is not None else "LIMIT")
+    keys = frozenset(
+        i for i, name in enumerate(direct_columns(outer_sql)) if (name or "").startswith("__k")
+    )
+    return _Outer(" and ".join(parts), keys)
+
+
+def _count(node: exp.Expr | None) -> int | None:
+    """A LIMIT's or OFFSET's row count, when it is an integer literal."""
+    if node is None:
+        return None
+    value = node.args.get("expression") or node.this
+    if isinstance(value, exp.Literal) and value.is_int:
+        return int(value.this)
+    raise ValueError("a LIMIT that is not a number")
+
+
+def unsettled(
+    plan: Plan,
+    table: Any,
+    names: list[str],
+    rows: list[tuple[Any, ...]],
+    post: PostProcessor,
+) -> Unsettled:
+    """The unsettled rows and cells of the answer ``rows`` (hidden columns included,
+    ``__row`` among them) that ``plan.outer_sql`` gave over the released ``table``.
+    Never raises: a simulation that fails is reported as ``failed``."""
+    if ROW not in names or table.num_rows == 0 or not plan.noise:
+        return NOTHING
+    outer = _outer(plan.outer_sql)
+    drawn = quantile_outputs(plan)
+    candidates = [
+        c
+        for c in range(len(plan.output_names))
+        if c not in outer.keys
+        and c not in drawn
+        and any(not is_finite_number(r[c]) for r in rows)
+    ]
+    if not outer.chooser and not candidates:
+        return NOTHING
+    stds = stds_of(plan)
+    at = names.index(ROW)
+    try:
+        return _simulate(plan, table, at, candidates, rows, outer.chooser, stds, post)
+    except Exception:  # released values only: the answer stands, the doubt is said in words
+        return Unsettled(frozenset(), frozenset(), frozenset(), 0, outer.chooser, failed=True)
+
+
+def _per_copy_query(outer_sql: str, candidates: list[int]) -> str:
+    """The outer query over the copies: its windows within a copy, its ORDER BY … LIMIT
+    as each copy's rank (a QUALIFY), and only ``__row``, ``__rep`` and the ``candidates``
+    columns returned."""
+    tree = per_copy_tree(sqlglot.parse_one(outer_sql, read="duckdb"))
+    items = list(tree.expressions)
+    limit = _count(tree.args.get("limit"))
+    offset = _count(tree.args.get("offset")) or 0
+    if limit is not None or offset:
+        by_alias = {e.alias: e.this for e in items if isinstance(e, exp.Alias)}
+        order = []
+        for ordered in tree.args["order"].expressions if tree.args.get("order") else []:
+            key = ordered.this
+            if isinstance(key, exp.Column) and not key.table and key.name in by_alias:
+                key = by_alias[key.name]
+            elif isinstance(key, exp.Literal) and key.is_int:
+                found = items[int(key.this) - 1]
+                key = found.this if isinstance(found, exp.Alias) else found
+            placed = ordered.copy()
+            placed.set("this", key.copy())
+            order.append(placed)
+        if not order:
+            order = [exp.Ordered(this=exp.column(ROW))]
+        rank = exp.Window(
+            this=exp.RowNumber(),
+            partition_by=[exp.column(REP)],
+            order=exp.Order(expressions=[*order, exp.Ordered(this=exp.column(ROW))]),
+        )
+        bounds: exp.Expr = exp.GT(this=rank, expression=exp.Literal.number(offset))
+        if limit is not None:
+            bounds = exp.and_(
+                bounds, exp.LTE(this=rank.copy(), expression=exp.Literal.number(offset + limit))
+            )
+        tree.set("qualify", exp.Qualify(this=bounds))
+    tree.set("limit", None)
+    tree.set("offset", None)
+    tree.set("order", None)
+    tree.set(
+        "expressions",
+        [exp.column(ROW), exp.column(REP), *(items[c].copy() for c in candidates)],
+    )
+    return tree.sql(dialect="duckdb")
+
+
+def _simulate(
+    plan: Plan,
+    table: Any,
+    at: int,
+    candidates: list[int],
+    rows: list[tuple[Any, ...]],
+    chooser: str,
+    stds: dict[str, float],
+    post: PostProcessor,
+) -> Unsettled:
+    n = table.num_rows
+    replicates = min(REPLICATES, max(40, MAX_SIMULATED // n))
+    copies = noisy_copies(plan.mechanism, with_row_index(table), stds, replicates)
+    _, found = post.run(_per_copy_query(plan.outer_sql, candidates), copies)
+    released = {int(r[at]): r for r in rows}
+    shown_in: dict[int, int] = {}
+    differs: dict[tuple[int, int], int] = {}
+    for r in found:
+        row = int(r[0])
+        shown_in[row] = shown_in.get(row, 0) + 1
+        mine = released.get(row)
+        if mine is None:
+            continue
+        for j, c in enumerate(candidates):
+            if not is_finite_number(mine[c]) and not same_value(r[2 + j], mine[c]):
+                differs[(row, c)] = differs.get((row, c), 0) + 1
+    least = math.ceil(SHARE * replicates)
+    shown = frozenset(r for r in released if replicates - shown_in.get(r, 0) >= least)
+    left_out = frozenset(
+        r for r in range(n) if r not in released and shown_in.get(r, 0) >= least
+    )
+    cells = frozenset(key for key, k in differs.items() if k >= least)
+    return Unsettled(cells, shown, left_out, n - len(released), chooser)

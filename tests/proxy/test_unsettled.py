@@ -1,0 +1,205 @@
+"""What another draw of the noise could have answered otherwise (proxy/unsettled.py).
+
+A comparison with a noisy count, a CASE label over one, and the rows HAVING and
+ORDER BY … LIMIT choose by noisy values had no interval and no word: HAVING kept a region
+at 19,150 ± 5,790 and dropped one at 18,501 ± 5,790 against a cut-off of 19,000 (a
+review, 2026-12-06). The rule stated: a cell or a row choice is unsettled when it comes
+out the other way in at least 1 of 40 simulated draws of the noise, which for ``n > t`` is
+when t lies within about 1.96 σ of n. Each test reads the release's own noisy values and
+σ and checks the rule where it is clear-cut (below 1.5 σ: unsettled; beyond 2.5 σ: not).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from proxy import unsettled as U
+from proxy.engine import Engine
+from proxy.request import QueryRequest
+from proxy.result import Result
+from tests.proxy.conftest import demo_policy
+
+BASE = "SELECT plan, {items} FROM prompts JOIN users USING (user_id) GROUP BY plan"
+EPS = 1.0  # σ of a count about 55; the free plan's count is about 80 σ above the others
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory, demo_db: Path):
+    root = tmp_path_factory.mktemp("unsettled")
+    db = root / "copy.duckdb"
+    shutil.copy(demo_db, db)
+    e = Engine(demo_policy(root, db))
+    yield e
+    e.close()
+
+
+def _counts(engine: Engine) -> tuple[dict[str, float], float]:
+    """The release's noisy count per plan and its σ (the queries below share it)."""
+    r = engine.run(QueryRequest(BASE.format(items="COUNT(*) AS n"), epsilon=EPS))
+    sigma = r.privacy.columns[1].noise_scale
+    assert sigma is not None
+    return {row[0]: float(row[1]) for row in r.rows}, sigma
+
+
+def _run(engine: Engine, items: str, tail: str = "") -> Result:
+    r = engine.run(QueryRequest(BASE.format(items=items) + tail, epsilon=EPS))
+    assert r.privacy.cached, "the same release, read by another outer layer"
+    return r
+
+
+def _clear(distance: float, sigma: float) -> bool | None:
+    """Whether a choice at ``distance`` from its cut-off must be unsettled (None: the
+    band where the simulated draws decide)."""
+    if abs(distance) < 1.5 * sigma:
+        return True
+    if abs(distance) > 2.5 * sigma:
+        return False
+    return None
+
+
+def test_a_comparison_and_a_label_near_their_threshold_are_marked(engine: Engine) -> None:
+    counts, sigma = _counts(engine)
+    target = min(counts, key=counts.__getitem__)
+    cut = counts[target] + 0.5 * sigma  # within the noise of one plan's count
+    r = _run(
+        engine,
+        f"COUNT(*) > {cut} AS big, CASE WHEN COUNT(*) > {cut} THEN 'many' ELSE 'few' END "
+        "AS size, COUNT(*) AS n",
+    )
+    marked = set(r.unsettled_cells)
+    decided = 0
+    for i, row in enumerate(r.rows):
+        expect = _clear(counts[row[0]] - cut, sigma)
+        if expect is None:
+            continue
+        decided += 1
+        assert ((i, 1) in marked) is expect, (row, counts, sigma, marked)
+        assert ((i, 2) in marked) is expect, (row, counts, sigma, marked)
+        assert (i, 3) not in marked  # a number: its interval says it
+    assert decided >= 2  # the target and the free plan, far above it
+    words = [w for w in r.warnings if "could be otherwise" in w]
+    assert len(words) == 2 and "'big'" in words[0] and "'size'" in words[1]
+    # Far from every count, nothing is marked and nothing is said.
+    far = max(counts.values()) + 40 * sigma
+    clear = _run(engine, f"COUNT(*) > {far} AS big, COUNT(*) AS n")
+    assert clear.unsettled_cells == () and not any("otherwise" in w for w in clear.warnings)
+
+
+def test_a_null_a_condition_gives_near_its_threshold_is_marked(engine: Engine) -> None:
+    counts, sigma = _counts(engine)
+    target = max(counts, key=counts.__getitem__)
+    cut = counts[target] - 0.3 * sigma  # the largest count passes it, barely
+    r = _run(engine, f"CASE WHEN COUNT(*) < {cut} THEN COUNT(*) END AS small_n")
+    row = next(i for i, row in enumerate(r.rows) if row[0] == target)
+    assert r.rows[row][1] is None
+    assert (row, 1) in r.unsettled_cells
+
+
+def test_having_names_rows_near_its_cut_off(engine: Engine) -> None:
+    counts, sigma = _counts(engine)
+    ordered = sorted(counts, key=counts.__getitem__)
+    cut = counts[ordered[1]] + 0.4 * sigma  # the second smallest is just left out
+    r = _run(engine, "COUNT(*) AS n", f" HAVING COUNT(*) > {cut}")
+    shown = {row[0] for row in r.rows}
+    assert shown == {p for p, n in counts.items() if n > cut}
+    for i, row in enumerate(r.rows):
+        expect = _clear(counts[row[0]] - cut, sigma)
+        if expect is not None:
+            assert (i in r.unsettled_rows) is expect, (row, counts, sigma)
+    words = [w for w in r.warnings if "rows shown were chosen by noisy values (HAVING)" in w]
+    assert len(words) == 1
+    hidden_near = sum(
+        1 for p, n in counts.items() if p not in shown and _clear(n - cut, sigma)
+    )
+    assert f"{hidden_near} of the {len(counts) - len(shown)} rows left out" in words[0]
+
+
+def test_order_by_limit_names_rows_near_the_cut_off(engine: Engine) -> None:
+    counts, sigma = _counts(engine)
+    ordered = sorted(counts, key=counts.__getitem__, reverse=True)
+    r = _run(engine, "COUNT(*) AS n", " ORDER BY n DESC LIMIT 1")
+    assert [row[0] for row in r.rows] == ordered[:1]
+    # Two independently noised counts: their difference has σ·√2.
+    gap = counts[ordered[0]] - counts[ordered[1]]
+    expect = _clear(gap, sigma * 2**0.5)
+    if expect is not None:
+        assert (0 in r.unsettled_rows) is expect
+        assert any("ORDER BY … LIMIT" in w for w in r.warnings) is expect
+    # The free plan's count is far above the others at this ε: the top plan is settled.
+    assert expect is False
+    # The two smaller plans hold about as many prompts: the bottom one is decided by
+    # the gap between them.
+    low = _run(engine, "COUNT(*) AS n", " ORDER BY n LIMIT 1")
+    bottom, next_up = sorted(counts.values())[:2]
+    expect = _clear(next_up - bottom, sigma * 2**0.5)
+    if expect is not None:
+        assert (0 in low.unsettled_rows) is expect, (counts, sigma)
+
+
+def test_replays_say_the_same(engine: Engine) -> None:
+    counts, sigma = _counts(engine)
+    cut = min(counts.values()) + 0.2 * sigma
+    sql = BASE.format(items=f"COUNT(*) > {cut} AS big") + f" HAVING COUNT(*) > {cut - sigma}"
+    first = engine.run(QueryRequest(sql, epsilon=EPS))
+    again = engine.run(QueryRequest(sql, epsilon=EPS))
+    assert first.unsettled_cells and first.unsettled_cells == again.unsettled_cells
+    assert first.unsettled_rows == again.unsettled_rows and first.warnings == again.warnings
+
+
+def test_plain_answers_simulate_nothing(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No HAVING, no LIMIT, only numbers and keys: no copies are made (a miss pays
+    nothing for this)."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("simulated")
+
+    monkeypatch.setattr(U, "noisy_copies", refuse)
+    r = engine.run(
+        QueryRequest(BASE.format(items="COUNT(*) AS n, AVG(tokens_in) AS a"), epsilon=0.7)
+    )
+    assert r.unsettled_cells == () and r.unsettled_rows == ()
+
+
+def test_a_simulation_that_fails_is_said_in_words(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("broken")
+
+    monkeypatch.setattr(U, "noisy_copies", broken)
+    r = engine.run(
+        QueryRequest(BASE.format(items="COUNT(*) AS n") + " HAVING COUNT(*) > 5", epsilon=0.9)
+    )
+    assert not r.privacy.cached and r.rows
+    assert any("could not simulate how the noise moves them" in w for w in r.warnings)
+
+
+def test_an_outer_query_over_an_answer_says_the_same(engine: Engine) -> None:
+    """An outer query over an inner aggregate (proxy/nested.py): its WHERE on a noisy
+    value and its comparisons get the same rule; a row such a WHERE keeps in only some
+    simulated draws keeps its interval (it had none, and no word said so)."""
+    counts, sigma = _counts(engine)
+    ordered = sorted(counts, key=counts.__getitem__)
+    cut = counts[ordered[0]] - 0.3 * sigma  # the smallest plan is kept, barely
+    inner = BASE.format(items="COUNT(*) AS n")
+    r = engine.run(
+        QueryRequest(
+            f"SELECT plan, n, n > {cut + 0.6 * sigma} AS big FROM ({inner}) AS s "
+            f"WHERE n > {cut}",
+            epsilon=EPS,
+        )
+    )
+    assert r.privacy.cached
+    assert {row[0] for row in r.rows} == set(counts)
+    low = next(i for i, row in enumerate(r.rows) if row[0] == ordered[0])
+    assert low in r.unsettled_rows and (low, 2) in r.unsettled_cells
+    assert r.intervals[low][1] is not None and r.intervals[low][1] > 0
+    top = next(i for i, row in enumerate(r.rows) if row[0] == ordered[-1])
+    assert top not in r.unsettled_rows and (top, 2) not in r.unsettled_cells
+    assert any("outer query's WHERE or HAVING" in w for w in r.warnings)
+    assert any("'big' could be otherwise" in w for w in r.warnings)
