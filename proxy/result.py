@@ -437,6 +437,7 @@ def _intervals(
     sim_columns = {c for _, c in simulated}
     z = z_95(Mechanism(plan.mechanism))
     unstable = dict.fromkeys(sorted(sim_columns), 0)
+    infinite = dict.fromkeys(range(shown), 0)
     for row in rows:
         widths: list[float | None] = list(base)
         if at is not None:
@@ -444,6 +445,9 @@ def _intervals(
                 widths[c] = simulated.get((int(row[at]), c))
                 if widths[c] is None and c < shown and is_finite_number(row[c]):
                     unstable[c] += 1
+        for c in range(min(shown, len(row))):
+            if is_number(row[c]) and not is_finite_number(row[c]):
+                infinite[c] += 1
         for a in plan.avg_intervals:
             s = row[position[f"__ci{a.index}_s"]]
             n = row[position[f"__ci{a.index}_n"]]
@@ -483,6 +487,16 @@ def _intervals(
         "keeps or drops the row, so the noise gives them no stable width; treat them "
         "as imprecise (a larger epsilon narrows the noise)"
         for c, k in unstable.items()
+        if k
+    ) + tuple(
+        # A ratio over a count shown as 0 (below 0 shows as 0) is infinite: it has no
+        # width, and the warning above counts finite cells only (an honesty probe,
+        # 2026-12-06: 43 infinite cells in 20 answers with no word).
+        f"{k} of {len(rows)} values in column {plan.output_names[c]!r} are infinite or "
+        "not a number: they divide by a noisy value shown as 0 (a count below 0 shows as "
+        "0), so they say nothing about the data; filter such rows out (e.g. HAVING "
+        "COUNT(*) > a few half-widths) or ask with a larger epsilon"
+        for c, k in infinite.items()
         if k
     )
     return names[:shown], [tuple(r[:shown]) for r in rows], tuple(cells), warnings

@@ -11,6 +11,7 @@ when t lies within about 1.96 σ of n. Each test reads the release's own noisy v
 
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 
@@ -203,3 +204,20 @@ def test_an_outer_query_over_an_answer_says_the_same(engine: Engine) -> None:
     assert top not in r.unsettled_rows and (top, 2) not in r.unsettled_cells
     assert any("outer query's WHERE or HAVING" in w for w in r.warnings)
     assert any("'big' could be otherwise" in w for w in r.warnings)
+
+
+def test_infinite_cells_are_said(pums_engine: Engine) -> None:
+    """A ratio over a count shown as 0 is infinite: it has no interval and had no word
+    (an honesty probe, 2026-12-06: 43 infinite cells in 20 answers)."""
+    sql = "SELECT educ, SUM(married) * 1.0 / COUNT(*) AS mrate FROM PUMS.PUMS GROUP BY educ"
+    for i in range(8):
+        r = pums_engine.run(QueryRequest(sql, epsilon=0.3 + i * 1e-6))
+        infinite = sum(
+            1 for row in r.rows if isinstance(row[1], float) and not math.isfinite(row[1])
+        )
+        said = [w for w in r.warnings if "'mrate' are infinite" in w]
+        assert bool(said) == bool(infinite), (infinite, r.warnings)
+        if infinite:
+            assert said[0].startswith(f"{infinite} of {len(r.rows)} values")
+            return
+    pytest.fail("no infinite cell in 8 answers")

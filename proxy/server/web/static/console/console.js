@@ -200,7 +200,11 @@ function renderResult(r) {
     r.rows.length === 0 ? [h("tr", {}, h("td", { colspan: r.columns.length, class: "muted" }, empty))] : r.rows.map((row, i) =>
       h("tr", {}, row.map((v, j) => {
         const half = r.intervals_95[i] ? r.intervals_95[i][j] : null;
-        return h("td", { class: typeof v === "number" ? "n" : "" }, num(v), half !== null && half !== undefined ? h("span", { class: "pm" }, ` ± ${num(half)}`) : null);
+        // "?": another draw of the noise could have given another value (the warnings say why)
+        const unsettled = (r.unsettled_cells || []).some(([row, col]) => row === i && col === j);
+        return h("td", { class: typeof v === "number" ? "n" : "" }, num(v),
+          half !== null && half !== undefined ? h("span", { class: "pm" }, ` ± ${num(half)}`) : null,
+          unsettled ? h("span", { class: "pm", title: "another draw of the noise could have given another value" }, " ?") : null);
       })),
     ),
   );
