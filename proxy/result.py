@@ -367,8 +367,9 @@ def _clipping(
             f"{clip.fraction:.1%} of those in these groups) had more than {plan.max_rows} "
             f"rows in a group{groups}{clamps[0]}; dpsql counted at most that much of each"
             f"{clamps[1]}, so counts and sums can be lower than the true totals by a larger "
-            "share than theirs (those cut have the most rows). Ask with a larger "
-            "max_rows_per_group (up to the policy's limit) to see more of them, at the cost "
+            "share than theirs (those cut have the most rows), and averages and ratios "
+            "shift when their rows differ from the others'. Ask with a larger "
+            f"{_knobs(plan)} (up to the policy's limit) to see more of them, at the cost "
             f"of more noise{clamps[2]}.",
         )
     return clip, (
@@ -377,10 +378,19 @@ def _clipping(
         f"{plan.max_rows} rows in a group{groups}{clamps[0]}: dpsql counted at most that "
         f"much of each of them{clamps[1]}, so counts and sums are lower than the true "
         "totals, and by a larger share than the people's: those cut are the ones with the "
-        "most rows (an audit saw counts 26-42% low where 13-14% of the people were cut; "
-        "averages keep each person's own mean). Ask with a larger max_rows_per_group (up "
-        f"to the policy's limit) to see more of them, at the cost of more noise{clamps[2]}.",
+        "most rows (an audit saw counts 26-42% low where 13-14% of the people were cut); "
+        "averages and ratios shift too when their rows differ from the others' (an "
+        "honesty probe saw an average 12% low where heavy users' rows differed). Ask with "
+        f"a larger {_knobs(plan)} (up to the policy's limit) to see more of them, at the "
+        f"cost of more noise{clamps[2]}.",
     )
+
+
+def _knobs(plan: Plan) -> str:
+    """The request's caps that would keep more of those cut: the rows per group, and the
+    groups per person where a person can be in more than one (an hourly key with K = 4
+    kept 4 of each person's 24 hours, and the advice named the rows alone)."""
+    return "max_rows_per_group or max_groups" if plan.max_groups > 1 else "max_rows_per_group"
 
 
 def _per_person_warning(clip: Clipping, at_least: int) -> str:

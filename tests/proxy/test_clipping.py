@@ -51,6 +51,23 @@ def test_prompts_by_region_reports_the_people_cut(pair) -> None:
     assert r.privacy.to_dict()["clipping"]["fraction_cut"] == clip.fraction
 
 
+def test_the_warning_names_both_caps_and_does_not_clear_averages(pair) -> None:
+    """An honesty probe (2026-12-06): an hourly key kept 4 of each person's 24 hours
+    (max_groups) while the advice named max_rows_per_group alone, and the warning said
+    "averages keep each person's own mean" where an average was 12% low."""
+    engine, _ = pair
+    r = engine.run(
+        QueryRequest(
+            "SELECT EXTRACT(hour FROM ts) AS h, COUNT(*) AS n, AVG(latency_ms) AS a "
+            "FROM prompts GROUP BY 1",
+            epsilon=3.0,
+        )
+    )
+    (warning,) = [w for w in r.warnings if "rows in a group" in w]
+    assert "max_rows_per_group or max_groups" in warning
+    assert "averages keep" not in warning and "averages and ratios shift" in warning
+
+
 def warned(engine: Engine, sql: str, words: str, runs: int = 5) -> int:
     """How many of ``runs`` answers (each at its own ε, so none is a cache hit) carry a
     clipping warning. When nobody is cut, the noisy count's 95% interval still lies
