@@ -14,7 +14,7 @@ from proxy.outer import CLIP_CUT, CLIP_PEOPLE, ROW
 from proxy.plan import Plan
 from proxy.quantile_release import answer_notes
 from proxy.rewrite import core as C
-from proxy.unsettled import NOTHING, Unsettled
+from proxy.unsettled import NOTHING, Unsettled, has_window
 
 
 @dataclass(frozen=True)
@@ -295,11 +295,21 @@ def _selection_note(plan: Plan) -> tuple[str, ...]:
     an audit found 292 of 438 PUMS income groups gone with no word, 2026-12-03)."""
     if plan.threshold is None:
         return ()
+    # A window's intervals simulate the noise of the groups shown only.
+    windowed = (
+        "; a window (a share of the total, a rank, a running sum) reads only the groups "
+        "shown, so the missing ones are in none of its values and none of its intervals, "
+        "which can then be far too narrow (an honesty probe saw one month released alone "
+        "as 100% ± 0 of a total it held 16% of)"
+        if has_window(plan.outer_sql)
+        else ""
+    )
     return (
         "groups are shown only when their noisy count of people passes a threshold of "
         f"about {plan.threshold.tau:.0f} (partition selection): groups with fewer people "
-        "are missing from this answer, and a missing group may still exist in the data; "
-        "declare the key's values in the policy (a public domain) to get every group",
+        "are missing from this answer, and a missing group may still exist in the data"
+        f"{windowed}; declare the key's values in the policy (a public domain) to get "
+        "every group",
     )
 
 

@@ -69,6 +69,7 @@ class _Outer:
 
     chooser: str  # the clauses that choose rows by value ("" when none)
     keys: frozenset[int]  # output columns that show a key bare
+    windows: bool  # a window reads other released rows
 
 
 @functools.lru_cache(maxsize=256)
@@ -82,7 +83,12 @@ def _outer(outer_sql: str) -> _Outer:
     keys = frozenset(
         i for i, name in enumerate(direct_columns(outer_sql)) if (name or "").startswith("__k")
     )
-    return _Outer(" and ".join(parts), keys)
+    return _Outer(" and ".join(parts), keys, tree.find(exp.Window) is not None)
+
+
+def has_window(outer_sql: str) -> bool:
+    """Whether the outer query has a window: its cells read other released rows."""
+    return _outer(outer_sql).windows
 
 
 def _count(node: exp.Expr | None) -> int | None:
