@@ -1215,7 +1215,7 @@ class Engine:
                 spread.cells,
                 spread.rows,
                 f"{spread.could_show} {'row' if spread.could_show == 1 else 'rows'} not shown",
-                "the outer query's WHERE or HAVING",
+                nested.chooser(found),
             ),
             *nested.missing_widths(names[:width], rows, spread.widths),
         ]

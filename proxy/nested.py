@@ -28,7 +28,7 @@ from proxy import outer_functions
 from proxy.cell_values import same_value
 from proxy.errors import position_of, unsupported
 from proxy.outer import ROW as ROW_NAME
-from proxy.unsettled import SHARE
+from proxy.unsettled import SHARE, limit_per_copy
 
 INNER = "released"  # the table name the outer query reads (the post-processor's)
 REPLICATES = 400
@@ -234,16 +234,16 @@ def _carried(outer: exp.Select, names: tuple[str, ...]) -> exp.Select:
 
 def _replicated_sql(query: NestedQuery) -> exp.Select:
     """The outer query per copy: its select list and grouping, with the copy's index (and
-    the inner row's index when nothing aggregates), without ORDER BY / LIMIT."""
+    the inner row's index when nothing aggregates), its ORDER BY … LIMIT applied within
+    each copy (so that the rows a LIMIT chooses by noisy values are simulated too)."""
     outer = query.outer
     rep = _carried(query.run_outer, ("__rep", "__row"))
-    for clause in ("order", "limit", "offset"):
-        rep.set(clause, None)
     for window in rep.find_all(exp.Window):
         # A window spans one copy, never several.
         parts = list(window.args.get("partition_by") or [])
         window.set("partition_by", [exp.column("__rep"), *parts])
     aggregated = _has_aggregate(outer) or outer.args.get("group") is not None
+    limit_per_copy(rep, None if aggregated else exp.column("__row"))
     extra = [exp.column("__rep")] if aggregated else [exp.column("__rep"), exp.column("__row")]
     rep.set("expressions", [*extra, *rep.expressions])
     if aggregated:
@@ -496,6 +496,15 @@ def simulated_widths(
         1 for key, found in spreads.items() if key not in shown_keys and len(found) >= least
     )
     return Spread(out, tuple(doubtful), tuple(unsure), could_show)
+
+
+def chooser(query: NestedQuery) -> str:
+    """The outer query's clauses that choose its rows by value, in words."""
+    outer = query.outer
+    parts = [c.upper() for c in ("where", "having") if outer.args.get(c) is not None]
+    if outer.args.get("limit") is not None or outer.args.get("offset") is not None:
+        parts.append("ORDER BY … LIMIT" if outer.args.get("order") is not None else "LIMIT")
+    return f"the outer query's {' and '.join(parts)}" if parts else "the outer query"
 
 
 def missing_widths(

@@ -137,10 +137,26 @@ def _per_copy_query(outer_sql: str, candidates: list[int]) -> str:
     as each copy's rank (a QUALIFY), and only ``__row``, ``__rep`` and the ``candidates``
     columns returned."""
     tree = per_copy_tree(sqlglot.parse_one(outer_sql, read="duckdb"))
+    assert isinstance(tree, exp.Select)
     items = list(tree.expressions)
+    limit_per_copy(tree, exp.column(ROW))
+    tree.set(
+        "expressions",
+        [exp.column(ROW), exp.column(REP), *(items[c].copy() for c in candidates)],
+    )
+    return tree.sql(dialect="duckdb")
+
+
+def limit_per_copy(tree: exp.Select, tiebreak: exp.Expr | None) -> None:
+    """``tree`` (a query over re-noised copies, changed in place) with its ORDER BY …
+    LIMIT / OFFSET applied within each copy: the rank of a row in its copy by the ORDER
+    BY (select-list aliases and positions read as the items they name; ``tiebreak``
+    last), kept between OFFSET and OFFSET + LIMIT by a QUALIFY; ORDER BY, LIMIT and
+    OFFSET then removed. Raises ValueError for a LIMIT that is not an integer literal."""
     limit = _count(tree.args.get("limit"))
     offset = _count(tree.args.get("offset")) or 0
     if limit is not None or offset:
+        items = list(tree.expressions)
         by_alias = {e.alias: e.this for e in items if isinstance(e, exp.Alias)}
         order = []
         for ordered in tree.args["order"].expressions if tree.args.get("order") else []:
@@ -153,12 +169,12 @@ def _per_copy_query(outer_sql: str, candidates: list[int]) -> str:
             placed = ordered.copy()
             placed.set("this", key.copy())
             order.append(placed)
-        if not order:
-            order = [exp.Ordered(this=exp.column(ROW))]
+        if tiebreak is not None:
+            order.append(exp.Ordered(this=tiebreak))
         rank = exp.Window(
             this=exp.RowNumber(),
             partition_by=[exp.column(REP)],
-            order=exp.Order(expressions=[*order, exp.Ordered(this=exp.column(ROW))]),
+            order=exp.Order(expressions=order) if order else None,
         )
         bounds: exp.Expr = exp.GT(this=rank, expression=exp.Literal.number(offset))
         if limit is not None:
@@ -169,11 +185,6 @@ def _per_copy_query(outer_sql: str, candidates: list[int]) -> str:
     tree.set("limit", None)
     tree.set("offset", None)
     tree.set("order", None)
-    tree.set(
-        "expressions",
-        [exp.column(ROW), exp.column(REP), *(items[c].copy() for c in candidates)],
-    )
-    return tree.sql(dialect="duckdb")
 
 
 def _simulate(

@@ -202,7 +202,7 @@ def test_an_outer_query_over_an_answer_says_the_same(engine: Engine) -> None:
     assert r.intervals[low][1] is not None and r.intervals[low][1] > 0
     top = next(i for i, row in enumerate(r.rows) if row[0] == ordered[-1])
     assert top not in r.unsettled_rows and (top, 2) not in r.unsettled_cells
-    assert any("outer query's WHERE or HAVING" in w for w in r.warnings)
+    assert any("chosen by noisy values (the outer query's WHERE)" in w for w in r.warnings)
     assert any("'big' could be otherwise" in w for w in r.warnings)
 
 
@@ -239,3 +239,29 @@ def test_a_window_after_partition_selection_says_it_misses_the_dropped_groups(
     plain_said = engine.run(QueryRequest(plain, epsilon=0.5)).warnings
     assert any("partition selection" in w for w in plain_said)
     assert not any("reads only the groups shown" in w for w in plain_said)
+
+
+def test_an_outer_query_s_limit_over_an_answer_is_simulated(engine: Engine) -> None:
+    """A BI tool's wrapper (``SELECT … FROM (<aggregate>) AS virtual_table ORDER BY n
+    DESC LIMIT 1``): the rows a LIMIT over noisy values chooses, per simulated copy."""
+    counts, sigma = _counts(engine)
+    inner = BASE.format(items="COUNT(*) AS n")
+    r = engine.run(
+        QueryRequest(
+            f"SELECT plan, n FROM ({inner}) AS virtual_table ORDER BY n LIMIT 1", epsilon=EPS
+        )
+    )
+    assert r.privacy.cached and len(r.rows) == 1
+    bottom, next_up = sorted(counts.values())[:2]
+    expect = _clear(next_up - bottom, sigma * 2**0.5)
+    if expect is not None:
+        assert (0 in r.unsettled_rows) is expect, (counts, sigma)
+        said = [w for w in r.warnings if "the outer query's ORDER BY … LIMIT" in w]
+        assert bool(said) is expect
+    top = engine.run(
+        QueryRequest(
+            f"SELECT plan, n FROM ({inner}) AS virtual_table ORDER BY n DESC LIMIT 1",
+            epsilon=EPS,
+        )
+    )
+    assert top.unsettled_rows == () and top.intervals[0][1] is not None
