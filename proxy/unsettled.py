@@ -67,23 +67,44 @@ NOTHING = Unsettled(frozenset(), frozenset(), frozenset(), 0, "")
 class _Outer:
     """What this module reads off an outer query's text (kept per text)."""
 
-    chooser: str  # the clauses that choose rows by value ("" when none)
+    where: bool  # a WHERE (the analyst's HAVING) chooses rows by value
+    limited: bool  # a LIMIT or OFFSET
+    limit: int | None  # its rows (None: no LIMIT, or not a literal)
+    offset: int
+    ordered: bool  # an ORDER BY
     keys: frozenset[int]  # output columns that show a key bare
     windows: bool  # a window reads other released rows
+
+    def chooser(self, rows: int) -> str:
+        """The clauses that choose among ``rows`` released rows by value ("" when none:
+        a LIMIT at least as long as the answer, as BI tools append, chooses nothing)."""
+        parts = ["HAVING"] if self.where else []
+        if self.limited and not (
+            self.offset == 0 and self.limit is not None and self.limit >= rows
+        ):
+            parts.append("ORDER BY … LIMIT" if self.ordered else "LIMIT")
+        return " and ".join(parts)
 
 
 @functools.lru_cache(maxsize=256)
 def _outer(outer_sql: str) -> _Outer:
     tree = sqlglot.parse_one(outer_sql, read="duckdb")
-    parts = []
-    if tree.find(exp.Where) is not None:
-        parts.append("HAVING")
-    if tree.args.get("limit") is not None or tree.args.get("offset") is not None:
-        parts.append("ORDER BY … LIMIT" if tree.args.get("order") is not None else "LIMIT")
     keys = frozenset(
         i for i, name in enumerate(direct_columns(outer_sql)) if (name or "").startswith("__k")
     )
-    return _Outer(" and ".join(parts), keys, tree.find(exp.Window) is not None)
+    try:
+        limit, offset = _count(tree.args.get("limit")), _count(tree.args.get("offset")) or 0
+    except ValueError:
+        limit, offset = None, 1  # not literals: simulated (and refused there)
+    return _Outer(
+        where=tree.find(exp.Where) is not None,
+        limited=tree.args.get("limit") is not None or tree.args.get("offset") is not None,
+        limit=limit,
+        offset=offset,
+        ordered=tree.args.get("order") is not None,
+        keys=keys,
+        windows=tree.find(exp.Window) is not None,
+    )
 
 
 def has_window(outer_sql: str) -> bool:
@@ -122,14 +143,15 @@ def unsettled(
         and c not in drawn
         and any(not is_finite_number(r[c]) for r in rows)
     ]
-    if not outer.chooser and not candidates:
+    chooser = outer.chooser(table.num_rows)
+    if not chooser and not candidates:
         return NOTHING
     stds = stds_of(plan)
     at = names.index(ROW)
     try:
-        return _simulate(plan, table, at, candidates, rows, outer.chooser, stds, post)
+        return _simulate(plan, table, at, candidates, rows, chooser, stds, post)
     except Exception:  # released values only: the answer stands, the doubt is said in words
-        return Unsettled(frozenset(), frozenset(), frozenset(), 0, outer.chooser, failed=True)
+        return Unsettled(frozenset(), frozenset(), frozenset(), 0, chooser, failed=True)
 
 
 def _per_copy_query(outer_sql: str, candidates: list[int]) -> str:

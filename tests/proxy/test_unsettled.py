@@ -265,3 +265,17 @@ def test_an_outer_query_s_limit_over_an_answer_is_simulated(engine: Engine) -> N
         )
     )
     assert top.unsettled_rows == () and top.intervals[0][1] is not None
+
+
+def test_a_bi_tool_s_long_limit_simulates_nothing(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Superset appends LIMIT 10000 to every chart's query: a LIMIT at least as long as
+    the answer chooses nothing and costs no simulation."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("simulated")
+
+    monkeypatch.setattr(U, "noisy_copies", refuse)
+    r = engine.run(QueryRequest(BASE.format(items="COUNT(*) AS n") + " LIMIT 10000", epsilon=EPS))
+    assert r.rows and r.unsettled_rows == () and not any("chosen by" in w for w in r.warnings)
