@@ -45,7 +45,7 @@ from proxy.release import PostProcessor
 # a comparison with a constant, the constant lies within the value's 95% interval).
 SHARE = 0.025
 # Copies x released rows simulated at most (a long answer gets fewer copies, at least 40).
-MAX_SIMULATED = 100_000
+MAX_SIMULATED = 50_000
 
 
 @dataclass(frozen=True)
@@ -154,10 +154,11 @@ def unsettled(
         return Unsettled(frozenset(), frozenset(), frozenset(), 0, chooser, failed=True)
 
 
-def _per_copy_query(outer_sql: str, candidates: list[int]) -> str:
+@functools.lru_cache(maxsize=256)
+def _per_copy_query(outer_sql: str, candidates: tuple[int, ...]) -> tuple[str, frozenset[str]]:
     """The outer query over the copies: its windows within a copy, its ORDER BY … LIMIT
     as each copy's rank (a QUALIFY), and only ``__row``, ``__rep`` and the ``candidates``
-    columns returned."""
+    columns returned; with the released columns it reads (only those are copied)."""
     tree = per_copy_tree(sqlglot.parse_one(outer_sql, read="duckdb"))
     assert isinstance(tree, exp.Select)
     items = list(tree.expressions)
@@ -166,7 +167,7 @@ def _per_copy_query(outer_sql: str, candidates: list[int]) -> str:
         "expressions",
         [exp.column(ROW), exp.column(REP), *(items[c].copy() for c in candidates)],
     )
-    return tree.sql(dialect="duckdb")
+    return tree.sql(dialect="duckdb"), frozenset(c.name for c in tree.find_all(exp.Column))
 
 
 def limit_per_copy(tree: exp.Select, tiebreak: exp.Expr | None) -> None:
@@ -221,8 +222,11 @@ def _simulate(
 ) -> Unsettled:
     n = table.num_rows
     replicates = min(REPLICATES, max(40, MAX_SIMULATED // n))
-    copies = noisy_copies(plan.mechanism, with_row_index(table), stds, replicates)
-    _, found = post.run(_per_copy_query(plan.outer_sql, candidates), copies)
+    query, reads = _per_copy_query(plan.outer_sql, tuple(candidates))
+    base = with_row_index(table)
+    base = base.select([c for c in base.column_names if c in reads or c == ROW])
+    copies = noisy_copies(plan.mechanism, base, stds, replicates)
+    _, found = post.run(query, copies)
     released = {int(r[at]): r for r in rows}
     shown_in: dict[int, int] = {}
     differs: dict[tuple[int, int], int] = {}
