@@ -123,6 +123,15 @@ def cap_targets(
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class RowsCut:
+    """The share of a table's rows a cap leaves out, as its released histogram reads."""
+
+    point: float
+    upper: float
+    hidden_people: float  # a bin holding fewer people than this reads as empty
+
+
 class AutoBounds:
     """Release and store the histograms of "auto" tables; choose each query's cap."""
 
@@ -158,6 +167,15 @@ class AutoBounds:
         released histogram; None before it is released)."""
         hist = self.histogram(table)
         return None if hist is None else hist.rows_cut(cap)
+
+    def rows_cut_reading(self, table: TablePolicy, cap: int) -> RowsCut | None:
+        """What the released histogram says of the rows a cap of ``cap`` leaves out: its
+        point reading, its upper reading (the first hidden bin full) and how many people
+        a bin can hide (None before it is released). Post-processing: free."""
+        hist = self.histogram(table)
+        if hist is None:
+            return None
+        return RowsCut(hist.rows_cut(cap), hist.rows_cut(cap, upper=True), hist.threshold)
 
     def pending(self, table: TablePolicy) -> PendingBounds | None:
         if table.auto_rows_limit is None or self.histogram(table) is not None:

@@ -100,6 +100,8 @@ PLAN_MEMO_SIZE = 512
 # Parsed texts kept for read-only steps: only needed within one new text's first run.
 READ_TREES = 64
 ROWS_CUT_WARNING = 0.05  # an answer says so when the cap leaves out more of a table
+# ... and when the histogram's upper reading of the rows an auto cap leaves out passes this
+ROWS_CUT_NOTE = 0.01
 # A release an "auto" bound still waits for (paid by the first run that needs it).
 Pending = PendingBounds | PendingValueBound | PendingGroups
 
@@ -1400,14 +1402,35 @@ class Engine:
         shape, _ = self.prepare(request)
         notes = []
         for info in shape.private_tables():
-            cut = self.auto_bounds.rows_cut(info.policy, plan.max_rows)
-            if cut is not None and cut > ROWS_CUT_WARNING:
+            cut = self.auto_bounds.rows_cut_reading(info.policy, plan.max_rows)
+            if cut is None:
+                continue
+            limit = info.policy.auto_rows_limit
+            caveat = (
+                "This reads the released histogram of rows per person, whose noise hides "
+                f"fewer than about {cut.hidden_people:.0f} people in a bin, so a few heavier "
+                "people can hold more (an honesty probe: 0.8% of the people held 8.4% of "
+                "the rows beyond a cap of 256, read as 0%); and it is the whole table's "
+                "share, which a filter or a grouping can change."
+            )
+            # The upper reading too: the histogram's noise hides a thin tail.
+            if cut.upper > ROWS_CUT_NOTE:
                 notes.append(
-                    f"about {cut:.0%} of the rows of {info.policy.name} belong to people "
-                    f"above the cap of {plan.max_rows} rows per group (chosen from the data; "
-                    f"the policy's limit is {info.policy.auto_rows_limit}) and are left out: "
-                    "counts and sums over them are about that much lower than the true "
-                    "totals; a higher limit would keep them at the cost of more noise"
+                    f"about {cut.point:.0%} to {cut.upper:.0%} of the rows of "
+                    f"{info.policy.name} belong to people above the cap of {plan.max_rows} "
+                    f"rows per group (chosen from the data; the policy's limit is {limit}) "
+                    "and are left out: counts and sums over them are lower than the true "
+                    f"totals by about that share. {caveat} A higher limit keeps more of "
+                    "them, at the cost of more noise"
+                )
+            elif limit is not None and plan.max_rows >= limit:
+                notes.append(
+                    f"the cap of {plan.max_rows} rows per group on {info.policy.name} is the "
+                    "policy's limit: the rows of people above it are left out, and the "
+                    "released histogram of rows per person sees too few such people to say "
+                    f"how many rows that is. {caveat.split('; and')[0]}. Counts and sums can "
+                    "be lower than the true totals by their share; a higher limit keeps "
+                    "more of them, at the cost of more noise"
                 )
         for chosen in plan.chosen_bounds:
             people = chosen.people_cut

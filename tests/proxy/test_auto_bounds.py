@@ -28,6 +28,7 @@ from accounting.bounds import (
 from proxy.engine import Engine
 from proxy.policy import parse_policy
 from proxy.request import QueryRequest
+from sample_data.generate import generate
 from tests.proxy.conftest import ROOT
 
 SQL = "SELECT region, COUNT(*) AS n FROM prompts JOIN users USING (user_id) GROUP BY region"
@@ -92,6 +93,42 @@ def test_counts_come_close_and_the_cut_is_stated(engine, demo_db: Path) -> None:
     assert cut is not None
     if cut > 0.05:
         assert any("rows of prompts" in w and "left out" in w for w in r.warnings)
+
+
+def test_the_note_reads_the_histogram_s_upper_end_and_says_what_it_hides(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """An honesty probe (2026-12-06): 0.8% of the people held 8.4% of the rows beyond
+    the limit of 256, and the note, reading the histogram's point estimate (0.0%), said
+    nothing. The note now reads the upper end too, and at the limit it says what the
+    histogram's noise can hide whatever the reading."""
+    root = tmp_path_factory.mktemp("tail")
+    # The demo's own size (5,000 people, 100,000 prompts, seed 7), the probe's data.
+    db = generate(root / "usage.duckdb", people=5000, prompts=100_000, seed=7)
+    e = Engine(auto_policy(root, db))
+    table = next(t for t in e.policy.tables if t.name == "prompts")
+    branches = set()
+    for eps in (0.3, 1.0, 30.0):
+        r = e.run(QueryRequest("SELECT COUNT(*) AS n FROM prompts", epsilon=eps))
+        cap = r.privacy.clipping.max_rows_per_group
+        cut = e.auto_bounds.rows_cut_reading(table, cap)
+        assert cut is not None and cut.upper >= cut.point
+        notes = [w for w in r.warnings if "rows of prompts" in w or "on prompts is" in w]
+        if cut.upper > 0.01:
+            (note,) = notes
+            assert f"about {cut.point:.0%} to {cut.upper:.0%} of the rows" in note
+            branches.add("range")
+        elif cap >= table.auto_rows_limit:
+            (note,) = notes
+            assert "is the policy's limit" in note
+            branches.add("limit")
+        else:
+            assert notes == []
+        if notes:
+            assert f"hides fewer than about {cut.hidden_people:.0f} people" in notes[0]
+    e.close()
+    # The probe's case: at the limit of 256 the point reading is 0 and the note stands.
+    assert "range" in branches
 
 
 def test_each_query_chooses_its_own_cap(engine) -> None:
