@@ -590,7 +590,10 @@ class Engine:
         except DPSQLError:
             return None  # the real plan refuses it with its own message
         targets = cap_targets(
-            noise.columns, Mechanism(self.policy.proxy.mechanism), totals_use(shape)
+            noise.columns,
+            Mechanism(self.policy.proxy.mechanism),
+            totals_use(shape),
+            noise.quantiles,
         )
         caps = [t.max_rows_per_group for t in tables if t.max_rows_per_group is not None]
         for table in auto:

@@ -231,3 +231,33 @@ def test_no_histogram_is_paid_for_when_no_cap_is_chosen(engine, sql: str) -> Non
     assert result.columns
     notes = [ev.note for ev in e.ledger.history() if ev.kind == "charge"]
     assert not any(n.startswith("auto bounds of") for n in notes), notes
+
+
+def test_a_median_alone_chooses_its_cap(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A query of quantiles alone kept the policy's limit (no target to weigh), and a
+    median of tickets by category (groups of 54-231 rows) came out 6,394 where the true
+    one was 98 under a rank error of ±309 rows (an honesty probe, 2026-12-06). A median
+    now weighs its rank error against the rows a group keeps; a 95th percentile, whose
+    tail a small cap thins, still keeps the limit."""
+    root = tmp_path_factory.mktemp("medians")
+    db = generate(root / "usage.duckdb", people=5000, prompts=100_000, seed=7)
+    truth = duckdb.connect(str(db), read_only=True)
+    sql = "SELECT category, MEDIAN(resolution_minutes) AS med FROM tickets GROUP BY category"
+    expected = dict(truth.execute(sql).fetchall())
+    p95 = "SELECT category, QUANTILE_CONT(resolution_minutes, 0.95) AS p FROM tickets GROUP BY 1"
+    copy = root / "engine.duckdb"
+    shutil.copy(db, copy)
+    truth.close()
+    e = Engine(auto_policy(root, copy))
+    try:
+        limit = next(t for t in e.policy.tables if t.name == "tickets").auto_rows_limit
+        r = e.run(QueryRequest(sql, epsilon=3.0))
+        assert r.privacy.clipping is not None
+        assert r.privacy.clipping.max_rows_per_group < limit
+        errors = sorted(abs(v - expected[k]) / expected[k] for k, v in r.rows if k in expected)
+        assert errors and errors[len(errors) // 2] < 0.5  # 30 times off at the limit
+        tail = e.run(QueryRequest(p95, epsilon=3.0))
+        assert tail.privacy.clipping is not None
+        assert tail.privacy.clipping.max_rows_per_group == limit
+    finally:
+        e.close()
