@@ -230,6 +230,8 @@ def _doubts(
 ) -> _Doubts:
     """``found`` (by released row) as shown rows and cells, and the words that say it:
     every cell and row choice another draw of the noise could change is named."""
+    if not (found.cells or found.shown or found.left_out or found.failed):
+        return _Doubts((), (), ())
     shown = len(plan.output_names)
     at = names.index(ROW) if ROW in names else None
     where = {} if at is None else {int(r[at]): i for i, r in enumerate(rows)}
@@ -465,9 +467,6 @@ def _intervals(
                 widths[c] = simulated.get((int(row[at]), c))
                 if widths[c] is None and c < shown and is_finite_number(row[c]):
                     unstable[c] += 1
-        for c in range(min(shown, len(row))):
-            if is_number(row[c]) and not is_finite_number(row[c]):
-                infinite[c] += 1
         for a in plan.avg_intervals:
             s = row[position[f"__ci{a.index}_s"]]
             n = row[position[f"__ci{a.index}_n"]]
@@ -491,8 +490,12 @@ def _intervals(
         # Text has no half-width: a constant label column (SELECT 'All' AS segment) was
         # shown as "All ± 0"
         for c in range(min(shown, len(widths))):
-            if isinstance(row[c], str):
+            value = row[c]
+            if isinstance(value, str):
                 widths[c] = None
+            elif isinstance(value, float) and not math.isfinite(value):
+                # (DECIMAL and integer cells are never infinite)
+                infinite[c] += 1
         cells.append(tuple(widths))
     warnings = tuple(
         f"{k} of {len(rows)} values in column {plan.output_names[a.index]!r} average over a "
