@@ -1224,6 +1224,12 @@ class Engine:
             ),
             *nested.missing_widths(names[:width], rows, spread.widths),
         ]
+        if spread.failed:
+            notes.append(
+                "dpsql could not run the outer query over simulated copies of the inner "
+                "answer: its values have no intervals, and the rows it chooses and the "
+                "values that are not numbers, where they read noisy values, may be otherwise"
+            )
         partition = inner.privacy.partition
         if partition.get("strategy") == "public_domain" and partition.get("groups"):
             # A public domain releases every declared key, those no one has included (an
@@ -1235,12 +1241,23 @@ class Engine:
                 "empty groups too; filter them out in the outer query (e.g. WHERE n > a few "
                 "half-widths) if that is not what you mean"
             )
+        inherited = tuple(w for w in inner.warnings if w not in inner.doubts)
+        if inner.doubts:
+            # The inner answer's own words count its rows and columns, not these (a
+            # review, 2026-12-06: "1 of the 3 rows shown" under a one-row total).
+            notes.append(
+                "the inner answer's rows or values were chosen by noisy values (its "
+                "HAVING, LIMIT or a comparison near its threshold): another draw of the "
+                "noise could have given the outer query other rows to read, which its "
+                "intervals do not count"
+            )
         return replace(
             inner,
             columns=tuple(names[:width]),
             rows=[tuple(r[:width]) for r in rows],
             intervals=tuple(spread.widths),
-            warnings=(*inner.warnings, *notes),
+            warnings=(*inherited, *notes),
+            doubts=(),
             unsettled_cells=spread.cells,
             unsettled_rows=spread.rows,
         )

@@ -16,7 +16,7 @@ a per-person aggregate (proxy/per_person_values.py).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -25,7 +25,7 @@ from sqlglot import exp
 
 from accounting.mechanisms import Z_975, simulation_table
 from proxy import outer_functions
-from proxy.cell_values import same_value
+from proxy.cell_values import is_finite_number, is_number, same_value
 from proxy.errors import position_of, unsupported
 from proxy.outer import ROW as ROW_NAME
 from proxy.unsettled import SHARE, limit_per_copy
@@ -232,24 +232,63 @@ def _carried(outer: exp.Select, names: tuple[str, ...]) -> exp.Select:
     return out
 
 
+def _stars_without(select: exp.Select, names: tuple[str, ...]) -> exp.Select:
+    """``select`` (changed in place) with every ``*`` and ``t.*`` of its list leaving out
+    the hidden columns ``names``: a star over the released table would also show
+    ``__row`` (and over the copies ``__rep``), which put the shown columns one place off
+    their simulated copies and showed the hidden index as a column (a review,
+    2026-12-06)."""
+    for item in select.expressions:
+        star = item.this if isinstance(item, exp.Column) else item
+        if isinstance(star, exp.Star):
+            kept = list(star.args.get("except_") or [])
+            have = {c.name for c in kept if isinstance(c, exp.Column)}
+            kept += [exp.column(n) for n in names if n not in have]
+            star.set("except_", kept)
+    return select
+
+
 def _replicated_sql(query: NestedQuery) -> exp.Select:
     """The outer query per copy: its select list and grouping, with the copy's index (and
     the inner row's index when nothing aggregates), its ORDER BY … LIMIT applied within
     each copy (so that the rows a LIMIT chooses by noisy values are simulated too)."""
     outer = query.outer
-    rep = _carried(query.run_outer, ("__rep", "__row"))
+    rep = _stars_without(_carried(query.run_outer, ("__rep", "__row")), ("__row", "__rep"))
     for window in rep.find_all(exp.Window):
         # A window spans one copy, never several.
         parts = list(window.args.get("partition_by") or [])
         window.set("partition_by", [exp.column("__rep"), *parts])
-    aggregated = _has_aggregate(outer) or outer.args.get("group") is not None
-    limit_per_copy(rep, None if aggregated else exp.column("__row"))
-    extra = [exp.column("__rep")] if aggregated else [exp.column("__rep"), exp.column("__row")]
-    rep.set("expressions", [*extra, *rep.expressions])
-    if aggregated:
+    grouping = _has_aggregate(outer) or outer.args.get("group") is not None
+    whole = aggregated(outer)  # no __row: the rows are not the inner rows one for one
+    limit_per_copy(rep, None if whole else exp.column("__row"))
+    items = list(rep.expressions)
+    extra = [exp.column("__rep")] if whole else [exp.column("__rep"), exp.column("__row")]
+    rep.set("expressions", [*extra, *items])
+    if grouping:
+        # The keys as expressions: an ordinal (GROUP BY 1) would name the copy's index
+        # once it leads the list, and GROUP BY ALL would group by it too (both failed to
+        # bind, silencing the simulation: a review, 2026-12-06).
         group = rep.args.get("group")
-        keys = list(group.expressions) if group is not None else []
-        rep.set("group", exp.Group(expressions=[exp.column("__rep"), *keys]))
+        grouped = group.copy() if group is not None else exp.Group()
+
+        def item(i: int) -> exp.Expr:
+            found = items[i]
+            return (found.this if isinstance(found, exp.Alias) else found).copy()
+
+        if grouped.args.get("all"):
+            keys = [
+                item(i)
+                for i, e in enumerate(items)
+                if e.find(exp.AggFunc) is None and e.find(exp.Window) is None
+            ]
+            grouped.set("all", None)
+        else:
+            keys = [
+                item(int(k.this) - 1) if isinstance(k, exp.Literal) and k.is_int else k
+                for k in grouped.expressions
+            ]
+        grouped.set("expressions", [exp.column("__rep"), *keys])
+        rep.set("group", grouped)
     return rep
 
 
@@ -381,7 +420,15 @@ def total(outer: exp.Select) -> exp.Select:
 
 
 def aggregated(outer: exp.Select) -> bool:
-    return _has_aggregate(outer) or outer.args.get("group") is not None
+    """Whether the outer query's rows are not the inner answer's rows one for one: it
+    aggregates, groups, or keeps DISTINCT rows (which the hidden ``__row`` would keep
+    apart: SELECT DISTINCT showed duplicates, a review, 2026-12-06). Its rows are then
+    matched with their simulated copies by their items that aggregate nothing."""
+    return (
+        _has_aggregate(outer)
+        or outer.args.get("group") is not None
+        or outer.args.get("distinct") is not None
+    )
 
 
 def displayed(query: NestedQuery) -> exp.Select:
@@ -390,7 +437,7 @@ def displayed(query: NestedQuery) -> exp.Select:
     simulated copies."""
     if aggregated(query.outer):
         return query.run_outer
-    shown = _carried(query.run_outer, ("__row",))
+    shown = _stars_without(_carried(query.run_outer, ("__row",)), ("__row",))
     shown.set("expressions", [*shown.expressions, exp.column("__row")])
     return shown
 
@@ -405,6 +452,7 @@ class Spread:
     cells: tuple[tuple[int, int], ...] = ()  # (shown row, column) not numbers, unsettled
     rows: tuple[int, ...] = ()  # shown rows the noise could have left out
     could_show: int = 0  # rows (groups) not shown that the noise could have shown
+    failed: bool = False  # the outer query did not run over the copies: said in words
 
 
 def simulated_widths(
@@ -445,7 +493,7 @@ def simulated_widths(
     try:
         _, rows = run(_replicated_sql(nested).sql(dialect="duckdb"), pa.table(copies))
     except Exception:  # the outer query over a noisier copy failed: no width stated
-        return none
+        return replace(none, failed=True)
     grouped = aggregated(nested.outer)
     skip = 1 if grouped else 2
     # A grouped outer query's rows are matched with their simulated copies by its keys:
@@ -481,7 +529,7 @@ def simulated_widths(
             if grouped and j in keyed:
                 widths_out.append(None)  # a key: the same in every copy
                 continue
-            if not (_numeric(v) and math.isfinite(float(v))):
+            if not is_finite_number(v):
                 if noised and sum(1 for c in found if not same_value(c[j], v)) >= least:
                     doubtful.append((i, j))
                 widths_out.append(None)
@@ -502,8 +550,14 @@ def chooser(query: NestedQuery) -> str:
     """The outer query's clauses that choose its rows by value, in words."""
     outer = query.outer
     parts = [c.upper() for c in ("where", "having") if outer.args.get(c) is not None]
-    if outer.args.get("limit") is not None or outer.args.get("offset") is not None:
+    if outer.args.get("group") is not None:
+        parts.append("GROUP BY")
+    if outer.args.get("distinct") is not None:
+        parts.append("DISTINCT")
+    if outer.args.get("limit") is not None:
         parts.append("ORDER BY … LIMIT" if outer.args.get("order") is not None else "LIMIT")
+    elif outer.args.get("offset") is not None:
+        parts.append("ORDER BY … OFFSET" if outer.args.get("order") is not None else "OFFSET")
     return f"the outer query's {' and '.join(parts)}" if parts else "the outer query"
 
 
@@ -517,7 +571,7 @@ def missing_widths(
         k = sum(
             1
             for row, w in zip(rows, widths, strict=True)
-            if c < len(w) and w[c] is None and _numeric(row[c]) and math.isfinite(float(row[c]))
+            if c < len(w) and w[c] is None and is_finite_number(row[c])
         )
         if k:
             out.append(
@@ -530,4 +584,6 @@ def missing_widths(
 
 
 def _numeric(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """A number (int, float or DECIMAL; not a bool): a DECIMAL column of the inner
+    answer was neither noised in the copies nor given a width (a review, 2026-12-06)."""
+    return is_number(value)

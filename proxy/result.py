@@ -145,6 +145,9 @@ class Result:
     # left out.
     unsettled_cells: tuple[tuple[int, int], ...] = ()
     unsettled_rows: tuple[int, ...] = ()
+    # The warnings (among ``warnings``) that say so: an answer read by an outer query
+    # restates them as its own (proxy/engine.py, _run_nested).
+    doubts: tuple[str, ...] = ()
 
 
 def build_result(
@@ -215,6 +218,7 @@ def build_result(
         intervals=intervals,
         unsettled_cells=doubts.cells,
         unsettled_rows=doubts.rows,
+        doubts=doubts.warnings,
     )
 
 
@@ -230,7 +234,7 @@ def _doubts(
 ) -> _Doubts:
     """``found`` (by released row) as shown rows and cells, and the words that say it:
     every cell and row choice another draw of the noise could change is named."""
-    if not (found.cells or found.shown or found.left_out or found.failed):
+    if not (found.cells or found.shown or found.left_out or found.failed or found.by_quantile):
         return _Doubts((), (), ())
     shown = len(plan.output_names)
     at = names.index(ROW) if ROW in names else None
@@ -255,6 +259,12 @@ def _doubts(
             f"{len(found.left_out)} of the {found.left_out_total} rows left out",
             found.chooser,
         )
+    if found.by_quantile:
+        words += (
+            f"the rows shown were chosen ({found.chooser}) by a DP median, quantile, MIN "
+            "or MAX, whose error is in ranks (see its note) and is not simulated: rows "
+            "near the cut-off may be otherwise",
+        )
     return _Doubts(cells, kept, words)
 
 
@@ -275,10 +285,10 @@ def doubt_warnings(
         k = sum(1 for _, col in cells if col == c)
         out.append(
             f"{k} of {shown_rows} values in column {columns[c]!r} could be "
-            "otherwise: they are not numbers but are computed from noisy ones (a "
-            "comparison, a CASE, a NULL where a condition failed), and within the 95% "
-            "interval of those values the expression also gives another result; treat "
-            "them as undecided (a larger epsilon narrows the noise)"
+            "otherwise: a comparison, a CASE or a condition over noisy values gives them, "
+            "and within the 95% interval of those values it also gives another result "
+            "(another value, or NULL for a number or a number for NULL); treat them as "
+            "undecided (a larger epsilon narrows the noise)"
         )
     if rows or not could_show.startswith("0 "):
         out.append(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import sqlglot
@@ -58,6 +58,9 @@ class Unsettled:
     left_out_total: int  # released rows the outer query left out
     chooser: str  # the clauses that choose rows by value ("" when none)
     failed: bool = False  # the simulation could not run: said in words instead
+    # the clauses read a MEDIAN/quantile/MIN/MAX draw, whose error is in ranks and is not
+    # simulated: said in words (a review, 2026-12-06: HAVING MEDIAN(x) > t was silent)
+    by_quantile: bool = False
 
 
 NOTHING = Unsettled(frozenset(), frozenset(), frozenset(), 0, "")
@@ -74,6 +77,8 @@ class _Outer:
     ordered: bool  # an ORDER BY
     keys: frozenset[int]  # output columns that show a key bare
     windows: bool  # a window reads other released rows
+    conditional: frozenset[int]  # output columns a CASE, IF or NULLIF may turn NULL
+    choosing: frozenset[str]  # released columns the WHERE and ORDER BY read
 
     def chooser(self, rows: int) -> str:
         """The clauses that choose among ``rows`` released rows by value ("" when none:
@@ -82,7 +87,8 @@ class _Outer:
         if self.limited and not (
             self.offset == 0 and self.limit is not None and self.limit >= rows
         ):
-            parts.append("ORDER BY … LIMIT" if self.ordered else "LIMIT")
+            clause = "LIMIT" if self.limit is not None else "OFFSET"
+            parts.append(f"ORDER BY … {clause}" if self.ordered else clause)
         return " and ".join(parts)
 
 
@@ -96,6 +102,19 @@ def _outer(outer_sql: str) -> _Outer:
         limit, offset = _count(tree.args.get("limit")), _count(tree.args.get("offset")) or 0
     except ValueError:
         limit, offset = None, 1  # not literals: simulated (and refused there)
+    conditional = frozenset(
+        i
+        for i, item in enumerate(tree.expressions)
+        if item.find(exp.Case, exp.If, exp.Nullif) is not None
+    )
+    # What the choosing clauses read: the WHERE, and the ORDER BY with the items it may
+    # name by alias or position (all of them: a few names too many only adds words).
+    choosing: set[str] = set()
+    for where in tree.find_all(exp.Where):
+        choosing.update(c.name for c in where.find_all(exp.Column))
+    if tree.args.get("order") is not None:
+        for part in (tree.args["order"], *tree.expressions):
+            choosing.update(c.name for c in part.find_all(exp.Column))
     return _Outer(
         where=tree.find(exp.Where) is not None,
         limited=tree.args.get("limit") is not None or tree.args.get("offset") is not None,
@@ -104,6 +123,8 @@ def _outer(outer_sql: str) -> _Outer:
         ordered=tree.args.get("order") is not None,
         keys=keys,
         windows=tree.find(exp.Window) is not None,
+        conditional=conditional,
+        choosing=frozenset(choosing),
     )
 
 
@@ -132,6 +153,19 @@ def unsettled(
     """The unsettled rows and cells of the answer ``rows`` (hidden columns included,
     ``__row`` among them) that ``plan.outer_sql`` gave over the released ``table``.
     Never raises: a simulation that fails is reported as ``failed``."""
+    try:
+        return _unsettled(plan, table, names, rows, post)
+    except Exception:  # (reading the outer text again; it ran once already)
+        return Unsettled(frozenset(), frozenset(), frozenset(), 0, "", failed=True)
+
+
+def _unsettled(
+    plan: Plan,
+    table: Any,
+    names: list[str],
+    rows: list[tuple[Any, ...]],
+    post: PostProcessor,
+) -> Unsettled:
     if ROW not in names or table.num_rows == 0 or not plan.noise:
         return NOTHING
     outer = _outer(plan.outer_sql)
@@ -141,17 +175,21 @@ def unsettled(
         for c in range(len(plan.output_names))
         if c not in outer.keys
         and c not in drawn
-        and any(not is_finite_number(r[c]) for r in rows)
+        and (c in outer.conditional or any(not is_finite_number(r[c]) for r in rows))
     ]
     chooser = outer.chooser(table.num_rows)
     if not chooser and not candidates:
         return NOTHING
+    by_quantile = bool(chooser) and any(
+        q.statistic.column in outer.choosing for q in plan.quantiles
+    )
     stds = stds_of(plan)
     at = names.index(ROW)
     try:
-        return _simulate(plan, table, at, candidates, rows, chooser, stds, post)
+        found = _simulate(plan, table, at, candidates, rows, chooser, stds, post)
     except Exception:  # released values only: the answer stands, the doubt is said in words
-        return Unsettled(frozenset(), frozenset(), frozenset(), 0, chooser, failed=True)
+        found = Unsettled(frozenset(), frozenset(), frozenset(), 0, chooser, failed=True)
+    return replace(found, by_quantile=by_quantile) if by_quantile else found
 
 
 @functools.lru_cache(maxsize=256)
@@ -162,7 +200,9 @@ def _per_copy_query(outer_sql: str, candidates: tuple[int, ...]) -> tuple[str, f
     tree = per_copy_tree(sqlglot.parse_one(outer_sql, read="duckdb"))
     assert isinstance(tree, exp.Select)
     items = list(tree.expressions)
-    limit_per_copy(tree, exp.column(ROW))
+    # deep: the released table's columns are all dpsql's own (``__k0``, ``__s0``, …), so
+    # a name the select list aliases is the alias wherever the ORDER BY reads it
+    limit_per_copy(tree, exp.column(ROW), deep=True)
     tree.set(
         "expressions",
         [exp.column(ROW), exp.column(REP), *(items[c].copy() for c in candidates)],
@@ -170,12 +210,14 @@ def _per_copy_query(outer_sql: str, candidates: tuple[int, ...]) -> tuple[str, f
     return tree.sql(dialect="duckdb"), frozenset(c.name for c in tree.find_all(exp.Column))
 
 
-def limit_per_copy(tree: exp.Select, tiebreak: exp.Expr | None) -> None:
+def limit_per_copy(tree: exp.Select, tiebreak: exp.Expr | None, *, deep: bool = False) -> None:
     """``tree`` (a query over re-noised copies, changed in place) with its ORDER BY …
     LIMIT / OFFSET applied within each copy: the rank of a row in its copy by the ORDER
-    BY (select-list aliases and positions read as the items they name; ``tiebreak``
-    last), kept between OFFSET and OFFSET + LIMIT by a QUALIFY; ORDER BY, LIMIT and
-    OFFSET then removed. Raises ValueError for a LIMIT that is not an integer literal."""
+    BY (select-list aliases and positions read as the items they name, and with ``deep``
+    an alias inside an expression too, ``ORDER BY n + 0``, where the caller drops the
+    select list and no input column's name can be an alias's; ``tiebreak`` last), kept
+    between OFFSET and OFFSET + LIMIT by a QUALIFY; ORDER BY, LIMIT and OFFSET then
+    removed. Raises ValueError for a LIMIT that is not an integer literal."""
     limit = _count(tree.args.get("limit"))
     offset = _count(tree.args.get("offset")) or 0
     if limit is not None or offset:
@@ -189,6 +231,12 @@ def limit_per_copy(tree: exp.Select, tiebreak: exp.Expr | None) -> None:
             elif isinstance(key, exp.Literal) and key.is_int:
                 found = items[int(key.this) - 1]
                 key = found.this if isinstance(found, exp.Alias) else found
+            elif deep:
+                key = key.transform(
+                    lambda node: by_alias[node.name].copy()
+                    if isinstance(node, exp.Column) and not node.table and node.name in by_alias
+                    else node
+                )
             placed = ordered.copy()
             placed.set("this", key.copy())
             order.append(placed)
@@ -237,7 +285,14 @@ def _simulate(
         if mine is None:
             continue
         for j, c in enumerate(candidates):
-            if not is_finite_number(mine[c]) and not same_value(r[2 + j], mine[c]):
+            # A number's own spread is its interval's; what is unsettled here is a value
+            # of another kind (a number a CASE could have made NULL, and back) or another
+            # value that is not a number.
+            if is_finite_number(mine[c]):
+                changed = not is_finite_number(r[2 + j])
+            else:
+                changed = not same_value(r[2 + j], mine[c])
+            if changed:
                 differs[(row, c)] = differs.get((row, c), 0) + 1
     least = math.ceil(SHARE * replicates)
     shown = frozenset(r for r in released if replicates - shown_in.get(r, 0) >= least)

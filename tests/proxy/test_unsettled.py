@@ -279,3 +279,102 @@ def test_a_bi_tool_s_long_limit_simulates_nothing(
     monkeypatch.setattr(U, "noisy_copies", refuse)
     r = engine.run(QueryRequest(BASE.format(items="COUNT(*) AS n") + " LIMIT 10000", epsilon=EPS))
     assert r.rows and r.unsettled_rows == () and not any("chosen by" in w for w in r.warnings)
+
+
+def test_a_number_a_condition_could_make_null_is_marked(engine: Engine) -> None:
+    """The mirror of a NULL that could be a number: a released number a CASE would
+    have turned NULL under another draw (a review, 2026-12-06)."""
+    counts, sigma = _counts(engine)
+    target = min(counts, key=counts.__getitem__)
+    cut = counts[target] - 0.3 * sigma  # the smallest count passes it, barely
+    r = _run(engine, f"CASE WHEN COUNT(*) > {cut} THEN COUNT(*) END AS n_or_null")
+    row = next(i for i, row in enumerate(r.rows) if row[0] == target)
+    assert r.rows[row][1] is not None
+    assert (row, 1) in r.unsettled_cells
+    far = next(i for i, row in enumerate(r.rows) if row[0] == max(counts, key=counts.__getitem__))
+    assert (far, 1) not in r.unsettled_cells
+
+
+def test_rows_chosen_by_a_median_are_said_to_be_unsimulated(engine: Engine) -> None:
+    """A HAVING on a DP median: its error is in ranks, not simulated; said in words
+    (a review, 2026-12-06: silent)."""
+    r = engine.run(
+        QueryRequest(BASE.format(items="MEDIAN(tokens_in) AS m") + " HAVING MEDIAN(tokens_in) > 5",
+                     epsilon=EPS)
+    )
+    assert any("by a DP median, quantile, MIN or MAX" in w for w in r.warnings)
+    plain = engine.run(QueryRequest(BASE.format(items="MEDIAN(tokens_in) AS m"), epsilon=EPS))
+    assert not any("by a DP median" in w for w in plain.warnings)
+
+
+INNER = BASE.format(items="COUNT(*) AS n")
+
+
+def test_a_star_over_an_answer_lines_up_with_its_copies(engine: Engine) -> None:
+    """``SELECT *`` over an inner answer also read the hidden ``__row`` (and in the
+    copies ``__rep``): keys were marked "?", the count had no interval, and
+    ``SELECT *, expr`` showed ``__row`` and dropped ``expr`` (a review, 2026-12-06)."""
+    for sql in (f"SELECT * FROM ({INNER}) AS s", f"SELECT s.* FROM ({INNER}) AS s"):
+        r = engine.run(QueryRequest(sql, epsilon=EPS))
+        assert r.columns == ("plan", "n") and r.unsettled_cells == ()
+        assert all(w[0] is None and w[1] is not None and w[1] > 0 for w in r.intervals)
+    r = engine.run(QueryRequest(f"SELECT *, n > 1 AS big FROM ({INNER}) AS s", epsilon=EPS))
+    assert r.columns == ("plan", "n", "big")
+    r = engine.run(QueryRequest(f"SELECT * EXCLUDE (plan) FROM ({INNER}) AS s", epsilon=EPS))
+    _, sigma = _counts(engine)
+    assert r.columns == ("n",) and all(w[0] < 3 * sigma for w in r.intervals)
+
+
+def test_an_outer_group_by_ordinal_or_all_is_simulated(engine: Engine) -> None:
+    counts, sigma = _counts(engine)
+    low = min(counts.values())
+    for group in ("GROUP BY 1", "GROUP BY ALL"):
+        r = engine.run(
+            QueryRequest(
+                f"SELECT n > {low + 0.3 * sigma} AS big, COUNT(*) AS k FROM ({INNER}) AS s "
+                f"{group}",
+                epsilon=EPS,
+            )
+        )
+        assert not any("could not run the outer query" in w for w in r.warnings), group
+        assert r.unsettled_cells or r.unsettled_rows, (group, r.rows)
+
+
+def test_an_order_by_expression_over_an_alias_is_simulated(engine: Engine) -> None:
+    r = engine.run(QueryRequest(INNER + " ORDER BY n + 0 DESC LIMIT 1", epsilon=EPS))
+    assert r.rows and not any("could not simulate" in w for w in r.warnings)
+
+
+def test_decimals_over_an_answer_are_numbers(engine: Engine) -> None:
+    _, sigma = _counts(engine)
+    r = engine.run(
+        QueryRequest(f"SELECT plan, CAST(n AS DECIMAL(12, 2)) AS d FROM ({INNER}) AS s",
+                     epsilon=EPS)
+    )
+    assert r.unsettled_cells == ()
+    assert all(w[1] is not None and 0 < w[1] < 3 * sigma for w in r.intervals)
+
+
+def test_distinct_over_an_answer_keeps_distinct_rows(engine: Engine) -> None:
+    counts, _ = _counts(engine)
+    r = engine.run(
+        QueryRequest(f"SELECT DISTINCT n > {min(counts.values())} AS big FROM ({INNER}) AS s",
+                     epsilon=EPS)
+    )
+    assert sorted(row[0] for row in r.rows) == [False, True]
+
+
+def test_an_outer_query_restates_the_inner_answer_s_doubts(engine: Engine) -> None:
+    """The inner answer's words counted its own rows and columns ("1 of the 3 rows
+    shown" under a one-row total, about a column not shown; a review, 2026-12-06)."""
+    counts, sigma = _counts(engine)
+    cut = min(counts.values()) - 0.2 * sigma
+    r = engine.run(
+        QueryRequest(
+            f"SELECT SUM(n) AS total FROM ({INNER} HAVING COUNT(*) > {cut}) AS s", epsilon=EPS
+        )
+    )
+    assert len(r.rows) == 1
+    assert not any("rows shown could have been left out" in w for w in r.warnings)
+    assert any("the inner answer's rows or values were chosen by noisy values" in w
+               for w in r.warnings)
