@@ -167,7 +167,7 @@ def cmd_query(args: argparse.Namespace, out: Console) -> int:
             )
         )
     out.print(table)
-    if result.unsettled_cells or result.unsettled_rows:
+    if result.unsettled_cells:
         out.print("[dim]? another draw of the noise could have given another value[/dim]")
     if p.exact:
         out.print(f"[dim]exact: {p.exact}[/dim]")

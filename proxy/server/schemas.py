@@ -156,6 +156,16 @@ class QueryResponse(BaseModel):
     intervals_95: list[list[float | None]] = Field(
         description="per cell: 95% half-width of the noise where it can be stated, else null"
     )
+    unsettled_cells: list[list[int]] = Field(
+        default_factory=list,
+        description="[row on this page, column] of cells another draw of the noise could "
+        "have given another value (a comparison or CASE near its threshold)",
+    )
+    unsettled_rows: list[int] = Field(
+        default_factory=list,
+        description="rows on this page that HAVING or ORDER BY … LIMIT chose by noisy "
+        "values and another draw of the noise could have left out",
+    )
     privacy: Privacy
     warnings: list[str]
     page: Page

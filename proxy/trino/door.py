@@ -486,6 +486,9 @@ def _answer(
                 f"dpsql: column {info.name!r} has noise of scale {info.noise_scale:.4g}; "
                 f"95% of answers lie within ±{info.half_width_95:.4g} of the true value"
             )
+    # The ranking chose the series by noisy values: what it says of that choice is the
+    # chart's too (a review, 2026-12-06: Superset's "top N series" said nothing of it).
+    warnings.extend(f"dpsql: series ranking: {w}" for e in earlier for w in e.doubts)
     warnings.extend(result.warnings)
     headers = (
         ("X-DPSQL-Epsilon", repr(epsilon)),

@@ -47,3 +47,8 @@ def test_pages_carry_unsettled_cells(c: httpx.Client) -> None:
     regions = sorted(counts)
     assert [regions.index(last), 2] in seen
     assert any("'big' could be otherwise" in w for w in body["warnings"])
+
+
+def test_the_openapi_schema_declares_them(c: httpx.Client) -> None:
+    schema = c.get("/openapi.json").json()["components"]["schemas"]["QueryResponse"]
+    assert {"unsettled_cells", "unsettled_rows"} <= set(schema["properties"])
