@@ -1210,7 +1210,12 @@ class Engine:
         # ``__row``, which a row-wise outer query also carries last), so count names, not
         # select items.
         width = sum(1 for n in names if n != "__row")
-        spread = nested.simulated_widths(found, table, inner.intervals, rows, width, self.post.run)
+        drawn = nested.drawn_columns(
+            found, names[:width], frozenset(str(q["name"]) for q in inner.privacy.quantiles)
+        )
+        spread = nested.simulated_widths(
+            found, table, inner.intervals, rows, width, self.post.run, drawn
+        )
         notes = [
             "the outer query ran on the released answer of the inner one (post-processing: "
             "no further privacy cost); its intervals simulate the inner answer's noise",

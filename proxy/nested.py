@@ -462,11 +462,14 @@ def simulated_widths(
     shown_rows: list[tuple[Any, ...]],
     width: int,
     run: Any,
+    drawn: tuple[frozenset[str], ...] = (),
 ) -> Spread:
     """Per shown cell of the outer query (``width`` columns), the 95% half-width of its
     spread when the inner answer's noise is simulated (None where it cannot be stated),
     with the cells and rows that noise could change. ``inner`` carries ``__row``;
-    ``run(sql, table)`` evaluates SQL over ``released``."""
+    ``run(sql, table)`` evaluates SQL over ``released``. ``drawn``: per shown column,
+    whether it reads an inner MEDIAN/quantile/MIN/MAX draw (a non-empty set of their
+    names): its error is in ranks, not simulated, so it gets no width (it showed ± 0)."""
     none = Spread([(None,) * width for _ in shown_rows])
     n = inner.num_rows
     if n == 0:
@@ -538,6 +541,9 @@ def simulated_widths(
             # Among the copies that show the row: a row a WHERE on noisy values keeps in
             # only some copies still has a width (it had none, and no word said so).
             enough = len(found) >= REPLICATES * 0.5 and len(diffs) >= 0.9 * len(found)
+            if j < len(drawn) and drawn[j]:
+                widths_out.append(None)  # a DP quantile's draw: no value interval
+                continue
             widths_out.append(float(np.quantile(diffs, 0.95)) if enough else None)
         out.append(tuple(widths_out))
     could_show = sum(
@@ -559,6 +565,27 @@ def chooser(query: NestedQuery) -> str:
     elif outer.args.get("offset") is not None:
         parts.append("ORDER BY … OFFSET" if outer.args.get("order") is not None else "OFFSET")
     return f"the outer query's {' and '.join(parts)}" if parts else "the outer query"
+
+
+def drawn_columns(
+    query: NestedQuery, names: list[str], quantiles: frozenset[str]
+) -> tuple[frozenset[str], ...]:
+    """Per shown output column (``names``): the inner answer's quantile columns
+    (``quantiles``: MEDIAN, a level, MIN or MAX draws) it shows or reads."""
+    # By output name: a star's columns are the inner ones, by their names.
+    items = {
+        e.alias_or_name: e
+        for e in query.run_outer.expressions
+        if not isinstance(e, exp.Star) and not isinstance(e.this, exp.Star)
+    }
+    out = []
+    for name in names:
+        reads = {name} & quantiles
+        item = items.get(name)
+        if item is not None:
+            reads |= {c.name for c in item.find_all(exp.Column)} & quantiles
+        out.append(frozenset(reads))
+    return tuple(out)
 
 
 def missing_widths(

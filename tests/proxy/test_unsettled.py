@@ -378,3 +378,15 @@ def test_an_outer_query_restates_the_inner_answer_s_doubts(engine: Engine) -> No
     assert not any("rows shown could have been left out" in w for w in r.warnings)
     assert any("the inner answer's rows or values were chosen by noisy values" in w
                for w in r.warnings)
+
+
+def test_a_median_read_by_an_outer_query_has_no_width(engine: Engine) -> None:
+    """A DP median's error is in ranks and is not simulated: read by an outer query it
+    showed ± 0 (a review, 2026-12-06)."""
+    inner = BASE.format(items="MEDIAN(tokens_in) AS m, COUNT(*) AS n")
+    r = engine.run(QueryRequest(f"SELECT plan, m, m + 1 AS m1, n FROM ({inner}) AS s",
+                                epsilon=EPS))
+    assert all(w[1] is None and w[2] is None and w[3] is not None for w in r.intervals)
+    star = engine.run(QueryRequest(f"SELECT *, m * 2 AS m2 FROM ({inner}) AS s", epsilon=EPS))
+    assert star.columns == ("plan", "m", "n", "m2")
+    assert all(w[1] is None and w[3] is None and w[2] is not None for w in star.intervals)
