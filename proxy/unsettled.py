@@ -12,9 +12,12 @@ noise, no random source, so a replay says the same), the outer query run on each
 its windows within the copy and its LIMIT per copy. A cell is *unsettled* when its value
 differs from the released one in at least 1 copy in 40 (for ``n > t`` that is when t lies
 within the 95% interval of n), a row when it is shown in the copies, or left out of them,
-against the answer, as often. Everything here reads released values and public noise
-scales only: post-processing, free; it runs only when the outer query has a WHERE
-(HAVING), a LIMIT or OFFSET, or a cell that is not a number.
+against the answer, as often; a number is unsettled when a CASE could have made it NULL.
+Rows chosen by a DP median, quantile, MIN or MAX are said to be chosen by a value whose
+error is in ranks, which this does not simulate. Everything here reads released values
+and public noise scales only: post-processing, free; it runs only when the outer query
+has a WHERE (HAVING), a LIMIT shorter than the answer or an OFFSET, a CASE, or a cell
+that is not a number.
 """
 
 from __future__ import annotations
@@ -129,8 +132,12 @@ def _outer(outer_sql: str) -> _Outer:
 
 
 def has_window(outer_sql: str) -> bool:
-    """Whether the outer query has a window: its cells read other released rows."""
-    return _outer(outer_sql).windows
+    """Whether the outer query has a window: its cells read other released rows (False
+    if its text cannot be read again: this runs after the charge, and must not fail)."""
+    try:
+        return _outer(outer_sql).windows
+    except Exception:  # (the text ran once already; a defect, not the data)
+        return False
 
 
 def _count(node: exp.Expr | None) -> int | None:
