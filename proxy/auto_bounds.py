@@ -184,12 +184,6 @@ class AutoBounds:
             return None
         return choose_cap(hist, targets, groups, table.auto_rows_limit, keep)
 
-    def rows_cut(self, table: TablePolicy, cap: int) -> float | None:
-        """Estimated share of ``table``'s rows a cap of ``cap`` leaves out (from its
-        released histogram; None before it is released)."""
-        hist = self.histogram(table)
-        return None if hist is None else hist.rows_cut(cap)
-
     def rows_cut_reading(self, table: TablePolicy, cap: int) -> RowsCut | None:
         """What the released histogram says of the rows a cap of ``cap`` leaves out: its
         point reading, its upper reading (the first hidden bin full) and how many people

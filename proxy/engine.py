@@ -105,12 +105,15 @@ ROWS_CUT_NOTE = 0.01
 # A release an "auto" bound still waits for (paid by the first run that needs it).
 Pending = PendingBounds | PendingValueBound | PendingGroups
 
-# A post-processed answer: output names, rows (hidden columns included), simulated
-# interval half-widths by (released row, output column), and what the noise could have
-# answered otherwise (proxy/unsettled.py).
-Answer = tuple[
-    list[str], list[tuple[Any, ...]], dict[tuple[int, int], float | None], Unsettled
-]
+@dataclass(frozen=True)
+class Answer:
+    """A post-processed answer (kept per release and outer text)."""
+
+    names: list[str]  # output names, hidden columns included
+    rows: list[tuple[Any, ...]]
+    # simulated interval half-widths by (released row, output column)
+    simulated: dict[tuple[int, int], float | None]
+    unsettled: Unsettled  # what the noise could have answered otherwise
 
 
 def _utc_now() -> datetime.datetime:
@@ -1224,7 +1227,8 @@ class Engine:
                 len(rows),
                 spread.cells,
                 spread.rows,
-                f"{spread.could_show} {'row' if spread.could_show == 1 else 'rows'} not shown",
+                spread.could_show,
+                None,
                 nested.chooser(found),
             ),
             *nested.missing_widths(names[:width], rows, spread.widths),
@@ -1328,7 +1332,8 @@ class Engine:
                 for i, k in enumerate(plan.key_columns)
             }
         )
-        names, rows, _, _ = self._post_process(plan, table)
+        answer = self._post_process(plan, table)
+        names, rows = answer.names, answer.rows
         result = build_result(
             plan,
             names,
@@ -1401,7 +1406,8 @@ class Engine:
         moved: dict[str, float] | None = None,
         request: QueryRequest | None = None,
     ) -> Result:
-        names, rows, simulated, doubts = self._post_process(plan, table)
+        answer = self._post_process(plan, table)
+        names, rows = answer.names, answer.rows
         if remaining is None:
             remaining = {t: self.budgets.remaining(t) for t in plan.charge_targets}
         hint = () if request is None else self._empty_hint(plan, table, request)
@@ -1415,8 +1421,8 @@ class Engine:
             cached=cached,
             remaining=remaining,
             moved=moved or dict.fromkeys(plan.charge_targets, 0.0),
-            simulated=simulated,
-            unsettled=doubts,
+            simulated=answer.simulated,
+            unsettled=answer.unsettled,
         )
         return replace(result, warnings=result.warnings + hint) if hint else result
 
@@ -1431,12 +1437,11 @@ class Engine:
             if cut is None:
                 continue
             limit = info.policy.auto_rows_limit
-            caveat = (
+            hidden = (
                 "This reads the released histogram of rows per person, whose noise hides "
                 f"fewer than about {cut.hidden_people:.0f} people in a bin, so a few heavier "
                 "people can hold more (an honesty probe: 0.8% of the people held 8.4% of "
-                "the rows beyond a cap of 256, read as 0%); and it is the whole table's "
-                "share, which a filter or a grouping can change."
+                "the rows beyond a cap of 256, read as 0%)"
             )
             # The upper reading too: the histogram's noise hides a thin tail.
             if cut.upper > ROWS_CUT_NOTE:
@@ -1445,17 +1450,18 @@ class Engine:
                     f"{info.policy.name} belong to people above the cap of {plan.max_rows} "
                     f"rows per group (chosen from the data; the policy's limit is {limit}) "
                     "and are left out: counts and sums over them are lower than the true "
-                    f"totals by about that share. {caveat} A higher limit keeps more of "
-                    "them, at the cost of more noise"
+                    f"totals by about that share. {hidden}; and it is the whole table's "
+                    "share, which a filter or a grouping can change. A higher limit keeps "
+                    "more of them, at the cost of more noise"
                 )
             elif limit is not None and plan.max_rows >= limit:
                 notes.append(
                     f"the cap of {plan.max_rows} rows per group on {info.policy.name} is the "
                     "policy's limit: the rows of people above it are left out, and the "
                     "released histogram of rows per person sees too few such people to say "
-                    f"how many rows that is. {caveat.split('; and')[0]}. Counts and sums can "
-                    "be lower than the true totals by their share; a higher limit keeps "
-                    "more of them, at the cost of more noise"
+                    f"how many rows that is. {hidden}. Counts and sums can be lower than the "
+                    "true totals by their share; a higher limit keeps more of them, at the "
+                    "cost of more noise"
                 )
         for chosen in plan.chosen_bounds:
             people = chosen.people_cut
@@ -1511,7 +1517,7 @@ class Engine:
             found_direct if found_direct is not None else self.post.run(plan.outer_sql, released)
         )
         simulated = simulated_widths(plan, table, simulated_columns(plan), self.post)
-        answer = (names, rows, simulated, unsettled(plan, table, names, rows, self.post))
+        answer = Answer(names, rows, simulated, unsettled(plan, table, names, rows, self.post))
         self._answers.put(key, answer)
         return answer
 

@@ -27,6 +27,7 @@ from accounting.mechanisms import Z_975, simulation_table
 from proxy import outer_functions
 from proxy.cell_values import is_finite_number, is_number, same_value
 from proxy.errors import position_of, unsupported
+from proxy.intervals import per_copy_tree
 from proxy.outer import ROW as ROW_NAME
 from proxy.unsettled import SHARE, limit_per_copy
 
@@ -254,10 +255,7 @@ def _replicated_sql(query: NestedQuery) -> exp.Select:
     each copy (so that the rows a LIMIT chooses by noisy values are simulated too)."""
     outer = query.outer
     rep = _stars_without(_carried(query.run_outer, ("__rep", "__row")), ("__row", "__rep"))
-    for window in rep.find_all(exp.Window):
-        # A window spans one copy, never several.
-        parts = list(window.args.get("partition_by") or [])
-        window.set("partition_by", [exp.column("__rep"), *parts])
+    per_copy_tree(rep)  # a window spans one copy, never several
     grouping = _has_aggregate(outer) or outer.args.get("group") is not None
     whole = aggregated(outer)  # no __row: the rows are not the inner rows one for one
     limit_per_copy(rep, None if whole else exp.column("__row"))
@@ -480,7 +478,9 @@ def simulated_widths(
     for c, name in enumerate(inner.column_names):
         values = inner.column(name).to_pylist()
         widths = [w[c] if c < len(w) else None for w in inner_widths] + [None]
-        numeric = all(_numeric(v) for v in values)
+        # numbers: ints, floats and DECIMALs (a DECIMAL column was neither noised in the
+        # copies nor given a width: a review, 2026-12-06)
+        numeric = all(is_number(v) for v in values)
         if name != "__row" and numeric and any(w is not None for w in widths[:n]):
             noised = True
             noise = np.zeros(n * REPLICATES)
@@ -537,13 +537,13 @@ def simulated_widths(
                     doubtful.append((i, j))
                 widths_out.append(None)
                 continue
-            diffs = [abs(float(c[j]) - float(v)) for c in found if _numeric(c[j])]
-            # Among the copies that show the row: a row a WHERE on noisy values keeps in
-            # only some copies still has a width (it had none, and no word said so).
-            enough = len(found) >= REPLICATES * 0.5 and len(diffs) >= 0.9 * len(found)
             if j < len(drawn) and drawn[j]:
                 widths_out.append(None)  # a DP quantile's draw: no value interval
                 continue
+            diffs = [abs(float(c[j]) - float(v)) for c in found if is_number(c[j])]
+            # Among the copies that show the row: a row a WHERE on noisy values keeps in
+            # only some copies still has a width (it had none, and no word said so).
+            enough = len(found) >= REPLICATES * 0.5 and len(diffs) >= 0.9 * len(found)
             widths_out.append(float(np.quantile(diffs, 0.95)) if enough else None)
         out.append(tuple(widths_out))
     could_show = sum(
@@ -608,9 +608,3 @@ def missing_widths(
                 "imprecise (a larger epsilon narrows the noise)"
             )
     return tuple(out)
-
-
-def _numeric(value: Any) -> bool:
-    """A number (int, float or DECIMAL; not a bool): a DECIMAL column of the inner
-    answer was neither noised in the copies nor given a width (a review, 2026-12-06)."""
-    return is_number(value)

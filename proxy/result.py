@@ -256,7 +256,8 @@ def _doubts(
             len(rows),
             cells,
             kept,
-            f"{len(found.left_out)} of the {found.left_out_total} rows left out",
+            len(found.left_out),
+            found.left_out_total,
             found.chooser,
         )
     if found.by_quantile:
@@ -273,13 +274,14 @@ def doubt_warnings(
     shown_rows: int,
     cells: tuple[tuple[int, int], ...],
     rows: tuple[int, ...],
-    could_show: str,
+    could_show: int,
+    left_out: int | None,
     chooser: str,
 ) -> tuple[str, ...]:
     """The words for what another draw of the noise could have answered otherwise:
-    one warning per column with unsettled cells, and one for the rows (``could_show``:
-    how many rows not shown could have been, in words; it counts only with a leading
-    number other than 0)."""
+    one warning per column with unsettled cells, and one for the rows (``could_show`` of
+    the ``left_out`` rows not shown could have been; None: how many were left out is not
+    known, as of an outer query over an inner answer)."""
     out = []
     for c in sorted({c for _, c in cells}):
         k = sum(1 for _, col in cells if col == c)
@@ -290,10 +292,15 @@ def doubt_warnings(
             "(another value, or NULL for a number or a number for NULL); treat them as "
             "undecided (a larger epsilon narrows the noise)"
         )
-    if rows or not could_show.startswith("0 "):
+    if rows or could_show:
+        hidden = (
+            f"{could_show} {'row' if could_show == 1 else 'rows'} not shown"
+            if left_out is None
+            else f"{could_show} of the {left_out} rows left out"
+        )
         out.append(
             f"the rows shown were chosen by noisy values ({chooser}): {len(rows)} of "
-            f"the {shown_rows} rows shown could have been left out, and {could_show} "
+            f"the {shown_rows} rows shown could have been left out, and {hidden} "
             "could have been shown, with another draw of the noise (each in at least 1 of "
             "40 simulated draws); rows near the cut-off are undecided (a larger epsilon "
             "narrows the noise)"

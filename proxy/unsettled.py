@@ -159,44 +159,34 @@ def unsettled(
 ) -> Unsettled:
     """The unsettled rows and cells of the answer ``rows`` (hidden columns included,
     ``__row`` among them) that ``plan.outer_sql`` gave over the released ``table``.
-    Never raises: a simulation that fails is reported as ``failed``."""
+    Never raises (it runs after the charge): a failure is reported as ``failed``."""
+    chooser, by_quantile = "", False
     try:
-        return _unsettled(plan, table, names, rows, post)
-    except Exception:  # (reading the outer text again; it ran once already)
-        return Unsettled(frozenset(), frozenset(), frozenset(), 0, "", failed=True)
-
-
-def _unsettled(
-    plan: Plan,
-    table: Any,
-    names: list[str],
-    rows: list[tuple[Any, ...]],
-    post: PostProcessor,
-) -> Unsettled:
-    if ROW not in names or table.num_rows == 0 or not plan.noise:
-        return NOTHING
-    outer = _outer(plan.outer_sql)
-    drawn = quantile_outputs(plan)
-    candidates = [
-        c
-        for c in range(len(plan.output_names))
-        if c not in outer.keys
-        and c not in drawn
-        and (c in outer.conditional or any(not is_finite_number(r[c]) for r in rows))
-    ]
-    chooser = outer.chooser(table.num_rows)
-    if not chooser and not candidates:
-        return NOTHING
-    by_quantile = bool(chooser) and any(
-        q.statistic.column in outer.choosing for q in plan.quantiles
-    )
-    stds = stds_of(plan)
-    at = names.index(ROW)
-    try:
-        found = _simulate(plan, table, at, candidates, rows, chooser, stds, post)
+        if ROW not in names or table.num_rows == 0 or not plan.noise:
+            return NOTHING
+        outer = _outer(plan.outer_sql)
+        drawn = quantile_outputs(plan)
+        candidates = [
+            c
+            for c in range(len(plan.output_names))
+            if c not in outer.keys
+            and c not in drawn
+            and (c in outer.conditional or any(not is_finite_number(r[c]) for r in rows))
+        ]
+        chooser = outer.chooser(table.num_rows)
+        if not chooser and not candidates:
+            return NOTHING
+        by_quantile = bool(chooser) and any(
+            q.statistic.column in outer.choosing for q in plan.quantiles
+        )
+        found = _simulate(
+            plan, table, names.index(ROW), candidates, rows, chooser, stds_of(plan), post
+        )
+        return replace(found, by_quantile=by_quantile)
     except Exception:  # released values only: the answer stands, the doubt is said in words
-        found = Unsettled(frozenset(), frozenset(), frozenset(), 0, chooser, failed=True)
-    return replace(found, by_quantile=by_quantile) if by_quantile else found
+        return Unsettled(
+            frozenset(), frozenset(), frozenset(), 0, chooser, failed=True, by_quantile=by_quantile
+        )
 
 
 @functools.lru_cache(maxsize=256)

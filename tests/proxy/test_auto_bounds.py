@@ -86,12 +86,12 @@ def test_counts_come_close_and_the_cut_is_stated(engine, demo_db: Path) -> None:
     # rows (the rest is said in words), within noise and the stated cut.
     total = sum(n for _, n in r.rows)
     assert total >= 0.6 * sum(truth.values())
-    cut = e.auto_bounds.rows_cut(
+    reading = e.auto_bounds.rows_cut_reading(
         next(t for t in e.policy.tables if t.name == "prompts"),
         r.privacy.clipping.max_rows_per_group,
     )
-    assert cut is not None
-    if cut > 0.05:
+    assert reading is not None
+    if reading.point > 0.05:
         assert any("rows of prompts" in w and "left out" in w for w in r.warnings)
 
 
