@@ -1057,8 +1057,9 @@ class Engine:
         same result and replay event as :meth:`run` (the event queued and committed
         within about 20 ms, :meth:`Ledger.defer_repeat`); otherwise None, having done
         and recorded nothing (then call :meth:`run`). It never plans, executes, charges,
-        waits for the disk or for the store's write lock, so a door may call it on its
-        event loop.
+        post-processes (the outer layer and the noise simulation: an answer that has left
+        its memo is declined), waits for the disk or for the store's write lock, so a
+        door may call it on its event loop.
 
         The hit/miss decision and every refusal stay :meth:`run`'s: this answers only
         requests that :meth:`run` has already answered from the same release."""
@@ -1086,17 +1087,26 @@ class Engine:
         charge_id, table = hit
         if plan.threshold is not None and table.num_rows == 0:
             return None  # the empty answer's hint plans again: run() says it
+        # The token is read before the figures (as Budgets.view does): a kept result is
+        # never older than its token. (Queuing the replay below changes no figure.)
+        token = self.budgets.version()
+        key = None if token is None else (asked, charge_id, token)
+        kept = None if key is None else self._hit_results.get(key)
+        # Post-processing runs the outer layer on DuckDB and simulates the noise (tens
+        # of milliseconds for a HAVING or a LIMIT): never here, on a door's event loop.
+        # An answer that has left its memo is run()'s to recompute, off the loop.
+        answer = None if kept is not None else self._answers.get((plan.cache_key, plan.outer_sql))
+        if kept is None and answer is None:
+            return None
         if not self.budgets.defer_repeat(
             charge_id, analyst=request.analyst, fingerprint=plan.cache_key
         ):
             return None
-        # The token is read before the figures (as Budgets.view does): a kept result is
-        # never older than its token.
-        token = self.budgets.version()
-        key = None if token is None else (asked, charge_id, token)
-        if key is not None and (kept := self._hit_results.get(key)) is not None:
+        if kept is not None:
             return kept
-        result = self._answer(plan, table, charge_id=charge_id, cached=True, request=request)
+        result = self._answer(
+            plan, table, charge_id=charge_id, cached=True, request=request, answer=answer
+        )
         if key is not None:
             self._hit_results.put(key, result)
         return result
@@ -1405,8 +1415,12 @@ class Engine:
         remaining: dict[str, float] | None = None,
         moved: dict[str, float] | None = None,
         request: QueryRequest | None = None,
+        answer: Answer | None = None,
     ) -> Result:
-        answer = self._post_process(plan, table)
+        """The result of a release: ``answer`` is its post-processing when the caller
+        holds it already (``run_cached``), else it is computed (or read from its memo)."""
+        if answer is None:
+            answer = self._post_process(plan, table)
         names, rows = answer.names, answer.rows
         if remaining is None:
             remaining = {t: self.budgets.remaining(t) for t in plan.charge_targets}

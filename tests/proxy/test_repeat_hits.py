@@ -90,3 +90,41 @@ def test_run_plans_for_an_analyst_who_does_not_hold_the_release(demo_engine: Eng
     new = demo_engine.ledger.history(after_id=mark, limit=100)
     assert [(e.kind, e.analyst) for e in new] == [("replay", "bob")]
     assert demo_engine.run_cached(other) is not None  # bob now holds it
+
+
+def test_a_repeat_whose_answer_left_memory_is_declined_not_post_processed(
+    demo_engine: Engine,
+) -> None:
+    # run_cached is called on the HTTP and Trino doors' event loops: it may answer from
+    # what memory holds, never run the outer layer or the noise simulation (DuckDB, and
+    # milliseconds to tens of them for a HAVING or a LIMIT). When the post-processed
+    # answer has left its memo it declines, having recorded nothing, and run() answers
+    # the same rows off the loop.
+    sql = BASE + " HAVING COUNT(*) > 150 ORDER BY n DESC LIMIT 2"
+    a = QueryRequest(sql, epsilon=0.83, analyst="ana")
+    _held(demo_engine, a)
+    expected = demo_engine.run_cached(a)
+    assert expected is not None and len(expected.rows) == 2
+    demo_engine._answers = type(demo_engine._answers)(8)  # evicted, as by 512 other answers
+    demo_engine._hit_results = type(demo_engine._hit_results)(8)
+    ran: list[str] = []
+    original = demo_engine.post.run
+    demo_engine.post.run = lambda sql, table: ran.append(sql) or original(sql, table)  # type: ignore[method-assign]
+    mark = demo_engine.ledger.history(limit=100000)[-1].id
+    try:
+        assert demo_engine.run_cached(a) is None
+        assert ran == []
+        assert demo_engine.ledger.history(after_id=mark, limit=100) == []
+        again = demo_engine.run(a)
+    finally:
+        del demo_engine.post.run
+    assert ran  # run() post-processed it
+    assert (again.columns, again.rows, again.intervals) == (
+        expected.columns,
+        expected.rows,
+        expected.intervals,
+    )
+    assert again.privacy.cached and again.privacy.charge_id == expected.privacy.charge_id
+    new = demo_engine.ledger.history(after_id=mark, limit=100)
+    assert [(e.kind, e.parent_id) for e in new] == [("replay", expected.privacy.charge_id)]
+    assert demo_engine.run_cached(a) is not None  # memoised again
