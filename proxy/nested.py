@@ -258,6 +258,8 @@ def _replicated_sql(query: NestedQuery) -> exp.Select:
     per_copy_tree(rep)  # a window spans one copy, never several
     grouping = _has_aggregate(outer) or outer.args.get("group") is not None
     whole = aggregated(outer)  # no __row: the rows are not the inner rows one for one
+    if whole:
+        rep = _ties_broken(rep, whole=True)  # as displayed
     limit_per_copy(rep, None if whole else exp.column("__row"))
     items = list(rep.expressions)
     extra = [exp.column("__rep")] if whole else [exp.column("__rep"), exp.column("__row")]
@@ -432,12 +434,35 @@ def aggregated(outer: exp.Select) -> bool:
 def displayed(query: NestedQuery) -> exp.Select:
     """The outer query as shown (:attr:`NestedQuery.run_outer`); a row-wise one carries
     the inner row's index last (hidden), so that its cells can be matched with their
-    simulated copies."""
+    simulated copies. Rows a LIMIT or OFFSET picks among ties are picked as in the
+    copies (:func:`_ties_broken`)."""
     if aggregated(query.outer):
-        return query.run_outer
+        return _ties_broken(query.run_outer, whole=True)
     shown = _stars_without(_carried(query.run_outer, ("__row",)), ("__row",))
     shown.set("expressions", [*shown.expressions, exp.column("__row")])
-    return shown
+    return _ties_broken(shown, whole=False)
+
+
+def _ties_broken(select: exp.Select, *, whole: bool) -> exp.Select:
+    """``select`` whose ORDER BY, where a LIMIT or OFFSET picks rows, ends in a total
+    order: every item of the select list (``whole``: the rows are not the inner rows one
+    for one) or the inner row's index. Otherwise the rows picked among ties were those
+    DuckDB happened to read or group first, which another run of the same release could
+    change, and which the simulated copies (ranked the same way) did not match."""
+    if select.args.get("limit") is None and select.args.get("offset") is None:
+        return select
+    if whole:
+        if any(isinstance(e, exp.Star) for e in select.expressions):
+            return select  # (a star's columns are not numbered here; ORDER BY ALL is one key)
+        # (a window item is left out: a copy's rank cannot order by another window)
+        last: list[exp.Expr] = [
+            exp.Literal.number(i + 1)
+            for i, e in enumerate(select.expressions)
+            if e.find(exp.Window) is None
+        ]
+    else:
+        last = [exp.column("__row")]
+    return select.order_by(*last, append=True)
 
 
 @dataclass(frozen=True)

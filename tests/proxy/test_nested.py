@@ -9,7 +9,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
+import sqlglot
 
+from proxy import nested
 from proxy.engine import Engine
 from proxy.errors import DPSQLError
 from proxy.request import QueryRequest
@@ -318,3 +320,39 @@ def test_output_columns_are_planned_without_a_charge(engine: Engine, sql: str) -
     python = {"BIGINT": int, "DOUBLE": float, "VARCHAR": str}
     for (_, kind), values in zip(planned, zip(*answered.rows, strict=True), strict=True):
         assert all(v is None or isinstance(v, python[kind]) for v in values), (kind, values)
+
+
+@pytest.mark.parametrize(
+    "outer",
+    [
+        # aggregated: every region's MAX(1) ties, and LIMIT picks among them
+        "SELECT region, MAX(1) AS one FROM (SELECT region, plan, COUNT(*) AS n FROM users "
+        "GROUP BY region, plan) AS t GROUP BY region ORDER BY one LIMIT 2",
+        "SELECT DISTINCT n FROM (SELECT region, plan, COUNT(*) AS n FROM users "
+        "GROUP BY region, plan) AS t ORDER BY n % 1 LIMIT 2",
+        # row-wise: every row's n * 0 ties
+        "SELECT region, plan FROM (SELECT region, plan, COUNT(*) AS n FROM users "
+        "GROUP BY region, plan) AS t ORDER BY n * 0 LIMIT 3 OFFSET 1",
+    ],
+)
+def test_rows_a_tied_limit_keeps_do_not_hang_on_the_engines_order(
+    engine: Engine, outer: str
+) -> None:
+    # The outer query's ORDER BY ties and its LIMIT chooses among the tied rows: the
+    # choice must not be whatever order DuckDB happens to read or group them in (the same
+    # release could be answered otherwise, and its simulated copies, which break ties by
+    # the rows themselves, would disagree with what is shown).
+    found = nested.split(sqlglot.parse_one(outer, dialect="duckdb"))
+    assert found is not None
+    rows = [
+        (region, plan, 100 + 7 * i + j)
+        for i, region in enumerate(("east", "north", "south", "west"))
+        for j, plan in enumerate(("free", "pro", "team"))
+    ]
+    released = nested.table_of(("region", "plan", "n"), rows)  # with each row's index
+    shown = nested.displayed(found).sql(dialect="duckdb")
+    answers = {
+        tuple(engine.post.run(shown, released.take(order))[1])
+        for order in (list(range(12)), list(range(11, -1, -1)), [*range(1, 12, 2), *range(0, 12, 2)])
+    }
+    assert len(answers) == 1, answers
