@@ -232,6 +232,11 @@ def outer_sql(core: C.Core, names: tuple[str, ...], threshold: bool, raw: bool =
     for clause in ("limit", "offset"):
         if select.args.get(clause) is not None:
             out.set(clause, select.args[clause].copy())
+    if out.args.get("limit") is not None or out.args.get("offset") is not None:
+        # Rows picked among ties are the first released (key order), as in the noise's
+        # simulated copies (proxy/unsettled.py): DuckDB's top-N keeps ties in its heap's
+        # order, not the input's.
+        out = out.order_by(exp.column(ROW), append=True, copy=False)
     # Rendered in place: the tree is fresh and dropped right after.
     return owned_duckdb_sql(lift_windows(out))
 

@@ -390,3 +390,20 @@ def test_a_median_read_by_an_outer_query_has_no_width(engine: Engine) -> None:
     star = engine.run(QueryRequest(f"SELECT *, m * 2 AS m2 FROM ({inner}) AS s", epsilon=EPS))
     assert star.columns == ("plan", "m", "n", "m2")
     assert all(w[1] is None and w[3] is None and w[2] is not None for w in star.intervals)
+
+
+def test_a_limit_among_ties_keeps_the_rows_its_copies_keep(engine: Engine) -> None:
+    # Every group's z ties, so LIMIT 10 OFFSET 7 picks among ties. The copies rank ties
+    # by the released row (key order): the shown rows must be the 8th to the 17th too.
+    # DuckDB's top-N alone kept others (its heap's order, not the input's), and one of
+    # them was then marked as a row the noise could leave out, which no noise can.
+    sql = (
+        "SELECT region, model, plan, COUNT(*) * 0 AS z FROM prompts "
+        "JOIN users USING (user_id) GROUP BY region, model, plan"
+    )
+    every = engine.run(QueryRequest(sql, epsilon=EPS))
+    assert len(every.rows) >= 24  # (DuckDB's heap reorders ties from 24 rows up)
+    picked = engine.run(QueryRequest(sql + " ORDER BY z LIMIT 10 OFFSET 7", epsilon=EPS))
+    assert picked.privacy.charge_id == every.privacy.charge_id  # the same release
+    assert picked.rows == every.rows[7:17]
+    assert picked.unsettled_rows == ()
