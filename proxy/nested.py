@@ -492,7 +492,33 @@ def simulated_widths(
     with the cells and rows that noise could change. ``inner`` carries ``__row``;
     ``run(sql, table)`` evaluates SQL over ``released``. ``drawn``: per shown column,
     whether it reads an inner MEDIAN/quantile/MIN/MAX draw (a non-empty set of their
-    names): its error is in ranks, not simulated, so it gets no width (it showed ± 0)."""
+    names): its error is in ranks, not simulated, so it gets no width (it showed ± 0).
+    Never raises (it runs after the inner answer is charged): a failure is reported as
+    ``failed`` (a LIST key escaped as a TypeError: an adversarial review, 2026-12-07)."""
+    try:
+        return _simulated_widths(nested, inner, inner_widths, shown_rows, width, run, drawn)
+    except Exception:  # released values only: the answer stands, the doubt is said in words
+        return Spread([(None,) * width for _ in shown_rows], failed=True)
+
+
+def _hashable(value: Any) -> Any:
+    """``value`` as a dictionary key: a LIST, MAP or STRUCT cell by its text."""
+    try:
+        hash(value)
+    except TypeError:
+        return ("__unhashable", repr(value))
+    return value
+
+
+def _simulated_widths(
+    nested: NestedQuery,
+    inner: pa.Table,
+    inner_widths: tuple[tuple[float | None, ...], ...],
+    shown_rows: list[tuple[Any, ...]],
+    width: int,
+    run: Any,
+    drawn: tuple[frozenset[str], ...],
+) -> Spread:
     none = Spread([(None,) * width for _ in shown_rows])
     n = inner.num_rows
     if n == 0:
@@ -533,7 +559,7 @@ def simulated_widths(
     keyed = [j for j, item in enumerate(items) if item.find(exp.AggFunc) is None]
 
     def key_of(cells: tuple[Any, ...]) -> tuple[Any, ...]:
-        return tuple(cells[j] for j in keyed)
+        return tuple(_hashable(cells[j]) for j in keyed)
 
     spreads: dict[Any, list[tuple[Any, ...]]] = {}
     for r in rows:
