@@ -71,7 +71,7 @@ from proxy.execute import DuckDBExecutor
 from proxy.in_list_layout import check_in_lists
 from proxy.intervals import ROW, simulated_columns, simulated_widths, with_row_index
 from proxy.memo import Memo
-from proxy.outer import outer_sql
+from proxy.outer import check_output_names, outer_sql
 from proxy.outer_direct import DirectOuter, compile_outer
 from proxy.parse import forget_positions, parse
 from proxy.plan import ChosenBound, Plan, build_plan, limits
@@ -772,6 +772,7 @@ class Engine:
         # as the FROM anchor the per-person step below answers
         tree = joined_facts.push(tree, base)
         names = output_names(tree)
+        check_output_names(names)  # no item may stand for a hidden column
         # An inner query grouped by the person id: the outer one reads a derived table
         # of bounded per-person values (proxy/per_person_values.py).
         per_person = per_person_values.derive_query(

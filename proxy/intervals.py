@@ -34,7 +34,7 @@ from accounting.confidence import profile_offsets, z_95
 from accounting.mechanisms import simulation_table
 from proxy.cell_values import is_finite_number
 from proxy.errors import DPSQLError
-from proxy.outer import ROW, direct_columns
+from proxy.outer import ROW, direct_columns, is_hidden
 from proxy.plan import Plan
 from proxy.quantile_release import quantile_outputs
 from proxy.release import PostProcessor
@@ -46,9 +46,7 @@ def items_sql(outer: str) -> str:
     """The outer query's select list alone (no HAVING, ORDER BY, LIMIT, hidden parts),
     with the released row index: evaluated on every released row of a copy."""
     tree = sqlglot.parse_one(outer, read="duckdb")
-    items = [
-        e for e in tree.expressions if not (isinstance(e, exp.Alias) and e.alias.startswith("__"))
-    ]
+    items = [e for e in tree.expressions if not is_hidden(e)]
     out = exp.Select(expressions=[exp.column(ROW), *items], from_=tree.args["from_"])
     return out.sql(dialect="duckdb")
 
@@ -94,9 +92,7 @@ def _reads(outer: str, stds: dict[str, float]) -> list[tuple[str, ...] | None]:
     tree = sqlglot.parse_one(outer, read="duckdb")
     out: list[tuple[str, ...] | None] = []
     for e in tree.expressions:
-        if isinstance(e, exp.Alias) and e.alias.startswith("__"):
-            continue
-        if isinstance(e, exp.Column) and e.name == ROW:
+        if is_hidden(e):
             continue
         names = {c.name for c in e.find_all(exp.Column)}
         if any(n.startswith("__w") for n in names) or e.find(exp.Window) is not None:

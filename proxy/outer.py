@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from dataclasses import dataclass
 
 import sqlglot
@@ -17,6 +18,7 @@ from accounting.calibrate import Mechanism
 from accounting.partition import Threshold
 from proxy import shape as S
 from proxy.budget import ColumnNoise
+from proxy.errors import unsupported
 from proxy.outer_functions import lift_windows, rewrite_window
 from proxy.render import KeyTexts, duckdb_sql, owned_duckdb_sql
 from proxy.rewrite import core as C
@@ -122,6 +124,39 @@ def _post_expression(
 ROW = "__row"  # hidden: the index of the released row an output row comes from
 CLIP_CUT = "__clip_cut"  # hidden: noisy number of people bounding cut in the row's group
 CLIP_PEOPLE = "__clip_people"  # hidden: noisy number of people in the row's group
+# hidden: an AVG item's released centred sum (s) and count (n), by the item's index
+_AVG_PART = re.compile(r"__ci(\d+)_([sn])")
+
+
+def hidden_name(name: str) -> bool:
+    """Whether ``name`` is one of the columns dpsql carries hidden beside the analyst's
+    items (any case: DuckDB's names are case-insensitive). An analyst's item of such a
+    name stood for the hidden one: its numbers became the clipping estimate (an
+    infinite one escaped after the charge), or planning escaped (an adversarial
+    review, 2026-12-07); it is refused before the charge (:func:`check_output_names`)."""
+    lower = name.lower()
+    return lower in (ROW, CLIP_CUT, CLIP_PEOPLE) or _AVG_PART.fullmatch(lower) is not None
+
+
+def is_hidden(item: exp.Expr) -> bool:
+    """Whether a select item of an outer query is a hidden column, not an analyst's:
+    only these are left out of what is shown and simulated (every alias beginning with
+    ``__`` was, so a column named ``__timestamp``, Superset's time column, moved every
+    later column's interval one place, and a ratio showed ± 0)."""
+    if isinstance(item, exp.Alias):
+        return hidden_name(item.alias)
+    return isinstance(item, exp.Column) and hidden_name(item.name)
+
+
+def check_output_names(names: tuple[str, ...] | None) -> None:
+    """Refuse an output name that is a hidden column's, before any charge."""
+    for name in names or ():
+        if hidden_name(name):
+            raise unsupported(
+                f"the output name {name} is dpsql's own (a column it carries hidden "
+                "beside the answer)",
+                "name the column something else",
+            )
 
 
 def _is_count_shown(node: exp.Expr) -> bool:
@@ -254,12 +289,10 @@ def _columns_of(outer: str) -> tuple[tuple[str | None, ...], tuple[tuple[int, st
     parts: dict[int, dict[str, str]] = {}
     for item in tree.expressions:
         body = item.this if isinstance(item, exp.Alias) else item
-        if isinstance(item, exp.Alias) and item.alias.startswith("__ci"):
-            index, suffix = item.alias[4:].split("_")
-            parts.setdefault(int(index), {})[suffix] = body.name
-        elif (isinstance(item, exp.Alias) and item.alias in (CLIP_CUT, CLIP_PEOPLE)) or (
-            isinstance(item, exp.Column) and item.name == ROW
-        ):
+        avg_part = _AVG_PART.fullmatch(item.alias) if isinstance(item, exp.Alias) else None
+        if avg_part is not None:
+            parts.setdefault(int(avg_part.group(1)), {})[avg_part.group(2)] = body.name
+        elif is_hidden(item):
             continue
         else:
             if _is_count_shown(body):

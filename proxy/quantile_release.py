@@ -42,7 +42,7 @@ from accounting.quantiles import (
 )
 from proxy.budget import QuantileNoise
 from proxy.errors import DPSQLError
-from proxy.outer import direct_columns
+from proxy.outer import direct_columns, is_hidden
 from proxy.plan import Plan
 
 # Group sizes explain shows the predicted error at (rows of bounded values per group).
@@ -212,9 +212,7 @@ def _reads(outer: str, names: tuple[str, ...]) -> tuple[frozenset[str], ...]:
     tree = sqlglot.parse_one(outer, read="duckdb")
     out = []
     for item in tree.expressions:
-        if isinstance(item, exp.Alias) and item.alias.startswith("__"):
-            continue
-        if isinstance(item, exp.Column) and item.name.startswith("__"):
+        if is_hidden(item):
             continue
         out.append(frozenset(c.name for c in item.find_all(exp.Column) if c.name in names))
     return tuple(out)
