@@ -494,7 +494,7 @@ def simulated_widths(
     whether it reads an inner MEDIAN/quantile/MIN/MAX draw (a non-empty set of their
     names): its error is in ranks, not simulated, so it gets no width (it showed ± 0).
     Never raises (it runs after the inner answer is charged): a failure is reported as
-    ``failed`` (a LIST key escaped as a TypeError: an adversarial review, 2026-12-07)."""
+    ``failed`` (a LIST key escaped as a TypeError: an adversarial review, 2026-12-06)."""
     try:
         return _simulated_widths(nested, inner, inner_widths, shown_rows, width, run, drawn)
     except Exception:  # released values only: the answer stands, the doubt is said in words

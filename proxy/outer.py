@@ -133,7 +133,7 @@ def hidden_name(name: str) -> bool:
     items (any case: DuckDB's names are case-insensitive). An analyst's item of such a
     name stood for the hidden one: its numbers became the clipping estimate (an
     infinite one escaped after the charge), or planning escaped (an adversarial
-    review, 2026-12-07); it is refused before the charge (:func:`check_output_names`)."""
+    review, 2026-12-06); it is refused before the charge (:func:`check_output_names`)."""
     lower = name.lower()
     return lower in (ROW, CLIP_CUT, CLIP_PEOPLE) or _AVG_PART.fullmatch(lower) is not None
 

@@ -1,5 +1,5 @@
 """An analyst's output name never stands for a column dpsql carries hidden beside the
-answer (an adversarial review, 2026-12-07).
+answer (an adversarial review, 2026-12-06).
 
 The outer layer appends hidden columns to the analyst's items: ``__row`` (the released
 row each output row comes from), ``__clip_cut``/``__clip_people`` (the clipping
