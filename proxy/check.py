@@ -123,7 +123,8 @@ def _refuse_node(node: exp.Expr, where: str) -> DPSQLError:
     if isinstance(node, exp.AggFunc):
         return unsupported(
             f"aggregate {node.sql(dialect='duckdb')[:60]} is not supported",
-            "use COUNT, SUM, AVG, VAR_POP, VAR_SAMP, STDDEV, MEDIAN, QUANTILE_CONT, MIN or MAX",
+            "use COUNT, SUM, AVG, VAR_POP, VAR_SAMP, STDDEV, CORR, COVAR_POP, REGR_SLOPE, MEDIAN, "
+            "QUANTILE_CONT, MIN or MAX",
             position_of(node),
         )
     return unsupported(

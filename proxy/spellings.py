@@ -32,6 +32,9 @@
   the grouped items (``COUNT(*) + sex`` beside ``sex``, which DuckDB refuses under ALL,
   is answered per group as under ``GROUP BY sex``), else the query is refused as any
   ungrouped column is.
+* ``CORR``, ``COVAR_POP``, ``COVAR_SAMP`` and ``REGR_*(y, x)`` are arithmetic over
+  ``AVG``, ``VAR_POP`` and ``COUNT`` of the rows where both arguments are not NULL
+  (proxy/covariance.py).
 * Dollar-quoted ``$$text$$`` and BigQuery's raw ``r'text'`` are string constants.
 * DuckDB's ``ORDER BY ALL`` orders by every select item, left to right, in the one
   direction given: it is read as ``ORDER BY`` their positions (it reached DuckDB's
@@ -48,6 +51,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import Token, TokenType
 
+from proxy import covariance
 from proxy.errors import position_of, unsupported
 
 # Anonymous function name -> the aggregate node dpsql answers.
@@ -206,6 +210,9 @@ def _respell(node: exp.Expr) -> exp.Expr:
         return exp.Literal.string(node.this)
     if isinstance(node, exp.Filter):
         return _filtered(node)
+    paired = covariance.expand(node)
+    if paired is not None:
+        return paired
     if isinstance(node, exp.CountIf):
         return exp.Count(this=_when(node.this, exp.Literal.number(1)))
     if isinstance(node, exp.ApproxDistinct) and node.args.get("accuracy") is None:

@@ -79,6 +79,21 @@ def _extra() -> list[Query]:
               "SELECT educ, COUNT(*) AS n, RANK() OVER (ORDER BY COUNT(*)) AS r, "
               "100.0 * COUNT(*) / SUM(COUNT(*)) OVER () AS pct FROM PUMS.PUMS GROUP BY educ "
               "HAVING COUNT(*) >= 100 ORDER BY educ"),
+        # covariance, correlation and regression (proxy/covariance.py)
+        Query("pums-cov1", "pums",
+              "SELECT sex, CORR(age, income) AS r, COVAR_POP(income, age) AS c, "
+              "COVAR_SAMP(age, income) AS cs FROM PUMS.PUMS GROUP BY sex ORDER BY sex"),
+        Query("pums-cov2", "pums",
+              "SELECT married, REGR_SLOPE(income, age) AS b, REGR_INTERCEPT(income, age) AS a, "
+              "REGR_R2(income, age) AS r2, REGR_COUNT(income, age) AS n, REGR_SXY(income, age) "
+              "AS sxy FROM PUMS.PUMS GROUP BY married ORDER BY married"),
+        # pairs with a NULL on either side left out (tokens_out is NULL on some rows)
+        Query("demo_nulls-cov3", "demo_nulls",
+              "SELECT model, CORR(tokens_in, tokens_out) AS r, REGR_AVGX(tokens_in, tokens_out) "
+              "AS ax, REGR_AVGY(tokens_in, tokens_out) AS ay FROM prompts GROUP BY model"),
+        Query("demo-cov4", "demo",
+              "SELECT CORR(tokens_in, latency_ms) FILTER (WHERE flagged) AS r, "
+              "COVAR_POP(tokens_in, tokens_out) AS c FROM prompts"),
     ]
 
 

@@ -519,6 +519,27 @@ DEMO: tuple[Entry, ...] = (
         "#13 §2 VAR/STDDEV(DISTINCT value): Σ(v − m)² over C kept values per person",
     ),
     Entry(
+        "paired_aggregates_by_model",
+        "SELECT model, CORR(tokens_in, latency_ms) AS r, REGR_SLOPE(latency_ms, tokens_in) AS b, "
+        "COVAR_SAMP(tokens_in, tokens_out) AS c, REGR_COUNT(tokens_out, tokens_in) AS n "
+        "FROM prompts GROUP BY model",
+        "CORR/COVAR/REGR as AVG and VAR_POP of the pairs (proxy/covariance.py): a product's "
+        "range from its factors' bounds, C rows per person",
+    ),
+    Entry(
+        "paired_aggregates_single_out",
+        "SELECT CORR(tokens_in, tokens_out) AS r, REGR_INTERCEPT(tokens_out, tokens_in) AS a, "
+        "REGR_SXY(tokens_out, tokens_in) AS sxy FROM prompts WHERE user_id = {pid}",
+        "the removed person's pairs alone: a variance of 0 on one side is NULL, not an error",
+    ),
+    Entry(
+        "paired_aggregates_huge_product",
+        "SELECT COVAR_POP(age * {var_mult}, age * {var_mult}) AS c, "
+        "CORR(age * {var_mult}, age) AS r FROM users",
+        "a product of two scaled values past what a per-person sum holds: refused or bounded "
+        "alike on D and D'",
+    ),
+    Entry(
         "union_all_sources",
         "SELECT src, COUNT(*) AS n, SUM(x) AS s FROM (SELECT user_id, 'prompt' AS src, "
         "tokens_in AS x FROM prompts UNION ALL SELECT user_id, 'ticket', "
@@ -1101,6 +1122,12 @@ AUTO_VALUES: tuple[Entry, ...] = (
 
 
 PUMS: tuple[Entry, ...] = (
+    Entry(
+        "pums_paired_aggregates",
+        "SELECT sex, CORR(age, income) AS r, COVAR_POP(income, age) AS c, "
+        "REGR_R2(income, age) AS r2 FROM PUMS.PUMS GROUP BY sex",
+        "CORR/COVAR/REGR of one row per person",
+    ),
     # A WHERE conjunct about a public key alone narrows its domain (domains._narrowed,
     # 2026-12-06): computed from the public values and the text, never the rows.
     Entry(
