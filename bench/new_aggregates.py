@@ -103,6 +103,17 @@ QUESTIONS: tuple[Question, ...] = (
         f"SELECT QUANTILE_CONT(income, 0.9) FROM {T}", "QUANTILE_CONT",
         smartnoise_sql=f"SELECT PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY income) AS p FROM {T}",
     ),
+    # (SmartNoise SQL has no CORR or REGR_SLOPE: not run there)
+    Question(
+        "correlation of age and income", Data.PUMS,
+        f"SELECT CORR(age, income) AS r FROM {T}", 0,
+        f"SELECT CORR(age, income) FROM {T}", "CORR (proxy/covariance.py)",
+    ),
+    Question(
+        "income per year of age, by sex", Data.PUMS,
+        f"SELECT sex, REGR_SLOPE(income, age) AS b FROM {T} GROUP BY sex", 1,
+        f"SELECT sex, REGR_SLOPE(income, age) FROM {T} GROUP BY sex", "REGR_SLOPE",
+    ),
 )
 RUNS_FULL, RUNS_QUICK = 200, 20
 
