@@ -7,6 +7,11 @@ release again and again through each path, from one sequential client:
 * ``/v1/query``: httpx POST, JSON, one keep-alive connection (the reference);
 * ``trino client``: the `trino` DBAPI cursor's execute + fetchall (its first POST
   /v1/statement and the nextUri pages it follows);
+* ``trino client, no proxy lookup``: the same client on a ``requests`` session with
+  ``trust_env = False``: requests then skips looking up proxies (and CA bundles, netrc)
+  in the environment on every request, which is most of what this client adds to the
+  same exchange by httpx (a static server replaying dpsql's bytes, 2026-12-06: 0.26 of
+  0.35 ms);
 * ``trino bare HTTP``: httpx POST /v1/statement, then GET on nextUri until there is none;
 * ``psycopg simple``: psycopg 3's ``execute`` without parameters (simple query protocol);
 * ``psycopg extended``: ``execute`` with a bound parameter (Parse/Bind/Describe/Execute/
@@ -46,6 +51,7 @@ SQL_PARAM = "SELECT region, COUNT(*) AS n, AVG(age) AS a FROM users WHERE age > 
 PATHS = (
     "/v1/query",
     "trino client",
+    "trino client, no proxy lookup",
     "trino bare HTTP",
     "psycopg simple",
     "psycopg extended",
@@ -72,6 +78,15 @@ def _clients(server: DoorServer) -> tuple[dict[str, Callable[[], object]], Calla
         host="127.0.0.1", port=port, user=USER, catalog="dpsql", schema="main",
         http_scheme="https", auth=BasicAuthentication(USER, KEY), verify=cert,
     ).cursor()  # fmt: skip
+    import requests
+
+    plain = requests.Session()
+    plain.trust_env = False  # no proxy, CA bundle or netrc lookups in the environment
+    plain.verify = cert
+    cursor_plain = trino.dbapi.connect(
+        host="127.0.0.1", port=port, user=USER, catalog="dpsql", schema="main",
+        http_scheme="https", auth=BasicAuthentication(USER, KEY), http_session=plain,
+    ).cursor()  # fmt: skip
     pg_args: dict[str, Any] = dict(
         host="127.0.0.1", port=server.pg_port, dbname="dpsql", user=USER, password=KEY,
         sslmode="require", autocommit=True,
@@ -90,6 +105,10 @@ def _clients(server: DoorServer) -> tuple[dict[str, Callable[[], object]], Calla
     def trino_client() -> object:
         cursor.execute(SQL)
         return cursor.fetchall()
+
+    def trino_client_plain() -> object:
+        cursor_plain.execute(SQL)
+        return cursor_plain.fetchall()
 
     def trino_bare() -> object:
         doc = http.post("/v1/statement", content=SQL, headers=trino_headers).json()
@@ -112,12 +131,14 @@ def _clients(server: DoorServer) -> tuple[dict[str, Callable[[], object]], Calla
 
     def close() -> None:
         http.close()
+        plain.close()
         pg.close()
         pg_prepared.close()
 
     calls = {
         "/v1/query": rest,
         "trino client": trino_client,
+        "trino client, no proxy lookup": trino_client_plain,
         "trino bare HTTP": trino_bare,
         "psycopg simple": pg_simple,
         "psycopg extended": pg_extended,
