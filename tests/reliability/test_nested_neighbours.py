@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import random
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -43,6 +44,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
+from proxy.catalog import split_name
 from proxy.engine import Engine, Result
 from proxy.errors import DPSQLError
 from proxy.memo import Memo
@@ -219,6 +221,20 @@ FULL: tuple[NestedEntry, ...] = (
         "ROLLUP over a key without declared values (partition selection on the cells)",
     ),
     NestedEntry(
+        "nested_strings_sized_by_noise",
+        f"SELECT model, LENGTH(REPEAT('x', n)) AS a, LENGTH(LPAD('y', s)) AS b, "
+        f"LEFT(CAST(s AS VARCHAR), n) AS c FROM ({_BY_MODEL}) ORDER BY model",
+        "strings whose size a noisy value sets (up to 2^62 characters): refused",
+        refused="unsupported_sql",
+        nested=False,  # refused by the split itself
+    ),
+    NestedEntry(
+        "nested_group_all_rank_offset",
+        f"SELECT model, SUM(n) AS k, RANK() OVER (ORDER BY SUM(s)) AS r FROM ({_BY_MODEL}) "
+        "GROUP BY ALL ORDER BY k, model OFFSET 1",
+        "GROUP BY ALL, a rank of noisy sums, OFFSET on a noisy order",
+    ),
+    NestedEntry(
         "nested_outer_refused",
         f"SELECT model, n, getenv('HOME') AS h FROM ({_BY_MODEL})",
         "an outer query dpsql's allowlist refuses: before any charge",
@@ -302,7 +318,8 @@ class Replayer:
     the public ones as they are) that shares a side's ledger and reads its releases:
     whatever it answers is a function of the request and the release alone. Its memos
     of releases and answers hold nothing, so that each run reads the store (a doctored
-    release included). ``private_runs`` counts SQL run on its private database."""
+    release included). ``private_runs`` lists the SQL run on its private database
+    (``Executor.run``, and ``evaluate`` of a text naming a private table)."""
 
     def __init__(self, side: Engine, policy: Policy, blank: Path):
         self.store = DoctoredStore(side.cache)
@@ -315,14 +332,22 @@ class Replayer:
         for memo in ("_released", "_answers", "_hit_results"):
             setattr(self.engine, memo, Memo(0))
         self.private_runs: list[str] = []
+        names = [split_name(t.name)[1] for t in policy.tables if not t.public and t.unit]
+        self._private = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b", re.I)
         executor = self.engine.executor
-        real = executor.run
+        executor.run = self._counted(executor.run, every=True)  # type: ignore[method-assign]
+        executor.evaluate = self._counted(executor.evaluate, every=False)  # type: ignore[method-assign]
 
-        def run(sql: str, params: Any = ()) -> Any:
-            self.private_runs.append(sql[:120])
-            return real(sql, params)
+    def _counted(self, real: Callable[..., Any], *, every: bool) -> Callable[..., Any]:
+        """``real``, noting the SQL it runs: every statement (the core), or those that
+        name a private table (``evaluate`` also types a domain's constants, planning)."""
 
-        executor.run = run  # type: ignore[method-assign]
+        def counted(sql: str, *args: Any, **kwargs: Any) -> Any:
+            if every or self._private.search(sql):
+                self.private_runs.append(sql[:120])
+            return real(sql, *args, **kwargs)
+
+        return counted
 
     def close(self) -> None:
         self.engine.close()
@@ -661,3 +686,54 @@ def test_nested_corpus_full(entry: NestedEntry, removal: Removal, nn_sides: dict
 def test_corpus_names_are_distinct():
     names = [e.name for e in FULL]
     assert len(names) == len(set(names))
+
+
+# --- the harness catches what it is for -------------------------------------------------
+
+
+def _kinds(report: NestedReport) -> set[str]:
+    return {v.split("]", 1)[0].lstrip("[") for v in report.violations}
+
+
+def test_harness_catches_a_private_read_after_the_release(
+    nn_sides: dict[Removal, Side], monkeypatch: pytest.MonkeyPatch
+):
+    """An outer step that reads the private database (here each whole number it shows
+    replaced by the rows of prompts) is answered on D and D' alike, but the blank
+    engines answer otherwise from the same release, and say what they ran."""
+    real = Engine._run_outer
+
+    def peeking(self: Engine, found: NestedQuery, table: pa.Table) -> Any:
+        names, rows = real(self, found, table)
+        [(k,)] = self.executor.evaluate("SELECT COUNT(*) FROM prompts")
+        return names, [
+            tuple(k if isinstance(v, int) and not isinstance(v, bool) else v for v in row)
+            for row in rows
+        ]
+
+    monkeypatch.setattr(Engine, "_run_outer", peeking)
+    entry = NestedEntry("peek", f"SELECT model, n AS peeked FROM ({_BY_MODEL})", "a break")
+    report = nn_sides[Removal.HEAVIEST].nested.check(entry, entry.sql, doctored=(False, False))
+    assert report.outcomes == ("answered", "answered"), report.describe()
+    assert {"not_post_processing", "private_read"} <= _kinds(report), report.describe()
+
+
+def test_harness_catches_a_failure_on_a_noisy_value(
+    nn_sides: dict[Removal, Side], monkeypatch: pytest.MonkeyPatch
+):
+    """An outer step that fails after the charge on some released values (here any
+    negative whole number, which the noise gives a small count now and then): the
+    doctored releases make it fail for sure."""
+    real = Engine._run_outer
+
+    def failing(self: Engine, found: NestedQuery, table: pa.Table) -> Any:
+        for name in table.column_names:
+            values = table.column(name).to_pylist()
+            if any(isinstance(v, int) and v < 0 for v in values):
+                raise DPSQLError("bad_request", "a negative cell", "")
+        return real(self, found, table)
+
+    monkeypatch.setattr(Engine, "_run_outer", failing)
+    entry = NestedEntry("fail", f"SELECT model, n AS failing FROM ({_BY_MODEL})", "a break")
+    report = nn_sides[Removal.HEAVIEST].nested.check(entry, entry.sql, doctored=(True, False))
+    assert "after_charge" in _kinds(report), report.describe()
