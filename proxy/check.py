@@ -120,6 +120,17 @@ def _refuse_node(node: exp.Expr, where: str) -> DPSQLError:
             "released groups, e.g. SUM(COUNT(*)) OVER () for a total",
             position_of(node),
         )
+    if isinstance(node, (exp.Rollup, exp.Cube, exp.GroupingSets)):
+        # (answered by proxy/grouping_sets.py when its subtotals are sums of cells; this
+        # one was not, and the generic hint named row-level functions)
+        return unsupported(
+            f"{_described(node)} is answered only when every subtotal is a sum of the "
+            "finest grouping's cells",
+            "use COUNT(*), COUNT(x), SUM(x) and AVG(x), each alone in its select item, "
+            "with the keys, without HAVING, windows, GROUPING() or a WITH; or GROUP BY the "
+            "finest keys and add the subtotals up in an outer query",
+            position_of(node),
+        )
     if isinstance(node, exp.AggFunc):
         return unsupported(
             f"aggregate {node.sql(dialect='duckdb')[:60]} is not supported",

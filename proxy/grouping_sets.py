@@ -18,6 +18,8 @@ would hold it; the answer says so, as every partition-selected answer does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlglot import exp
 
 from proxy.render import output_name
@@ -28,6 +30,54 @@ CELLS = "__cells"
 
 class _NotCells(Exception):
     """The query is not of the shape rewritten here (left as written)."""
+
+
+def _named(group: exp.Group, items: list[exp.Expr]) -> exp.Group:
+    """``group`` with each position (``ROLLUP (1, 2)``) and each select-list alias
+    (``CUBE (mon, model)``) inside its grouping sets replaced by the select item it
+    names, as SQL reads them. An alias that is also a column's name anywhere else in the
+    query is left, and with it the query (which one it names is the engine's to say);
+    so is a position of an aggregate."""
+    select = group.parent
+    aliases = {
+        i.alias.lower(): i.this for i in items if isinstance(i, exp.Alias) and i.alias
+    }
+    elsewhere = {
+        c.name.lower()
+        for c in (select.find_all(exp.Column) if select is not None else ())
+        if c.find_ancestor(exp.Group, exp.Order) is None  # (ORDER BY reads aliases first)
+    }
+
+    def name(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Literal) and node.is_int:
+            at = int(node.this) - 1
+            if not 0 <= at < len(items) or items[at].unalias().find(exp.AggFunc) is not None:
+                raise _NotCells
+            return items[at].unalias().copy()
+        if isinstance(node, exp.Column) and not node.table:
+            target = aliases.get(node.name.lower())
+            if target is not None and node.name.lower() not in elsewhere:
+                if target.find(exp.AggFunc) is not None:
+                    raise _NotCells
+                return target.copy()
+        return node
+
+    named = group.copy()
+    for item in named.expressions:
+        if isinstance(item, _SETS):
+            for part in list(item.expressions):
+                part.replace(_rename(part, name))
+    return named
+
+
+def _rename(node: exp.Expr, name: Callable[[exp.Expr], exp.Expr]) -> exp.Expr:
+    """A grouping set's member (a key, a parenthesised key or a tuple of keys) with each
+    key passed through ``name``."""
+    if isinstance(node, exp.Paren):
+        return exp.Paren(this=_rename(node.this, name))
+    if isinstance(node, exp.Tuple):
+        return exp.Tuple(expressions=[_rename(p, name) for p in node.expressions])
+    return name(node)
 
 
 def _keys(group: exp.Group) -> list[exp.Expr]:
@@ -135,6 +185,7 @@ def as_cells(tree: exp.Expr) -> exp.Select | None:
     if tree.find(exp.Window, exp.Grouping, exp.GroupingId) is not None:
         return None
     try:
+        group = _named(group, list(tree.expressions))
         keys = _keys(group)
         cells = _Cells(tree, keys)
         outer_items: list[exp.Expr] = []

@@ -45,13 +45,47 @@ def test_the_finest_grouping_is_the_inner_query():
         "SELECT model, MIN(tokens_in) FROM prompts GROUP BY ROLLUP (model)",
         "SELECT model, COUNT(*) FROM prompts GROUP BY ROLLUP (model) HAVING COUNT(*) > 5",
         "SELECT model, GROUPING(model), COUNT(*) FROM prompts GROUP BY ROLLUP (model)",
-        "SELECT model, COUNT(*) FROM prompts GROUP BY ROLLUP (1)",
+        # an alias that is also a column's name elsewhere in the query: which one it names
+        # is the engine's to say, so it is left as written
+        "SELECT date_trunc('month', ts) AS ts, COUNT(*) FROM prompts GROUP BY ROLLUP (ts)",
+        "SELECT model, COUNT(*) AS n FROM prompts GROUP BY ROLLUP (2)",  # an aggregate's
         "SELECT model, COUNT(*) * 2 FROM prompts GROUP BY ROLLUP (model)",
         "WITH p AS (SELECT * FROM prompts) SELECT model, COUNT(*) FROM p GROUP BY ROLLUP (model)",
     ],
 )
 def test_what_cells_cannot_add_up_is_left_as_written(sql: str):
     assert _cells(sql) is None
+
+
+@pytest.mark.parametrize(
+    ("written", "meant"),
+    [
+        (
+            "SELECT model AS m, COUNT(*) AS n FROM prompts GROUP BY ROLLUP (1)",
+            "SELECT model AS m, COUNT(*) AS n FROM prompts GROUP BY ROLLUP (model)",
+        ),
+        (
+            "SELECT model AS m, COUNT(*) AS n FROM prompts GROUP BY ROLLUP (m)",
+            "SELECT model AS m, COUNT(*) AS n FROM prompts GROUP BY ROLLUP (model)",
+        ),
+        (
+            "SELECT date_trunc('month', ts) AS mon, model, SUM(tokens_in) AS s FROM prompts "
+            "GROUP BY CUBE (mon, 2)",
+            "SELECT date_trunc('month', ts) AS mon, model, SUM(tokens_in) AS s FROM prompts "
+            "GROUP BY CUBE (date_trunc('month', ts), model)",
+        ),
+        (
+            "SELECT model AS m, flagged AS f, COUNT(*) AS n FROM prompts "
+            "GROUP BY GROUPING SETS ((m, f), (m), ())",
+            "SELECT model AS m, flagged AS f, COUNT(*) AS n FROM prompts "
+            "GROUP BY GROUPING SETS ((model, flagged), (model), ())",
+        ),
+    ],
+)
+def test_positions_and_aliases_in_grouping_sets_name_the_select_items(written: str, meant: str):
+    # (refused before, as "ROLLUP (1) is not allowed in GROUP BY")
+    assert _cells(written) is not None
+    assert _cells(written) == _cells(meant)
 
 
 def _events(engine: Engine) -> int:
@@ -102,6 +136,9 @@ def test_what_is_not_rewritten_is_refused_before_any_charge(small_demo: Engine):
             )
         )
     assert info.value.code == "unsupported_sql"
+    # the hint says what grouping sets are answered with (it said "use comparisons,
+    # arithmetic, CASE, string and date functions")
+    assert "COUNT" in info.value.hint and "ROLLUP" in info.value.message
     assert _events(small_demo) == before
 
 
@@ -121,3 +158,15 @@ def test_a_numeric_outer_key_carries_no_interval_and_each_row_its_own(small_demo
     widths = [w for _, w in result.intervals]
     # before: every year's width was the spread of all years pooled, the same for each
     assert max(widths) < 3 * min(widths)
+
+
+def test_an_alias_the_order_by_reads_is_still_the_select_item(small_demo: Engine):
+    out = _cells("SELECT model AS m, COUNT(*) AS n FROM prompts GROUP BY ROLLUP (m) ORDER BY m")
+    assert out is not None and "GROUP BY model" in out
+    answer = small_demo.run(
+        QueryRequest(
+            "SELECT model AS m, COUNT(*) AS n FROM prompts GROUP BY ROLLUP (1) ORDER BY m",
+            epsilon=50.0,
+        )
+    )
+    assert answer.columns == ("m", "n") and (None,) in {r[:1] for r in answer.rows}
