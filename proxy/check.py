@@ -34,7 +34,11 @@ def check_statement(tree: exp.Expr) -> None:
     if isinstance(tree, exp.SetOperation):
         raise unsupported(
             "set operations (UNION, INTERSECT, EXCEPT) are not answered over private rows",
-            "send each SELECT separately",
+            "send each SELECT separately; or, for arms that aggregate the same population, "
+            "put their rows in one subquery and group by the arm, one release: SELECT src, "
+            "COUNT(*) FROM (SELECT <person id>, 'a' AS src FROM t WHERE ... UNION ALL "
+            "SELECT <person id>, 'b' FROM t WHERE ...) u GROUP BY src (a total beside its "
+            "groups: GROUP BY ROLLUP (key))",
         )
     if not isinstance(tree, exp.Select):
         kind = tree.key.upper() if isinstance(tree, exp.Expr) else type(tree).__name__

@@ -256,6 +256,15 @@ PAIRS = [
         "WHERE age > 50) t",
     ),
     Pair(
+        "union-of-aggregates",
+        f"SELECT 'young' AS src, COUNT(*) AS n FROM {P} WHERE age < 30 UNION ALL "
+        f"SELECT 'married', COUNT(*) FROM {P} WHERE married = 1",
+        "unsupported_sql",
+        "GROUP BY src",
+        f"SELECT src, COUNT(*) AS n FROM (SELECT pid, 'young' AS src FROM {P} WHERE age < 30 "
+        f"UNION ALL SELECT pid, 'married' FROM {P} WHERE married = 1) u GROUP BY src",
+    ),
+    Pair(
         "union-without-person",
         f"SELECT AVG(a) FROM (SELECT age AS a FROM {P} UNION ALL SELECT age FROM {P} "
         "WHERE sex = 1) t",
