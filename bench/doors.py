@@ -224,6 +224,8 @@ def table(result: dict[str, Any]) -> str:
     head = ["path"] + [f"{x} {c}" for x in labels for c in ("p50 ms", "p99 ms", "/ /v1/query")]
     lines = ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * (len(head) - 1)]
     for path in PATHS:
+        if any(path not in result["servers"][label] for label in labels):
+            continue  # (a path added since these figures were measured)
         cells = [path]
         for label in labels:
             m = result["servers"][label][path]
