@@ -121,3 +121,38 @@ def test_an_unbounded_argument_is_refused_before_any_charge(pums_engine: Engine)
     assert "pid" in caught.value.message and "declare lower/upper" in (caught.value.hint or "")
     after = pums_engine.ledger.history(limit=100000)
     assert (after[-1].id if after else 0) == before
+
+
+@pytest.mark.parametrize("kind", ["TINYINT", "INTEGER", "DECIMAL(9, 2)"])
+def test_the_product_of_narrow_arguments_is_computed_as_sql_computes_it(kind: str) -> None:
+    # SQL's CORR and COVAR read their arguments as DOUBLE: the product of two INTEGERs
+    # of 100,000 or two TINYINTs of 100 is no overflow there. Written as AVG(Y * X) in
+    # the arguments' own type it overflowed (an error here; under the engine's TRY a
+    # NULL that left the row out of AVG(Y * X) alone).
+    con = duckdb.connect()
+    con.execute(
+        f"CREATE TABLE t AS SELECT CAST(i % 100 AS {kind}) AS y, "
+        f"CAST((i * 7) % 90 AS {kind}) AS x FROM range(200) AS r(i)"
+    )
+    if kind == "INTEGER":
+        con.execute("UPDATE t SET y = y * 1000, x = x * 1000")
+    for name in ("COVAR_POP", "REGR_SLOPE", "CORR"):
+        native = f"SELECT {name}(y, x) FROM t"
+        expanded = spellings.normalize(sqlglot.parse_one(native, read="duckdb"))
+        want = con.execute(native).fetchone()
+        got = con.execute(expanded.sql(dialect="duckdb")).fetchone()
+        assert want is not None and got is not None
+        assert _close(got[0], want[0], 1e-9), (name, got, want)
+
+
+def test_integer_arguments_answer_sqls_covariance(
+    pums_near_exact: Engine, pums_exact: duckdb.DuckDBPyConnection
+) -> None:
+    sql = (
+        "SELECT COVAR_POP(CAST(income AS INTEGER), CAST(income AS INTEGER)) AS c, "
+        "REGR_SLOPE(CAST(income AS INTEGER), CAST(age AS TINYINT)) AS b FROM PUMS.PUMS"
+    )
+    got = pums_near_exact.run(QueryRequest(sql, rho=1e6))
+    want = pums_exact.execute(sql).fetchall()
+    for g, w, width in zip(got.rows[0], want[0], got.intervals[0], strict=True):
+        assert width is not None and abs(g - w) <= 4 * width + 1e-9, (g, w, width)
