@@ -67,6 +67,10 @@ def _within_one(node: Callable[[], exp.Expr]) -> exp.Expr:
     return _div(node(), largest)
 
 
+def _double(node: exp.Expr) -> exp.Cast:
+    return exp.Cast(this=node, to=exp.DataType.build("DOUBLE"))
+
+
 def _div(this: exp.Expr, expression: exp.Expr) -> exp.Div:
     """DuckDB's ``/``: a DOUBLE quotient of any numbers (as its parser reads it)."""
     return exp.Div(this=this, expression=expression, typed=False, safe=False)
@@ -111,7 +115,10 @@ def expand(node: exp.Expr) -> exp.Expr | None:
         return exp.Count(this=xs())
 
     def cov() -> exp.Expr:
-        product = exp.Avg(this=exp.Mul(this=_paren(firsts()), expression=_paren(seconds())))
+        # the factors as DOUBLE, as SQL reads the arguments: two INTEGERs' or TINYINTs'
+        # product overflows in their own type (under the engine's TRY, a NULL that left
+        # the row out of this average alone)
+        product = exp.Avg(this=exp.Mul(this=_double(firsts()), expression=_double(seconds())))
         return _paren(exp.Sub(this=product, expression=exp.Mul(this=avg(ys), expression=avg(xs))))
 
     def corr() -> exp.Expr:
