@@ -170,3 +170,24 @@ def test_an_alias_the_order_by_reads_is_still_the_select_item(small_demo: Engine
         )
     )
     assert answer.columns == ("m", "n") and (None,) in {r[:1] for r in answer.rows}
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # `flagged` is a column of prompts: SQL's GROUP BY reads the column before the
+        # alias (DuckDB then refuses `model` as ungrouped, and so does dpsql's GROUP BY
+        # flagged); inside ROLLUP the alias was read, and the query answered by model.
+        "SELECT model AS flagged, COUNT(*) AS n FROM prompts GROUP BY ROLLUP (flagged)",
+        "SELECT COUNT(*) AS n, model AS flagged FROM prompts GROUP BY CUBE (flagged)",
+        # a FROM subquery's output column likewise
+        "SELECT model AS f, COUNT(*) AS n FROM (SELECT model, flagged AS f FROM prompts) t "
+        "GROUP BY ROLLUP (f)",
+    ],
+)
+def test_an_alias_that_is_also_a_source_column_names_the_column(small_demo: Engine, sql: str):
+    before = _events(small_demo)
+    with pytest.raises(DPSQLError) as info:
+        small_demo.run(QueryRequest(sql, epsilon=1.0))
+    assert info.value.code in ("unsupported_sql", "bad_request")
+    assert _events(small_demo) == before
