@@ -1123,7 +1123,10 @@ class Engine:
             tree = self._read_only_tree(request)
             # ROLLUP / CUBE / GROUPING SETS: the finest grouping released once, the
             # subtotals summed from its cells (proxy/grouping_sets.py)
-            cells = grouping_sets.as_cells(tree)
+            columns = frozenset(
+                c.lower() for t in self.catalog.visible_to(request.tables) for c in t.column_types
+            )
+            cells = grouping_sets.as_cells(tree, columns)
             split = nested.split(cells if cells is not None else tree)
             if split is not None and per_person_values.groups_by_person(
                 tree, self.catalog, request.tables

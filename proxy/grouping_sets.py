@@ -32,12 +32,16 @@ class _NotCells(Exception):
     """The query is not of the shape rewritten here (left as written)."""
 
 
-def _named(group: exp.Group, items: list[exp.Expr]) -> exp.Group:
+def _named(
+    group: exp.Group, items: list[exp.Expr], columns: frozenset[str] = frozenset()
+) -> exp.Group:
     """``group`` with each position (``ROLLUP (1, 2)``) and each select-list alias
     (``CUBE (mon, model)``) inside its grouping sets replaced by the select item it
     names, as SQL reads them. An alias that is also a column's name anywhere else in the
-    query is left, and with it the query (which one it names is the engine's to say);
-    so is a position of an aggregate."""
+    query, a column of a table (``columns``: lower-case names, every table's the query
+    may read) or an output of a subquery or CTE is left, and with it the query: SQL's
+    GROUP BY reads a source's column before an alias; so is a position of an
+    aggregate."""
     select = group.parent
     aliases = {
         i.alias.lower(): i.this for i in items if isinstance(i, exp.Alias) and i.alias
@@ -46,7 +50,10 @@ def _named(group: exp.Group, items: list[exp.Expr]) -> exp.Group:
         c.name.lower()
         for c in (select.find_all(exp.Column) if select is not None else ())
         if c.find_ancestor(exp.Group, exp.Order) is None  # (ORDER BY reads aliases first)
-    }
+    } | columns
+    for inner in select.find_all(exp.Select) if select is not None else ():
+        if inner is not select:  # a subquery's or CTE's outputs are its source's columns
+            elsewhere |= {output_name(e).lower() for e in inner.expressions}
 
     def name(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Literal) and node.is_int:
@@ -170,11 +177,13 @@ class _Cells:
         raise _NotCells
 
 
-def as_cells(tree: exp.Expr) -> exp.Select | None:
+def as_cells(tree: exp.Expr, columns: frozenset[str] = frozenset()) -> exp.Select | None:
     """``tree`` as an outer query over its finest grouping's release (a new tree), or
     None when it groups by no ROLLUP, CUBE or GROUPING SETS or is not of a shape whose
     subtotals are sums of cells. Reads no data; the inner query is an ordinary one,
-    checked, charged and bounded as any other."""
+    checked, charged and bounded as any other. ``columns``: the lower-case names of the
+    columns of the tables the query may read (an alias of such a name is not read as
+    the alias inside a grouping set)."""
     if not isinstance(tree, exp.Select):
         return None
     group = tree.args.get("group")
@@ -185,7 +194,7 @@ def as_cells(tree: exp.Expr) -> exp.Select | None:
     if tree.find(exp.Window, exp.Grouping, exp.GroupingId) is not None:
         return None
     try:
-        group = _named(group, list(tree.expressions))
+        group = _named(group, list(tree.expressions), columns)
         keys = _keys(group)
         cells = _Cells(tree, keys)
         outer_items: list[exp.Expr] = []
