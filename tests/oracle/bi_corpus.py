@@ -456,9 +456,6 @@ NOT_ANSWERED: dict[str, str] = {
     'SELECT model, AVG(tokens_out::DOUBLE / GREATEST(tokens_in, 1)) AS r FROM prompts GROUP BY model ORDER BY model': 'R13 unbounded expression',
     'SELECT model, COUNT(*) * 100.0 / (SELECT COUNT(*) FROM prompts) AS pct FROM prompts GROUP BY model ORDER BY model': 'R1d scalar subquery',
     'SELECT p.model, COUNT(*) * 1.0 / t.total AS share FROM prompts p CROSS JOIN (SELECT COUNT(*) AS total FROM prompts) t GROUP BY p.model, t.total ORDER BY p.model': 'R1d scalar subquery',
-    'SELECT corr(tokens_in, tokens_out) AS r FROM prompts': 'R6 aggregate not supported',
-    'SELECT covar_pop(tokens_in, tokens_out) AS c FROM prompts': 'R6 aggregate not supported',
-    'SELECT regr_slope(tokens_out, tokens_in) AS slope FROM prompts': 'R6 aggregate not supported',
     'SELECT mode(model) AS top_model FROM prompts': 'R6 aggregate not supported',
     'SELECT model, arg_max(tokens_in, ts) AS latest_tokens FROM prompts GROUP BY model': 'R6 aggregate not supported',
     "SELECT model, string_agg(DISTINCT CAST(flagged AS VARCHAR), ',') AS flags FROM prompts GROUP BY model": 'R6 aggregate not supported',
@@ -470,6 +467,5 @@ NOT_ANSWERED: dict[str, str] = {
     'SELECT p.model, COUNT(*) AS n FROM prompts p JOIN tickets t ON t.user_id = p.user_id AND t.opened_at > p.ts GROUP BY p.model ORDER BY p.model': 'R14 two many-row tables',
     'SELECT width_bucket(income, 0, 200000, 4) AS bucket, COUNT(*) AS n FROM PUMS.PUMS GROUP BY 1 ORDER BY 1': 'R3 function allow-list',
     'SELECT mode(educ) AS modal_educ FROM PUMS.PUMS': 'R6 aggregate not supported',
-    'SELECT corr(age, income) AS r FROM PUMS.PUMS': 'R6 aggregate not supported',
     'SELECT COUNT(*) AS n FROM PUMS.PUMS WHERE age > (SELECT AVG(age) FROM PUMS.PUMS)': 'R1d scalar subquery',
 }
