@@ -156,3 +156,27 @@ def test_integer_arguments_answer_sqls_covariance(
     want = pums_exact.execute(sql).fetchall()
     for g, w, width in zip(got.rows[0], want[0], got.intervals[0], strict=True):
         assert width is not None and abs(g - w) <= 4 * width + 1e-9, (g, w, width)
+
+
+def _bulky(items: int, terms: int) -> str:
+    arg = " + ".join(["age"] * terms)
+    listed = ", ".join(f"REGR_R2(income, {arg} + {i})" for i in range(items))
+    return f"SELECT {listed} FROM PUMS.PUMS"
+
+
+def test_the_expansions_copies_are_bounded_before_any_charge(pums_engine: Engine) -> None:
+    # Each REGR_R2 writes its arguments out about 40 times (and the bounding three times
+    # each again): 20 of them over 30-term sums, 4,000 characters within the node limit,
+    # took 23 s to plan (VAR_POP of the same sums: under 2 s). Refused as a simple
+    # CASE's operand copies are (spellings.MAX_CASE_COPIES), before the charge.
+    with pytest.raises(DPSQLError) as caught:
+        spellings.normalize(sqlglot.parse_one(_bulky(20, 30), read="duckdb"))
+    assert caught.value.code == "unsupported_sql" and "REGR_R2" in caught.value.message
+    before = len(pums_engine.ledger.history(limit=10**6))
+    with pytest.raises(DPSQLError):
+        pums_engine.run(QueryRequest(_bulky(20, 30), epsilon=1.0))
+    assert len(pums_engine.ledger.history(limit=10**6)) == before
+    # every function over plain columns, and a few over sums, stay well within
+    items = ", ".join(f"{f}(income, age)" for f in FUNCTIONS)
+    spellings.normalize(sqlglot.parse_one(f"SELECT {items} FROM t", read="duckdb"))
+    spellings.normalize(sqlglot.parse_one(_bulky(3, 10), read="duckdb"))
