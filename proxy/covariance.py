@@ -32,7 +32,7 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
-_PAIRED: tuple[type[exp.AggFunc], ...] = (
+PAIRED: tuple[type[exp.AggFunc], ...] = (
     exp.Corr,
     exp.CovarPop,
     exp.CovarSamp,
@@ -81,7 +81,7 @@ def expand(node: exp.Expr) -> exp.Expr | None:
     arguments are not NULL, if it is one of the paired aggregates outside a window;
     else None. Precondition: none (any tree). The output computes, from exact
     aggregates, exactly what SQL's definition gives (up to floating-point rounding)."""
-    if not isinstance(node, _PAIRED) or isinstance(node.parent, exp.Window):
+    if not isinstance(node, PAIRED) or isinstance(node.parent, exp.Window):
         return None
     y, x = node.this, node.expression
     if not isinstance(y, exp.Expr) or not isinstance(x, exp.Expr):

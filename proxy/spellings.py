@@ -285,6 +285,11 @@ MAX_RESPELL_PASSES = 4
 # Nodes a query's simple CASEs may add by repeating their operand (see _searched).
 MAX_CASE_COPIES = 10_000
 
+# Nodes a query's CORR, COVAR and REGR aggregates may add by writing their arguments out
+# (proxy/covariance.py: REGR_R2 holds each argument about 40 times, each statistic's
+# bounding three times again; 15,000 added nodes took about 4 s to plan, 43,000 23 s).
+MAX_PAIRED_COPIES = 10_000
+
 
 def _tight(node: exp.Expr) -> exp.Expr:
     """``node`` as an operand of ``=``: in parentheses unless it binds tighter anyway
@@ -366,17 +371,23 @@ def _fetched(select: exp.Select) -> None:
     select.set("limit", exp.Limit(expression=count if count is not None else exp.Literal.number(1)))
 
 
-def _respelled(tree: exp.Expr) -> tuple[exp.Expr, bool]:
-    """One pass of the respellings over ``tree`` (in place), and whether any applied."""
+def _respelled(tree: exp.Expr) -> tuple[exp.Expr, bool, int, exp.Expr | None]:
+    """One pass of the respellings over ``tree`` (in place), whether any applied, and the
+    nodes the paired aggregates' expansions added (with the first one expanded)."""
     changed = False
+    added = 0
+    first: exp.Expr | None = None
 
     def visit(node: exp.Expr) -> exp.Expr:
-        nonlocal changed
+        nonlocal changed, added, first
         out = _respell(node)
         changed = changed or out is not node
+        if out is not node and isinstance(node, covariance.PAIRED):
+            added += sum(1 for _ in out.walk()) - sum(1 for _ in node.walk())
+            first = first or node
         return out
 
-    return tree.transform(visit, copy=False), changed
+    return tree.transform(visit, copy=False), changed, added, first
 
 
 def normalize(tree: exp.Expr) -> exp.Expr:
@@ -387,8 +398,19 @@ def normalize(tree: exp.Expr) -> exp.Expr:
     # their own (AVG(x) FILTER (WHERE NULLIF(y, 0) > 3): the CASE a FILTER becomes holds
     # the NULLIF, now inside an aggregate; a review, 2026-12-06). Each pass removes
     # spellings and adds none, so this ends.
+    paired, first = 0, None
     for _ in range(MAX_RESPELL_PASSES):
-        tree, changed = _respelled(tree)
+        tree, changed, added, expanded = _respelled(tree)
+        paired, first = paired + added, first or expanded
+        if paired > MAX_PAIRED_COPIES and first is not None:
+            raise unsupported(
+                f"its CORR, COVAR and REGR aggregates (the first: "
+                f"{first.sql(dialect='duckdb')[:60]}) write their arguments out in {paired} "
+                f"nodes (at most "
+                f"{MAX_PAIRED_COPIES}): each is answered from several averages and variances "
+                "of its arguments",
+                "ask fewer of them in one query, or over shorter argument expressions",
+            )
         if not changed:
             break
     for select in list(tree.find_all(exp.Select)):
