@@ -92,7 +92,7 @@ def _extra() -> list[Query]:
               "SELECT model, CORR(tokens_in, tokens_out) AS r, REGR_AVGX(tokens_in, tokens_out) "
               "AS ax, REGR_AVGY(tokens_in, tokens_out) AS ay FROM prompts GROUP BY model"),
         Query("demo-cov4", "demo",
-              "SELECT CORR(tokens_in, latency_ms) FILTER (WHERE flagged) AS r, "
+              "SELECT CORR(tokens_in, latency_ms) FILTER (WHERE NOT flagged) AS r, "
               "COVAR_POP(tokens_in, tokens_out) AS c FROM prompts"),
     ]
 
