@@ -374,3 +374,21 @@ def test_the_simulation_of_a_grouped_outer_query_cannot_escape(engine: Engine, o
     in words."""
     r = engine.run(QueryRequest(outer, epsilon=0.65))
     assert len(r.rows) >= 1
+
+
+@pytest.mark.parametrize(
+    ("outer", "named"),
+    [("REGR_SLOPE(n, a)", "REGR_SLOPE"), ("COVAR_SAMP(n, a)", "COVAR_SAMP")],
+)
+def test_a_refused_outer_function_is_named_as_written(outer: str, named: str) -> None:
+    # (named by sqlglot's class key: REGRSLOPE, COVARSAMP)
+    tree = sqlglot.parse_one(
+        f"SELECT {outer} FROM (SELECT model, COUNT(*) AS n, AVG(tokens_in) AS a "
+        "FROM prompts GROUP BY model) t",
+        read="duckdb",
+    )
+    found = nested.split(tree)
+    assert found is not None
+    with pytest.raises(DPSQLError) as caught:
+        nested.check_outer(found.outer)
+    assert caught.value.message.startswith(f"{named} is not allowed")
