@@ -188,7 +188,12 @@ def check_outer(outer: exp.Select) -> None:
             node, (*outer_functions.WINDOW_AGGREGATES, *outer_functions.WINDOW_FUNCTIONS)
         ):
             continue
-        name = node.name if isinstance(node, exp.Anonymous) else node.key.upper()
+        if isinstance(node, exp.Anonymous):
+            name = node.name
+        elif isinstance(node, exp.Func):
+            name = node.sql_name()  # REGR_SLOPE (its key is regrslope)
+        else:
+            name = node.key.upper()
         raise unsupported(
             f"{name} is not allowed in a query over a subquery's answer",
             "use arithmetic, aggregates (COUNT, SUM, AVG, MIN, MAX) and windows over its columns",
