@@ -191,3 +191,22 @@ def test_an_alias_that_is_also_a_source_column_names_the_column(small_demo: Engi
         small_demo.run(QueryRequest(sql, epsilon=1.0))
     assert info.value.code in ("unsupported_sql", "bad_request")
     assert _events(small_demo) == before
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT CAST(EXTRACT(year FROM m) AS INT) AS y, SUM(n) AS n FROM (SELECT "
+        "date_trunc('month', ts) AS m, COUNT(*) AS n FROM prompts GROUP BY m) t GROUP BY y",
+        "SELECT CAST(flagged AS INT) AS fl, COUNT(*) AS n FROM prompts GROUP BY ROLLUP (fl)",
+    ],
+)
+def test_a_grouped_outer_querys_key_is_not_called_imprecise(small_demo: Engine, sql: str):
+    # A key has no interval by design (the same in every copy); every numeric key's
+    # column was said to have values with no interval ("the outer query fails near the
+    # released values ... treat them as imprecise"), on every ROLLUP of a numeric key.
+    result = small_demo.run(QueryRequest(sql, epsilon=50.0))
+    key = result.columns[0]
+    assert all(w[0] is None for w in result.intervals)
+    assert not [w for w in result.warnings if f"column {key!r}" in w]
+    assert all(w[1] is not None for w in result.intervals)
