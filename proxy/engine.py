@@ -1245,7 +1245,7 @@ class Engine:
                 None,
                 nested.chooser(found),
             ),
-            *nested.missing_widths(names[:width], rows, spread.widths),
+            *nested.missing_widths(names[:width], rows, spread.widths, spread.exact),
         ]
         if spread.failed:
             notes.append(

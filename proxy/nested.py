@@ -481,6 +481,8 @@ class Spread:
     rows: tuple[int, ...] = ()  # shown rows the noise could have left out
     could_show: int = 0  # rows (groups) not shown that the noise could have shown
     failed: bool = False  # the outer query did not run over the copies: said in words
+    # a grouped outer query's keys that read no noisy value: exact, no width by design
+    exact: frozenset[int] = frozenset()
 
 
 def simulated_widths(
@@ -531,6 +533,7 @@ def _simulated_widths(
     copies: dict[str, Any] = {"__rep": np.repeat(np.arange(REPLICATES), n)}
     stream = 0
     noised = False
+    noisy: set[str] = set()  # the inner columns noised in the copies
     for c, name in enumerate(inner.column_names):
         values = inner.column(name).to_pylist()
         widths = [w[c] if c < len(w) else None for w in inner_widths] + [None]
@@ -539,6 +542,7 @@ def _simulated_widths(
         numeric = all(is_number(v) for v in values)
         if name != "__row" and numeric and any(w is not None for w in widths[:n]):
             noised = True
+            noisy.add(name.lower())
             noise = np.zeros(n * REPLICATES)
             # each row's own order of the quantiles (simulation_table), scaled to its width
             unit = simulation_table("gaussian", 1.0, REPLICATES, n, stream)
@@ -605,7 +609,14 @@ def _simulated_widths(
     could_show = sum(
         1 for key, found in spreads.items() if key not in shown_keys and len(found) >= least
     )
-    return Spread(out, tuple(doubtful), tuple(unsure), could_show)
+    exact = frozenset(
+        j
+        for j in (keyed if grouped else ())
+        if not (j < len(drawn) and drawn[j])
+        and items[j].find(exp.Star) is None  # (a star's columns are not numbered here)
+        and not any(c.name.lower() in noisy for c in items[j].find_all(exp.Column))
+    )
+    return Spread(out, tuple(doubtful), tuple(unsure), could_show, exact=exact)
 
 
 def chooser(query: NestedQuery) -> str:
@@ -645,12 +656,19 @@ def drawn_columns(
 
 
 def missing_widths(
-    names: list[str], rows: list[tuple[Any, ...]], widths: list[tuple[float | None, ...]]
+    names: list[str],
+    rows: list[tuple[Any, ...]],
+    widths: list[tuple[float | None, ...]],
+    keys: frozenset[int] = frozenset(),
 ) -> tuple[str, ...]:
     """One warning per column with numbers the simulation gave no width: every number
-    carries its uncertainty, or a word on why it has none."""
+    carries its uncertainty, or a word on why it has none. ``keys``: columns that are
+    a grouped outer query's keys reading no noisy value (:attr:`Spread.exact`), exact by
+    design: no warning."""
     out = []
     for c, name in enumerate(names):
+        if c in keys:
+            continue
         k = sum(
             1
             for row, w in zip(rows, widths, strict=True)

@@ -210,3 +210,14 @@ def test_a_grouped_outer_querys_key_is_not_called_imprecise(small_demo: Engine, 
     assert all(w[0] is None for w in result.intervals)
     assert not [w for w in result.warnings if f"column {key!r}" in w]
     assert all(w[1] is not None for w in result.intervals)
+
+
+def test_a_key_over_noisy_values_still_says_it_has_no_interval(small_demo: Engine):
+    result = small_demo.run(
+        QueryRequest(
+            "SELECT n // 100 AS b, COUNT(*) AS k FROM (SELECT model, COUNT(*) AS n "
+            "FROM prompts GROUP BY model) t GROUP BY b",
+            epsilon=50.0,
+        )
+    )
+    assert [w for w in result.warnings if "column 'b' have no interval" in w]
