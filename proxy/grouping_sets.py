@@ -70,10 +70,12 @@ def _named(
         return node
 
     named = group.copy()
-    for item in named.expressions:
+    for item in list(named.expressions):
         if isinstance(item, _SETS):
             for part in list(item.expressions):
                 part.replace(_rename(part, name))
+        else:  # a plain key beside the grouping sets (GROUP BY 1, ROLLUP (2))
+            item.replace(_rename(item, name))
     return named
 
 
@@ -230,6 +232,14 @@ def as_cells(tree: exp.Expr, columns: frozenset[str] = frozenset()) -> exp.Selec
             target = by.this
             if isinstance(target, exp.Column) and not target.table and target.name.lower() in names:
                 ordered.append(by.copy())
+                continue
+            if isinstance(target, exp.Literal) and target.is_int:  # ORDER BY 1
+                at = int(target.this) - 1
+                if not 0 <= at < len(tree.expressions):
+                    return None
+                by = by.copy()
+                by.set("this", exp.column(output_name(tree.expressions[at]), quoted=True))
+                ordered.append(by)
                 continue
             matches = [i for i in tree.expressions if i.unalias() == target]
             if not matches:

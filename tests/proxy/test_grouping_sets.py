@@ -230,7 +230,7 @@ def test_a_key_over_noisy_values_still_says_it_has_no_interval(small_demo: Engin
             "SELECT model, flagged, COUNT(*) AS n FROM prompts GROUP BY ROLLUP (model, flagged) "
             "ORDER BY 1, 2 DESC",
             "SELECT model, flagged, COUNT(*) AS n FROM prompts GROUP BY ROLLUP (model, flagged) "
-            "ORDER BY model, flagged DESC",
+            'ORDER BY "model", "flagged" DESC',
         ),
         (
             "SELECT model AS m, flagged AS f, COUNT(*) AS n FROM prompts GROUP BY 1, ROLLUP (2)",
