@@ -349,3 +349,17 @@ def test_only_text_columns_count_as_stored_copies() -> None:
     check_stored_strings(tree, is_text=lambda column: column.name != "uid")
     with pytest.raises(DPSQLError):
         check_stored_strings(tree)  # (read as text, which an unknown column may be)
+
+
+def test_a_rendered_core_refused_for_the_strings_it_builds_says_that_limit() -> None:
+    # (it said "would run 64 times over the longest input value per row ...; the limit
+    # is 64", and 54 against 64 for CORR of a DECIMAL on PostgreSQL: the limit passed
+    # was the 8 times a row may build, not named)
+    from proxy.string_growth import check_rendered_rows
+
+    built = " || ".join(["CAST(a AS VARCHAR)"] * 10)
+    tree = sqlglot.parse_one(f"SELECT {built} AS x FROM t", read="duckdb")
+    with pytest.raises(DPSQLError) as caught:
+        check_rendered_rows(tree, "postgres")
+    message = caught.value.message
+    assert f"the limit is {MAX_BUILT_FACTOR} times" in message and "build" in message
