@@ -721,6 +721,16 @@ def check_rendered_rows(tree: exp.Expr, engine: str) -> None:
         ):
             if isinstance(part, exp.Expr):
                 walk.growth(part)
+        if walk.built.factor > MAX_BUILT_FACTOR and walk.work.factor <= MAX_FACTOR:
+            raise DPSQLError(
+                "unsupported_sql",
+                f"on {engine}, the query's rows would build strings of up to "
+                f"{walk.built.factor:.3g} times the longest input value, counting each copy "
+                f"the engine evaluates (the bounding repeats an aggregate's argument); the "
+                f"limit is {MAX_BUILT_FACTOR} times",
+                "build fewer strings inside aggregate arguments (casts to text, "
+                "concatenations), or compute them in WHERE",
+            )
         if walk.work.factor > MAX_FACTOR or walk.built.factor > MAX_BUILT_FACTOR:
             raise DPSQLError(
                 "unsupported_sql",
