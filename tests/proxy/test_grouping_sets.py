@@ -251,3 +251,19 @@ def test_positions_and_aliases_beside_grouping_sets_name_the_select_items(
     # the same key inside it was answered)
     assert _cells(written) is not None
     assert _cells(written) == _cells(meant)
+
+
+def test_an_avg_s_cells_never_take_a_name_already_taken():
+    # SUM(income) AS "a (sum)" took its name; AVG(age) AS a then named its own sum's cell
+    # "a (sum)" too, and the subtotal of "a (sum)" showed the sum of ages
+    out = as_cells(
+        sqlglot.parse_one(
+            'SELECT model, SUM(tokens_out) AS "a (sum)", COUNT(*) AS "a (count)", '
+            "AVG(tokens_in) AS a FROM prompts GROUP BY ROLLUP (model)",
+            read="duckdb",
+        )
+    )
+    assert out is not None
+    inner = out.find(sqlglot.exp.Subquery).this
+    names = [e.alias for e in inner.expressions]
+    assert len(names) == len(set(names)), names
