@@ -123,6 +123,7 @@ class _Cells:
         self.keys = keys
         names = [output_name(i) for i in tree.expressions]
         self._free = {n for n in names if names.count(n) == 1}
+        self._taken: set[str] = set()  # (never free again: one name, one cell)
         self.key_names: list[str] = []
         for i, key in enumerate(keys):
             shown = [
@@ -137,6 +138,7 @@ class _Cells:
     def _take(self, wanted: str, fallback: str) -> str:
         if wanted and wanted in self._free and not wanted.startswith("__"):
             self._free.discard(wanted)
+            self._taken.add(wanted)
             return wanted
         return fallback
 
@@ -170,7 +172,7 @@ class _Cells:
         if isinstance(agg, exp.Sum):
             return self._cell(agg.copy(), name)
         if isinstance(agg, exp.Avg):
-            self._free |= {f"{name} (sum)", f"{name} (count)"}
+            self._free |= {f"{name} (sum)", f"{name} (count)"} - self._taken
             total = self._cell(exp.Sum(this=agg.this.copy()), f"{name} (sum)")
             n = self._cell(exp.Count(this=agg.this.copy()), f"{name} (count)")
             return exp.Div(
