@@ -20,8 +20,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check accounting proxy tests sample_data bench tools
 	$(BIN)/mypy accounting proxy sample_data
 
+# Two pytest-xdist workers, each test file whole on one (tests/conftest.py);
+# `$(BIN)/python -m pytest -q` runs the same tests in one process.
 test: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
