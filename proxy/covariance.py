@@ -22,9 +22,9 @@ The definitions are SQL's (and DuckDB's, PostgreSQL's and Trino's): COVAR_SAMP s
 population covariance by n / (n - 1), REGR_SLOPE is cov / VAR_POP(X), REGR_INTERCEPT is
 AVG(Y) - slope * AVG(X), REGR_R2 is NULL when VAR_POP(X) is 0, 1 when VAR_POP(Y) is 0 and
 CORR squared otherwise, REGR_SXX/SYY/SXY are n times VAR_POP(X)/VAR_POP(Y)/cov, and
-REGR_COUNT is the number of pairs. One difference is
-left: with fewer than two pairs COVAR_SAMP divides by 1 (a noisy count of pairs cannot
-tell one from two; VAR_SAMP does the same) where SQL gives NULL. A window's aggregate (``CORR(x, y) OVER (...)``) is left
+REGR_COUNT is the number of pairs. One difference is left: with fewer than two pairs
+COVAR_SAMP divides by 1 (a noisy count of pairs cannot tell one from two; VAR_SAMP does
+the same) where SQL gives NULL. A window's aggregate (``CORR(x, y) OVER (...)``) is left
 as written: dpsql answers windows over released rows only, in the outer layer.
 """
 
