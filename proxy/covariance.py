@@ -105,7 +105,7 @@ def expand(node: exp.Expr) -> exp.Expr | None:
         return fresh
 
     ys, xs = paired(y), paired(x)
-    firsts, seconds = paired(first), paired(second)
+    firsts, seconds = (ys, xs) if first is y else (xs, ys)
 
     def avg(v: Callable[[], exp.Expr]) -> exp.Expr:
         return exp.Avg(this=v())
@@ -148,11 +148,7 @@ def expand(node: exp.Expr) -> exp.Expr | None:
             )
 
         scaled = exp.Mul(this=cov(), expression=n())
-        return _paren(
-            _div(this=scaled,
-                expression=_paren(exp.Sub(this=n(), expression=exp.Literal.number(1))),
-            )
-        )
+        return _paren(_div(scaled, _paren(exp.Sub(this=n(), expression=exp.Literal.number(1)))))
     if isinstance(node, exp.RegrSlope):
         return slope()
     if isinstance(node, exp.RegrIntercept):

@@ -371,9 +371,19 @@ def _fetched(select: exp.Select) -> None:
     select.set("limit", exp.Limit(expression=count if count is not None else exp.Literal.number(1)))
 
 
-def _respelled(tree: exp.Expr) -> tuple[exp.Expr, bool, int, exp.Expr | None]:
-    """One pass of the respellings over ``tree`` (in place), whether any applied, and the
-    nodes the paired aggregates' expansions added (with the first one expanded)."""
+@dataclass(frozen=True)
+class _Pass:
+    """One pass of the respellings: the tree, whether any applied, and the nodes the
+    paired aggregates' expansions added (with the first one expanded)."""
+
+    tree: exp.Expr
+    changed: bool
+    paired_nodes: int
+    first_paired: exp.Expr | None
+
+
+def _respelled(tree: exp.Expr) -> _Pass:
+    """One pass of the respellings over ``tree`` (in place)."""
     changed = False
     added = 0
     first: exp.Expr | None = None
@@ -387,7 +397,7 @@ def _respelled(tree: exp.Expr) -> tuple[exp.Expr, bool, int, exp.Expr | None]:
             first = first or node
         return out
 
-    return tree.transform(visit, copy=False), changed, added, first
+    return _Pass(tree.transform(visit, copy=False), changed, added, first)
 
 
 def normalize(tree: exp.Expr) -> exp.Expr:
@@ -400,18 +410,19 @@ def normalize(tree: exp.Expr) -> exp.Expr:
     # spellings and adds none, so this ends.
     paired, first = 0, None
     for _ in range(MAX_RESPELL_PASSES):
-        tree, changed, added, expanded = _respelled(tree)
-        paired, first = paired + added, first or expanded
+        done = _respelled(tree)
+        tree = done.tree
+        paired, first = paired + done.paired_nodes, first or done.first_paired
         if paired > MAX_PAIRED_COPIES and first is not None:
             raise unsupported(
                 f"its CORR, COVAR and REGR aggregates (the first: "
                 f"{first.sql(dialect='duckdb')[:60]}) write their arguments out in {paired} "
-                f"nodes (at most "
-                f"{MAX_PAIRED_COPIES}): each is answered from several averages and variances "
+                f"nodes (at most {MAX_PAIRED_COPIES}): each is answered from several "
+                "averages and variances "
                 "of its arguments",
                 "ask fewer of them in one query, or over shorter argument expressions",
             )
-        if not changed:
+        if not done.changed:
             break
     for select in list(tree.find_all(exp.Select)):
         _grouped_by_all(select)
