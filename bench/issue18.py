@@ -9,9 +9,12 @@ tree goes first. Rows: the in-process PUMS cache hit and never-seen-text miss, d
 charges/s with 1 and 2 processes (one charging thread each, and 8 each: what the group
 commit shares one fsync between), the HTTP cache-hit throughput over a bare FastAPI
 route with 1 and 2 workers (bench/http.py --hits-only, wrk when installed), and the
-wall time of a cold ``dpsql query`` on PUMS. The in-process, ledger and HTTP rows run
-again with their files in RAM (/dev/shm), which separates the CPU path from the disk's
-fsync. Writes ``bench/out/issue18.json``, stores
+wall time of a cold ``dpsql query`` on PUMS, the cache miss of the private daily key and
+the public key over their per-person floors at 1M and 10M rows (bench/scale.py's data
+and queries), and a cached query through each door over ``/v1/query`` (bench/doors.py's
+paths; both trees served at once and called in turn, as ``bench.doors --before`` does).
+The in-process, ledger and HTTP rows run again with their files in RAM (/dev/shm),
+which separates the CPU path from the disk's fsync. Writes ``bench/out/issue18.json``, stores
 the summary under ``issue18`` in bench/results.json (BENCHMARKS.md renders it) and
 prints a Markdown table. Nothing here gates CI.
 """
@@ -38,7 +41,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"
 sys.path.insert(0, str(TREE))
 
 SQL = "SELECT sex, COUNT(*) AS n, AVG(income) FROM PUMS.PUMS GROUP BY sex"
-ROWS = ("inproc", "ledger", "http", "cli")
+ROWS = ("inproc", "ledger", "http", "cli", "scale", "doors")
 # A RAM-backed directory: the same measurement with the ledger where fsync costs almost
 # nothing separates the CPU path from this machine's disk (its fsync is the floor of a
 # durable event: hundreds per second when the disk is shared).
@@ -282,12 +285,127 @@ def measure_cli(quick: bool) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in times.items()}
 
 
+# bench/engine.py's queries, copied so that an older tree's bench/ cannot change them.
+SCALE_QUERIES = (
+    (
+        "private",
+        "SELECT date_trunc('day', ts) AS d, COUNT(*) FROM prompts GROUP BY date_trunc('day', ts)",
+        "SELECT d, SUM(c), COUNT(*) FROM (SELECT user_id, date_trunc('day', ts) AS d, "
+        "COUNT(*) AS c FROM prompts GROUP BY user_id, date_trunc('day', ts)) GROUP BY d",
+    ),
+    (
+        "public",
+        "SELECT region, COUNT(*), SUM(tokens_in) FROM prompts JOIN users USING (user_id) "
+        "GROUP BY region",
+        "SELECT region, SUM(c), SUM(s), COUNT(*) FROM (SELECT p.user_id, u.region, COUNT(*) AS c, "
+        "SUM(p.tokens_in) AS s FROM prompts p JOIN users u ON p.user_id = u.user_id "
+        "GROUP BY p.user_id, u.region) GROUP BY region",
+    ),
+)
+SCALE_ROWS = (1_000_000, 10_000_000)
+
+
+def _floor_and_miss(engine: Any, sql: str, floor: str, pairs: int) -> tuple[float, float]:
+    """Median ms of the floor and of a cache miss (a new ε each time), in pairs whose
+    order alternates, after one untimed run of each (the page cache, first-use costs)."""
+    from proxy.request import QueryRequest
+
+    fresh = iter(range(1, 10**9))
+
+    def miss() -> object:
+        return engine.run(QueryRequest(sql, epsilon=1.0 + next(fresh) * 1e-6))
+
+    def bare() -> object:
+        return engine.executor.evaluate(floor)
+
+    bare()
+    miss()
+    floors: list[float] = []
+    misses: list[float] = []
+    for i in range(pairs):
+        pair = [(floors, bare), (misses, miss)]
+        for times, fn in pair[:: 1 if i % 2 == 0 else -1]:
+            times.append(_median_ms(fn, 1))
+    return statistics.median(floors), statistics.median(misses)
+
+
+def measure_scale(quick: bool) -> dict[str, float]:
+    """The cache miss of each query over its per-person floor on the engine's own
+    connection, interleaved pair by pair (as bench/scale.py), at each size; the data
+    files come from the driver (ISSUE18_SCALE_DBS), the policy from the tree's own demo
+    policy."""
+    from proxy.engine import Engine
+    from proxy.policy import parse_policy
+
+    out: dict[str, float] = {}
+    for rows, db in zip(SCALE_ROWS, os.environ["ISSUE18_SCALE_DBS"].split(","), strict=True):
+        pairs = (5 if quick else 9) if rows < 10**7 else (3 if quick else 5)
+        with tempfile.TemporaryDirectory() as tmp:
+            text = (TREE / "sample_data" / "policy.toml").read_text()
+            text = text.replace('duckdb = "usage.duckdb"', f'duckdb = "{db}"')
+            text = text.replace(
+                'path = "../state/ledger.sqlite"', f'path = "{Path(tmp) / "ledger.sqlite"}"'
+            )
+            text = text.replace("epsilon_cap = 4.0", "epsilon_cap = 1000000.0")
+            text = text.replace("[proxy]", "[proxy]\nthreads = 2\nquery_timeout_s = 3600", 1)
+            engine = Engine(parse_policy(text, base_dir=Path(tmp)))
+            try:
+                for name, sql, floor in SCALE_QUERIES:
+                    floor_ms, miss_ms = _floor_and_miss(engine, sql, floor, pairs)
+                    key = f"{name}_{rows // 10**6}m"
+                    out[f"{key}_floor_ms"], out[f"{key}_miss_ms"] = floor_ms, miss_ms
+                    out[f"{key}_ratio"] = miss_ms / floor_ms
+            finally:
+                engine.close()
+    return out
+
+
 MEASURES: dict[str, Callable[[bool], dict[str, Any]]] = {
     "inproc": measure_inproc,
     "ledger": measure_ledger,
     "http": measure_http,
     "cli": measure_cli,
+    "scale": measure_scale,
 }
+
+
+def measure_doors(trees: dict[str, Path], quick: bool) -> dict[str, dict[str, Any]]:
+    """A cached query through every door of each tree, both servers up at once and
+    called in turn (bench/doors.py's interleaving), run by this process: the clients
+    are this tree's, each server runs its tree's code."""
+    from bench import door_server, doors
+    from sample_data.generate import generate
+
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):  # as bench/doors.py
+        os.environ.pop(name, None)
+    folder = Path(tempfile.mkdtemp(prefix="dpsql-issue18-doors-"))
+    servers: dict[str, Any] = {}
+    try:
+        db = generate(folder / "usage.duckdb", people=5000, prompts=100_000, seed=7)
+        cert, key = door_server.certificate(folder)
+        for i, (name, tree) in enumerate(trees.items()):
+            state = folder / f"state{i}"
+            state.mkdir()
+            servers[name] = door_server.start(
+                door_server.bench_policy(state, db),
+                cert,
+                key,
+                state / "serve.log",
+                source=None if tree == ROOT else tree,
+            )
+        found = doors.measure(servers, 100 if quick else 300, 2)["servers"]
+    finally:
+        for server in servers.values():
+            server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+    return {
+        name: {
+            "ratio": {path: m["ratio"] for path, m in found[name].items()},
+            "p50_ms": {path: m["p50_ms"] for path, m in found[name].items()},
+            "load_avg": [round(x, 2) for x in os.getloadavg()],
+        }
+        for name in trees
+    }
 
 
 # --- the driver -------------------------------------------------------------------------
@@ -364,6 +482,23 @@ TABLE: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("`dpsql query` on PUMS, cold process, empty state, CPU time", "s", ("cli", "first_cpu_s"),
      "—"),
     ("`dpsql query` on PUMS, cold process, cached, CPU time", "s", ("cli", "cached_cpu_s"), "—"),
+    ("private daily key, cache miss / per-person floor, 10M rows", "×",
+     ("scale", "private_10m_ratio"), "≤ 1.3×"),
+    ("public key, cache miss / floor, 10M rows", "×", ("scale", "public_10m_ratio"),
+     "≤ 1.05×"),
+    ("private daily key, cache miss / per-person floor, 1M rows", "×",
+     ("scale", "private_1m_ratio"), "—"),
+    ("public key, cache miss / floor, 1M rows", "×", ("scale", "public_1m_ratio"), "—"),
+    ("private daily key, cache miss, 10M rows", "ms", ("scale", "private_10m_miss_ms"), "—"),
+    ("private daily key, per-person floor, 10M rows", "ms", ("scale", "private_10m_floor_ms"),
+     "—"),
+    *(
+        (f"{path}, cached query, / `/v1/query`", "×", ("doors", "ratio", path), "≤ 1.2×")
+        for path in ("trino client", "trino client, no proxy lookup", "trino bare HTTP",
+                     "psycopg simple", "psycopg extended", "psycopg prepared")
+    ),
+    ("`/v1/query`, cached query (the doors' yardstick)", "ms",
+     ("doors", "p50_ms", "/v1/query"), "—"),
 )
 
 
@@ -428,7 +563,21 @@ def compare(before: Path, after: Path, rounds: int, rows: tuple[str, ...], quick
         "wrk": shutil.which("wrk") is not None,
         "before": {}, "after": {},
     }
+    if "scale" in rows:
+        from bench.scale import dataset
+
+        os.environ["ISSUE18_SCALE_DBS"] = ",".join(str(dataset(n)) for n in SCALE_ROWS)
     for row in rows:
+        if row == "doors":  # both trees at once, in this process
+            for k in range(rounds):
+                print(
+                    f"[{time.strftime('%H:%M:%S')}] doors round {k + 1}: both",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                for name, data in measure_doors({"before": before, "after": after}, quick).items():
+                    result[name].setdefault(row, []).append(data)
+            continue
         for k in range(rounds):
             order = (("before", before), ("after", after))
             for name, tree in order if k % 2 == 0 else order[::-1]:
