@@ -20,7 +20,10 @@ Why the answers are DuckDB's own, value for value and type for type:
 * Rows: a projection over one Arrow table scanned by one thread keeps the table's order
   (the post-processing DuckDB runs with ``threads = 1``); here, the same order.
 * Bare columns: only Arrow types whose values DuckDB returns as the Python objects
-  ``pyarrow`` gives (64-bit integers, doubles, text, booleans, dates; NULL as None).
+  ``pyarrow`` gives (64-bit integers, doubles, text, booleans, dates, and timestamps in
+  microseconds without a time zone: a daily or monthly key; NULL as None). A date or
+  timestamp past Python's range raises in ``pyarrow`` (DuckDB gives text): DuckDB
+  answers that table.
 * ``GREATEST(c, 0)`` over a BIGINT column without NULLs is ``max(c, 0)``, an int.
 * The AVG form over a DOUBLE (or BIGINT, below 2^53) sum ``s`` and a BIGINT count ``n``
   without NULLs: DuckDB types it DOUBLE (the literals are DECIMALs cast to DOUBLE,
@@ -47,7 +50,15 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 # Arrow types whose values DuckDB fetches as the Python objects pyarrow gives.
-_BARE_TYPES = (pa.int64(), pa.float64(), pa.string(), pa.large_string(), pa.bool_(), pa.date32())
+_BARE_TYPES = (
+    pa.int64(),
+    pa.float64(),
+    pa.string(),
+    pa.large_string(),
+    pa.bool_(),
+    pa.date32(),
+    pa.timestamp("us"),
+)
 _EXACT_INT = 2**53  # integers a double holds exactly
 
 
