@@ -31,7 +31,7 @@ from proxy.cache import ReleaseStore
 from proxy.catalog import split_name
 from proxy.engines.executor import Executor
 from proxy.policy import Policy, TablePolicy
-from proxy.released_once import StoredHistograms, person_bins
+from proxy.released_once import AUTOMATIC_NOTE, StoredHistograms, person_bins
 from proxy.rewrite import core as C
 from proxy.shape import Shape
 
@@ -173,7 +173,7 @@ class AutoBounds:
         the detection level), or None before it is released."""
         if table.auto_rows_limit is None:
             return None
-        return self._stored.get(self._key(table), f"auto bounds of {table.name}")
+        return self._stored.get(self._key(table), f"{AUTOMATIC_NOTE}bounds of {table.name}")
 
     def choose(
         self, table: TablePolicy, targets: Sequence[CapTarget], groups: float, keep: float
@@ -206,7 +206,7 @@ class AutoBounds:
         assert table.auto_rows_limit is not None and table.population and table.unit
         return self._stored.release(
             self._key(table),
-            f"auto bounds of {table.name}",
+            f"{AUTOMATIC_NOTE}bounds of {table.name}",
             population=table.population,
             analyst=analyst,
             counts=lambda: self._exact_counts(table),

@@ -34,7 +34,7 @@ from proxy.budgets import Budgets
 from proxy.cache import ReleaseStore
 from proxy.engines.executor import Executor
 from proxy.policy import Policy
-from proxy.released_once import StoredHistograms, person_bins
+from proxy.released_once import AUTOMATIC_NOTE, StoredHistograms, person_bins
 from proxy.rewrite import keyed_groups
 from proxy.rewrite.total_forms import total_predicate, total_value
 from proxy.shape import Shape
@@ -181,4 +181,4 @@ class AutoGroups:
 
 def _note(g: Grouping) -> str:
     """The histogram of ``g`` as the ledger and calibration errors name it."""
-    return f"auto max_groups of {', '.join(g.tables)} by {', '.join(g.key_sqls)}"
+    return f"{AUTOMATIC_NOTE}max_groups of {', '.join(g.tables)} by {', '.join(g.key_sqls)}"

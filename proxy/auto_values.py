@@ -36,7 +36,7 @@ from proxy.cache import ReleaseStore
 from proxy.catalog import split_name
 from proxy.engines.executor import Executor
 from proxy.policy import ColumnPolicy, Policy, TablePolicy
-from proxy.released_once import PersonHistogram, release_once
+from proxy.released_once import AUTOMATIC_NOTE, PersonHistogram, release_once
 
 # Values per person in the draw on a table whose row cap is "auto". One value (the
 # proxy's default cap) would be each person's median, whose 95th percentile is far below
@@ -237,7 +237,7 @@ class AutoValues:
             population=table.population,
             curve=cal.curve,
             analyst=analyst,
-            note=f"auto {_sides(column)} of {table.name}.{column.name}",
+            note=f"{AUTOMATIC_NOTE}{_sides(column)} of {table.name}.{column.name}",
             draw=lambda: self._hist.draw(self.exact_counts(table, column), cal, c),
         )
         found = self.released(table, column, pending.side)

@@ -31,6 +31,7 @@ from accounting.ledger import (
     is_within,
     root_of,
 )
+from proxy.released_once import AUTOMATIC_NOTE
 
 PAGE = 1000  # events read per ledger call
 MAX_POINTS = 400  # per population series, after thinning
@@ -63,6 +64,10 @@ class HistoryEntry:
     epsilon: float  # ε this analyst's charge cost; 0 when it only replayed
     populations: tuple[str, ...]
     cached: bool = False  # filled in by the engine: the release is still stored
+    # What the release was when dpsql made it itself (the histogram behind an "auto"
+    # cap, charged to the analyst whose query needed it): its ledger note; "" for the
+    # analyst's own queries, whose text the ledger does not keep.
+    automatic: str = ""
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,7 @@ class _Asked:
     asks: int = 0
     epsilon: float = 0.0
     populations: tuple[str, ...] = ()
+    automatic: str = ""
 
 
 @dataclass
@@ -259,6 +265,8 @@ class LedgerViews:
         entry.last_ts = e.ts
         entry.epsilon += epsilon
         entry.charge_id = charge_id or entry.charge_id
+        if e.kind == "charge" and e.note.startswith(AUTOMATIC_NOTE):
+            entry.automatic = e.note
 
     # --- the views -------------------------------------------------------------------
     def history(self, analyst: str, limit: int) -> tuple[HistoryEntry, ...]:
@@ -277,6 +285,7 @@ class LedgerViews:
                     asks=a.asks,
                     epsilon=a.epsilon,
                     populations=a.populations,
+                    automatic=a.automatic,
                 )
                 for fp, a in mine
             )

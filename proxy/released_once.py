@@ -38,6 +38,11 @@ from proxy.rewrite.l0 import takes_seed
 
 POLL_S = 0.05  # between looks at a release another caller is drawing
 
+# The ledger note of every release made here begins so ("auto bounds of prompts"): the
+# console tells these charges, which dpsql makes itself to choose a cap for the query
+# that needed it, from the analyst's own queries (proxy/ledger_views.py).
+AUTOMATIC_NOTE = "auto "
+
 
 def release_once(
     cache: ReleaseStore,

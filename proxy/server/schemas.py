@@ -447,6 +447,12 @@ class HistoryItem(BaseModel):
     )
     populations: list[str]
     cached: bool = Field(description="the release is stored: asking again costs nothing")
+    automatic: str | None = Field(
+        None,
+        description="a release dpsql made itself, charged to the query that needed it (the "
+        "histogram an automatic cap is chosen from): what it was; null for the analyst's "
+        "own queries",
+    )
 
 
 class HistoryResponse(BaseModel):

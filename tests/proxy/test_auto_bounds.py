@@ -261,3 +261,14 @@ def test_a_median_alone_chooses_its_cap(tmp_path_factory: pytest.TempPathFactory
         assert tail.privacy.clipping.max_rows_per_group == limit
     finally:
         e.close()
+
+
+def test_the_history_names_the_histogram_dpsql_paid_for(engine) -> None:
+    """The console's history tells dpsql's own release (the histogram behind the cap,
+    charged to the query that needed it) from the analyst's queries: it showed that
+    charge as a query "asked from another client"."""
+    e, _ = engine
+    e.run(QueryRequest(SQL, epsilon=1.0))
+    history = e.query_history("local")
+    assert sorted(h.automatic for h in history) == ["", "auto bounds of prompts"]
+    assert all(h.epsilon > 0 for h in history)

@@ -302,3 +302,12 @@ def test_the_daily_key_gets_a_k_that_releases_days(engine: Engine) -> None:
     cap = plan.max_rows
     at_64 = len(e.run(QueryRequest(DAILY, epsilon=16.0, max_groups=64, max_rows_per_group=cap)).rows)
     assert shown >= 60 and shown >= 3 * at_64, (plan.max_groups, shown, at_64)
+
+
+def test_the_history_names_the_groups_histogram(engine: Engine) -> None:
+    """dpsql's own release is named in the analyst's history (proxy/ledger_views.py)."""
+    engine.run(QueryRequest(DAILY, epsilon=1.0))
+    named = {h.automatic for h in engine.query_history("local") if h.automatic}
+    # (the demo policy's rows per person are "auto" too: their histogram is named alike)
+    assert named == {*auto_k_charges(engine), "auto bounds of prompts"}
+    assert len(auto_k_charges(engine)) == 1

@@ -567,3 +567,9 @@ def test_another_person_definition_pays_for_its_own_histograms(
         assert per_user is not None and per_prompt is not None and per_prompt != per_user
     finally:
         second.close()
+
+
+def test_the_history_names_the_bound_it_paid_for(engine: Engine) -> None:
+    """dpsql's own release is named in the analyst's history (proxy/ledger_views.py)."""
+    engine.run(QueryRequest(SUM, epsilon=1.0))
+    assert [h.automatic for h in engine.query_history("local") if h.automatic] == [NOTE]

@@ -171,3 +171,18 @@ def test_memory_keeps_a_bounded_series_with_its_ends(
     assert series.epsilon[0].ts == first_charge.ts
     assert series.epsilon[-1].value == pytest.approx(ledger.spent("users").epsilon)
     assert [p.ts for p in series.epsilon] == sorted(p.ts for p in series.epsilon)
+
+
+def test_history_names_the_releases_dpsql_made_itself(ledger: SQLiteLedger) -> None:
+    """A charge whose note is an automatic release's (proxy/released_once.py) carries
+    that note into the history; the analyst's own queries carry none, and a replay of
+    either keeps what its charge said."""
+    q = ledger.charge("users", zcdp_curve(0.01), analyst="ana", fingerprint="fq", note="query fq")
+    h = ledger.charge(
+        "users", zcdp_curve(0.01), analyst="ana", fingerprint="fh", note="auto bounds of t"
+    )
+    ledger.replay(h.event_id, analyst="ana", fingerprint="fh")
+    ledger.replay(q.event_id, analyst="ana", fingerprint="fq")
+    ana = {e.fingerprint: e for e in LedgerViews(ledger).history("ana", 10)}
+    assert (ana["fh"].automatic, ana["fh"].asks) == ("auto bounds of t", 2)
+    assert (ana["fq"].automatic, ana["fq"].asks) == ("", 2)

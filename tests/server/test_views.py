@@ -80,6 +80,8 @@ def test_history_is_the_callers_own(c: httpx.Client, asked: dict[str, dict]) -> 
     assert by_charge[a]["epsilon"] == pytest.approx(charges[a]["epsilon"])
     assert by_charge[a]["fingerprint"] == charges[a]["fingerprint"]
     assert by_charge[a]["populations"] == ["users"]
+    # the analyst's own queries; dpsql's own releases would name themselves here
+    assert by_charge[a]["automatic"] is None and by_charge[b]["automatic"] is None
 
     # bob's replay of ana's release is free for bob; his partition query is his own.
     his = {q["charge_id"]: q for q in get(c, "/v1/history", "bob")["queries"]}

@@ -59,6 +59,7 @@ def _history(ctx: Context, caller: Caller, limit: int) -> HistoryResponse:
                 epsilon=_finite(e.epsilon),
                 populations=list(e.populations),
                 cached=e.cached,
+                automatic=e.automatic or None,
             )
             for e in entries
         ],

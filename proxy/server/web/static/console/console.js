@@ -266,7 +266,10 @@ async function loadHistory() {
           const sql = saved ? saved.body.sql : null;
           return h("tr", { "data-fingerprint": q.fingerprint },
             h("td", {}, when(q.last_ts)),
-            h("td", { class: "sql-cell", title: sql || q.fingerprint }, sql || h("span", { class: "muted" }, `${short(q.fingerprint)} (asked from another client)`)),
+            h("td", { class: "sql-cell", title: sql || q.automatic || q.fingerprint }, sql || h("span", { class: "muted" }, q.automatic
+              // dpsql's own release for a query of this analyst's: not another client's
+              ? `${q.automatic}: released by dpsql to choose a cap for your query, paid once`
+              : `${short(q.fingerprint)} (asked from another client)`)),
             h("td", { class: "n" }, eps(q.epsilon)),
             h("td", { class: "n" }, String(q.asks)),
             h("td", {}, q.populations.join(", ")),
