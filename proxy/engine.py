@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import re
 import threading
 import time
 from collections.abc import Callable, Collection, Hashable, Iterator
@@ -294,6 +295,30 @@ def output_names(tree: exp.Expr) -> tuple[str, ...] | None:
     if not isinstance(tree, exp.Select):
         return None
     return tuple(output_name(item) for item in tree.expressions)
+
+
+# A time key's next coarser unit, for the hint when nothing was released.
+_COARSER = {
+    "second": "minute",
+    "minute": "hour",
+    "hour": "day",
+    "day": "week",
+    "week": "month",
+    "month": "quarter",
+    "quarter": "year",
+}
+_TRUNC_UNIT = re.compile(r"DATE_TRUNC\(\s*'(\w+)'", re.IGNORECASE)
+
+
+def _coarser(key_sqls: tuple[str, ...]) -> str:
+    """An example of a coarser key: a time key's next unit (more people in each group),
+    or a general one."""
+    for sql in key_sqls:
+        found = _TRUNC_UNIT.search(sql)
+        unit = found.group(1).lower() if found else None
+        if unit in _COARSER:
+            return f"e.g. date_trunc('{_COARSER[unit]}', …) instead of '{unit}'"
+    return "e.g. month instead of day"
 
 
 class Engine:
@@ -1518,7 +1543,8 @@ class Engine:
         return (
             f"no group was released: a group is shown only when its noisy count of people "
             f"reaches {plan.threshold.tau} at this budget{more}. Group by a coarser key "
-            "(e.g. month instead of day), filter less, or ask with a larger epsilon.",
+            f"({_coarser(self.prepare(request)[0].key_sqls)}), filter less, or ask with a "
+            "larger epsilon.",
         )
 
     def _post_process(self, plan: Plan, table: pa.Table) -> Answer:

@@ -111,6 +111,8 @@ def test_an_empty_release_says_why_and_what_would_help(pair) -> None:
     assert r.rows == []
     [hint] = [w for w in r.warnings if w.startswith("no group was released")]
     assert f"reaches {plan.threshold.tau}" in hint and "four times the budget" in hint
+    # the key's own next unit (a weekly key was told "month instead of day")
+    assert "date_trunc('week', …) instead of 'day'" in hint
 
 
 def test_a_few_heavy_people_cut_are_said_even_below_the_share(
