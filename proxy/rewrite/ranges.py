@@ -144,7 +144,7 @@ def derive(node: exp.Expr, tables: dict[str, TableInfo]) -> Range:
         if b.lower == b.upper and b.lower != 0 and math.isfinite(b.lower):
             lo, hi = sorted((a.lower / b.lower, a.upper / b.lower))
             return Range(lo, hi, False)
-        return UNKNOWN
+        return _quotient(a, b, typed=bool(node.args.get("typed")))
     if isinstance(node, exp.IntDiv):
         # DuckDB's // truncates towards zero on two integers (a monotone step of a / c)
         # and divides as / does otherwise.
@@ -155,7 +155,7 @@ def derive(node: exp.Expr, tables: dict[str, TableInfo]) -> Range:
             if whole:
                 ends = [_truncated(x) for x in ends]
             return Range(min(ends), max(ends), whole)
-        return UNKNOWN
+        return _quotient(a, b, typed=True)
     if isinstance(node, exp.Abs):
         r = derive(node.this, tables)
         if r.lower >= 0:
@@ -277,6 +277,25 @@ def _dated(node: exp.Expr, tables: dict[str, TableInfo]) -> bool:
     return typer.kind(node).family in (Family.DATE, Family.TIMESTAMP)
 
 
+def _quotient(a: Range, b: Range, *, typed: bool) -> Range:
+    """``a / b`` for a divisor whose range keeps away from 0 (``x / GREATEST(y, 1)``,
+    ``x / (y + 1)`` of a count): on either side of 0 division is monotone in each
+    argument, so the four corners' quotients bound every quotient (and a correctly
+    rounded division keeps that order). A divisor that can be 0, or a bound that is not
+    finite, gives no range. ``typed``: a dialect's division that truncates when both
+    arguments are integers (PostgreSQL's ``/``)."""
+    if a.lower > a.upper or b.lower > b.upper:
+        return Range(INF, -INF, True)  # only NULLs
+    if not (a.bounded and b.bounded) or b.lower <= 0 <= b.upper:
+        return UNKNOWN
+    corners = [x / y for x in (a.lower, a.upper) for y in (b.lower, b.upper)]
+    low, high = min(corners), max(corners)
+    if typed:
+        whole = a.integer and b.integer
+        return Range(float(math.floor(low)), float(math.ceil(high)), whole)
+    return Range(low, high, False)
+
+
 def _remainder(a: Range, b: Range) -> Range:
     """``a % b`` for a constant ``b`` other than 0: below ``|b|`` in size, with the sign
     of ``a`` (DuckDB, PostgreSQL and Spark alike)."""
@@ -304,6 +323,15 @@ def bounded_range(node: exp.Expr, tables: dict[str, TableInfo], aggregate: str) 
         # Named by its columns: the node is the rewritten argument (clamps and TRY
         # added), whose text the analyst never wrote.
         cols = sorted({c.name for c in node.find_all(exp.Column)})
+        divisor = _zero_divisor(node, tables)
+        if divisor is not None:
+            raise unsupported(
+                f"cannot bound the argument of {aggregate}: it divides by a value that can "
+                f"be 0 (of {divisor}), so the quotient has no bound",
+                f"divide by a value kept away from 0, e.g. GREATEST({divisor}, 1) for a "
+                "count; NULLIF(x, 0) compares the value before the policy's bounds clamp "
+                "it, so it does not keep the divisor from 0",
+            )
         raise unsupported(
             f"cannot bound the argument of {aggregate}: no finite range follows from the "
             f"policy's bounds of {', '.join(cols) or 'its values'}",
@@ -312,3 +340,14 @@ def bounded_range(node: exp.Expr, tables: dict[str, TableInfo], aggregate: str) 
             + " in the policy, or clamp it with LEAST(GREATEST(x, lo), hi)",
         )
     return r
+
+
+def _zero_divisor(node: exp.Expr, tables: dict[str, TableInfo]) -> str | None:
+    """The column a division in ``node`` divides by when its divisor's range holds 0
+    (what the refusal's hint names), or None."""
+    for division in node.find_all(exp.Div, exp.IntDiv):
+        b = derive(division.right, tables)
+        if b.bounded and b.lower <= 0 <= b.upper:
+            cols = sorted({c.name for c in division.right.find_all(exp.Column)})
+            return cols[0] if len(cols) == 1 else "the divisor"
+    return None

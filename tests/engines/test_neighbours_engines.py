@@ -77,6 +77,8 @@ DEMO_SUBSET = (
     "adv_public_subquery",
     "adv_remainder_and_parts",
     "adv_combined_domain_keys",
+    # a divisor kept from 0 (2026-12-06, sixth session)
+    "adv_guarded_ratios",
 )
 # The quantile histograms on the engines (tests/reliability/test_quantile_neighbours.py
 # runs these and more on DuckDB): check (d) of the harness, each argument's histogram

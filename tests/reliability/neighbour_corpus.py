@@ -1058,6 +1058,15 @@ DEMO: tuple[Entry, ...] = (
         "WHERE user_id = {pid} OR tokens_in < 50",
         "a remainder and calendar parts bounded by their own ranges, pinned to the person",
     ),
+    # A divisor kept away from 0 (proxy/rewrite/ranges.py: the corners' quotients), the
+    # per-row ratios BI tools write (2026-12-06, sixth session).
+    Entry(
+        "adv_guarded_ratios",
+        "SELECT model, AVG(tokens_out * 1.0 / NULLIF(tokens_in, 0)) AS r, "
+        "SUM(tokens_out / GREATEST(tokens_in, 1)) AS s, AVG(tokens_in // (tokens_out + 1)) "
+        "AS q FROM prompts WHERE user_id = {pid} OR tokens_in > 3000 GROUP BY model",
+        "per-row quotients by a divisor kept from 0, bounded by their corners, pinned",
+    ),
     Entry(
         "adv_public_subquery",
         "SELECT u.region, COUNT(*) AS n FROM users u WHERE (u.user_id = {pid} OR u.age > 40) "
