@@ -384,8 +384,12 @@ def _clipping(
     clamps = _clamp_words(plan.declared_bounds)
     # People are counted whole: a positive low end of the interval means at least one.
     at_least = math.ceil(clip.total_cut - clip.total_cut_half_width)
-    if clip.total_people < 1 or at_least < 1:
+    if clip.total_people < 1:
         return clip, ()
+    if at_least < 1:
+        # The noise cannot tell the cut from none: said so, with how many it may be
+        # (every answer says how much bounding changed it; this one was silent).
+        return clip, (_unmeasured_cut(plan, clip),)
     if plan.declared_bounds and all(b.per_person for b in plan.declared_bounds):
         return clip, (_per_person_warning(clip, at_least),)
     if clip.fraction_at_least <= CLIPPING_WARNING:
@@ -420,6 +424,28 @@ def _knobs(plan: Plan) -> str:
     groups per person where a person can be in more than one (an hourly key with K = 4
     kept 4 of each person's 24 hours, and the advice named the rows alone)."""
     return "max_rows_per_group or max_groups" if plan.max_groups > 1 else "max_rows_per_group"
+
+
+def _unmeasured_cut(plan: Plan, clip: Clipping) -> str:
+    """The clipping estimate within its noise: the bounds, and from none to how many
+    people they may have changed (the estimate's upper end)."""
+    most = max(0, min(math.floor(clip.total_cut + clip.total_cut_half_width), math.floor(
+        clip.total_people)))
+    clamped = "; ".join(
+        f"{b.column} outside [{b.lower:,.6g}, {b.upper:,.6g}]" for b in plan.declared_bounds
+    )
+    if plan.declared_bounds and all(b.per_person for b in plan.declared_bounds):
+        did = f"set each person's value of {clamped} to the nearest bound"
+    else:
+        groups = f" and {plan.max_groups} groups per person" if plan.max_groups > 1 else ""
+        did = f"counted at most {plan.max_rows} rows per person in a group{groups}"
+        did += f", and set values of {clamped} to the nearest bound" if clamped else ""
+    return (
+        f"dpsql {did}; how many people that changed is within the noise of its estimate "
+        f"at this budget: from none to about {most:,} of the "
+        f"{max(0.0, clip.total_people):,.0f} people in these groups (a larger epsilon "
+        "measures it)"
+    )
 
 
 def _per_person_warning(clip: Clipping, at_least: int) -> str:

@@ -347,10 +347,17 @@ CLIP_WORDS = ("had more than", "dpsql counted at most", "beyond its bounds", "ar
               "more than 5% ", "set each such value")
 
 
+UNMEASURED = "within the noise of its estimate"
+
+
 def clipping_claimed(result: Any) -> tuple[bool, float, float]:
     """(does the answer say bounding changed it, its total people cut, half-width)."""
     clip = result.privacy.clipping
-    words = any(any(w in msg for w in CLIP_WORDS) for msg in result.warnings)
+    # (the note that the cut is within the estimate's noise states the bounds, and
+    # that the cut may be none: no claim that bounding changed the answer)
+    words = any(
+        any(w in msg for w in CLIP_WORDS) and UNMEASURED not in msg for msg in result.warnings
+    )
     if clip is None:
         return words, 0.0, 0.0
     return words, clip.total_cut, clip.total_cut_half_width

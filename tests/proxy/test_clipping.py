@@ -431,3 +431,22 @@ def test_the_hidden_flag_cannot_be_named(clamped, sql: str) -> None:
     with pytest.raises(DPSQLError):
         clamped.run(QueryRequest(sql, epsilon=1.0))
     assert clamped.remaining("users") == before
+
+
+def test_a_cut_within_the_noise_is_said_with_its_bounds(small_demo: Engine) -> None:
+    """An answer whose clipping estimate cannot be told from none said nothing about
+    bounding (300 people at ε = 1: about 90 ± 250 cut); it now states the caps and the
+    most people they may have cut. A measurable cut keeps its own warning."""
+    sql = "SELECT model, COUNT(*) AS n FROM prompts GROUP BY model"
+    r = small_demo.run(QueryRequest(sql, epsilon=1.0))
+    clip = r.privacy.clipping
+    assert clip is not None and clip.total_cut - clip.total_cut_half_width < 1
+    [note] = [w for w in r.warnings if "within the noise of its estimate" in w]
+    assert "counted at most 10 rows per person in a group and 4 groups per person" in note
+    most = min(int(clip.total_cut + clip.total_cut_half_width), int(clip.total_people))
+    assert f"from none to about {max(0, most):,} of the {clip.total_people:,.0f} people" in note
+    # at a budget that measures the cut, the warning of a measured cut instead
+    measured = small_demo.run(QueryRequest(sql, epsilon=1e4))
+    assert not any("within the noise" in w for w in measured.warnings)
+    assert any("dpsql counted at most that much" in w or "lower than the true" in w
+               for w in measured.warnings), measured.warnings
