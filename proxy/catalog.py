@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
@@ -226,6 +226,7 @@ class Catalog:
             self._tables[key] = TableInfo(
                 table, key[0], key[1], dict(types), facts, unit_unique=key in unique_units
             )
+        _check_unit_types(self._tables.values())
         # Tables one query derives from others (proxy/per_person_values.py): visible to
         # whoever may read that query, since their rows come from tables it already read.
         self._derived: frozenset[tuple[str, str]] = frozenset()
@@ -295,3 +296,39 @@ class Catalog:
         for t in self.visible_to(allowed):
             schema.setdefault(t.db, {})[t.name] = dict(t.column_types)
         return schema
+
+
+def _unit_kind(type_name: str) -> str:
+    """What a person id's type compares as: its family (integers of any width meet
+    exactly), or the type itself where the family is not known."""
+    from proxy.engines.kinds import Family, of_type_name
+
+    family = of_type_name(type_name).family
+    return type_name.upper() if family is Family.UNKNOWN else family.value
+
+
+def _check_unit_types(tables: Iterable[TableInfo]) -> None:
+    """Refuse a population whose tables' person ids are of different kinds. A join on
+    the person id compares them after a cast (DuckDB reads '07' and '7' as 7), so one
+    person's rows in a text id column could be under many spellings, each bounded by the
+    core as a person of its own: one person moved a count declared Δ∞ = 1 by 41 (a
+    review, 2026-12-06; tests/reliability/test_unit_type_neighbours.py). A DOUBLE id
+    beside a BIGINT one would, the other way, make two people one."""
+    kinds: dict[str, dict[str, str]] = {}
+    for info in tables:
+        policy = info.policy
+        if info.public or not policy.unit or not policy.population:
+            continue
+        kind = info.column_types.get(policy.unit.lower())
+        if kind is None:
+            continue
+        kinds.setdefault(policy.population, {})[policy.name] = _unit_kind(kind)
+    for population, found in kinds.items():
+        if len(set(found.values())) > 1:
+            listed = ", ".join(f"{t}: {k}" for t, k in sorted(found.items()))
+            raise DPSQLError(
+                "policy_error",
+                f"the person ids of population {population} are of different types ({listed})",
+                "store every table's person id in one type (e.g. BIGINT everywhere), or "
+                "read a table through a view that casts it",
+            )
