@@ -47,7 +47,7 @@ from proxy.errors import DPSQLError
 from proxy.policy import Policy
 
 # Bumped when the way a copy is built changes, so older copies are not reused.
-_FORMAT = 2
+_FORMAT = 3
 
 
 def _quote(name: str) -> str:
@@ -135,12 +135,35 @@ def load_sources(policy: Policy, con: duckdb.DuckDBPyConnection) -> None:
         # becoming NULL.
         con.execute(f"CREATE OR REPLACE TEMP TABLE dpsql_csv_text AS {read}", [str(source)])
         try:
+            _one_line_per_row(con, name, source, [c for c, _ in declared_types(policy, name)])
             con.execute(
-                f"CREATE TABLE {_quote(db)}.{_quote(table)} AS "
-                f"SELECT {casts} FROM dpsql_csv_text"
+                f"CREATE TABLE {_quote(db)}.{_quote(table)} AS SELECT {casts} FROM dpsql_csv_text"
             )
         finally:
             con.execute("DROP TABLE IF EXISTS dpsql_csv_text")
+
+
+def _one_line_per_row(
+    con: duckdb.DuckDBPyConnection, name: str, source: Path, columns: Sequence[str]
+) -> None:
+    """Refuse a source with a field across lines. A quoted field may hold line breaks,
+    so one person's value starting with a quote (an exporter that does not quote text)
+    runs to the next quote before a line end, taking every line between into that
+    person's row: removing the person gave 33 other people their rows back (a review,
+    2026-12-06; tests/reliability/test_csv_line_neighbours.py). With one row per line,
+    a line changes only its own row."""
+    spans = " OR ".join(
+        f"strpos({_quote(c)}, chr(10)) > 0 OR strpos({_quote(c)}, chr(13)) > 0" for c in columns
+    )
+    found = con.execute(f"SELECT COUNT(*) FROM dpsql_csv_text WHERE {spans}").fetchone()
+    if found is not None and found[0]:
+        raise DPSQLError(
+            "policy_error",
+            f"{found[0]} row(s) of {source} (table {name}) have a field across lines: a "
+            "quoted field may not hold a line break in a CSV source",
+            "write each row on one line (replace line breaks inside values), or load the "
+            "file into a DuckDB database",
+        )
 
 
 # DuckDB syncs a new file at creation, its log at each commit and the file twice at the
