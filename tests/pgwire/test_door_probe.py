@@ -176,8 +176,11 @@ def test_a_display_setting_is_honoured_or_refused(door: PgDoor, setting: str, qu
     with _connect(door) as conn:
         try:
             conn.execute(setting)
-        except psycopg.Error:
-            return  # refusing the setting is a fix too
+        except psycopg.errors.InvalidParameterValue as refused:
+            # Refusing the setting is a fix too: a refusal with its SQLSTATE (22023) and
+            # the reason, not any error (a dropped connection is no refusal).
+            assert "dpsql answers with" in str(refused), refused
+            return
         reference = {"d": "2024-01-02", "i": "1 day, 2:00:00", "e": "é"}
         got = conn.execute(query).fetchone()[0]
         assert str(got) in reference.values(), got
