@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pytest
 
 from accounting.ledger import ancestors_or_self, epsilon_at
 from accounting.rdp import ZERO
+from proxy import release as release_step
 from proxy.engine import Engine, Result
 from proxy.errors import DPSQLError
 from proxy.policy import parse_policy
@@ -639,6 +641,35 @@ def test_threshold_is_well_above_one(lonely: Engine) -> None:
     tau = result.privacy.partition["tau"]
     assert 1 < tau < 500
     assert math.isfinite(result.privacy.partition["scale"])
+
+
+def test_a_group_is_kept_exactly_when_its_noisy_person_count_reaches_tau(
+    lonely: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The release keeps a group iff its noisy person count is at least τ, noised with
+    the threshold's own mechanism, scale and curve: the rule whose one-person release
+    rate accounting/partition.py bounds by δ (tests/accounting/test_partition.py checks
+    that rule with a comparison of its own, and 30 runs above cannot tell τ from τ − 1).
+    The noise is zero here, so the release step's comparison itself is what is seen."""
+    _, plan = lonely.prepare(QueryRequest("SELECT grp, COUNT(*) AS n FROM t GROUP BY grp"))
+    thr = plan.threshold
+    assert thr is not None and thr.tau > 2
+    drawn: list[dict[str, Any]] = []
+
+    def no_noise(values: Any, **kwargs: Any) -> Any:
+        drawn.append(kwargs)
+        return np.asarray(values)
+
+    monkeypatch.setattr(release_step.mechanisms, "release_planned", no_noise)
+    persons = np.array([0, 1, thr.tau - 1, thr.tau, thr.tau + 1], dtype=np.int64)
+    keep, _ = release_step._select_partitions(plan, {"__persons": persons})
+    assert keep.tolist() == [False, False, False, True, True]
+    [used] = drawn
+    assert (used["mechanism"], used["scale"], used["planned"]) == (
+        thr.mechanism,
+        thr.scale,
+        thr.curve,
+    )
 
 
 def test_a_date_key_comes_back_as_a_date(engine: Engine) -> None:
