@@ -19,6 +19,7 @@ import pytest
 
 from accounting import value_bounds as V
 from accounting.quantiles import QuantileError
+from accounting.rdp import ORDERS
 from proxy.auto_values import Side
 from proxy.engine import Engine
 from proxy.errors import DPSQLError
@@ -256,6 +257,29 @@ def test_each_person_keeps_at_most_c_values(engine: Engine) -> None:
     assert engine.auto_values.rows_per_person(prompts) == 10 and int(counts.sum()) == kept
     # The same data gives the same histogram: no random choice of a person's rows.
     assert (engine.auto_values.exact_counts(prompts, prompts.column("latency_ms")) == counts).all()
+
+
+def test_the_histograms_noise_is_what_c_values_per_person_need(engine: Engine) -> None:
+    """One person adds up to C = 10 values to the histogram (at most C in L2 as in L1), so
+    the charged ρ must pay for an L2 sensitivity of C: ρ ≥ C²/(2σ²). σ is read from the
+    stored release itself (noisy minus exact counts, over its few dozen bins), not from
+    the engine's calibration; the factor 0.1 leaves room for that estimate (a false alarm
+    below 1e-12). Calibrated as if each person added one value, the noise is C times
+    narrower for the same charge and ρ falls 100 times short."""
+    engine.run(QueryRequest(SUM, epsilon=1.0))
+    prompts = engine.policy.table("prompts")
+    column = prompts.column("latency_ms")
+    c = engine.auto_values.rows_per_person(prompts)
+    stored = engine.cache.get(engine.auto_values._key(prompts, column))
+    assert stored is not None and c == 10
+    noisy = np.asarray(stored[1].column("count").to_pylist(), dtype=float)
+    residual = noisy - np.asarray(engine.auto_values.exact_counts(prompts, column), dtype=float)
+    assert residual.size >= 30
+    sigma2 = float(np.mean(residual**2))  # the noise has mean 0
+    [charge] = [e for e in engine.ledger.history(limit=10**6) if e.note == NOTE]
+    rho = charge.curve.values[0] / ORDERS[0]
+    assert charge.curve.values == pytest.approx([rho * a for a in ORDERS], rel=1e-9)  # zCDP
+    assert rho >= 0.1 * c * c / (2 * sigma2), (rho, c, sigma2)
 
 
 def test_refused_query_pays_nothing(engine: Engine) -> None:
