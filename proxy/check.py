@@ -645,6 +645,14 @@ def _partition_pins(
     where = select.args.get("where")
     if not aliases or where is None or info is None:
         return (), pop.partition
+    if not info.unit_unique:
+        # Parallel composition rests on each person being in one partition: one row per
+        # person in the partition table, checked at start. Only data nobody can change
+        # while dpsql runs keeps it so (DuckDB's read-only base tables: unit_unique); on
+        # a live PostgreSQL, a second row for a person with another value would put them
+        # in two partitions charged apart (a review, 2026-12-06). There a pinned query
+        # charges the whole population.
+        return (), pop.partition
     col_policy = info.column(part_col)
     domain = {str(v) for v in (col_policy.values or ())} if col_policy else set()
     pinned = pinned_values(

@@ -682,3 +682,31 @@ def test_a_date_key_comes_back_as_a_date(engine: Engine) -> None:
     result = engine.run(QueryRequest(sql, epsilon=2.0))
     assert result.rows, "a monthly key over 20,000 prompts releases some months"
     assert all(type(m) is datetime.date for m, _ in result.rows)
+
+
+def test_a_partition_table_nobody_freezes_charges_the_population(
+    data: Path, max_prompts: int, tmp_path: Path
+) -> None:
+    """Parallel composition needs each person in one partition, which only the start-up
+    check on frozen data guarantees: with ``users`` a view (computed again at each read,
+    like a live PostgreSQL table), a pinned query charges the population, not the
+    partition (a review, 2026-12-06: a second row with another region would put a person
+    in two partitions charged apart)."""
+    db = tmp_path / "view.duckdb"
+    shutil.copyfile(data, db)
+    con = duckdb.connect(str(db))
+    con.execute("ALTER TABLE users RENAME TO users_rows")
+    con.execute("CREATE VIEW users AS SELECT * FROM users_rows")
+    con.close()
+    text = demo_policy_text(db, tmp_path / "ledger.sqlite", cap=100.0, prompt_rows=max_prompts)
+    viewed = Engine(parse_policy(text, base_dir=tmp_path))
+    try:
+        assert not viewed.catalog.get("main", "users").unit_unique
+        sql = (
+            "SELECT COUNT(*) AS n FROM prompts p JOIN users u ON p.user_id = u.user_id "
+            "WHERE u.region = 'north'"
+        )
+        assert viewed.run(QueryRequest(sql, epsilon=0.5)).privacy.populations == ("users",)
+        assert viewed.ledger.spent(NORTH).epsilon == viewed.ledger.spent("users").epsilon > 0
+    finally:
+        viewed.close()
