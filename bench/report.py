@@ -518,7 +518,7 @@ def render_issue18(run: dict[str, Any]) -> str:
     every = [x[0] for tree in loads.values() for row in tree.values() for x in row]
     mode = "quick mode" if run.get("quick") else "full mode"
     return "\n".join([
-        "### 5a. Issue 18: cache hits, the ledger's I/O and start-up, before and after",
+        "### 5a. Issue 18: every row of its table, before and after",
         "",
         f"Both trees measured in one run ({run['started']}, {run['rounds']} rounds, "
         f"interleaved, alternating which goes first; medians; {mode}; {run['cpus']} cores; "
@@ -532,7 +532,16 @@ def render_issue18(run: dict[str, Any]) -> str:
         "measured in the same process. The in-process cache hit is `Engine.run` of a "
         "release the analyst already holds: since d2dc683 `Engine.run` answers it from "
         "memory (`run_cached`, its replay event committed within 20 ms), as the HTTP "
-        "door did before.",
+        "door did before. The floor-ratio rows time each key's cache miss against its "
+        "per-person floor on the engine's own connection, pair by pair (bench/scale.py's "
+        "data and queries; "
+        + ("3 pairs at 10M rows and 5 at 1M" if run.get("quick") else "5 pairs at 10M rows and 9 at 1M")
+        + " per round); the doors rows serve both trees at once and call every door of each "
+        "in turn (bench/doors.py's clients, "
+        + ("100" if run.get("quick") else "300")
+        + " rounds of 2 calls per path and round). A ratio row is one run's median ratio, "
+        "and these move with the machine: the stock trino client measured 1.37× in "
+        "section 9 on a quiet machine, where `/v1/query` was faster.",
         "",
         run["markdown"],
         "",
