@@ -438,13 +438,25 @@ def test_a_cut_within_the_noise_is_said_with_its_bounds(small_demo: Engine) -> N
     bounding (300 people at ε = 1: about 90 ± 250 cut); it now states the caps and the
     most people they may have cut. A measurable cut keeps its own warning."""
     sql = "SELECT model, COUNT(*) AS n FROM prompts GROUP BY model"
-    r = small_demo.run(QueryRequest(sql, epsilon=1.0))
-    clip = r.privacy.clipping
-    assert clip is not None and clip.total_cut - clip.total_cut_half_width < 1
-    [note] = [w for w in r.warnings if "within the noise of its estimate" in w]
-    assert "counted at most 10 rows per person in a group and 4 groups per person" in note
-    most = min(int(clip.total_cut + clip.total_cut_half_width), int(clip.total_people))
-    assert f"from none to about {max(0, most):,} of the {clip.total_people:,.0f} people" in note
+    within = 0
+    # Each release's estimate lands within its noise most of the time (a true cut of
+    # about 90 against a half-width of about 250): six fresh releases, and every one is
+    # checked for the words its own estimate calls for.
+    for i in range(6):
+        r = small_demo.run(QueryRequest(sql, epsilon=1.0 + i * 1e-6))
+        clip = r.privacy.clipping
+        assert clip is not None
+        notes = [w for w in r.warnings if "within the noise of its estimate" in w]
+        if clip.total_cut - clip.total_cut_half_width >= 1:
+            assert not notes  # a measured cut has its own warning
+            continue
+        within += 1
+        [note] = notes
+        assert "counted at most 10 rows per person in a group and 4 groups per person" in note
+        most = min(int(clip.total_cut + clip.total_cut_half_width), int(clip.total_people))
+        people = f"{clip.total_people:,.0f}"
+        assert f"from none to about {max(0, most):,} of the {people} people" in note
+    assert within > 0
     # at a budget that measures the cut, the warning of a measured cut instead
     measured = small_demo.run(QueryRequest(sql, epsilon=1e4))
     assert not any("within the noise" in w for w in measured.warnings)
