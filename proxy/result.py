@@ -426,14 +426,17 @@ def _knobs(plan: Plan) -> str:
     return "max_rows_per_group or max_groups" if plan.max_groups > 1 else "max_rows_per_group"
 
 
+def _bounds_named(bounds: tuple[C.DeclaredBound, ...]) -> str:
+    """The declared bounds a query clamps to, as the warnings name them."""
+    return "; ".join(f"{b.column} outside [{b.lower:,.6g}, {b.upper:,.6g}]" for b in bounds)
+
+
 def _unmeasured_cut(plan: Plan, clip: Clipping) -> str:
     """The clipping estimate within its noise: the bounds, and from none to how many
     people they may have changed (the estimate's upper end)."""
-    most = max(0, min(math.floor(clip.total_cut + clip.total_cut_half_width), math.floor(
-        clip.total_people)))
-    clamped = "; ".join(
-        f"{b.column} outside [{b.lower:,.6g}, {b.upper:,.6g}]" for b in plan.declared_bounds
-    )
+    upper_end = math.floor(clip.total_cut + clip.total_cut_half_width)
+    most = max(0, min(upper_end, math.floor(clip.total_people)))
+    clamped = _bounds_named(plan.declared_bounds)
     if plan.declared_bounds and all(b.per_person for b in plan.declared_bounds):
         did = f"set each person's value of {clamped} to the nearest bound"
     else:
@@ -450,9 +453,7 @@ def _unmeasured_cut(plan: Plan, clip: Clipping) -> str:
 
 def _per_person_warning(clip: Clipping, at_least: int) -> str:
     """A per-person subquery's clipping: its values were clamped, no row was cut."""
-    named = "; ".join(
-        f"{b.column} outside [{b.lower:,.6g}, {b.upper:,.6g}]" for b in clip.declared_bounds
-    )
+    named = _bounds_named(clip.declared_bounds)
     who = (
         f"at least {at_least} {'person' if at_least == 1 else 'people'} (about "
         f"{clip.fraction:.1%} of those in these groups)"
